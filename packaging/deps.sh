@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The one place that names every Debian package docsync needs to build, run, test and package.
+# Installs the missing ones (as root, with apt-get); does nothing when all are present.
+#   packaging/deps.sh          install what is missing
+#   packaging/deps.sh --list   print the package names
+set -euo pipefail
+
+PACKAGES=(
+  # build: extension
+  postgresql-15 postgresql-server-dev-15 make
+  # build: worker
+  cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libcli11-dev libhiredis-dev
+  # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools
+  doctest-dev clang libclang-rt-14-dev redis-server procps util-linux
+  # benchmarks: peer plugins and tools
+  postgresql-15-wal2json
+  # packaging
+  debhelper dpkg-dev fakeroot
+)
+
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
+
+# postgresql-15 is also upgraded when older than 15.19, the first release with output_plugin_libraries.
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+pg_version=$(dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null || true)
+if [ -n "$pg_version" ] && dpkg --compare-versions "$pg_version" lt 15.19; then
+  missing+=(postgresql-15 postgresql-server-dev-15 postgresql-client-15)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "docsync: missing Debian packages: ${missing[*]}" >&2
+  echo "docsync: run as root, or install them with: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+echo "docsync: installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

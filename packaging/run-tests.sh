@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs every docsync test on this machine, as root or as a user who can install nothing new:
+#   packaging/run-tests.sh          the CI suite: extension + worker built with ASan+UBSan, a throwaway
+#                                   cluster, `make installcheck` (regress/), `ctest` (unit and
+#                                   integration), each fuzz target for a short bounded time
+#   packaging/run-tests.sh --full   also the long suites: long fuzz runs, the long fault runs,
+#                                   ThreadSanitizer, the plugin under valgrind and the Debian package build
+# Installs the Debian packages it needs (packaging/deps.sh), stops the cluster it started even when a
+# test fails, and exits non-zero on any failure.
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top" || exit 1
+full=0
+case "${1:-}" in
+  "") ;;
+  --full) full=1 ;;
+  *) echo "usage: packaging/run-tests.sh [--full]" >&2; exit 2 ;;
+esac
+export DOCSYNC_TEST_FULL=$full
+jobs=$(nproc)
+build=${DOCSYNC_BUILD_DIR:-$top/build/test}
+start=$(date +%s)
+failed=()
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "Debian packages"
+bash packaging/deps.sh || exit 1
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+
+step "build: extension (PGXS, warnings are errors)"
+make -s clean >/dev/null 2>&1
+make -s PG_CONFIG="$PG_CONFIG" || exit 1
+
+step "build: worker and tests (CMake, ASan+UBSan)"
+cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.cmake.log" 2>&1 ||
+  { cat "$build.cmake.log"; exit 1; }
+cmake --build "$build" -j "$jobs" || exit 1
+
+step "throwaway cluster"
+cluster=$(packaging/dev-cluster.sh start) || exit 1
+trap 'packaging/dev-cluster.sh stop "$cluster"' EXIT
+trap 'exit 130' INT TERM
+# shellcheck disable=SC1091
+. "$cluster/cluster.env"
+echo "cluster in $cluster, port $PGPORT"
+
+step "pg_regress (make installcheck)"
+if ! make installcheck PG_CONFIG="$PG_CONFIG"; then
+  failed+=(regress)
+  [ -f regress/regression.diffs ] && head -n 200 regress/regression.diffs
+fi
+
+step "ctest"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest_args=(--test-dir "$build" --output-on-failure --timeout 600)
+[ $full -eq 1 ] || ctest_args+=(--label-exclude long)
+ctest "${ctest_args[@]}" || failed+=(ctest)
+
+if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
+  fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 15)
+  step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each)"
+  fuzz_build="$build-fuzz"
+  if CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF >"$fuzz_build.cmake.log" 2>&1 &&
+     cmake --build "$fuzz_build" -j "$jobs" >"$fuzz_build.build.log" 2>&1; then
+    for target in "$fuzz_build"/fuzz-*; do
+      name=${target##*/fuzz-}
+      corpus=$(mktemp -d)
+      [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
+      if "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" >"$fuzz_build/$name.log" 2>&1; then
+        echo "fuzz $name: ok ($(grep -c . "$fuzz_build/$name.log") log lines)"
+      else
+        echo "fuzz $name: FAILED"; tail -n 40 "$fuzz_build/$name.log"; failed+=("fuzz-$name")
+      fi
+      rm -rf "$corpus"
+    done
+  else
+    cat "$fuzz_build.cmake.log" "$fuzz_build.build.log" 2>/dev/null | tail -n 40
+    failed+=(fuzz-build)
+  fi
+fi
+
+if [ $full -eq 1 ] && [ -x packaging/full-suites.sh ]; then
+  step "long suites"
+  packaging/full-suites.sh "$build" || failed+=(long-suites)
+fi
+
+step "summary"
+echo "wall time: $(( $(date +%s) - start ))s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all suites passed"

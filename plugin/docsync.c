@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * docsync.c
+ *		Module entry point of the docsync extension library: the module magic, the logical decoding
+ *		output plugin's entry point (callbacks live in decode.c) and the library's initialisation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "docsync.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* Library load: nothing to set up yet beyond what the decoding callbacks do on their own. */
+void
+_PG_init(void)
+{
+}

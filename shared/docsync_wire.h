@@ -1,0 +1,146 @@
+/*
+ * docsync_wire.h
+ *      The docsync binary wire format: the records the output plugin emits and the worker decodes.
+ *
+ * Plain C99, shared by the plugin (C, inside the server) and the worker (C++). Nothing here includes
+ * PostgreSQL or C++ headers.
+ *
+ * Framing. Every logical decoding output message (one CopyData 'w' payload, or one row of
+ * pg_logical_slot_get_binary_changes) carries exactly one record. Byte 0 is the record type; the rest
+ * is the body below. A record never spans messages and a message never holds two records.
+ *
+ * Scalars.
+ *   uv    unsigned LEB128 varint: 7 bits a byte, least significant group first, high bit set on every
+ *         byte but the last; at most 10 bytes; the 10th byte may only carry the top bit of a 64-bit
+ *         value. Decoders reject longer or overflowing encodings.
+ *   sv    signed varint: zigzag ((n << 1) ^ (n >> 63)) then uv.
+ *   str   uv byte length, then that many bytes (UTF-8 in the server encoding, no terminator).
+ *   u8    one byte.
+ *
+ * Records (proto_version 1).
+ *   'B' BEGIN     uv xid (full 64-bit: epoch << 32 | xid), uv commit_lsn (start of the COMMIT record),
+ *                 sv commit_time (TimestampTz: microseconds since 2000-01-01 00:00 UTC)
+ *   'R' RELATION  uv relid (the watched relation; the root for partitions), str schema, str name,
+ *                 u8 replica_identity ('d','f','n','i' as pg_class.relreplident), uv natts, then per
+ *                 projected column: uv attnum (in the watched relation), str name, uv type oid,
+ *                 u8 column flags (DOCSYNC_COL_*). Sent before the first change of a relation in a
+ *                 stream and again after the relation's definition changed.
+ *   'I' INSERT    uv relid, tuple new
+ *   'U' UPDATE    uv relid, tuple new, tuple old
+ *   'D' DELETE    uv relid, tuple old
+ *   'T' TRUNCATE  u8 flags (DOCSYNC_TRUNCATE_*), uv nrels, nrels × uv relid (watched relations only)
+ *   'M' MESSAGE   u8 transactional (0 or 1), str prefix, str content (bytes); a non-transactional
+ *                 message may arrive outside BEGIN … COMMIT
+ *   'C' COMMIT    uv commit_lsn (as in BEGIN), uv end_lsn (end of the COMMIT record: the position to
+ *                 acknowledge)
+ *
+ * Tuples. uv natts (equal to the RELATION's natts), then per projected column, in RELATION order, one
+ * u8 value kind (DOCSYNC_VAL_*), followed by str text only for DOCSYNC_VAL_TEXT. Values are in the
+ * type's text output form.
+ *   new tuple (INSERT, UPDATE): TEXT, NULL, TOAST (unchanged out-of-line value, not logged) or UNKNOWN.
+ *   old tuple (UPDATE): TEXT or NULL when the server logged the old value and it differs from the new
+ *     one; SAME when the old value is known equal to the new one (it was logged and is equal, or it is
+ *     a replica identity column and the server logged no old tuple because the key did not change);
+ *     UNKNOWN when the server did not log it (not part of the replica identity).
+ *   old tuple (DELETE): TEXT, NULL or UNKNOWN (not logged).
+ *   UNKNOWN is also used for a listed column that does not exist in the relation (a typo, or DDL since
+ *   the definitions were made); its RELATION entry carries DOCSYNC_COL_MISSING.
+ *
+ * Transactions. BEGIN comes before the first emitted change of a transaction and COMMIT after its
+ * last; a transaction none of whose changes pass the filter emits nothing at all.
+ */
+#ifndef DOCSYNC_WIRE_H
+#define DOCSYNC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DOCSYNC_PROTO_VERSION_MIN 1
+#define DOCSYNC_PROTO_VERSION_MAX 1
+
+/* Record types (byte 0 of every record). */
+#define DOCSYNC_REC_BEGIN    'B'
+#define DOCSYNC_REC_RELATION 'R'
+#define DOCSYNC_REC_INSERT   'I'
+#define DOCSYNC_REC_UPDATE   'U'
+#define DOCSYNC_REC_DELETE   'D'
+#define DOCSYNC_REC_TRUNCATE 'T'
+#define DOCSYNC_REC_MESSAGE  'M'
+#define DOCSYNC_REC_COMMIT   'C'
+
+/* Value kinds in tuples. */
+#define DOCSYNC_VAL_NULL    'n'
+#define DOCSYNC_VAL_TEXT    't'
+#define DOCSYNC_VAL_TOAST   'u' /* unchanged out-of-line value: not logged, equal to the old one */
+#define DOCSYNC_VAL_SAME    's' /* old tuple only: equal to the new value */
+#define DOCSYNC_VAL_UNKNOWN '?' /* not logged, or the column does not exist */
+
+/* Column flags in RELATION. */
+#define DOCSYNC_COL_IDENTITY 0x01 /* part of the relation's replica identity */
+#define DOCSYNC_COL_MISSING  0x02 /* listed, but the relation has no such column */
+
+/* TRUNCATE flags. */
+#define DOCSYNC_TRUNCATE_CASCADE         0x01
+#define DOCSYNC_TRUNCATE_RESTART_IDENTITY 0x02
+
+/* Longest uv encoding. */
+#define DOCSYNC_UV_MAX_BYTES 10
+
+/* Writes v as uv into out (room for DOCSYNC_UV_MAX_BYTES); returns the bytes written. */
+static inline size_t
+docsync_uv_encode(uint64_t v, uint8_t *out)
+{
+	size_t n = 0;
+
+	while (v >= 0x80)
+	{
+		out[n++] = (uint8_t) (v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t) v;
+	return n;
+}
+
+/*
+ * Reads a uv from [*pos, end). On success stores it in *v, advances *pos and returns 1; on a
+ * truncated, over-long or overflowing encoding returns 0 and leaves *pos alone.
+ */
+static inline int
+docsync_uv_decode(const uint8_t **pos, const uint8_t *end, uint64_t *v)
+{
+	const uint8_t *p = *pos;
+	uint64_t result = 0;
+	unsigned shift = 0;
+
+	for (;;)
+	{
+		uint8_t b;
+
+		if (p >= end || shift > 63)
+			return 0;
+		b = *p++;
+		if (shift == 63 && (b & 0x7e) != 0)
+			return 0; /* bits beyond 64 */
+		result |= (uint64_t) (b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			break;
+		shift += 7;
+	}
+	*v = result;
+	*pos = p;
+	return 1;
+}
+
+static inline uint64_t
+docsync_zigzag_encode(int64_t v)
+{
+	return ((uint64_t) v << 1) ^ (uint64_t) (v >> 63);
+}
+
+static inline int64_t
+docsync_zigzag_decode(uint64_t v)
+{
+	return (int64_t) (v >> 1) ^ -(int64_t) (v & 1);
+}
+
+#endif /* DOCSYNC_WIRE_H */
