@@ -1,0 +1,62 @@
+// pg::Connection against the real server: results, SQLSTATEs, transient classification, deadlines.
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include "pg/connection.hpp"
+
+using namespace std::chrono_literals;
+using docsync::Error;
+using docsync::pg::Connection;
+using docsync::pg::deadline_in;
+
+TEST_CASE("a query returns its rows and parameters travel as text, NULL included") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto r = c.exec("SELECT $1::int + 1, $2::text IS NULL", {"41", std::nullopt}, deadline_in(10s));
+    REQUIRE(r.rows() == 1);
+    CHECK(r.get(0, 0) == "42");
+    CHECK(r.get(0, 1) == "t");
+}
+
+TEST_CASE("a server error carries its SQLSTATE and is permanent") {
+    auto c = Connection::connect("", deadline_in(10s));
+    try {
+        c.exec("SELECT 1/0", deadline_in(10s));
+        FAIL("expected an error");
+    } catch (const Error& e) {
+        CHECK(e.sqlstate() == "22012");
+        CHECK_FALSE(e.transient());
+    }
+    CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);  // the connection is still usable
+}
+
+TEST_CASE("the client-side deadline cancels a long statement") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto started = std::chrono::steady_clock::now();
+    try {
+        c.exec("SELECT pg_sleep(30)", deadline_in(300ms));
+        FAIL("expected a timeout");
+    } catch (const Error& e) {
+        CHECK(e.sqlstate() == "57014");
+        CHECK_FALSE(e.transient());
+    }
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+    CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);
+}
+
+TEST_CASE("a terminated session is a transient error") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto other = Connection::connect("", deadline_in(10s));
+    std::string pid(c.exec("SELECT pg_backend_pid()", deadline_in(10s)).get(0, 0));
+    other.exec("SELECT pg_terminate_backend($1::int)", {pid}, deadline_in(10s));
+    try {
+        for (int i = 0; i < 50; ++i) c.exec("SELECT pg_sleep(0.05)", deadline_in(10s));
+        FAIL("expected the connection to be gone");
+    } catch (const Error& e) {
+        CHECK(e.transient());
+    }
+}
+
+TEST_CASE("connecting to nothing fails quickly with a clear message") {
+    CHECK_THROWS_AS(Connection::connect("host=127.0.0.1 port=1 connect_timeout=2", deadline_in(5s)), Error);
+}

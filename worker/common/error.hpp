@@ -1,0 +1,37 @@
+#pragma once
+// The worker's exception type for failures that end an operation, classified by SQLSTATE.
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace docsync {
+
+// Infrastructure faults are transient (retried, they hold the slot): SQLSTATE classes 08 (connection),
+// 40 (transaction rollback), 53 (insufficient resources), 57P0x (operator intervention: shutdown,
+// crash, cannot connect now, database dropped) and 58 (system error), and any lost connection (no
+// SQLSTATE). Everything else a customer query can raise is permanent for that compute.
+inline bool sqlstate_is_transient(std::string_view sqlstate) {
+    if (sqlstate.empty()) return true;  // no SQLSTATE: the connection is gone
+    if (sqlstate.size() != 5) return false;
+    auto cls = sqlstate.substr(0, 2);
+    if (cls == "08" || cls == "40" || cls == "53" || cls == "58") return true;
+    return sqlstate.substr(0, 4) == "57P0";
+}
+
+class Error : public std::runtime_error {
+public:
+    explicit Error(const std::string& message, std::string sqlstate = {}, bool transient = false)
+        : std::runtime_error(message), sqlstate_(std::move(sqlstate)), transient_(transient) {}
+
+    // The SQLSTATE the server reported, empty when the failure did not come from the server.
+    const std::string& sqlstate() const noexcept { return sqlstate_; }
+    // Transient failures are retried and hold the slot; permanent ones are recorded outcomes.
+    bool transient() const noexcept { return transient_; }
+
+private:
+    std::string sqlstate_;
+    bool transient_;
+};
+
+}  // namespace docsync

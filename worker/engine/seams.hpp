@@ -1,0 +1,87 @@
+#pragma once
+// The seams the engine owns and other components implement: Runner (executor/ runs customer SQL),
+// Publisher (publish/ delivers docs). The engine includes neither libpq nor a sink; unit tests
+// implement these with fakes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/lsn.hpp"
+
+namespace docsync {
+
+// One value passed to a doc or keys query, in PostgreSQL text form; nullopt is SQL NULL.
+using SqlValue = std::optional<std::string>;
+using SqlArgs = std::vector<SqlValue>;
+
+// A doc query as defined with docsync.define_query.
+struct DocQuery {
+    std::string name;                 // channel segment: db:<name>:…
+    std::string sql;                  // parameterised: $1 … $n are the params in order
+    std::vector<std::string> params;  // param names, in $n order
+    std::string search_path;          // in force at definition; SET LOCAL for each compute
+};
+
+// A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
+struct KeysQuery {
+    std::string query;        // the doc query it feeds
+    std::string sql;          // $1 … $n are keys_args values from the changed row
+    std::string search_path;
+};
+
+// What a compute must see (invariant 3). On a primary every xid in `xids` must be visible in the
+// compute's snapshot; on a standby replay must have passed `max_end_lsn`. Otherwise the outcome is
+// NotVisible and the engine requeues the compute with a short backoff.
+struct Visibility {
+    std::vector<std::uint64_t> xids;  // full 64-bit xids
+    Lsn max_end_lsn = 0;
+};
+
+enum class OutcomeKind {
+    Ok,          // the query ran; see the payload
+    NotVisible,  // the snapshot does not yet include what the compute completes: retry soon
+    Permanent,   // query error, timeout, size or keys cap: recorded; completes its transactions
+    Transient,   // infrastructure fault (docsync::sqlstate_is_transient): retried, holds the slot
+};
+
+struct DocOutcome {
+    OutcomeKind kind = OutcomeKind::Ok;
+    std::optional<std::string> doc;  // Ok: the doc as JSON text; nullopt when the query returned no row
+    std::string error;               // not Ok: what went wrong, naming the query
+    std::string sqlstate;            // not Ok: the server's SQLSTATE when there was one
+};
+
+struct KeysOutcome {
+    OutcomeKind kind = OutcomeKind::Ok;
+    std::vector<SqlArgs> keys;  // Ok: each row's values in column order (column i feeds doc param $i+1)
+    std::string error;
+    std::string sqlstate;
+};
+
+// Runs customer SQL. Called from the engine's worker threads, concurrently: implementations are
+// thread-safe. Never throws for a query's own failure: that is an outcome.
+class Runner {
+public:
+    virtual ~Runner() = default;
+    // Exactly one column and at most one row; no row → Ok with doc == nullopt.
+    virtual DocOutcome run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) = 0;
+    // At most max_keys rows; more is a Permanent outcome, never a silent truncation.
+    virtual KeysOutcome run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
+                                 const Visibility& need) = 0;
+};
+
+// Delivers a computed doc to its channel. Called from the engine's worker threads, concurrently.
+class Publisher {
+public:
+    virtual ~Publisher() = default;
+    // Returns only when the doc's outcome is durable for the sink; a nullopt doc publishes null and
+    // leaves a versioned tombstone. Throws docsync::Error (transient) when the sink is unavailable:
+    // the engine retries and the transactions waiting on the doc stay pending (they hold the slot).
+    virtual void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) = 0;
+    // Every channel the sink already holds a doc for (the live set of `--live all` at start).
+    virtual std::vector<std::string> retained_channels() = 0;
+};
+
+}  // namespace docsync

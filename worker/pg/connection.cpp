@@ -1,0 +1,158 @@
+// RAII over libpq with client-side deadlines.
+#include "pg/connection.hpp"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace docsync::pg {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Deadline deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return 0;
+    return left > 1000 * 60 * 60 ? 1000 * 60 * 60 : static_cast<int>(left);
+}
+
+std::string trim(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+}
+
+}  // namespace
+
+bool CancelHandle::cancel() const {
+    if (!cancel_) return false;
+    char errbuf[256];
+    return PQcancel(cancel_.get(), errbuf, sizeof errbuf) == 1;
+}
+
+Error error_from(PGconn* conn, const PGresult* result, std::string_view context) {
+    std::string sqlstate;
+    std::string message;
+    if (result) {
+        if (const char* s = PQresultErrorField(result, PG_DIAG_SQLSTATE)) sqlstate = s;
+        message = trim(PQresultErrorMessage(result));
+    }
+    if (message.empty() && conn) message = trim(PQerrorMessage(conn));
+    if (message.empty()) message = "unknown libpq error";
+    bool lost = conn == nullptr || PQstatus(conn) != CONNECTION_OK;
+    if (!context.empty()) message = std::string(context) + ": " + message;
+    return Error(message, sqlstate, lost || sqlstate_is_transient(sqlstate));
+}
+
+Connection Connection::connect(const std::string& conninfo, Deadline deadline,
+                               const std::vector<std::pair<std::string, std::string>>& overrides) {
+    std::vector<const char*> keys{"dbname"};
+    std::vector<const char*> values{conninfo.c_str()};
+    for (const auto& [k, v] : overrides) {
+        keys.push_back(k.c_str());
+        values.push_back(v.c_str());
+    }
+    keys.push_back(nullptr);
+    values.push_back(nullptr);
+    // expand_dbname = 1: the first dbname value may be a whole connection string or URI.
+    Connection c(PQconnectStartParams(keys.data(), values.data(), 1));
+    if (!c.conn_) throw Error("could not allocate a libpq connection", {}, true);
+    if (PQstatus(c.conn_.get()) == CONNECTION_BAD) throw error_from(c.conn_.get(), nullptr, "could not connect");
+    for (;;) {
+        auto state = PQconnectPoll(c.conn_.get());
+        if (state == PGRES_POLLING_OK) break;
+        if (state == PGRES_POLLING_FAILED) throw error_from(c.conn_.get(), nullptr, "could not connect");
+        if (!c.wait_socket(state == PGRES_POLLING_WRITING, deadline))
+            throw Error("could not connect: timed out", "08001", true);
+    }
+    if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw error_from(c.conn_.get(), nullptr, "could not connect");
+    return c;
+}
+
+bool Connection::wait_socket(bool for_write, Deadline deadline) const {
+    pollfd pfd{PQsocket(conn_.get()), static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    if (pfd.fd < 0) throw Error("connection has no socket", {}, true);
+    for (;;) {
+        int rc = ::poll(&pfd, 1, remaining_ms(deadline));
+        if (rc > 0) return true;
+        if (rc == 0) return false;
+        if (errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);
+    }
+}
+
+Result Connection::exec(const std::string& sql, Deadline deadline) { return exec(sql, Params{}, deadline); }
+
+Result Connection::exec(const std::string& sql, const Params& params, Deadline deadline) {
+    Error error("");
+    Result result = try_exec(sql, params, deadline, &error);
+    if (!result) throw error;
+    return result;
+}
+
+Result Connection::try_exec(const std::string& sql, const Params& params, Deadline deadline, Error* error) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PGconn* conn = conn_.get();
+    if (!PQsendQueryParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                           nullptr, 0)) {
+        *error = error_from(conn, nullptr);
+        return {};
+    }
+    bool cancelled = false;
+    auto timed_out = [&] {
+        if (!cancelled) {
+            cancel_handle()->cancel();
+            cancelled = true;
+            deadline = Clock::now() + std::chrono::seconds(5);  // grace for the cancel to land
+            return false;
+        }
+        return true;
+    };
+    for (;;) {  // flush the query
+        int rc = PQflush(conn);
+        if (rc == 0) break;
+        if (rc < 0 || (!wait_socket(true, deadline) && timed_out())) {
+            *error = Error("could not send the query: " + trim(PQerrorMessage(conn)), {}, true);
+            return {};
+        }
+    }
+    Result last;
+    for (;;) {
+        while (PQisBusy(conn)) {
+            if (!wait_socket(false, deadline) && timed_out()) {
+                *error = Error("statement did not end after it was cancelled", {}, true);
+                return {};
+            }
+            if (!PQconsumeInput(conn)) {
+                *error = error_from(conn, nullptr);
+                return {};
+            }
+        }
+        PGresult* r = PQgetResult(conn);
+        if (!r) break;
+        last = Result(r);
+    }
+    auto status = last.status();
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return last;
+    *error = error_from(conn, last.raw());
+    if (cancelled && error->sqlstate() == "57014")
+        *error = Error("statement timed out on the client-side deadline and was cancelled", "57014", false);
+    return {};
+}
+
+std::string Connection::quote_literal(std::string_view text) const {
+    std::unique_ptr<char, decltype(&PQfreemem)> q(PQescapeLiteral(conn_.get(), text.data(), text.size()), &PQfreemem);
+    if (!q) throw error_from(conn_.get(), nullptr, "could not quote a literal");
+    return q.get();
+}
+
+std::string Connection::quote_identifier(std::string_view text) const {
+    std::unique_ptr<char, decltype(&PQfreemem)> q(PQescapeIdentifier(conn_.get(), text.data(), text.size()),
+                                                  &PQfreemem);
+    if (!q) throw error_from(conn_.get(), nullptr, "could not quote an identifier");
+    return q.get();
+}
+
+}  // namespace docsync::pg

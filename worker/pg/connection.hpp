@@ -1,0 +1,104 @@
+#pragma once
+// RAII over libpq: a connection owner, a result owner, and SQL execution with client-side deadlines.
+//
+// Thread ownership: a Connection and every Result it produced belong to one thread at a time. Only
+// cancel_handle() may be used from another thread (PQcancel is safe for that).
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace docsync::pg {
+
+using Deadline = std::chrono::steady_clock::time_point;
+using Params = std::vector<std::optional<std::string>>;
+
+// Deadline `d` from now.
+inline Deadline deadline_in(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
+
+class Result {
+public:
+    Result() = default;
+    explicit Result(PGresult* result) : result_(result, &PQclear) {}
+
+    ExecStatusType status() const { return result_ ? PQresultStatus(result_.get()) : PGRES_FATAL_ERROR; }
+    int rows() const { return result_ ? PQntuples(result_.get()) : 0; }
+    int columns() const { return result_ ? PQnfields(result_.get()) : 0; }
+    bool is_null(int row, int column) const { return PQgetisnull(result_.get(), row, column) != 0; }
+    std::string_view get(int row, int column) const {
+        return {PQgetvalue(result_.get(), row, column), static_cast<std::size_t>(PQgetlength(result_.get(), row, column))};
+    }
+    std::optional<std::string> get_optional(int row, int column) const {
+        if (is_null(row, column)) return std::nullopt;
+        return std::string(get(row, column));
+    }
+    Oid column_type(int column) const { return PQftype(result_.get(), column); }
+    PGresult* raw() const { return result_.get(); }
+    explicit operator bool() const { return result_ != nullptr; }
+
+private:
+    std::unique_ptr<PGresult, decltype(&PQclear)> result_{nullptr, &PQclear};
+};
+
+// Shares a connection's PGcancel with other threads; valid while the Connection lives.
+class CancelHandle {
+public:
+    explicit CancelHandle(PGcancel* cancel) : cancel_(cancel, &PQfreeCancel) {}
+    // Asks the server to cancel the running statement; false when the request could not be sent.
+    bool cancel() const;
+
+private:
+    std::unique_ptr<PGcancel, decltype(&PQfreeCancel)> cancel_;
+};
+
+class Connection {
+public:
+    // Connects without blocking past `deadline` (PQconnectStartParams + PQconnectPoll + poll()).
+    // `conninfo` is a libpq connection string or URI; `overrides` are extra keyword/value pairs that
+    // win over it (e.g. replication=database, application_name). Throws docsync::Error.
+    static Connection connect(const std::string& conninfo, Deadline deadline,
+                              const std::vector<std::pair<std::string, std::string>>& overrides = {});
+
+    Connection(Connection&&) noexcept = default;
+    Connection& operator=(Connection&&) noexcept = default;
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    // Runs one statement (text result) and returns its result. A server error, a lost connection or
+    // the deadline (after which the statement is cancelled) throws docsync::Error carrying the
+    // SQLSTATE (57014 for a client-side timeout) and whether the failure is transient.
+    Result exec(const std::string& sql, Deadline deadline);
+    Result exec(const std::string& sql, const Params& params, Deadline deadline);
+
+    // Non-throwing variant: the error, if any, in `error` and an empty Result.
+    Result try_exec(const std::string& sql, const Params& params, Deadline deadline, Error* error);
+
+    bool ok() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
+    std::unique_ptr<CancelHandle> cancel_handle() const { return std::make_unique<CancelHandle>(PQgetCancel(conn_.get())); }
+    PGconn* raw() const { return conn_.get(); }
+    int server_version() const { return PQserverVersion(conn_.get()); }
+
+    // Waits until the socket is readable (or writable with `for_write`) or `deadline` passes; false on
+    // timeout. Throws docsync::Error when poll() fails.
+    bool wait_socket(bool for_write, Deadline deadline) const;
+
+    // SQL literal and identifier quoting with the connection's encoding rules.
+    std::string quote_literal(std::string_view text) const;
+    std::string quote_identifier(std::string_view text) const;
+
+private:
+    explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
+    std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
+};
+
+// The error of a failed result (or of the connection when `result` is null), with its SQLSTATE.
+Error error_from(PGconn* conn, const PGresult* result, std::string_view context = {});
+
+}  // namespace docsync::pg
