@@ -82,6 +82,9 @@ public:
     virtual void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) = 0;
     // Every channel the sink already holds a doc for (the live set of `--live all` at start).
     virtual std::vector<std::string> retained_channels() = 0;
+    // The highest generation among the docs the sink holds (0 when it holds none): a new generation
+    // is always above it, so docs from a new server are never rejected for an older generation.
+    virtual std::uint64_t max_generation() = 0;
 };
 
 }  // namespace docsync
