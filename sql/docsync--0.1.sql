@@ -78,7 +78,9 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 
-GRANT USAGE ON SCHEMA docsync TO docsync_admin;
+-- Everyone may use the schema (docsync.channel() is for clients); its tables and views are not
+-- readable by PUBLIC, and functions that must not be public are revoked below.
+GRANT USAGE ON SCHEMA docsync TO PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
 GRANT SELECT, UPDATE ON docsync.def_generation TO docsync_admin;
 GRANT USAGE ON SEQUENCE docsync.watch_defs_id_seq TO docsync_admin;
@@ -174,11 +176,6 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   state text; msg text; det text; hnt text;
 BEGIN
-  IF sql IS NULL THEN
-    RAISE EXCEPTION '% must not be null', what
-      USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A docsync query is one SELECT statement.',
-            HINT = 'Pass the SELECT text.';
-  END IF;
   SELECT a.param_types, a.result_types, a.relations INTO param_types, result_types, relations
     FROM docsync.analyze_query(sql, search_path) a;
 EXCEPTION WHEN OTHERS THEN
@@ -212,6 +209,8 @@ $$;
 CREATE FUNCTION docsync.leaf_tables(rel regclass) RETURNS SETOF regclass
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT t.relid FROM pg_partition_tree(rel) t WHERE t.isleaf
+  UNION ALL
+  SELECT rel WHERE NOT EXISTS (SELECT FROM pg_partition_tree(rel))
 $$;
 
 -- Per leaf table: the given columns outside its replica identity (only leaves with some).
@@ -287,6 +286,11 @@ BEGIN
             HINT = 'Pass or_replace => true to redefine it, or choose another name.';
   END IF;
 
+  IF sql IS NULL THEN
+    RAISE EXCEPTION 'doc query "%" must not be null', name
+      USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A doc query is one SELECT statement returning one JSON value.',
+            HINT = 'Pass the SELECT text.';
+  END IF;
   info := docsync.analyze_for(format('doc query "%s"', name), sql, path);
   IF cardinality(info.param_types) <> cardinality(params) THEN
     RAISE EXCEPTION 'doc query "%" uses % parameter(s) but % param name(s) were declared',
@@ -458,7 +462,7 @@ BEGIN
     END IF;
     FOR gap IN SELECT * FROM docsync.identity_gaps(rel, params::name[]) LOOP
       IF NOT allow_broadcast THEN
-        RAISE EXCEPTION 'column(s) % of % are outside its REPLICA IDENTITY (%)', gap.missing, gap.leaf, gap.identity
+        RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
           USING ERRCODE = 'object_not_in_prerequisite_state',
                 DETAIL = 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.',
                 HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL, or pass allow_broadcast => true to recompute every live doc of the query on such changes.', gap.leaf);
@@ -666,7 +670,7 @@ BEGIN
   END IF;
   INSERT INTO docsync.worker_state (slot, system_identifier, timeline, generation)
   VALUES (slot, system_identifier, timeline, 0)
-  ON CONFLICT (slot) DO NOTHING;
+  ON CONFLICT ON CONSTRAINT worker_state_pkey DO NOTHING;
   SELECT * INTO st FROM docsync.worker_state w WHERE w.slot = advance_generation.slot FOR UPDATE;
   IF st.system_identifier = advance_generation.system_identifier AND st.timeline = advance_generation.timeline
      AND NOT force AND st.generation > 0 THEN
