@@ -73,6 +73,25 @@ SELECT pg_temp.bumped();
 TRUNCATE docsync.watch_defs;
 SELECT pg_temp.bumped() AS truncate_bumps;
 
+-- DDL by a table owner who is no docsync admin is followed just the same
+CREATE ROLE regress_ddl_owner;
+GRANT USAGE, CREATE ON SCHEMA ddl TO regress_ddl_owner;
+CREATE TABLE owned (id int PRIMARY KEY, k int);
+ALTER TABLE owned OWNER TO regress_ddl_owner;
+SELECT docsync.watch('owner', 'owned', params => ARRAY['id']) > 0;
+SELECT pg_temp.bumped();
+SET ROLE regress_ddl_owner;
+ALTER TABLE owned RENAME COLUMN id TO ident;
+RESET ROLE;
+SELECT pg_temp.bumped() AS owner_ddl_bumps;
+SELECT columns FROM docsync.watches WHERE "table" = 'owned'::regclass;
+SET ROLE regress_ddl_owner;
+DROP TABLE owned;
+RESET ROLE;
+SELECT count(*) AS owned_watches FROM docsync.watch_defs WHERE query = 'owner' AND columns = '{ident}';
+REVOKE ALL ON SCHEMA ddl FROM regress_ddl_owner;
+DROP ROLE regress_ddl_owner;
+
 SELECT docsync.drop_query('owner');
 DROP SCHEMA ddl CASCADE;
 RESET search_path;
