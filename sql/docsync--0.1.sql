@@ -422,11 +422,11 @@ BEGIN
             DETAIL = 'params maps the changed row''s columns to the doc params directly; keys_sql looks the doc params up.',
             HINT = 'Pass params => ARRAY[column, …], or keys_sql => ''SELECT …'' with keys_args => ARRAY[column, …].';
   END IF;
-  IF params IS NULL AND keys_args IS NULL THEN
+  IF params IS NULL AND coalesce(cardinality(keys_args), 0) = 0 THEN
     RAISE EXCEPTION 'keys_sql needs keys_args'
       USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = 'keys_args names the changed row''s columns that feed keys_sql''s $1, $2, ….',
-            HINT = 'Pass keys_args => ARRAY[column, …] (ARRAY[]::text[] if keys_sql takes no parameters).';
+            DETAIL = 'keys_args names the changed row''s columns that feed keys_sql''s $1, $2, …; a reverse index looks docs up from at least one of them.',
+            HINT = 'Pass keys_args => ARRAY[column, …]; to recompute docs on any change of the table without a lookup, use a direct watch.';
   END IF;
   IF params IS NOT NULL AND keys_args IS NOT NULL THEN
     RAISE EXCEPTION 'keys_args only goes with keys_sql'

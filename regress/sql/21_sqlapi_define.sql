@@ -79,6 +79,7 @@ SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'orders');
 SELECT docsync.watch('order', 'orders', params => ARRAY['id'], keys_sql => 'SELECT 1');
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT 1');
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items', keys_args => ARRAY[]::text[]);
 SELECT docsync.watch('order', 'products', params => ARRAY['id'], keys_args => ARRAY['id']);
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id, qty FROM order_items WHERE product_id = $1',
                      keys_args => ARRAY['id']);
