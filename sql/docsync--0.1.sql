@@ -82,7 +82,7 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 -- readable by PUBLIC, and functions that must not be public are revoked below.
 GRANT USAGE ON SCHEMA docsync TO PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
-GRANT SELECT, UPDATE ON docsync.def_generation TO docsync_admin;
+GRANT SELECT, INSERT, UPDATE ON docsync.def_generation TO docsync_admin;
 GRANT USAGE ON SEQUENCE docsync.watch_defs_id_seq TO docsync_admin;
 
 -- C helpers (plugin/sqlapi.c).
@@ -104,11 +104,24 @@ AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
   'parameter types, result column types and tables read of a SELECT, without running it';
 
+-- Raises the definitions generation. The values come from a sequence, so the generation never
+-- goes back, even when someone removed the row (it is recreated).
+CREATE SEQUENCE docsync.def_generation_seq;
+SELECT pg_catalog.setval('docsync.def_generation_seq', 1);
+GRANT USAGE ON SEQUENCE docsync.def_generation_seq TO docsync_admin;
+CREATE FUNCTION docsync.next_generation() RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  INSERT INTO docsync.def_generation AS g (singleton, generation)
+  VALUES (true, nextval('docsync.def_generation_seq'))
+  ON CONFLICT (singleton) DO UPDATE SET generation = greatest(excluded.generation, g.generation + 1)
+  RETURNING generation
+$$;
+
 -- The definition changed: bump the generation (statement trigger on both definition tables).
 CREATE FUNCTION docsync.bump_generation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  UPDATE docsync.def_generation SET generation = generation + 1;
+  PERFORM docsync.next_generation();
   RETURN NULL;
 END
 $$;
@@ -585,7 +598,7 @@ BEGIN
            GROUP BY w2.id) cur
    WHERE w.id = cur.id AND w.columns IS DISTINCT FROM cur.names
      AND cardinality(cur.names) = cardinality(w.attnums);
-  UPDATE docsync.def_generation SET generation = generation + 1;
+  PERFORM docsync.next_generation();
 END
 $$;
 CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end

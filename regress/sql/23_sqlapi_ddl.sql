@@ -92,6 +92,12 @@ SELECT count(*) AS owned_watches FROM docsync.watch_defs WHERE query = 'owner' A
 REVOKE ALL ON SCHEMA ddl FROM regress_ddl_owner;
 DROP ROLE regress_ddl_owner;
 
+-- a removed generation row comes back with the next change, never smaller than before
+SELECT generation AS before_delete FROM docsync.def_generation \gset
+DELETE FROM docsync.def_generation;
+SELECT docsync.watch('owner', 'bystander', params => ARRAY['id']) > 0;
+SELECT count(*) AS rows, min(generation) > :before_delete AS went_up FROM docsync.def_generation;
+
 SELECT docsync.drop_query('owner');
 DROP SCHEMA ddl CASCADE;
 RESET search_path;
