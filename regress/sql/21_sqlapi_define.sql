@@ -73,6 +73,8 @@ SELECT docsync.watch('order', 'no_such_table', params => ARRAY['id']);
 SELECT docsync.watch('order', NULL, params => ARRAY['id']);
 SELECT docsync.watch('order', 'order_view', params => ARRAY['id']);
 SELECT docsync.watch('order', 'docsync.query_defs', params => ARRAY['name']);
+CREATE TEMP TABLE temp_orders (id int PRIMARY KEY);
+SELECT docsync.watch('order', 'temp_orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['nope']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id', 'status']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']);

@@ -38,6 +38,8 @@ SELECT docsync.watch('customer', 'orders', params => ARRAY['customer_id'], allow
 -- events_2 (default identity, the primary key (id, kind)) does not log customer_id; events_1 is FULL
 SELECT docsync.watch('customer', 'events', params => ARRAY['customer_id']);
 SELECT docsync.watch('customer', 'events', params => ARRAY['customer_id'], allow_broadcast => true) > 0;
+-- a partition is watched through its root
+SELECT docsync.watch('customer', 'events_1', params => ARRAY['customer_id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']) > 0;
 SELECT docsync.watch('order', '"Odd Items"', params => ARRAY['Order Id']) > 0;
 SELECT docsync.watch('order', 'customers',
