@@ -78,9 +78,9 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 
--- Everyone may use the schema (docsync.channel() is for clients); its tables and views are not
--- readable by PUBLIC, and functions that must not be public are revoked below.
-GRANT USAGE ON SCHEMA docsync TO PUBLIC;
+-- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
+-- below do; clients that compute channel names with docsync.channel() need only USAGE).
+GRANT USAGE ON SCHEMA docsync TO docsync_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
 GRANT SELECT, INSERT, UPDATE ON docsync.def_generation TO docsync_admin;
 GRANT USAGE ON SEQUENCE docsync.watch_defs_id_seq TO docsync_admin;
@@ -611,6 +611,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   gone record;
 BEGIN
+  -- Most drops concern no watch: leave the definitions (and their generation) untouched then.
+  IF NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                   JOIN docsync.watch_defs w ON d.classid = 'pg_class'::regclass AND d.objid = w.relid::oid
+                  WHERE d.objsubid = 0 OR d.objsubid = ANY (w.attnums)) THEN
+    RETURN;
+  END IF;
   FOR gone IN
     DELETE FROM docsync.watch_defs w
      USING pg_event_trigger_dropped_objects() d

@@ -124,7 +124,19 @@ SELECT docsync.watch('order', 'orders', params => ARRAY['id'], allow_broadcast =
 SELECT docsync.unwatch('order', 'orders');
 SELECT docsync.drop_query('order');
 SELECT * FROM docsync.query_defs;
+SELECT docsync.channel('order', '1');
 RESET ROLE;
+-- with USAGE on the schema: clients compute channel names; defining still says what is missing
+GRANT USAGE ON SCHEMA docsync TO regress_docsync_user;
+SET ROLE regress_docsync_user;
+SELECT docsync.channel('order', '1');
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)');
+SELECT docsync.watch('order', 'orders', params => ARRAY['id'], allow_broadcast => true);
+SELECT docsync.unwatch('order', 'orders');
+SELECT docsync.drop_query('order');
+SELECT * FROM docsync.query_defs;
+RESET ROLE;
+REVOKE USAGE ON SCHEMA docsync FROM regress_docsync_user;
 GRANT docsync_admin TO regress_docsync_user;
 SET ROLE regress_docsync_user;
 SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders');

@@ -27,8 +27,11 @@ SELECT pg_temp.bumped() AS watch_bumps;
 SELECT docsync.watch('owner', 'parts', params => ARRAY['owner_id']) > 0;
 SELECT pg_temp.bumped() AS watch_bumps;
 
--- DDL on an unwatched table changes nothing
+-- DDL on an unwatched table changes nothing, dropping included
 ALTER TABLE bystander ADD COLUMN v text;
+ALTER TABLE bystander DROP COLUMN v;
+CREATE TABLE dropme (id int);
+DROP TABLE dropme;
 SELECT pg_temp.bumped() AS unwatched_ddl_bumps;
 
 -- altering, renaming a column, renaming the table: bumped, and the watch follows

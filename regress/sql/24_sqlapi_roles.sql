@@ -45,7 +45,7 @@ SET search_path = app;
 SELECT to_jsonb(o) FROM orders o WHERE id = 1;
 SELECT * FROM app.secrets;
 SELECT docsync.worker_definitions();
-SELECT docsync.channel('order', '1') AS clients_compute_channels;
+SELECT docsync.channel('order', '1') AS needs_schema_usage;
 RESET search_path;
 RESET ROLE;
 SELECT docsync.grant_reader('regress_no_such_role');
@@ -69,8 +69,12 @@ DELETE FROM docsync.worker_state;
 RESET ROLE;
 SELECT docsync.grant_replication('regress_no_such_role');
 
--- without grants, nobody else reads definitions or advances generations
+-- without grants, nobody else reads definitions or advances generations, schema USAGE or not
 CREATE ROLE regress_nobody;
+SET ROLE regress_nobody;
+SELECT docsync.worker_definitions();
+RESET ROLE;
+GRANT USAGE ON SCHEMA docsync TO regress_nobody;
 SET ROLE regress_nobody;
 SELECT docsync.worker_definitions();
 SELECT docsync.advance_generation('regress_slot', '1', 1, 0, false);
