@@ -19,6 +19,7 @@
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "nodes/bitmapset.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -45,6 +46,7 @@ static Bitmapset *identity_columns(Relation relation);
 static void warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed);
 static void relmap_invalidate_relation(Datum arg, Oid relid);
 static void relmap_invalidate_all(Datum arg, int cacheid, uint32 hashvalue);
+static void relmap_forget(void *arg);
 
 /* Sets up the cache for a decoding session; tables must live at least as long as the session. */
 void
@@ -53,8 +55,19 @@ docsync_relmap_init(MemoryContext parent, List *tables)
 	HASHCTL		ctl;
 	ListCell   *lc;
 
+	MemoryContextCallback *forget;
+
 	docsync_relmap_reset();
 	relmap_context = AllocSetContextCreate(parent, "docsync relation cache", ALLOCSET_DEFAULT_SIZES);
+
+	/*
+	 * The decoding context (and with it this cache) is freed without a shutdown callback when the
+	 * session ends in an error: forget the pointers then, or the next session would use freed memory.
+	 */
+	forget = MemoryContextAlloc(relmap_context, sizeof(MemoryContextCallback));
+	forget->func = relmap_forget;
+	forget->arg = NULL;
+	MemoryContextRegisterResetCallback(relmap_context, forget);
 	ctl.keysize = sizeof(Oid);
 	ctl.entrysize = sizeof(DocsyncRelEntry);
 	ctl.hcxt = relmap_context;
@@ -83,7 +96,14 @@ void
 docsync_relmap_reset(void)
 {
 	if (relmap_context != NULL)
-		MemoryContextDelete(relmap_context);
+		MemoryContextDelete(relmap_context);	/* runs relmap_forget */
+	relmap_forget(NULL);
+}
+
+/* Clears the pointers into the cache's memory (reset callback of its context, and reset). */
+static void
+relmap_forget(void *arg)
+{
 	relmap_context = NULL;
 	relmap = NULL;
 	relmap_tables = NIL;
@@ -388,15 +408,15 @@ warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed)
 	if (listed->name)
 		ereport(WARNING,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("docsync: column \"%s\" of relation \"%s.%s\" does not exist",
-						listed->name, entry->schema, entry->name),
+				 errmsg("docsync: column \"%s\" of relation %s does not exist",
+						listed->name, quote_qualified_identifier(entry->schema, entry->name)),
 				 errdetail("Its values are emitted as unknown."),
 				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
 	else
 		ereport(WARNING,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("docsync: column number %d of relation \"%s.%s\" does not exist",
-						listed->attnum, entry->schema, entry->name),
+				 errmsg("docsync: column number %d of relation %s does not exist",
+						listed->attnum, quote_qualified_identifier(entry->schema, entry->name)),
 				 errdetail("Its values are emitted as unknown."),
 				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
 }
