@@ -362,7 +362,7 @@ ensure_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 	OutputPluginWrite(ctx, false);
 }
 
-/* Writes the RELATION record of a watched relation once per (re)build of its cache entry. */
+/* Writes the RELATION record of a watched relation unless the current one was already sent. */
 static void
 ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 {
@@ -370,7 +370,7 @@ ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 	StringInfo	out;
 	int			i;
 
-	if (entry->relation_sent)
+	if (!docsync_relmap_needs_relation(entry))
 		return;
 
 	OutputPluginPrepareWrite(ctx, false);
@@ -412,7 +412,7 @@ ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 		}
 	}
 	OutputPluginWrite(ctx, false);
-	entry->relation_sent = true;
+	docsync_relmap_relation_written(entry);
 }
 
 /* Writes an INSERT, UPDATE or DELETE of a watched relation. */

@@ -157,9 +157,13 @@ docsync_parse_tables(const char *value)
 		if (by_oid)
 		{
 			long		oid;
+			const char *at = cur.p;
 
 			if (!parse_number(&cur, "relation OID", (long) UINT_MAX, &oid) || oid == 0)
+			{
+				cur.p = at;
 				tables_error(&cur, "a relation OID between 1 and 4294967295");
+			}
 			entry->relid = (Oid) oid;
 		}
 		else
@@ -170,6 +174,7 @@ docsync_parse_tables(const char *value)
 			if (*cur.p == '.')
 			{
 				cur.p++;
+				skip_space(&cur);
 				entry->schema = first;
 				entry->name = parse_identifier(&cur, "a relation name after the schema");
 			}
@@ -189,9 +194,13 @@ docsync_parse_tables(const char *value)
 				if (by_oid)
 				{
 					long		attnum;
+					const char *at = cur.p;
 
 					if (!parse_number(&cur, "attnum", MaxAttrNumber, &attnum) || attnum < 1)
+					{
+						cur.p = at;
 						tables_error(&cur, "a column number (attnum, 1 or more) in an OID entry");
+					}
 					column->attnum = (AttrNumber) attnum;
 				}
 				else

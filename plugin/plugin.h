@@ -64,7 +64,6 @@ typedef struct DocsyncRelEntry
 	Oid			relid;			/* hash key: the changed relation */
 	bool		valid;			/* false after an invalidation: rebuild before use */
 	bool		watched;		/* emit its changes at all */
-	bool		relation_sent;	/* RELATION record sent since the last rebuild */
 	MemoryContext context;		/* holds names and columns; deleted on rebuild */
 	Oid			root_relid;		/* the watched relation reported (the root for partitions) */
 	char	   *schema;			/* schema of root_relid */
@@ -83,5 +82,7 @@ extern List *docsync_parse_tables(const char *value);
 extern void docsync_relmap_init(MemoryContext parent, List *tables);
 extern DocsyncRelEntry *docsync_relmap_get(Relation relation);
 extern void docsync_relmap_reset(void);
+extern bool docsync_relmap_needs_relation(DocsyncRelEntry *entry);
+extern void docsync_relmap_relation_written(DocsyncRelEntry *entry);
 
 #endif							/* DOCSYNC_PLUGIN_H */

@@ -33,6 +33,7 @@
 /* The cache of one decoding session (backend-local: a backend decodes one slot at a time). */
 static MemoryContext relmap_context = NULL; /* owns the hash, entries and warnings */
 static HTAB *relmap = NULL;		/* DocsyncRelEntry by changed relid */
+static HTAB *relmap_sent = NULL;	/* root relids whose RELATION record is sent and still current */
 static List *relmap_tables = NIL;	/* the parsed `tables` option */
 static bool relmap_has_names = false;	/* some entry names its relation */
 static List *relmap_warned = NIL;	/* "relid/column" keys already warned about */
@@ -72,6 +73,8 @@ docsync_relmap_init(MemoryContext parent, List *tables)
 	ctl.entrysize = sizeof(DocsyncRelEntry);
 	ctl.hcxt = relmap_context;
 	relmap = hash_create("docsync relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(Oid);
+	relmap_sent = hash_create("docsync relations sent", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	relmap_tables = tables;
 	relmap_has_names = false;
 	foreach(lc, tables)
@@ -106,8 +109,30 @@ relmap_forget(void *arg)
 {
 	relmap_context = NULL;
 	relmap = NULL;
+	relmap_sent = NULL;
 	relmap_tables = NIL;
 	relmap_warned = NIL;
+}
+
+/*
+ * Does the entry's watched relation need a RELATION record first? Its description depends only on
+ * the watched (root) relation, so partitions of one root share one record, sent again only after
+ * the root's invalidation.
+ */
+bool
+docsync_relmap_needs_relation(DocsyncRelEntry *entry)
+{
+	bool		found;
+
+	hash_search(relmap_sent, &entry->root_relid, HASH_FIND, &found);
+	return !found;
+}
+
+/* Notes that the entry's RELATION record was written. */
+void
+docsync_relmap_relation_written(DocsyncRelEntry *entry)
+{
+	hash_search(relmap_sent, &entry->root_relid, HASH_ENTER, NULL);
 }
 
 /* The decision for a changed relation, built or rebuilt as needed. */
@@ -145,7 +170,6 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 		MemoryContextDelete(entry->context);
 	entry->context = AllocSetContextCreate(relmap_context, "docsync relation", ALLOCSET_SMALL_SIZES);
 	entry->watched = false;
-	entry->relation_sent = false;
 	entry->root_relid = InvalidOid;
 	entry->schema = NULL;
 	entry->name = NULL;
@@ -435,6 +459,16 @@ relmap_invalidate_relation(Datum arg, Oid relid)
 	{
 		if (!OidIsValid(relid) || entry->relid == relid || entry->root_relid == relid)
 			entry->valid = false;
+	}
+	if (OidIsValid(relid))
+		hash_search(relmap_sent, &relid, HASH_REMOVE, NULL);
+	else
+	{
+		Oid		   *sent;
+
+		hash_seq_init(&status, relmap_sent);
+		while ((sent = hash_seq_search(&status)) != NULL)
+			hash_search(relmap_sent, sent, HASH_REMOVE, NULL);
 	}
 }
 
