@@ -31,10 +31,13 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "fmgr.h"
 #include "access/htup_details.h"
 #include "access/transam.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -63,8 +66,10 @@ typedef struct DocsyncTxnData
 typedef struct DocsyncValue
 {
 	char		kind;			/* DOCSYNC_VAL_* */
-	char	   *text;			/* DOCSYNC_VAL_TEXT: the type's text output */
+	const char *text;			/* DOCSYNC_VAL_TEXT: the type's text output (not terminated) */
+	int			len;			/* DOCSYNC_VAL_TEXT: its length in bytes */
 	Datum		datum;			/* the raw value (valid for TEXT, and for TOAST as a pointer) */
+	char		digits[24];		/* room for an integer's text form */
 } DocsyncValue;
 
 /* Callbacks */
@@ -92,6 +97,7 @@ static void collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 						const DocsyncValue *newvals, DocsyncValue *values);
 static void write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
 						const DocsyncValue *values);
+static void value_text(DocsyncColumn *col, Datum d, DocsyncValue *value);
 static void progress_tick(LogicalDecodingContext *ctx);
 
 /* Encoding helpers */
@@ -370,8 +376,13 @@ ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 	StringInfo	out;
 	int			i;
 
-	if (!docsync_relmap_needs_relation(entry))
+	if (entry->relation_sent)
 		return;
+	if (!docsync_relmap_needs_relation(entry))
+	{
+		entry->relation_sent = true;
+		return;
+	}
 
 	OutputPluginPrepareWrite(ctx, false);
 	out = ctx->out;
@@ -413,6 +424,7 @@ ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 	}
 	OutputPluginWrite(ctx, false);
 	docsync_relmap_relation_written(entry);
+	entry->relation_sent = true;
 }
 
 /* Writes an INSERT, UPDATE or DELETE of a watched relation. */
@@ -514,10 +526,7 @@ collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValu
 		else if (col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)))
 			values[i].kind = DOCSYNC_VAL_TOAST;
 		else
-		{
-			values[i].kind = DOCSYNC_VAL_TEXT;
-			values[i].text = OutputFunctionCall(&col->output, d);
-		}
+			value_text(col, d, &values[i]);
 	}
 }
 
@@ -594,10 +603,9 @@ collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 				continue;
 			}
 		}
-		values[i].kind = DOCSYNC_VAL_TEXT;
-		values[i].text = OutputFunctionCall(&col->output, d);
-		if (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_TEXT &&
-			strcmp(values[i].text, newvals[i].text) == 0)
+		value_text(col, d, &values[i]);
+		if (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_TEXT && values[i].len == newvals[i].len &&
+			memcmp(values[i].text, newvals[i].text, values[i].len) == 0)
 			values[i].kind = DOCSYNC_VAL_SAME;
 	}
 }
@@ -616,7 +624,7 @@ write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *ent
 		{
 			appendStringInfoChar(out, values[i].kind);
 			if (values[i].kind == DOCSYNC_VAL_TEXT)
-				put_str(out, values[i].text, strlen(values[i].text));
+				put_str(out, values[i].text, values[i].len);
 		}
 		return;
 	}
@@ -630,7 +638,7 @@ write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *ent
 		switch (values[i].kind)
 		{
 			case DOCSYNC_VAL_TEXT:
-				append_literal(out, values[i].text, strlen(values[i].text));
+				append_literal(out, values[i].text, values[i].len);
 				break;
 			case DOCSYNC_VAL_NULL:
 				appendStringInfoString(out, "NULL");
@@ -647,6 +655,46 @@ write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *ent
 		}
 	}
 	appendStringInfoChar(out, ')');
+}
+
+/*
+ * A value's text form, as the type's output function gives it. The commonest types take a short
+ * cut with the same result: integers are formatted in place, and text-like values are used where
+ * they lie (decompressed if needed) instead of being copied into a C string.
+ */
+static void
+value_text(DocsyncColumn *col, Datum d, DocsyncValue *value)
+{
+	value->kind = DOCSYNC_VAL_TEXT;
+	switch (col->typid)
+	{
+		case INT2OID:
+			value->len = pg_itoa(DatumGetInt16(d), value->digits);
+			value->text = value->digits;
+			return;
+		case INT4OID:
+			value->len = pg_ltoa(DatumGetInt32(d), value->digits);
+			value->text = value->digits;
+			return;
+		case INT8OID:
+			value->len = pg_lltoa(DatumGetInt64(d), value->digits);
+			value->text = value->digits;
+			return;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			{
+				struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
+
+				value->text = VARDATA_ANY(v);
+				value->len = VARSIZE_ANY_EXHDR(v);
+				return;
+			}
+		default:
+			value->text = OutputFunctionCall(&col->output, d);
+			value->len = strlen(value->text);
+			return;
+	}
 }
 
 /*

@@ -64,6 +64,7 @@ typedef struct DocsyncRelEntry
 	Oid			relid;			/* hash key: the changed relation */
 	bool		valid;			/* false after an invalidation: rebuild before use */
 	bool		watched;		/* emit its changes at all */
+	bool		relation_sent;	/* the root's current RELATION is known sent (cleared on rebuild) */
 	MemoryContext context;		/* holds names and columns; deleted on rebuild */
 	Oid			root_relid;		/* the watched relation reported (the root for partitions) */
 	char	   *schema;			/* schema of root_relid */

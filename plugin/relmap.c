@@ -170,6 +170,7 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 		MemoryContextDelete(entry->context);
 	entry->context = AllocSetContextCreate(relmap_context, "docsync relation", ALLOCSET_SMALL_SIZES);
 	entry->watched = false;
+	entry->relation_sent = false;
 	entry->root_relid = InvalidOid;
 	entry->schema = NULL;
 	entry->name = NULL;

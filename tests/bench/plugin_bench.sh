@@ -12,7 +12,8 @@
 # order_items(id, order_id, product_id, qty); the other columns (wide text, timestamps) are not
 # watched. Every plugin reads the same slot contents with peek (nothing is consumed), round robin,
 # the best of the repetitions counting; decode time is the backend's CPU time around the SQL
-# decoding call (robust on a loaded machine), with the wall time beside it.
+# decoding call (robust on a loaded machine), with the wall time beside it. The "floor" row decodes
+# the same WAL with nothing watched: the server's own share of the work, which every plugin pays.
 # Not a timed test: figures depend on the machine.
 set -euo pipefail
 n=${1:-2000}
@@ -75,6 +76,8 @@ INSERT INTO plugins VALUES
       'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
   ('docsync (text)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_docsync', NULL, NULL,
       'format', 'text', 'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('floor: docsync, nothing watched', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
+      'tables', 'public.no_such_table')$$),
   ('pgoutput proto 1', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
       'proto_version', '1', 'publication_names', 'bench_pub')$$),
   ('pgoutput proto 2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
