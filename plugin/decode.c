@@ -72,6 +72,23 @@ typedef struct DocsyncValue
 	char		digits[24];		/* room for an integer's text form */
 } DocsyncValue;
 
+/*
+ * Reads the columns of one tuple: deformed all at once when many are emitted, fetched one by one
+ * when few are (cheaper on wide rows), with values of columns added later taken from the catalog.
+ */
+typedef struct TupleReader
+{
+	HeapTuple	tuple;			/* the tuple being read */
+	TupleDesc	desc;			/* the changed relation's descriptor */
+	bool		deformed;		/* datums and nulls hold every column */
+	int			natts;			/* columns physically in the tuple */
+	Datum	   *datums;			/* deformed values, when deformed */
+	bool	   *nulls;			/* deformed null flags, when deformed */
+} TupleReader;
+
+/* At most this many emitted columns are fetched one by one rather than by deforming the tuple. */
+#define DOCSYNC_DIRECT_FETCH_MAX 4
+
 /* Callbacks */
 static void docsync_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init);
 static void docsync_shutdown(LogicalDecodingContext *ctx);
@@ -98,6 +115,8 @@ static void collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 static void write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
 						const DocsyncValue *values);
 static void value_text(DocsyncColumn *col, Datum d, DocsyncValue *value);
+static void reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple);
+static Datum reader_get(TupleReader *reader, AttrNumber attnum, bool *isnull);
 static void progress_tick(LogicalDecodingContext *ctx);
 
 /* Encoding helpers */
@@ -437,8 +456,8 @@ write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation
 	TupleDesc	desc = RelationGetDescr(relation);
 	HeapTuple	newtuple = DOCSYNC_CHANGE_NEWTUPLE(change);
 	HeapTuple	oldtuple = DOCSYNC_CHANGE_OLDTUPLE(change);
-	DocsyncValue *newvals = palloc0(sizeof(DocsyncValue) * (entry->ncolumns + 1));
-	DocsyncValue *oldvals = palloc0(sizeof(DocsyncValue) * (entry->ncolumns + 1));
+	DocsyncValue *newvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
+	DocsyncValue *oldvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
 	StringInfo	out;
 	char		type;
 	const char *word;
@@ -488,9 +507,7 @@ write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation
 static void
 collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValue *values)
 {
-	Datum	   *datums = palloc(sizeof(Datum) * desc->natts);
-	bool	   *nulls = palloc(sizeof(bool) * desc->natts);
-	int			tuple_natts;
+	TupleReader reader;
 	int			i;
 
 	if (tuple == NULL)
@@ -499,8 +516,7 @@ collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValu
 			values[i].kind = DOCSYNC_VAL_UNKNOWN;
 		return;
 	}
-	heap_deform_tuple(tuple, desc, datums, nulls);
-	tuple_natts = HeapTupleHeaderGetNatts(tuple->t_data);
+	reader_init(&reader, entry, desc, tuple);
 	for (i = 0; i < entry->ncolumns; i++)
 	{
 		DocsyncColumn *col = &entry->columns[i];
@@ -513,13 +529,7 @@ collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValu
 			values[i].kind = DOCSYNC_VAL_UNKNOWN;
 			continue;
 		}
-		if (a > tuple_natts)
-			d = getmissingattr(desc, a, &isnull);	/* added later with a default */
-		else
-		{
-			d = datums[a - 1];
-			isnull = nulls[a - 1];
-		}
+		d = reader_get(&reader, a, &isnull);
 		values[i].datum = d;
 		if (isnull)
 			values[i].kind = DOCSYNC_VAL_NULL;
@@ -540,18 +550,11 @@ static void
 collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 			const DocsyncValue *newvals, DocsyncValue *values)
 {
-	Datum	   *datums = NULL;
-	bool	   *nulls = NULL;
-	int			tuple_natts = 0;
+	TupleReader reader;
 	int			i;
 
 	if (tuple != NULL)
-	{
-		datums = palloc(sizeof(Datum) * desc->natts);
-		nulls = palloc(sizeof(bool) * desc->natts);
-		heap_deform_tuple(tuple, desc, datums, nulls);
-		tuple_natts = HeapTupleHeaderGetNatts(tuple->t_data);
-	}
+		reader_init(&reader, entry, desc, tuple);
 	for (i = 0; i < entry->ncolumns; i++)
 	{
 		DocsyncColumn *col = &entry->columns[i];
@@ -569,13 +572,7 @@ collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 				values[i].kind = DOCSYNC_VAL_SAME;
 			continue;
 		}
-		if (a > tuple_natts)
-			d = getmissingattr(desc, a, &isnull);
-		else
-		{
-			d = datums[a - 1];
-			isnull = nulls[a - 1];
-		}
+		d = reader_get(&reader, a, &isnull);
 		if (isnull)
 		{
 			values[i].kind = (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_NULL)
@@ -657,6 +654,34 @@ write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *ent
 	appendStringInfoChar(out, ')');
 }
 
+static void
+reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple)
+{
+	reader->tuple = tuple;
+	reader->desc = desc;
+	reader->natts = HeapTupleHeaderGetNatts(tuple->t_data);
+	reader->deformed = entry->ncolumns > DOCSYNC_DIRECT_FETCH_MAX || entry->ncolumns * 2 > desc->natts;
+	reader->datums = NULL;
+	reader->nulls = NULL;
+	if (reader->deformed)
+	{
+		reader->datums = palloc(sizeof(Datum) * desc->natts);
+		reader->nulls = palloc(sizeof(bool) * desc->natts);
+		heap_deform_tuple(tuple, desc, reader->datums, reader->nulls);
+	}
+}
+
+static Datum
+reader_get(TupleReader *reader, AttrNumber attnum, bool *isnull)
+{
+	if (!reader->deformed)
+		return heap_getattr(reader->tuple, attnum, reader->desc, isnull);
+	if (attnum > reader->natts)
+		return getmissingattr(reader->desc, attnum, isnull);	/* added later with a default */
+	*isnull = reader->nulls[attnum - 1];
+	return reader->datums[attnum - 1];
+}
+
 /*
  * A value's text form, as the type's output function gives it. The commonest types take a short
  * cut with the same result: integers are formatted in place, and text-like values are used where
@@ -731,10 +756,10 @@ full_xid(TransactionId xid)
 static void
 put_uv(StringInfo out, uint64 v)
 {
-	uint8		buf[DOCSYNC_UV_MAX_BYTES];
-	size_t		n = docsync_uv_encode(v, buf);
-
-	appendBinaryStringInfo(out, (const char *) buf, (int) n);
+	if (out->maxlen - out->len <= DOCSYNC_UV_MAX_BYTES)
+		enlargeStringInfo(out, DOCSYNC_UV_MAX_BYTES);
+	out->len += (int) docsync_uv_encode(v, (uint8 *) out->data + out->len);
+	out->data[out->len] = '\0';
 }
 
 static void

@@ -53,5 +53,10 @@ oid() { psql -At -c "SELECT '$1'::regclass::oid"; }
 tables="$(oid golden_kinds),$(oid golden_full),$(oid '"Golden ""Odd"" Name"')(1,2,99),golden_kinds(id,b,t,big,no_such_column)"
 # golden_kinds appears twice: OID entry (all columns) and named entry; the union is all columns plus
 # the missing one. Column 99 of the odd-named table does not exist either.
-paste <(psql -At -c "SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('$slot', NULL, NULL, 'tables', '$tables')" 2>/dev/null) \
-      <(psql -At -c "SELECT data FROM pg_logical_slot_get_changes('$slot', NULL, NULL, 'format', 'text', 'tables', '$tables')" 2>/dev/null)
+# One after the other: a slot serves one session at a time.
+bin=$(mktemp) txt=$(mktemp)
+psql -At -c "SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('$slot', NULL, NULL, 'tables', '$tables')" >"$bin" 2>/dev/null
+psql -At -c "SELECT data FROM pg_logical_slot_get_changes('$slot', NULL, NULL, 'format', 'text', 'tables', '$tables')" >"$txt" 2>/dev/null
+[ "$(wc -l <"$bin")" -eq "$(wc -l <"$txt")" ] && [ -s "$bin" ] || { echo "binary and text outputs differ in length" >&2; exit 1; }
+paste "$bin" "$txt"
+rm -f "$bin" "$txt"
