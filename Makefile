@@ -11,7 +11,8 @@ OBJS = \
 	plugin/docsync.o \
 	plugin/decode.o \
 	plugin/options.o \
-	plugin/relmap.o
+	plugin/relmap.o \
+	plugin/sqlapi.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 
