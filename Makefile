@@ -10,6 +10,8 @@ MODULE_big = docsync
 OBJS = \
 	plugin/docsync.o \
 	plugin/decode.o \
+	plugin/options.o \
+	plugin/relmap.o \
 	plugin/sqlapi.o
 
 DATA = $(wildcard sql/docsync--*.sql)

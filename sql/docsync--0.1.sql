@@ -117,7 +117,9 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
   RETURNING generation
 $$;
 
--- The definition changed: bump the generation (statement trigger on both definition tables).
+-- A definition changed: bump the generation. Row triggers, so a statement that changes no row
+-- (the sql_drop trigger's DELETE when no watched table was dropped) bumps nothing; TRUNCATE has
+-- only a statement trigger.
 CREATE FUNCTION docsync.bump_generation() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -125,9 +127,13 @@ BEGIN
   RETURN NULL;
 END
 $$;
-CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON docsync.query_defs
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.query_defs
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.watch_defs
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
+CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.query_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
-CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON docsync.watch_defs
+CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
 
 -- Resolves a watch's column names to attnums (at definition, at restore, after a followed rename).
