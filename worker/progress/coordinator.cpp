@@ -99,6 +99,16 @@ std::uint64_t DeliveryProgressCoordinator::new_epoch() {
     return ++epoch_;
 }
 
+std::uint64_t DeliveryProgressCoordinator::rebase(Lsn lsn) {
+    std::lock_guard lock(mutex_);
+    groups_.clear();
+    pending_bytes_ = 0;
+    pending_items_ = 0;
+    epoch_first_ticket_ = next_ticket_;
+    checkpoint_ = lsn;
+    return ++epoch_;
+}
+
 void DeliveryProgressCoordinator::set_checkpoint_floor(Lsn lsn) {
     std::lock_guard lock(mutex_);
     checkpoint_ = std::max(checkpoint_, lsn);

@@ -82,6 +82,10 @@ public:
     // ignored from now on. Returns the new epoch.
     std::uint64_t new_epoch();
 
+    // A new epoch on a new slot or server: forgets every pending group and sets the checkpoint to
+    // `lsn`, lower or not (positions of the old slot or server mean nothing on the new one).
+    std::uint64_t rebase(Lsn lsn);
+
     // Raises the checkpoint to `lsn` without acknowledging (the slot's confirmed position at start),
     // never lowering it. Used so redelivered transactions at or below it are recognised as done.
     void set_checkpoint_floor(Lsn lsn);
