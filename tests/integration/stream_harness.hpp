@@ -101,6 +101,7 @@ inline void drop_slot(pg::Connection& c, const std::string& slot) {
 // `tables` option and produces output). Uses a temporary slot.
 inline bool plugin_emits_records() {
     auto c = sql();
+    exec1(c, "SET client_min_messages = warning");
     exec1(c, "CREATE TABLE IF NOT EXISTS docsync_probe(id int PRIMARY KEY)");
     std::string oid = exec1(c, "SELECT 'docsync_probe'::regclass::oid::text");
     Error error("");
@@ -108,7 +109,7 @@ inline bool plugin_emits_records() {
                               pg::deadline_in(30s), &error);
     if (!created) return false;
     auto other = sql();
-    exec1(other, "INSERT INTO docsync_probe VALUES (1) ON CONFLICT DO NOTHING");
+    exec1(other, "INSERT INTO docsync_probe SELECT coalesce(max(id), 0) + 1 FROM docsync_probe");
     auto r = c.try_exec("SELECT count(*) FROM pg_logical_slot_get_binary_changes('docsync_probe_slot', NULL, NULL, "
                         "'format', 'binary', 'tables', $1)",
                         {oid}, pg::deadline_in(30s), &error);
@@ -153,7 +154,7 @@ public:
         records.push_back(record);
         if (auto* c = std::get_if<CommitRecord>(&record)) {
             commits.push_back({c->end_lsn, ticket, sessions.empty() ? 0 : sessions.back().epoch});
-            if (hold_commit_index && *hold_commit_index == commits.size() - 1) {
+            if (hold_all || (hold_commit_index && *hold_commit_index == commits.size() - 1)) {
                 held.push_back(ticket);
                 return;
             }
@@ -180,6 +181,7 @@ public:
     std::size_t commit_count() { return with_lock([&] { return commits.size(); }); }
 
     std::optional<std::size_t> hold_commit_index;  // set before streaming: the n-th COMMIT (0-based) is held
+    std::atomic<bool> hold_all{false};               // hold every COMMIT until release()
     std::vector<SessionInfo> sessions;
     std::vector<Record> records;
     std::vector<SeenCommit> commits;

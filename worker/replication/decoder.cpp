@@ -144,14 +144,16 @@ Record Decoder::decode(std::span<const std::uint8_t> message) {
             rel.columns.resize(natts);
             for (auto& col : rel.columns) {
                 std::uint64_t attnum = r.uv("attnum");
-                if (attnum == 0 || attnum > kMaxColumns) r.fail("attnum " + std::to_string(attnum) + " out of range");
-                col.attnum = static_cast<int>(attnum);
                 col.name = r.str("column name");
                 col.type_oid = r.oid("type oid");
                 std::uint8_t flags = r.u8("column flags");
                 if (flags & ~(DOCSYNC_COL_IDENTITY | DOCSYNC_COL_MISSING)) r.fail("unknown column flags");
                 col.identity = flags & DOCSYNC_COL_IDENTITY;
                 col.missing = flags & DOCSYNC_COL_MISSING;
+                // A missing column listed by name has attnum 0; every other attnum is a real one.
+                if ((attnum == 0 && !col.missing) || attnum > kMaxColumns)
+                    r.fail("attnum " + std::to_string(attnum) + " out of range");
+                col.attnum = static_cast<int>(attnum);
             }
             r.finish();
             relation_widths_[rel.relid] = natts;
