@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -140,7 +141,8 @@ struct SeenCommit {
     std::uint64_t epoch;
 };
 
-// Records what the stream hands up; completes every COMMIT at once unless held.
+// Records what the stream hands up; completes every COMMIT at once unless held. `commits`, and the
+// holding, count only transactions that touched a table outside the docsync schema.
 class RecordingHandler : public StreamHandler {
 public:
     explicit RecordingHandler(DeliveryProgressCoordinator& coordinator) : coordinator_(coordinator) {}
@@ -152,7 +154,19 @@ public:
     void on_record(const Record& record, Lsn, std::uint64_t ticket) override {
         std::lock_guard lock(mutex_);
         records.push_back(record);
+        if (auto* r = std::get_if<RelationRecord>(&record)) schemas_[r->relid] = r->schema;
+        if (std::holds_alternative<BeginRecord>(record)) touched_user_table_ = false;
+        if (auto* ch = std::get_if<ChangeRecord>(&record)) touched_user_table_ |= schemas_[ch->relid] != "docsync";
+        if (auto* t = std::get_if<TruncateRecord>(&record))
+            for (auto relid : t->relids) touched_user_table_ |= schemas_[relid] != "docsync";
         if (auto* c = std::get_if<CommitRecord>(&record)) {
+            // Transactions that only touched the extension's own tables (docsync.worker_state, written
+            // by advance_generation at every session start) are done at once, as the engine does.
+            if (!touched_user_table_) {
+                docsync_commits++;
+                coordinator_.complete(ticket);
+                return;
+            }
             commits.push_back({c->end_lsn, ticket, sessions.empty() ? 0 : sessions.back().epoch});
             if (hold_all || (hold_commit_index && *hold_commit_index == commits.size() - 1)) {
                 held.push_back(ticket);
@@ -184,11 +198,14 @@ public:
     std::atomic<bool> hold_all{false};               // hold every COMMIT until release()
     std::vector<SessionInfo> sessions;
     std::vector<Record> records;
-    std::vector<SeenCommit> commits;
+    std::vector<SeenCommit> commits;  // transactions that touched a table outside the docsync schema
+    std::size_t docsync_commits = 0;  // transactions that touched only the docsync schema
     std::vector<std::uint64_t> held;
 
 private:
     DeliveryProgressCoordinator& coordinator_;
+    std::map<Oid, std::string> schemas_;
+    bool touched_user_table_ = false;
     std::mutex mutex_;
 };
 
