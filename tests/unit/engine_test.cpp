@@ -41,6 +41,12 @@ RelationRecord relation(Oid relid, std::string schema, std::string name, std::ve
     return r;
 }
 
+EngineOptions test_options() {
+    EngineOptions options;
+    options.min_round_interval = 0ms;  // pacing has its own test
+    return options;
+}
+
 struct Harness {
     FakeClock clock;
     FakeRunner runner;
@@ -51,7 +57,7 @@ struct Harness {
     std::uint64_t next_xid = 1000;
     Lsn next_lsn = 0x1000;
 
-    explicit Harness(EngineOptions options = {})
+    explicit Harness(EngineOptions options = test_options())
         : engine(runner, publisher, clock, options, [this](std::uint64_t t) {
               std::lock_guard<std::mutex> lock(completed_mutex);
               completed.push_back(t);
@@ -337,7 +343,7 @@ TEST_CASE("reverse-index changes queue keys lookups whose docs complete the tran
 }
 
 TEST_CASE("a keys lookup that fails permanently recomputes every live doc of the query") {
-    EngineOptions options;
+    EngineOptions options = test_options();
     options.max_keys = 2;
     Harness h(options);
     h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3"}, true);
@@ -384,7 +390,7 @@ TEST_CASE("tickets complete in stream order, only after every doc they dirtied")
 }
 
 TEST_CASE("liveness: polls lease, incomplete polls only add, warm and touch survive a stale poll") {
-    EngineOptions options;
+    EngineOptions options = test_options();
     options.lease = 60s;
     options.touch_grace = 10s;
     Harness h(options);
@@ -431,7 +437,7 @@ TEST_CASE("a doc that becomes live again is recomputed: it may have missed chang
 }
 
 TEST_CASE("with --live all every doc is live, starting from what the sink holds") {
-    EngineOptions options;
+    EngineOptions options = test_options();
     options.live_all = true;
     FakeClock clock;
     FakeRunner runner;
@@ -557,4 +563,34 @@ TEST_CASE("memory per waiting transaction stays small on a hot key") {
     CHECK(h.engine.stats().waiting_txns == 0);
     std::lock_guard<std::mutex> lock(h.completed_mutex);
     CHECK(h.completed.size() == 200000);
+}
+
+TEST_CASE("a hot doc's rounds start at least min_round_interval apart; a quiet doc computes at once") {
+    EngineOptions options = test_options();
+    options.min_round_interval = 100ms;
+    Harness h(options);
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    CHECK(h.drain() == 2);
+    h.runner.doc_calls.clear();
+    h.clock.advance(30ms);
+    h.txn({update_order_status("1")}, 1);
+    CHECK(h.drain() == 0);  // doc 1 started 30 ms ago
+    CHECK_FALSE(h.is_complete(1));
+    h.clock.advance(70ms);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(1));
+    for (std::uint64_t t = 2; t <= 100; ++t) {
+        h.clock.advance(2ms);
+        h.txn({update_order_status("1")}, t);
+        h.drain();
+    }
+    CHECK(h.runner.doc_calls.size() == 2);  // 200 ms of changes: one more round so far
+    h.clock.advance(200ms);
+    h.drain();
+    CHECK(h.runner.doc_calls.size() == 3);
+    for (std::uint64_t t = 2; t <= 100; ++t) CHECK(h.is_complete(t));
+    // A doc that has been quiet for longer than the interval computes at once.
+    h.txn({update_order_status("2")}, 101);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(101));
 }

@@ -46,6 +46,7 @@ struct Doc {
     Nanos lease_until = 0;               // listed by a liveness poll until then
     Nanos grace_until = 0;               // warmed or touched: an incomplete picture cannot drop it
     Nanos retry_at = 0;                  // with kDelayed
+    Nanos last_start = 0;                // when its last compute started (pacing)
     Lsn lsn = 0;                         // highest COMMIT end LSN among the changes handled for it
     std::uint64_t pending_seq = 0;       // oldest transaction waiting for the next compute (0: none)
     std::uint64_t flight_seq = 0;        // oldest transaction the running compute satisfies
@@ -141,6 +142,8 @@ struct Engine::Impl {
     std::vector<std::uint16_t> txn_broadcasts;
     bool txn_definitions = false;
 
+    const Nanos interval =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options.min_round_interval).count();
     EngineStats counters;  // the running totals (the gauges are computed in stats())
 
     // ---- bookkeeping -------------------------------------------------------------------------
@@ -199,6 +202,16 @@ struct Engine::Impl {
             // A doc retried after a permanent failure is not on the ack path; new waiters are.
             if (!(doc.flags & kOffAck) || doc.pending_seq == 0) return;
             doc.flags &= static_cast<std::uint8_t>(~(kDelayed | kOffAck));
+        }
+        if (doc.last_start && interval > 0) {
+            Nanos due = doc.last_start + interval;
+            if (now() < due) {  // a hot doc: its next round waits for the interval
+                doc.retry_at = due;
+                doc.flags |= kDelayed;
+                delayed.emplace(due, entry.first);
+                wake.notify_one();
+                return;
+            }
         }
         doc.flags |= kQueued;
         ready.push_back(&entry);
@@ -499,6 +512,7 @@ struct Engine::Impl {
         std::uint16_t query = 0;
         std::vector<std::uint64_t> xids;
         DocVersion version;
+        Nanos previous_start = 0;
     };
 
     void promote_due(Nanos t) {
@@ -542,6 +556,8 @@ struct Engine::Impl {
             }
             if (!(doc->flags & kDirty)) continue;
             doc->flags = static_cast<std::uint8_t>((doc->flags | kInFlight) & ~kDirty);
+            job.previous_start = doc->last_start;
+            doc->last_start = now();
             doc->flight_seq = doc->pending_seq;
             doc->pending_seq = 0;
             job.is_lookup = false;
@@ -631,6 +647,7 @@ struct Engine::Impl {
             retry_with_waiters(backoff(options.transient_backoff, doc.failures + 1, 100));
         } else if (outcome.kind == OutcomeKind::NotVisible) {
             ++counters.not_visible;
+            doc.last_start = job.previous_start;  // not a round: retry after the short backoff
             retry_with_waiters(backoff(options.not_visible_backoff, doc.failures + 1, 40));
         } else if (outcome.kind == OutcomeKind::Transient) {
             ++counters.transient_failures;

@@ -12,7 +12,7 @@
 //
 // Coalescing (invariant 4): a doc is computed by at most one thread at a time; a change that
 // arrives while it computes marks it dirty again, which schedules exactly one more round however
-// many changes arrive.
+// many changes arrive; and rounds of one doc start at least min_round_interval apart.
 //
 // Completion (invariant 1 and 2): every transaction gets a sequence number at BEGIN. A doc records
 // the oldest sequence waiting for its next compute (and the one its running compute will satisfy),
@@ -41,6 +41,10 @@ struct EngineOptions {
     std::chrono::milliseconds lease{std::chrono::seconds(90)};  // a listed channel stays live this long
     std::chrono::milliseconds touch_grace{std::chrono::seconds(30)};  // warm/touch protect from a poll
     std::size_t max_keys = 10000;                               // --max-keys
+    // A doc's next compute starts no sooner than this after its previous one started. A doc changed
+    // after a quiet spell is computed at once; a hot doc is computed at most once per interval
+    // however many changes arrive, so a stream decoded in real time coalesces too.
+    std::chrono::milliseconds min_round_interval{100};
     std::chrono::milliseconds not_visible_backoff{5};           // first retry; doubles up to 40×
     std::chrono::milliseconds transient_backoff{100};           // first retry; doubles up to 100×
     std::chrono::milliseconds permanent_backoff{std::chrono::seconds(1)};  // doubles up to 300×
