@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -167,10 +168,13 @@ TEST_CASE("a hot row updated 5000 times costs a few percent as many doc queries,
     REQUIRE(doc);
     CHECK(doc->find("\"n\": 5000") != std::string::npos);
     std::int64_t queries = f.calls(marker);
-    MESSAGE("5000 updates in " << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
-                               << " ms cost " << queries << " doc queries (" << (100.0 * queries / kUpdates) << "%)");
+    // The figure tests/bench/engine.sh reports.
+    std::printf("hot row: %d updates in %lld ms cost %lld doc queries (%.4f queries per change)\n", kUpdates,
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
+                static_cast<long long>(queries), static_cast<double>(queries) / kUpdates);
     CHECK(queries >= 1);
-    CHECK(queries <= kUpdates * 2 / 100);
+    // One query per 100 ms round at most: about 1% here; 3% leaves room for a slow, loaded machine.
+    CHECK(queries <= kUpdates * 3 / 100);
     CHECK(engine.stats().dirty_depth() == 0);
 }
 
