@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "engine/definitions.hpp"
+#include "executor/definitions_reader.hpp"
 #include "executor/executor.hpp"
 #include "executor_support.hpp"
 #include "pg/connection.hpp"
@@ -271,4 +273,34 @@ TEST_CASE("on a hot standby a compute starts only after replay passed what it co
     }
     REQUIRE(out.kind == OutcomeKind::Ok);
     CHECK(out.doc == std::optional<std::string>(R"({"id": 1, "status": "shipped"})"));
+}
+
+TEST_CASE("definitions are read from the extension, with a clear error when it is missing") {
+    auto db = admin();
+    sql1(db, "SET client_min_messages = warning");
+    sql1(db, "DROP DATABASE IF EXISTS docsync_exec_nodefs");
+    sql1(db, "CREATE DATABASE docsync_exec_nodefs");
+    {
+        auto other = pg::Connection::connect("dbname=docsync_exec_nodefs", pg::deadline_in(10s));
+        try {
+            read_definitions(other, pg::deadline_in(10s));
+            FAIL("expected an error");
+        } catch (const Error& e) {
+            CHECK(std::string(e.what()).find("CREATE EXTENSION docsync") != std::string::npos);
+        }
+        // A stand-in with contract B's shape, in a database without the extension.
+        sql1(other, "CREATE SCHEMA docsync");
+        sql1(other, R"(CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb LANGUAGE sql AS $$
+            SELECT '{"generation": 2, "queries": [{"name": "order", "sql": "SELECT 1", "params": ["id"],
+              "search_path": "public"}], "watches": [{"query": "order", "relid": 16384, "schema": "public",
+              "table": "orders", "columns": [{"name": "id", "attnum": 1}], "keys_sql": null, "keys_args": [],
+              "allow_broadcast": false}]}'::jsonb $$)");
+        auto defs = read_definitions(other, pg::deadline_in(10s));
+        CHECK(defs.generation == 2);
+        CHECK(plugin_tables(defs) == "16384(1)");
+        sql1(other, R"(CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb LANGUAGE sql AS
+            $$ SELECT '{"generation": 2}'::jsonb $$)");
+        CHECK_THROWS_AS(read_definitions(other, pg::deadline_in(10s)), Error);
+    }
+    sql1(db, "DROP DATABASE docsync_exec_nodefs");
 }
