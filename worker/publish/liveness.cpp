@@ -94,6 +94,7 @@ void RedisLiveness::poll_loop() {
 
 void RedisLiveness::listen_loop() {
     auto backoff = kInitialBackoff;
+    bool reported = false;  // one line per outage
     for (;;) {
         {
             std::lock_guard lock(mutex_);
@@ -103,9 +104,13 @@ void RedisLiveness::listen_loop() {
             listen_once();
             return;  // stopping
         } catch (const std::exception& e) {
-            bool was_listening = listening_.exchange(false);
-            if (was_listening) backoff = kInitialBackoff;
-            log_warning("publish", std::string("warm/touch listener: ") + e.what() + "; reconnecting");
+            if (listening_.exchange(false)) {
+                backoff = kInitialBackoff;
+                reported = false;
+            }
+            if (!reported)
+                log_warning("publish", std::string("warm/touch listener: ") + e.what() + "; reconnecting with backoff");
+            reported = true;
         }
         if (!sleep_for(backoff)) return;
         backoff = std::min(backoff * 2, options_.max_backoff);

@@ -113,11 +113,15 @@ void RedisSink::failed(const std::string& why) {
     // The other pooled connections most likely died with this one (a Redis restart): drop them all
     // rather than fail once on each.
     std::vector<std::unique_ptr<RedisConnection>> dead;
+    bool first;
     {
         std::lock_guard lock(mutex_);
         dead.swap(idle_);
+        first = !down_;
+        down_ = true;
     }
-    log_warning("publish", why);
+    // One line per outage, not one per retried doc.
+    if (first) log_warning("publish", why + "; docs are retried and hold the slot until Redis is back");
 }
 
 void RedisSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
@@ -155,6 +159,13 @@ void RedisSink::publish(const std::string& channel, const std::optional<std::str
         throw;
     }
     release(std::move(conn));
+    bool was_down;
+    {
+        std::lock_guard lock(mutex_);
+        was_down = down_;
+        down_ = false;
+    }
+    if (was_down) log_info("publish", "Redis at " + address_.display() + " takes docs again");
 }
 
 std::vector<std::string> RedisSink::retained_channels() {

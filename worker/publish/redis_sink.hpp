@@ -63,6 +63,7 @@ private:
     std::vector<std::unique_ptr<RedisConnection>> idle_;
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;
+    bool down_ = false;  // logged as lost, not yet as back
 };
 
 }  // namespace docsync::publish
