@@ -31,7 +31,7 @@ struct LivenessCallbacks {
 };
 
 struct LivenessOptions {
-    std::chrono::milliseconds poll_interval{1000};  // --live-poll
+    std::chrono::milliseconds poll_interval{5000};  // --live-poll
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds command_timeout{5000};
     std::chrono::milliseconds max_backoff{5000};
