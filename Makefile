@@ -9,7 +9,8 @@ EXTVERSION = 0.1
 MODULE_big = docsync
 OBJS = \
 	plugin/docsync.o \
-	plugin/decode.o
+	plugin/decode.o \
+	plugin/status.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 
