@@ -135,7 +135,7 @@ read_status_file(const char *path, StatusRead *result)
 		if (n0 != (ssize_t) sizeof(before) || n1 != (ssize_t) sizeof(after))
 			before = after = 1;
 		check = docsync_status_check(result->file, (size_t) n, before, after);
-		if (n >= 8)
+		if (n >= 8 && result->file->magic == DOCSYNC_STATUS_MAGIC)
 			result->layout_version = result->file->layout_version;
 		if (attempt == 1)
 			first_seq = before;

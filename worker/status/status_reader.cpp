@@ -36,7 +36,7 @@ ReadResult read_status_file(const std::filesystem::path& path, int max_attempts)
         }
         if (n0 != static_cast<ssize_t>(sizeof before) || n1 != static_cast<ssize_t>(sizeof after)) before = after = 1;
         check = docsync_status_check(&r.file, static_cast<std::size_t>(n), before, after);
-        r.layout_version = n >= 8 ? r.file.layout_version : 0;
+        r.layout_version = n >= 8 && r.file.magic == DOCSYNC_STATUS_MAGIC ? r.file.layout_version : 0;
         if (attempt == 1) first_seq = before;
         if (before != first_seq || after != first_seq || (before & 1u) == 0) seq_stuck_odd = false;
         if (check != DOCSYNC_STATUS_RETRY) break;
