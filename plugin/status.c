@@ -50,6 +50,7 @@ typedef struct StatusRead
 	const char *error;			/* why the file is not trusted, NULL when it is */
 	uint32		layout_version; /* the file's layout version, 0 when unknown */
 	DocsyncStatusFile *file;	/* the file's contents; valid only when error is NULL */
+	bool		missing;		/* removed between listing and opening: skip it */
 } StatusRead;
 
 PG_FUNCTION_INFO_V1(docsync_status_files);
@@ -95,6 +96,7 @@ read_status_file(const char *path, StatusRead *result)
 	int			attempt;
 
 	result->error = NULL;
+	result->missing = false;
 	result->layout_version = 0;
 	result->file = palloc0(sizeof(DocsyncStatusFile));
 
@@ -102,6 +104,7 @@ read_status_file(const char *path, StatusRead *result)
 	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
 	if (fd < 0)
 	{
+		result->missing = (errno == ENOENT);
 		result->error = psprintf("cannot open status file: %m");
 		return;
 	}
@@ -301,7 +304,8 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 		path = psprintf("%s/%s", dir_path, de->d_name);
 		read_status_file(path, &read);
 		MemoryContextSwitchTo(old);
-		emit(arg, de->d_name, &read);
+		if (!read.missing)
+			emit(arg, de->d_name, &read);
 		MemoryContextReset(per_file);
 	}
 	FreeDir(dir);

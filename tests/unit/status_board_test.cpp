@@ -299,3 +299,24 @@ TEST_CASE("the CRC is CRC-32C") {
     CHECK(docsync_status_crc32c("123456789", 9) == 0xE3069283u);
     CHECK(docsync_status_crc32c("", 0) == 0u);
 }
+
+TEST_CASE("a file left by another layout or garbage is replaced whole, never shown half-created") {
+    TempDir dir;
+    fs::path file = dir.path / status_file_name("app", "docsync");
+    {
+        std::ofstream junk(file, std::ios::binary);
+        junk << "left over by something else";
+    }
+    {
+        StatusBoard board(dir.path, "app", "docsync", quiet());
+        auto r = read_status_file(file);
+        REQUIRE(r.check == DOCSYNC_STATUS_OK);
+        CHECK(r.file.body.state == DOCSYNC_STATE_STARTING);
+        CHECK_FALSE(fs::exists(dir.path / (file.filename().string() + ".tmp")));
+    }
+    std::uint32_t v = 9;
+    poke(file, offsetof(DocsyncStatusFile, layout_version), &v, sizeof v);
+    REQUIRE(read_status_file(file).check == DOCSYNC_STATUS_FOREIGN_VERSION);
+    StatusBoard board(dir.path, "app", "docsync", quiet());
+    CHECK(read_status_file(file).check == DOCSYNC_STATUS_OK);
+}

@@ -192,30 +192,42 @@ struct StatusBoard::Mapping {
 
 namespace {
 
-// Creates the file with the layout's size, mode 0644; returns the seq to continue from (even), so
-// readers never see a counter go backwards across worker restarts.
-std::uint64_t prepare_file(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+// Makes sure the status file exists with this layout; returns the seq to continue from (even), so
+// readers never see the counter go backwards across worker restarts. A missing or unusable file is
+// replaced by a complete initial image (`initial`) written aside and renamed into place, so a reader
+// never sees a half-created file.
+std::uint64_t prepare_file(const std::filesystem::path& path, const DocsyncStatusFile& initial) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        DocsyncStatusFile header{};
+        struct stat st{};
+        constexpr auto header_len = static_cast<ssize_t>(DOCSYNC_STATUS_SEQ_OFFSET + sizeof header.seq);
+        bool reuse = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                     st.st_size == static_cast<off_t>(sizeof(DocsyncStatusFile)) &&
+                     ::pread(fd, &header, header_len, 0) == header_len && header.magic == DOCSYNC_STATUS_MAGIC &&
+                     header.layout_version == DOCSYNC_STATUS_LAYOUT_VERSION && header.file_size == sizeof(DocsyncStatusFile);
+        if (reuse) ::fchmod(fd, 0644);
+        ::close(fd);
+        if (reuse) return (header.seq + 1) & ~std::uint64_t{1};
+    }
+    std::filesystem::path tmp = path;
+    tmp += ".tmp";
+    fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         int err = errno;
-        throw Error("cannot create the status file " + path.string() + ": " + errno_text(err));
+        throw Error("cannot create the status file " + tmp.string() + ": " + errno_text(err) +
+                    "; check that --status-dir names a directory this user may write");
     }
-    std::uint64_t seq = 0;
-    DocsyncStatusFile header{};
-    struct stat st{};
-    bool reuse = ::fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(sizeof(DocsyncStatusFile)) &&
-                 ::pread(fd, &header, DOCSYNC_STATUS_SEQ_OFFSET + sizeof header.seq, 0) ==
-                     static_cast<ssize_t>(DOCSYNC_STATUS_SEQ_OFFSET + sizeof header.seq) &&
-                 header.magic == DOCSYNC_STATUS_MAGIC && header.layout_version == DOCSYNC_STATUS_LAYOUT_VERSION;
-    if (reuse) seq = (header.seq + 1) & ~std::uint64_t{1};
-    int rc = 0;
-    if (!reuse) rc = ::ftruncate(fd, 0);
-    if (rc == 0) rc = ::ftruncate(fd, sizeof(DocsyncStatusFile));
-    if (rc == 0) rc = ::fchmod(fd, 0644);
+    bool ok = ::fchmod(fd, 0644) == 0 &&
+              ::pwrite(fd, &initial, sizeof initial, 0) == static_cast<ssize_t>(sizeof initial);
     int err = errno;
     ::close(fd);
-    if (rc != 0) throw Error("cannot size the status file " + path.string() + ": " + errno_text(err));
-    return seq;
+    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) ok = false, err = errno;
+    if (!ok) {
+        ::unlink(tmp.c_str());
+        throw Error("cannot write the status file " + path.string() + ": " + errno_text(err));
+    }
+    return initial.seq;
 }
 
 }  // namespace
@@ -235,7 +247,14 @@ StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database,
     }
     lock_ = std::make_unique<SlotLock>(dir, database_, slot_);
     file_path_ = dir / status_file_name(database_, slot_);
-    std::uint64_t seq = prepare_file(file_path_);
+    auto initial = std::make_unique<DocsyncStatusFile>();
+    std::memset(initial.get(), 0, sizeof *initial);
+    initial->magic = DOCSYNC_STATUS_MAGIC;
+    initial->layout_version = DOCSYNC_STATUS_LAYOUT_VERSION;
+    initial->file_size = sizeof(DocsyncStatusFile);
+    fill_body(initial->body, last_, database_, slot_, pid_, started_at_, std::chrono::system_clock::now());
+    initial->body_crc = docsync_status_crc32c(&initial->body, sizeof initial->body);
+    std::uint64_t seq = prepare_file(file_path_, *initial);
     try {
         mapping_ = std::make_unique<Mapping>();
         mapping_->file = bip::file_mapping(file_path_.c_str(), bip::read_write);
