@@ -10,6 +10,9 @@ MODULE_big = docsync
 OBJS = \
 	plugin/docsync.o \
 	plugin/decode.o \
+	plugin/options.o \
+	plugin/relmap.o \
+	plugin/sqlapi.o \
 	plugin/status.o
 
 DATA = $(wildcard sql/docsync--*.sql)
