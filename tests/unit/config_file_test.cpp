@@ -1,6 +1,9 @@
 // The JSON config file: syntax errors with line and column, JSON types per setting, duplicates.
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include "config/settings.hpp"
 
 using namespace docsync;
@@ -51,4 +54,16 @@ TEST_CASE("a key given twice and the config key itself are refused") {
 TEST_CASE("deeply nested JSON is an error, not a stack overflow") {
     std::string deep = "{\"slot\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
     CHECK_THROWS_WITH_AS(parse_config_text(deep, "d.json"), doctest::Contains("\"slot\": expected a string"), SettingError);
+}
+
+TEST_CASE("the sample config file shipped in the packages is valid") {
+    std::vector<std::string> args{"docsync-worker", "--config", DOCSYNC_SOURCE_DIR "/packaging/docsync.json.example"};
+    std::vector<const char*> argv;
+    for (auto& a : args) argv.push_back(a.c_str());
+    const char* envp[] = {nullptr};
+    auto parsed = parse_settings(static_cast<int>(argv.size()), argv.data(), envp);
+    REQUIRE_MESSAGE(parsed.run, parsed.error);
+    CHECK(parsed.settings.dsn.find("user=docsync_repl") != std::string::npos);
+    CHECK(parsed.settings.pool_dsn.find("user=docsync_reader") != std::string::npos);
+    CHECK(parsed.settings.max_retained_wal == 1ull << 30);
 }

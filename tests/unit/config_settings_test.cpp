@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -266,4 +268,24 @@ TEST_CASE("an unknown key in the config file exits 2 and suggests the closest se
     TempConfig unrelated(R"({"colour": "blue"})");
     p = parse({kDsn, kPoolDsn, "--config", unrelated.path});
     CHECK(p.error.find("unknown setting \"colour\"; remove it") != std::string::npos);
+}
+
+TEST_CASE("the README's settings table lists every setting with its flag, key and variable") {
+    std::ifstream in(DOCSYNC_SOURCE_DIR "/README.md");
+    std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE_FALSE(readme.empty());
+    std::string help = settings_help();
+    // Every "  --name" line of --help has its README row.
+    std::size_t rows = 0;
+    for (std::size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1)) {
+        std::size_t end = help.find_first_of(" \n", at + 5);
+        std::string name = help.substr(at + 5, end - (at + 5));
+        if (name == "version") continue;
+        std::string env = "DOCSYNC_";
+        for (char c : name) env.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+        std::string row = "| `--" + name + "` · " + (name == "config" ? std::string("—") : "`" + name + "`") + " · `" + env + "` |";
+        CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
+        ++rows;
+    }
+    CHECK(rows == 22);
 }
