@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
         if (!parsed.error.empty()) std::fprintf(stderr, "%s\n", parsed.error.c_str());
         return parsed.exit_code;
     }
+    if (auto error = docsync::apply_log_settings(parsed.settings); !error.empty()) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        return 2;
+    }
     std::fprintf(stderr, "docsync-worker: streaming is not implemented in this version\n");
     return 1;
 }

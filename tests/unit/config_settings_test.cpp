@@ -289,3 +289,14 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
     }
     CHECK(rows == 22);
 }
+
+TEST_CASE("an unopenable log file is an invalid setting naming the file and the fix") {
+    auto p = parse({kDsn, kPoolDsn, "--log-file", "/nonexistent-dir/worker.log"});
+    REQUIRE(p.run);
+    CHECK(apply_log_settings(p.settings) ==
+          "docsync-worker: --log-file \"/nonexistent-dir/worker.log\": cannot open (No such file or directory); give "
+          "a writable path, e.g. /var/log/docsync/worker.log");
+    auto ok = parse({kDsn, kPoolDsn, "--log-level", "error"});
+    CHECK(apply_log_settings(ok.settings).empty());
+    set_log_level(LogLevel::Info);
+}

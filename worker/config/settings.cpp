@@ -551,6 +551,15 @@ std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_v
 
 std::string settings_help() { return help_text(); }
 
+std::string apply_log_settings(const Settings& settings) {
+    if (auto reason = set_log_file(settings.log_file); !reason.empty())
+        return std::string(program) + ": --log-file " + quote_text(settings.log_file) + ": cannot open (" + reason +
+               "); give a writable path, e.g. /var/log/docsync/worker.log";
+    set_log_level(settings.log_level);
+    set_log_format(settings.log_format);
+    return {};
+}
+
 ParsedSettings parse_settings(int argc, const char* const* argv, const char* const* envp) {
     // 1. The command line, through CLI11: every setting is captured as text when given.
     CLI::App app{"docsync-worker"};

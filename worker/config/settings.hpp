@@ -63,6 +63,10 @@ struct ParsedSettings {
 // argv[0] is the program name; envp is a null-terminated array of "NAME=value" (environ), may be null.
 ParsedSettings parse_settings(int argc, const char* const* argv, const char* const* envp);
 
+// Applies the logging settings (level, format, file). Returns an empty string, or the one error line
+// for stderr (exit status 2) when the log file cannot be opened.
+std::string apply_log_settings(const Settings& settings);
+
 // The full --help text (also what the README's settings table describes).
 std::string settings_help();
 
