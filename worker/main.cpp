@@ -1,11 +1,357 @@
-// docsync-worker: wiring only. Parses the settings and connects the components.
+// docsync-worker: wiring only. Parses the settings, builds the components and connects them:
+//
+//   Stream (stream thread) ──records──▶ Engine.on_* ──tickets──▶ Coordinator ──ack──▶ Stream
+//   Engine worker threads ──▶ Executor (Runner) ──▶ Publisher (sink)
+//   status thread: Stream/Coordinator/Engine stats ──▶ StatusBoard
+//   signal thread: SIGTERM/SIGINT drain and stop, SIGHUP reopens the log file
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
 
+#include "common/clock.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
 #include "config/settings.hpp"
+#include "engine/definitions.hpp"
+#include "engine/engine.hpp"
+#include "executor/executor.hpp"
+#include "pg/connection.hpp"
+#include "progress/coordinator.hpp"
+#include "publish/sink.hpp"
+#include "replication/stream.hpp"
+#include "status/status_board.hpp"
 
 extern char** environ;
+
+namespace docsync {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kControlTimeout = 30s;
+
+// Reads the definitions over an ordinary connection on --dsn, reconnecting when it was lost. Used
+// at start (main thread) and then only by the stream thread.
+class DefinitionsSource {
+public:
+    explicit DefinitionsSource(std::string dsn) : dsn_(std::move(dsn)) {}
+
+    // The database's name (for the status file), checking that the extension is installed.
+    std::string database() {
+        auto result = connection().exec(
+            "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync')",
+            pg::deadline_in(kControlTimeout));
+        std::string name(result.get(0, 0));
+        if (result.get(0, 1) != "t")
+            throw Error("the docsync extension is not installed in database \"" + name +
+                        "\": run CREATE EXTENSION docsync there (as a superuser), then define doc queries");
+        return name;
+    }
+
+    Definitions fetch() {
+        for (int attempt = 1;; ++attempt) {
+            try {
+                auto result = connection().exec("SELECT docsync.worker_definitions()::text",
+                                                pg::deadline_in(kControlTimeout));
+                return parse_definitions(result.get(0, 0));
+            } catch (const Error& e) {
+                if (!e.transient() || attempt >= 5) {
+                    if (e.sqlstate() == "42501")
+                        throw Error(std::string(e.what()) +
+                                    " (grant the --dsn role what it reads: SELECT docsync.grant_replication('<role>'))");
+                    throw;
+                }
+                log_warning("definitions", std::string("reading definitions failed, retrying: ") + e.what());
+                conn_.reset();
+                std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
+            }
+        }
+    }
+
+private:
+    pg::Connection& connection() {
+        if (!conn_ || !conn_->ok())
+            conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
+                                                  {{"application_name", "docsync-worker control"}}));
+        return *conn_;
+    }
+
+    std::string dsn_;
+    std::optional<pg::Connection> conn_;
+};
+
+// Hands stream records to the engine and keeps the definitions and the plugin's `tables` current.
+class Pipeline final : public StreamHandler {
+public:
+    Pipeline(Engine& engine, DefinitionsSource& definitions) : engine_(engine), definitions_(definitions) {}
+
+    void set_stream(Stream* stream) { stream_ = stream; }
+
+    // Stream thread, at every session start: the newest definitions and their `tables` option.
+    std::optional<std::string> session_tables() {
+        auto defs = definitions_.fetch();
+        tables_ = plugin_tables(defs);
+        log_info("definitions", "definitions generation " + std::to_string(defs.generation) + ": " +
+                                    std::to_string(defs.queries.size()) + " queries, " +
+                                    std::to_string(defs.watches.size()) + " watches, tables '" + tables_ + "'");
+        engine_.load_definitions(std::move(defs));
+        return tables_;
+    }
+
+    void on_session(const SessionInfo& session) override {
+        engine_.reset_stream();
+        engine_.set_generation(session.generation);
+        if (!session.generation_from_server)
+            log_warning("stream", "docsync.advance_generation() is missing: doc generations are kept in this process only");
+        if (sessions_++ == 0 || session.valve_fired) {
+            if (session.valve_fired)
+                log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
+            engine_.recompute_all_live();
+        }
+    }
+
+    void on_record(const Record& record, Lsn, std::uint64_t ticket) override {
+        if (const auto* change = std::get_if<ChangeRecord>(&record)) {
+            engine_.on_change(*change);
+        } else if (const auto* begin = std::get_if<BeginRecord>(&record)) {
+            engine_.on_begin(*begin);
+        } else if (const auto* relation = std::get_if<RelationRecord>(&record)) {
+            engine_.on_relation(*relation);
+        } else if (const auto* truncate = std::get_if<TruncateRecord>(&record)) {
+            engine_.on_truncate(*truncate);
+        } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
+            if (engine_.on_commit(*commit, ticket)) reload_definitions();
+        }
+    }
+
+private:
+    // A transaction changed the definitions. The engine holds its ticket until the definitions are
+    // loaded (and their recomputes done); the stream restarts only when the plugin must emit other
+    // tables or columns. A redelivered definitions transaction finds nothing new and completes.
+    void reload_definitions() {
+        auto defs = definitions_.fetch();
+        std::string tables = plugin_tables(defs);
+        log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
+        engine_.load_definitions(std::move(defs));
+        if (tables != tables_) {
+            log_info("definitions", "the watched tables changed: restarting the stream with tables '" + tables + "'");
+            tables_ = tables;
+            stream_->request_restart();
+        }
+    }
+
+    Engine& engine_;
+    DefinitionsSource& definitions_;
+    Stream* stream_ = nullptr;
+    std::string tables_;
+    std::uint64_t sessions_ = 0;
+};
+
+status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t sessions) {
+    if (draining) return status::WorkerState::Draining;
+    switch (state) {
+        case StreamState::Streaming:
+        case StreamState::Paused: return status::WorkerState::Streaming;
+        case StreamState::Connecting:
+        case StreamState::Backoff:
+            return sessions > 0 ? status::WorkerState::Reconnecting : status::WorkerState::Starting;
+        case StreamState::Stopped:
+        case StreamState::Failed: return status::WorkerState::Stopped;
+        case StreamState::Idle: break;
+    }
+    return status::WorkerState::Starting;
+}
+
+status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
+                                const Engine& engine, bool draining, const std::string& fatal) {
+    auto s = stream.stats();
+    auto c = coordinator.stats();
+    auto e = engine.stats();
+    status::StatusSnapshot snap;
+    snap.state = fatal.empty() ? worker_state(s.state, draining, s.sessions) : status::WorkerState::Stopped;
+    snap.generation = s.generation;
+    snap.received_lsn = s.received_lsn;
+    snap.acked_lsn = s.sent_flush_lsn;
+    snap.open_txns = c.pending_groups;
+    snap.dirty_depth = e.dirty_depth();
+    snap.in_flight = e.in_flight;
+    snap.live_docs = e.live_docs;
+    snap.total_changes = e.changes;
+    snap.total_recomputes = e.computes;
+    snap.total_publishes = e.published;
+    snap.total_permanent_failures = e.permanent_failures;
+    snap.total_transient_retries = e.transient_failures + s.reconnects;
+    snap.total_valve_resets = s.valve_fired;
+    snap.last_error = fatal.empty() ? s.last_error : fatal;
+    for (const auto& q : e.queries) {
+        status::QueryCounters counters;
+        counters.name = q.name;
+        counters.recomputes = q.computes;
+        counters.failures = q.errors;
+        if (!q.last_error.empty())
+            counters.last_error = q.last_error + (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
+        snap.queries.push_back(std::move(counters));
+    }
+    return snap;
+}
+
+int run(const Settings& settings) {
+    // Signals go to the signal thread only: block them before any thread starts.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    sigaddset(&signals, SIGUSR1);  // internal: ends the signal thread
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    DefinitionsSource definitions(settings.dsn);
+    std::string database = definitions.database();
+    status::StatusBoard board(settings.status_dir, database, settings.slot);
+
+    auto sink = publish::parse_sink(settings.sink);
+    auto publisher = publish::make_publisher(sink);
+
+    ExecutorOptions executor_options;
+    executor_options.pool_dsn = settings.pool_dsn;
+    executor_options.pool_size = settings.pool;
+    executor_options.statement_timeout = settings.statement_timeout;
+    executor_options.max_doc_bytes = settings.max_doc_bytes;
+    executor_options.allow_unsafe_pool = settings.allow_unsafe_pool;
+    Executor executor(executor_options);
+
+    SteadyClock clock;
+    DeliveryProgressCoordinator coordinator;
+    EngineOptions engine_options;
+    engine_options.live_all = settings.live == LiveMode::All;
+    engine_options.max_keys = settings.max_keys;
+    Engine engine(executor, *publisher, clock, engine_options,
+                  [&coordinator](std::uint64_t ticket) { coordinator.complete(ticket); });
+    engine.load_definitions(definitions.fetch());
+
+    Pipeline pipeline(engine, definitions);
+    StreamOptions stream_options;
+    stream_options.dsn = settings.dsn;
+    stream_options.slot = settings.slot;
+    stream_options.create_slot = settings.create_slot;
+    stream_options.tables = [&pipeline] { return pipeline.session_tables(); };
+    stream_options.generation_floor = [&publisher] { return publisher->max_generation(); };
+    stream_options.status_interval = settings.status_interval;
+    stream_options.max_pending_txns = settings.max_pending_txns;
+    stream_options.max_pending_bytes = settings.max_pending_bytes;
+    stream_options.max_retained_wal = settings.max_retained_wal;
+    Stream stream(stream_options, coordinator, pipeline);
+    pipeline.set_stream(&stream);
+
+    std::unique_ptr<publish::RedisLiveness> liveness;
+    if (settings.live == LiveMode::Subscribers) {
+        publish::LivenessOptions liveness_options;
+        liveness_options.poll_interval = settings.live_poll;
+        liveness = publish::make_liveness(
+            sink,
+            {[&engine](const std::vector<std::string>& channels, bool complete) { engine.sync_live(channels, complete); },
+             [&engine](const std::string& channel) { engine.warm(channel); },
+             [&engine](const std::string& channel) { engine.touch(channel); }},
+            liveness_options);
+    }
+
+    engine.start(settings.threads);
+    if (liveness) liveness->start();
+
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stream_done = false;
+    bool draining = false;
+    std::string fatal;
+
+    std::thread stream_thread([&] {
+        try {
+            stream.run();
+        } catch (const std::exception& e) {
+            std::lock_guard lock(mutex);
+            fatal = e.what();
+        }
+        std::lock_guard lock(mutex);
+        stream_done = true;
+        wake.notify_all();
+    });
+
+    std::thread signal_thread([&] {
+        for (;;) {
+            int signal = 0;
+            if (sigwait(&signals, &signal) != 0) continue;
+            if (signal == SIGHUP) {
+                reopen_log();
+                log_info("worker", "SIGHUP: log file reopened");
+                continue;
+            }
+            std::lock_guard lock(mutex);
+            if (signal == SIGUSR1 || stream_done) return;  // the worker is ending on its own
+            log_info("worker", std::string(signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+                                   ": draining in-flight computes, then a final acknowledgement");
+            draining = true;
+            wake.notify_all();
+            return;
+        }
+    });
+
+    // The status thread: this one. Publishes the board every 500 ms until the stream ends or a
+    // signal asks to drain.
+    {
+        std::unique_lock lock(mutex);
+        while (!stream_done && !draining) {
+            lock.unlock();
+            board.publish(snapshot(stream, coordinator, engine, false, {}));
+            lock.lock();
+            wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
+        }
+    }
+
+    if (liveness) liveness->stop();
+    {
+        std::unique_lock lock(mutex);
+        if (draining) {
+            lock.unlock();
+            board.publish(snapshot(stream, coordinator, engine, true, {}));
+            engine.stop();  // running computes end; their completions acknowledge
+            stream.stop();  // a final status update, then run() returns
+            lock.lock();
+            wake.wait(lock, [&] { return stream_done; });
+        } else {
+            lock.unlock();
+            engine.stop();
+            lock.lock();
+        }
+    }
+    stream_thread.join();
+    pthread_kill(signal_thread.native_handle(), SIGUSR1);
+    signal_thread.join();
+
+    std::string error;
+    {
+        std::lock_guard lock(mutex);
+        error = fatal;
+    }
+    board.publish(snapshot(stream, coordinator, engine, false, error));
+    if (!error.empty()) {
+        log_error("worker", error);
+        return 1;
+    }
+    log_info("worker", "stopped cleanly at " + format_lsn(stream.stats().sent_flush_lsn));
+    return 0;
+}
+
+}  // namespace
+}  // namespace docsync
 
 int main(int argc, char** argv) {
     auto parsed = docsync::parse_settings(argc, argv, environ);
@@ -18,6 +364,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", error.c_str());
         return 2;
     }
-    std::fprintf(stderr, "docsync-worker: streaming is not implemented in this version\n");
-    return 1;
+    try {
+        return docsync::run(parsed.settings);
+    } catch (const std::exception& e) {
+        docsync::log_error("worker", e.what());
+        return 1;
+    }
 }
