@@ -10,12 +10,12 @@ table=filtered_advance_t_$$
 out=$(mktemp)
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
 cleanup() {
-  [ -n "${recv:-}" ] && kill "$recv" 2>/dev/null && wait "$recv" 2>/dev/null
+  if [ -n "${recv:-}" ]; then kill "$recv" 2>/dev/null || true; wait "$recv" 2>/dev/null || true; fi
   q "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
   q "DROP TABLE IF EXISTS $table" >/dev/null 2>&1 || true
   rm -f "$out"
 }
-trap cleanup EXIT
+trap 'rc=$?; set +e; cleanup; exit $rc' EXIT
 
 q "CREATE TABLE $table (id int PRIMARY KEY, v text)"
 q "SELECT 'init' FROM pg_create_logical_replication_slot('$slot', 'docsync')" >/dev/null
