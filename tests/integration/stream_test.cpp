@@ -271,3 +271,38 @@ TEST_CASE("a long customer transaction pinning restart_lsn does not fire the val
     runner.stop();
     drop_slot(c, "stream_pinned");
 }
+
+TEST_CASE("request_restart starts a new session from the confirmed position and asks for the tables again") {
+    auto c = sql();
+    drop_slot(c, "stream_replan");
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    auto options = test_options("stream_replan");
+    options.create_slot = true;
+    bool tables_option = plugin_emits_records();  // the plugin accepts `tables`
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "CREATE TABLE IF NOT EXISTS stream_busy(id bigserial PRIMARY KEY, pad text)");
+    std::string oid = exec1(c, "SELECT 'stream_busy'::regclass::oid::text");
+    std::atomic<int> asked{0};
+    options.tables = [&]() -> std::optional<std::string> {  // called on the stream thread
+        asked++;
+        if (!tables_option) return std::nullopt;
+        return oid;
+    };
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    Lsn confirmed = slot_row(c, "stream_replan").confirmed_flush;
+    runner.stream.request_restart();
+    REQUIRE(wait_until([&] { return handler.session_count() == 2 && runner.streaming(); }, 30s));
+    auto second = handler.with_lock([&] { return handler.sessions[1]; });
+    CHECK(second.reconnect);
+    CHECK_FALSE(second.slot_created);
+    CHECK(second.start_lsn >= confirmed);
+    CHECK(second.epoch == handler.with_lock([&] { return handler.sessions[0].epoch; }) + 1);
+    CHECK(asked == 2);
+    CHECK(runner.stream.stats().reconnects == 1);
+    runner.stop();
+    CHECK(runner.error().empty());
+    drop_slot(c, "stream_replan");
+}
