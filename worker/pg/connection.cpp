@@ -91,12 +91,57 @@ Result Connection::exec(const std::string& sql, const Params& params, Deadline d
 }
 
 Result Connection::try_exec(const std::string& sql, const Params& params, Deadline deadline, Error* error) {
-    std::vector<const char*> values;
-    values.reserve(params.size());
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    return run(sql, &params, deadline, error);
+}
+
+Result Connection::exec_simple(const std::string& sql, Deadline deadline) {
+    Error error("");
+    Result result = try_exec_simple(sql, deadline, &error);
+    if (!result) throw error;
+    return result;
+}
+
+Result Connection::try_exec_simple(const std::string& sql, Deadline deadline, Error* error) {
+    return run(sql, nullptr, deadline, error);
+}
+
+Result Connection::start_copy(const std::string& sql, Deadline deadline) {
     PGconn* conn = conn_.get();
-    if (!PQsendQueryParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                           nullptr, 0)) {
+    if (!PQsendQuery(conn, sql.c_str())) throw error_from(conn, nullptr);
+    for (;;) {
+        int rc = PQflush(conn);
+        if (rc == 0) break;
+        if (rc < 0 || !wait_socket(true, deadline))
+            throw Error("could not send the command: " + trim(PQerrorMessage(conn)), {}, true);
+    }
+    while (PQisBusy(conn)) {
+        if (!wait_socket(false, deadline)) throw Error("the server did not answer " + sql + " in time", "57014", true);
+        if (!PQconsumeInput(conn)) throw error_from(conn, nullptr);
+    }
+    Result first(PQgetResult(conn));
+    auto status = first.status();
+    if (status == PGRES_COPY_BOTH || status == PGRES_COPY_OUT || status == PGRES_COPY_IN) return first;
+    Error error = error_from(conn, first.raw());
+    // Drain the rest of the command's results so the connection is reusable.
+    for (int i = 0; i < 16; ++i) {
+        if (PQisBusy(conn) && (!wait_socket(false, deadline) || !PQconsumeInput(conn))) break;
+        Result next(PQgetResult(conn));
+        if (!next) break;
+    }
+    throw error;
+}
+
+Result Connection::run(const std::string& sql, const Params* params, Deadline deadline, Error* error) {
+    std::vector<const char*> values;
+    if (params) {
+        values.reserve(params->size());
+        for (const auto& p : *params) values.push_back(p ? p->c_str() : nullptr);
+    }
+    PGconn* conn = conn_.get();
+    int sent = params ? PQsendQueryParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                          nullptr, nullptr, 0)
+                      : PQsendQuery(conn, sql.c_str());
+    if (!sent) {
         *error = error_from(conn, nullptr);
         return {};
     }

@@ -80,6 +80,18 @@ public:
     // Non-throwing variant: the error, if any, in `error` and an empty Result.
     Result try_exec(const std::string& sql, const Params& params, Deadline deadline, Error* error);
 
+    // Runs `sql` over the simple query protocol (no parameters), as a replication connection requires
+    // (walsenders refuse the extended protocol): replication commands such as IDENTIFY_SYSTEM and,
+    // with replication=database, plain SQL. Same errors as exec().
+    Result exec_simple(const std::string& sql, Deadline deadline);
+    Result try_exec_simple(const std::string& sql, Deadline deadline, Error* error);
+
+    // Sends `sql` (simple protocol) and waits for its first result without consuming further ones:
+    // for START_REPLICATION, whose result is PGRES_COPY_BOTH. Throws like exec().
+    Result start_copy(const std::string& sql, Deadline deadline);
+
+    int backend_pid() const { return PQbackendPID(conn_.get()); }
+
     bool ok() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
     std::unique_ptr<CancelHandle> cancel_handle() const { return std::make_unique<CancelHandle>(PQgetCancel(conn_.get())); }
     PGconn* raw() const { return conn_.get(); }
@@ -94,6 +106,7 @@ public:
     std::string quote_identifier(std::string_view text) const;
 
 private:
+    Result run(const std::string& sql, const Params* params, Deadline deadline, Error* error);
     explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
     std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
 };

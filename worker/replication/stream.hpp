@@ -1,0 +1,160 @@
+#pragma once
+// The replication stream: consumes the docsync slot over libpq's streaming replication protocol
+// (replication=database), decodes each record and hands it to a handler, and acknowledges upstream
+// only what the delivery progress coordinator says is durable.
+//
+// A session: connect, IDENTIFY_SYSTEM, check (or, when asked, create) the slot, raise the generation
+// (docsync.advance_generation, contract C), start a new coordinator epoch, START_REPLICATION with the
+// plugin options, then a non-blocking CopyBoth loop (PQgetCopyData async + poll()). Keepalives that
+// ask for a reply are answered at once; standby status updates go out every status_interval and as
+// soon as the acknowledged position moves. Every COMMIT is registered with the coordinator (in stream
+// order, before the handler sees it) and its ticket handed to the handler, which completes it once
+// the transaction's work is durable. A keepalive's WAL end is acknowledged only when nothing is
+// registered and pending and no transaction is open. Transactions whose COMMIT starts before the
+// acknowledged position (the server resends them after a reconnect) are skipped: they were handled.
+//
+// Connection loss and server restarts end the session; the next one starts after a capped exponential
+// backoff with jitter from the slot's own position (LOGICAL 0/0), under a new epoch. "Slot is active"
+// (55006) is retried for wal_sender_timeout plus a margin, then is an error naming the holder's pid.
+// Over the pending caps (transactions, bytes) the stream stops reading the socket but keeps sending
+// status updates.
+//
+// The WAL safety valve polls, over a separate ordinary connection, the WAL the worker has not
+// acknowledged (pg_current_wal_lsn() - confirmed_flush_lsn) and wal_status; above max_retained_wal,
+// or when the slot was invalidated (lost), it drops and recreates the slot, raises the generation
+// (force) and starts a session flagged `valve_fired` so the wiring recomputes every live doc.
+//
+// Threads: run() is the stream thread; it owns both connections, the decoder and calls the handler.
+// acknowledge(), stop(), request_restart() and stats() may be called from any thread.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/lsn.hpp"
+#include "progress/coordinator.hpp"
+#include "replication/records.hpp"
+
+namespace docsync {
+
+struct StreamOptions {
+    std::string dsn;                // libpq connection string of a role with REPLICATION
+    std::string slot = "docsync";
+    bool create_slot = false;       // create the slot (plugin docsync) when it does not exist
+    std::string application_name = "docsync-worker";
+    // The plugin's `tables` option (contract A), asked at every session start so a re-plan takes
+    // effect; nullopt leaves the option out.
+    std::function<std::optional<std::string>()> tables;
+    // The highest generation the sink already holds (Publisher::max_generation); the generation floor.
+    std::function<std::uint64_t()> generation_floor;
+    std::chrono::milliseconds status_interval{10000};  // standby status updates at least this often
+    std::chrono::milliseconds connect_timeout{10000};  // per connection attempt and per command
+    std::chrono::milliseconds slot_create_timeout{120000};  // waits for running transactions to end
+    std::size_t max_pending_txns = 10000;               // backpressure caps
+    std::size_t max_pending_bytes = 256u << 20;
+    std::chrono::milliseconds backoff_initial{200};     // reconnect backoff: doubles, capped, jittered
+    std::chrono::milliseconds backoff_max{15000};
+    // How long "slot is active" is retried: wal_sender_timeout (read from the server) plus this margin,
+    // unless slot_active_timeout is set.
+    std::chrono::milliseconds slot_active_margin{5000};
+    std::optional<std::chrono::milliseconds> slot_active_timeout;
+    std::uint64_t max_retained_wal = 1ull << 30;  // the safety valve's threshold in bytes; 0 disables it
+    std::chrono::milliseconds valve_interval{10000};
+};
+
+// What a new session is about; handed to the handler before the session's first record.
+struct SessionInfo {
+    std::uint64_t epoch = 0;       // the coordinator epoch of this session
+    std::uint64_t generation = 0;  // doc generation (contract C)
+    bool generation_from_server = false;  // false: docsync.advance_generation() does not exist
+    Lsn start_lsn = 0;             // the slot's confirmed position when the session started
+    std::string system_identifier;
+    int timeline = 0;
+    bool slot_created = false;     // this session created the slot
+    bool valve_fired = false;      // the slot was recreated by the safety valve: recompute every live doc
+    bool reconnect = false;        // not the first session of this Stream
+};
+
+class StreamHandler {
+public:
+    virtual ~StreamHandler() = default;
+    // A session starts (stream thread). Work handed up in earlier sessions and not completed is
+    // forgotten: its tickets belong to an older epoch and their completions are ignored.
+    virtual void on_session(const SessionInfo& session) = 0;
+    // One decoded record (stream thread). `wal_start` is the message's WAL position. For a COMMIT,
+    // `ticket` is the coordinator ticket registered for the transaction (else 0): complete it, from
+    // any thread, once every doc the transaction affects has a durable outcome.
+    virtual void on_record(const Record& record, Lsn wal_start, std::uint64_t ticket) = 0;
+};
+
+enum class StreamState { Idle, Connecting, Streaming, Paused, Backoff, Stopped, Failed };
+const char* to_string(StreamState state);
+
+struct StreamStats {
+    StreamState state = StreamState::Idle;
+    std::uint64_t sessions = 0;
+    std::uint64_t reconnects = 0;
+    std::uint64_t valve_fired = 0;
+    std::uint64_t generation = 0;
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t transactions = 0;
+    std::uint64_t redelivered_skipped = 0;  // transactions skipped as already acknowledged
+    std::uint64_t keepalives = 0;
+    std::uint64_t status_updates = 0;
+    Lsn received_lsn = 0;   // highest WAL end received
+    Lsn sent_flush_lsn = 0;  // highest flush position sent upstream
+    Lsn retained_wal = 0;   // bytes, at the last valve poll
+    std::string last_error;
+};
+
+class Stream final : public Acknowledger {
+public:
+    // The coordinator's acknowledger is set to this stream.
+    Stream(StreamOptions options, DeliveryProgressCoordinator& coordinator, StreamHandler& handler);
+    ~Stream() override;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    // Streams until stop(): returns after a final status update. Throws docsync::Error for what a
+    // reconnect cannot fix (no slot and no --create-slot, the slot held by another process past the
+    // grace, a plugin error at start, a malformed record, an exception from the handler).
+    void run();
+
+    // Any thread: the position `lsn` is durable (never moves the sent position backwards).
+    void acknowledge(Lsn lsn) override;
+    // Any thread: end run() cleanly.
+    void stop();
+    // Any thread: end the session and start a new one from the confirmed position (new epoch), e.g.
+    // after the definitions changed. From the handler, takes effect after the current record.
+    void request_restart();
+
+    StreamStats stats() const;
+
+private:
+    class Session;
+    enum class Outcome { Stopped, Restart, Lost, Valve };
+
+    Outcome run_session(bool valve_recreate, SessionInfo& info);
+    void wake();
+    void set_state(StreamState state);
+    void record_error(const std::string& message);
+
+    StreamOptions options_;
+    DeliveryProgressCoordinator& coordinator_;
+    StreamHandler& handler_;
+    std::uint64_t last_generation_ = 0;  // without docsync.advance_generation(): raised in-process
+    int wake_fd_ = -1;  // eventfd: acknowledge/stop/restart wake the poll()
+    std::atomic<Lsn> acked_{0};
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> restart_{false};
+    mutable std::mutex stats_mutex_;
+    StreamStats stats_;
+};
+
+}  // namespace docsync
