@@ -1,0 +1,367 @@
+// Envelopes: validating, compacting and embedding doc JSON, and reading envelopes back.
+#include "publish/envelope.hpp"
+
+#include <cctype>
+#include <optional>
+#include <charconv>
+#include <cstdint>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+// JSON text is validated and compacted by one iterative pass (RFC 8259): whitespace between tokens is
+// dropped, every token is copied byte for byte. No recursion (a deeply nested doc cannot exhaust the
+// stack) and no number conversion (a numeric far beyond double range, which PostgreSQL prints as
+// plain digits, stays exact: RapidJSON refuses those).
+class Compactor {
+public:
+    explicit Compactor(std::string_view in) : in_(in) {}
+
+    std::string run() {
+        enum class Want { Value, ValueOrClose, Key, KeyOrClose, Colon, CommaOrClose };
+        Want want = Want::Value;
+        out_.reserve(in_.size());
+        for (;;) {
+            skip_whitespace();
+            if (i_ == in_.size()) {
+                if (want == Want::CommaOrClose && stack_.empty()) return std::move(out_);
+                fail("unexpected end of the text");
+            }
+            char c = in_[i_];
+            switch (want) {
+                case Want::ValueOrClose:
+                    if (c == ']') {
+                        close();
+                        want = Want::CommaOrClose;
+                        continue;
+                    }
+                    [[fallthrough]];
+                case Want::Value:
+                    if (c == '{') {
+                        open('{');
+                        want = Want::KeyOrClose;
+                    } else if (c == '[') {
+                        open('[');
+                        want = Want::ValueOrClose;
+                    } else {
+                        scalar(c);
+                        want = Want::CommaOrClose;
+                    }
+                    continue;
+                case Want::KeyOrClose:
+                    if (c == '}') {
+                        close();
+                        want = Want::CommaOrClose;
+                        continue;
+                    }
+                    [[fallthrough]];
+                case Want::Key:
+                    if (c != '"') fail("expected a string key");
+                    string();
+                    want = Want::Colon;
+                    continue;
+                case Want::Colon:
+                    if (c != ':') fail("expected ':' after a key");
+                    copy(1);
+                    want = Want::Value;
+                    continue;
+                case Want::CommaOrClose:
+                    if (stack_.empty()) fail("text after the value");
+                    if (c == ',') {
+                        copy(1);
+                        want = stack_.back() == '{' ? Want::Key : Want::Value;
+                    } else if ((c == '}' && stack_.back() == '{') || (c == ']' && stack_.back() == '[')) {
+                        close();
+                    } else {
+                        fail(stack_.back() == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
+                    }
+                    continue;
+            }
+        }
+    }
+
+private:
+    [[noreturn]] void fail(const char* what) {
+        throw Error(std::string(what) + " at byte " + std::to_string(i_));
+    }
+    void skip_whitespace() {
+        while (i_ < in_.size() && (in_[i_] == ' ' || in_[i_] == '\t' || in_[i_] == '\n' || in_[i_] == '\r')) ++i_;
+    }
+    void copy(std::size_t n) {
+        out_.append(in_.substr(i_, n));
+        i_ += n;
+    }
+    void open(char kind) {
+        stack_.push_back(kind);
+        copy(1);
+    }
+    void close() {
+        stack_.pop_back();
+        copy(1);
+    }
+    bool at(char c) const { return i_ < in_.size() && in_[i_] == c; }
+    bool digit() const { return i_ < in_.size() && in_[i_] >= '0' && in_[i_] <= '9'; }
+
+    void scalar(char c) {
+        if (c == '"') return string();
+        if (c == '-' || (c >= '0' && c <= '9')) return number();
+        for (std::string_view literal : {"true", "false", "null"}) {
+            if (in_.substr(i_, literal.size()) == literal) return copy(literal.size());
+        }
+        fail("expected a value");
+    }
+
+    void number() {
+        std::size_t start = i_;
+        if (at('-')) ++i_;
+        if (at('0')) {
+            ++i_;
+        } else if (digit()) {
+            while (digit()) ++i_;
+        } else {
+            fail("expected a digit");
+        }
+        if (at('.')) {
+            ++i_;
+            if (!digit()) fail("expected a digit after '.'");
+            while (digit()) ++i_;
+        }
+        if (at('e') || at('E')) {
+            ++i_;
+            if (at('+') || at('-')) ++i_;
+            if (!digit()) fail("expected a digit in the exponent");
+            while (digit()) ++i_;
+        }
+        out_.append(in_.substr(start, i_ - start));
+    }
+
+    void string() {
+        std::size_t start = i_++;
+        for (;;) {
+            if (i_ >= in_.size()) fail("unterminated string");
+            auto c = static_cast<unsigned char>(in_[i_]);
+            if (c == '"') {
+                ++i_;
+                break;
+            }
+            if (c < 0x20) fail("control character in a string (it must be escaped)");
+            if (c == '\\') {
+                ++i_;
+                if (i_ >= in_.size()) fail("unterminated string");
+                char e = in_[i_];
+                if (e == 'u') {
+                    for (int k = 1; k <= 4; ++k) {
+                        if (i_ + k >= in_.size() || !std::isxdigit(static_cast<unsigned char>(in_[i_ + k])))
+                            fail("\\u needs four hex digits");
+                    }
+                    i_ += 5;
+                } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                           e == 't') {
+                    ++i_;
+                } else {
+                    fail("invalid escape in a string");
+                }
+                continue;
+            }
+            if (c < 0x80) {
+                ++i_;
+                continue;
+            }
+            utf8(c);
+        }
+        out_.append(in_.substr(start, i_ - start));
+    }
+
+    // One multi-byte UTF-8 sequence: no overlong forms, no surrogates, nothing above U+10FFFF.
+    void utf8(unsigned char lead) {
+        int extra;
+        std::uint32_t cp, min;
+        if (lead >= 0xC2 && lead <= 0xDF) {
+            extra = 1, cp = lead & 0x1F, min = 0x80;
+        } else if (lead >= 0xE0 && lead <= 0xEF) {
+            extra = 2, cp = lead & 0x0F, min = 0x800;
+        } else if (lead >= 0xF0 && lead <= 0xF4) {
+            extra = 3, cp = lead & 0x07, min = 0x10000;
+        } else {
+            fail("invalid UTF-8");
+        }
+        for (int k = 1; k <= extra; ++k) {
+            if (i_ + k >= in_.size()) fail("invalid UTF-8");
+            auto b = static_cast<unsigned char>(in_[i_ + k]);
+            if ((b & 0xC0) != 0x80) fail("invalid UTF-8");
+            cp = (cp << 6) | (b & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("invalid UTF-8");
+        i_ += static_cast<std::size_t>(extra) + 1;
+    }
+
+    std::string_view in_;
+    std::size_t i_ = 0;
+    std::string out_;
+    std::vector<char> stack_;
+};
+
+// Appends `text` as a JSON string. Channels are UTF-8 (PostgreSQL text in a UTF8 database); anything
+// else cannot be written as JSON and is refused.
+void append_json_string(std::string& out, std::string_view text) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::size_t start = out.size();
+    out.push_back('"');
+    for (char ch : text) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out.push_back('\\');
+            out.push_back(ch);
+        } else if (c < 0x20 || c == 0x7F) {
+            out += "\\u00";
+            out.push_back(kHex[c >> 4]);
+            out.push_back(kHex[c & 0xF]);
+        } else {
+            out.push_back(ch);
+        }
+    }
+    out.push_back('"');
+    try {
+        Compactor(std::string_view(out).substr(start)).run();  // validates the UTF-8
+    } catch (const Error&) {
+        throw Error("the channel " + std::string(text) + " is not valid UTF-8; docsync needs a UTF8 database");
+    }
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
+
+// The text of a JSON string token already validated by the Compactor (quotes included); nullopt for
+// a lone surrogate escape, which names no character.
+std::optional<std::string> unescape_json_string(std::string_view token) {
+    std::string out;
+    auto hex4 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (std::size_t k = 0; k < 4; ++k) {
+            char h = token[at + k];
+            v = v * 16 + static_cast<std::uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        return v;
+    };
+    for (std::size_t i = 1; i + 1 < token.size(); ++i) {
+        char c = token[i];
+        if (c != '\\') {
+            out.push_back(c);
+            continue;
+        }
+        char e = token[++i];
+        switch (e) {
+            case 'b': out.push_back('\b'); break;
+            case 'f': out.push_back('\f'); break;
+            case 'n': out.push_back('\n'); break;
+            case 'r': out.push_back('\r'); break;
+            case 't': out.push_back('\t'); break;
+            case 'u': {
+                std::uint32_t cp = hex4(i + 1);
+                i += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (i + 6 >= token.size() || token[i + 1] != '\\' || token[i + 2] != 'u') return std::nullopt;
+                    std::uint32_t low = hex4(i + 3);
+                    if (low < 0xDC00 || low > 0xDFFF) return std::nullopt;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    i += 6;
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    return std::nullopt;
+                }
+                append_utf8(out, cp);
+                break;
+            }
+            default: out.push_back(e); break;  // " \ /
+        }
+    }
+    return out;
+}
+
+std::string compact_or_throw(std::string_view json, std::string_view what) {
+    try {
+        return Compactor(json).run();
+    } catch (const Error& e) {
+        throw Error(std::string(what) + " is not valid JSON: " + e.what() +
+                    "; a doc query must return one json or jsonb value");
+    }
+}
+
+}  // namespace
+
+std::string compact_json(std::string_view json) { return compact_or_throw(json, "the value"); }
+
+std::string make_envelope(std::string_view channel, const std::optional<std::string>& doc, DocVersion version) {
+    std::string compact = doc ? compact_or_throw(*doc, "the doc for " + std::string(channel)) : std::string("null");
+    std::string out;
+    out.reserve(compact.size() + channel.size() + 80);
+    out += R"({"channel":)";
+    append_json_string(out, channel);
+    out += R"(,"doc":)";
+    out += compact;
+    out += R"(,"generation":)";
+    out += std::to_string(version.generation);
+    out += R"(,"lsn":")";
+    out += format_lsn(version.lsn);
+    out += "\"}";
+    return out;
+}
+
+std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
+    // Only envelopes this code wrote are accepted, so the fields are where make_envelope puts them:
+    // {"channel":<string>,"doc":<json>,"generation":<digits>,"lsn":"<hex>/<hex>"}. The doc is never
+    // converted (it may hold numbers no double can).
+    try {
+        Compactor(text).run();  // one whole valid JSON value
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    constexpr std::string_view head = R"({"channel":")";
+    if (text.substr(0, head.size()) != head) return std::nullopt;
+    std::size_t i = head.size();
+    while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+    if (i >= text.size()) return std::nullopt;
+    std::string_view channel_json = text.substr(head.size() - 1, i + 2 - head.size());
+    if (text.substr(i + 1, 7) != R"(,"doc":)") return std::nullopt;
+
+    constexpr std::string_view gen_key = R"(,"generation":)";
+    constexpr std::string_view lsn_key = R"(,"lsn":")";
+    auto gen_at = text.rfind(gen_key);
+    auto lsn_at = text.rfind(lsn_key);
+    if (gen_at == std::string_view::npos || lsn_at == std::string_view::npos || lsn_at < gen_at ||
+        text.substr(text.size() - 2) != "\"}")
+        return std::nullopt;
+    std::string_view digits = text.substr(gen_at + gen_key.size(), lsn_at - gen_at - gen_key.size());
+    std::uint64_t generation = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), generation);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+    auto lsn = parse_lsn(text.substr(lsn_at + lsn_key.size(), text.size() - 2 - lsn_at - lsn_key.size()));
+    if (!lsn) return std::nullopt;
+
+    auto channel = unescape_json_string(channel_json);
+    if (!channel) return std::nullopt;
+    EnvelopeHead result;
+    result.channel = std::move(*channel);
+    result.version = DocVersion{generation, *lsn};
+    return result;
+}
+
+}  // namespace docsync::publish

@@ -1,0 +1,214 @@
+// The JSONL sinks: whole-line writes, group-commit fsync, torn-tail repair and read-back.
+#include "publish/jsonl_sink.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "publish/envelope.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+// Below this much free space the file sink refuses to start: it could not write a single large doc.
+constexpr std::uint64_t kMinFreeBytes = 1u << 20;
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+[[noreturn]] void open_failed(const std::string& path, int err) {
+    std::string fix;
+    switch (err) {
+        case ENOENT: fix = "create the directory first, or choose a path in an existing one"; break;
+        case EACCES:
+        case EPERM:
+        case EROFS: fix = "the path is read-only: choose a writable path or fix its permissions"; break;
+        case ENOSPC:
+        case EDQUOT: fix = "free space on that filesystem or choose another one"; break;
+        case EISDIR: fix = "name a file, not a directory"; break;
+        default: fix = "choose a writable file path"; break;
+    }
+    throw Error("cannot open the JSONL sink file " + path + " (--sink file:" + path + "): " + errno_text(err) +
+                "; " + fix);
+}
+
+}  // namespace
+
+JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
+    : fd_(fd), owns_fd_(owns_fd), durable_(durable), name_(std::move(name)) {
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
+JsonlSink::~JsonlSink() {
+    if (owns_fd_) ::close(fd_);
+}
+
+std::unique_ptr<JsonlSink> JsonlSink::open_stdout(int fd) {
+    return std::unique_ptr<JsonlSink>(new JsonlSink(fd, false, false, "stdout"));
+}
+
+std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
+    if (path.empty()) throw Error("--sink file: needs a path, as in --sink file:/var/lib/docsync/docs.jsonl");
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) open_failed(path, errno);
+    std::unique_ptr<JsonlSink> sink;
+    try {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) open_failed(path, errno);
+        bool regular = S_ISREG(st.st_mode);
+        sink.reset(new JsonlSink(fd, true, regular, path));
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (sink->durable_) {
+        struct statvfs vfs {};
+        if (::fstatvfs(fd, &vfs) == 0) {
+            std::uint64_t free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+            if (free_bytes < kMinFreeBytes)
+                throw Error("the filesystem holding the JSONL sink file " + path + " is full (" +
+                            std::to_string(free_bytes) + " bytes free, at least " + std::to_string(kMinFreeBytes) +
+                            " needed): free space there or choose another path for --sink file:");
+        }
+        sink->read_back();
+    }
+    return sink;
+}
+
+// Reads the whole file once: cuts an incomplete last line, then collects every line's channel and
+// generation. A line that is not an envelope means the path holds something else: refuse it.
+void JsonlSink::read_back() {
+    std::string line;
+    std::uint64_t offset = 0, line_start = 0, line_number = 0;
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::pread(fd_, buf, sizeof buf, static_cast<off_t>(offset));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw Error("cannot read the JSONL sink file " + name_ + ": " + errno_text(errno));
+        }
+        if (n == 0) break;
+        for (ssize_t i = 0; i < n; ++i) {
+            if (buf[i] != '\n') {
+                line.push_back(buf[i]);
+                continue;
+            }
+            ++line_number;
+            if (!line.empty()) {
+                auto head = parse_envelope(line);
+                if (!head)
+                    throw Error("the JSONL sink file " + name_ + " line " + std::to_string(line_number) +
+                                " is not a docsync doc line; the file must hold only docsync output: move it "
+                                "away or choose another path for --sink file:");
+                max_generation_ = std::max(max_generation_, head->version.generation);
+                channels_.insert(std::move(head->channel));
+            }
+            line.clear();
+            line_start = offset + static_cast<std::uint64_t>(i) + 1;
+        }
+        offset += static_cast<std::uint64_t>(n);
+    }
+    if (line_start < offset) {
+        // A crash cut the last write short: drop the partial line, and make the cut durable before any
+        // new line lands behind it.
+        if (::ftruncate(fd_, static_cast<off_t>(line_start)) != 0 || ::fsync(fd_) != 0)
+            throw Error("cannot cut the incomplete last line of the JSONL sink file " + name_ + ": " +
+                        errno_text(errno) + "; make the file writable");
+        repaired_bytes_ = offset - line_start;
+        log_warning("publish", "cut an incomplete last line (" + std::to_string(repaired_bytes_) + " bytes) from " +
+                                   name_ + ", left by an interrupted write");
+    }
+    size_ = line_start;
+}
+
+// Called with mutex_ held. Writes the whole line or, on failure, nothing.
+void JsonlSink::write_line(const std::string& line) {
+    if (torn_) {
+        if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+            throw Error("the JSONL sink " + name_ + " holds a partial line that cannot be cut: " + errno_text(errno),
+                        {}, true);
+        torn_ = false;
+    }
+    std::size_t done = 0;
+    while (done < line.size()) {
+        ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            if (done > 0 && durable_) {
+                // Cut the partial line back so the file stays whole lines; if that fails too, the
+                // next publish retries the cut before writing.
+                torn_ = ::ftruncate(fd_, static_cast<off_t>(size_)) != 0;
+            }
+            throw Error("cannot write to the JSONL sink " + name_ + ": " + errno_text(err), {}, true);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    size_ += line.size();
+}
+
+void JsonlSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    std::string line = make_envelope(channel, doc, version);
+    line.push_back('\n');
+
+    std::unique_lock lock(mutex_);
+    write_line(line);
+    std::uint64_t seq = ++written_seq_;
+    if (!durable_) return;
+    channels_.insert(channel);
+    max_generation_ = std::max(max_generation_, version.generation);
+
+    // Group commit: the first waiter with no fsync running syncs everything written so far; the
+    // others wait for it and are covered by it or by the next one.
+    for (;;) {
+        // A failed fsync may have dropped every page it covered (Linux marks them clean), so its lines
+        // fail even when a later fsync succeeds: their publishes are retried and written again.
+        if (seq >= failed_from_ && seq <= failed_seq_)
+            throw Error("cannot fsync the JSONL sink file " + name_ + ": " + sync_error_, {}, true);
+        if (synced_seq_ >= seq) return;
+        if (syncing_) {
+            synced_cv_.wait(lock);
+            continue;
+        }
+        syncing_ = true;
+        std::uint64_t target = written_seq_;
+        lock.unlock();
+        int rc = ::fdatasync(fd_);
+        int err = errno;
+        lock.lock();
+        syncing_ = false;
+        ++syncs_;
+        if (rc == 0) {
+            synced_seq_ = std::max(synced_seq_, target);
+        } else {
+            failed_from_ = synced_seq_ + 1;
+            failed_seq_ = target;
+            sync_error_ = errno_text(err);
+        }
+        synced_cv_.notify_all();
+    }
+}
+
+std::vector<std::string> JsonlSink::retained_channels() {
+    std::lock_guard lock(mutex_);
+    return {channels_.begin(), channels_.end()};
+}
+
+std::uint64_t JsonlSink::max_generation() {
+    std::lock_guard lock(mutex_);
+    return max_generation_;
+}
+
+std::uint64_t JsonlSink::sync_count() const {
+    std::lock_guard lock(mutex_);
+    return syncs_;
+}
+
+}  // namespace docsync::publish

@@ -1,0 +1,79 @@
+#pragma once
+// The JSONL sinks: `--sink stdout` and `--sink file:PATH`. One envelope (publish/envelope.hpp) per
+// line, written whole with one write(2) under a lock, so lines from concurrent publishers never
+// interleave.
+//
+// File sink durability: a publish returns only after its line is fsync'd. Publishers that arrive
+// while an fsync runs queue behind it and the next fsync covers all of them (group commit: one
+// fsync per group, not per doc). At open the sink cuts an incomplete last line (a crash mid-write
+// leaves at most one, at the end), then reads every line back: the channels it holds and the highest
+// generation are `retained_channels()` and `max_generation()`. A write that fails part way is cut
+// back, so the file never holds a torn line while the worker runs either.
+//
+// The stdout sink writes each line with write(2) (no user-space buffer) and holds nothing:
+// `retained_channels()` is empty and `max_generation()` is 0.
+//
+// Thread-safety: every member may be called from any thread, concurrently. The sinks ignore SIGPIPE
+// for the process (a closed reader must be an error, not the end of the worker).
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "engine/seams.hpp"
+
+namespace docsync::publish {
+
+class JsonlSink final : public Publisher {
+public:
+    // The stdout sink (or any already open descriptor that the sink does not own, for tests).
+    static std::unique_ptr<JsonlSink> open_stdout(int fd = 1);
+    // The file sink: creates the file when missing, repairs a torn tail and reads it back. Throws
+    // docsync::Error naming the path, the cause and the fix when the path cannot be written (missing
+    // directory, read-only file or filesystem, no space left) or holds lines that are not docsync
+    // envelopes.
+    static std::unique_ptr<JsonlSink> open_file(const std::string& path);
+
+    ~JsonlSink() override;
+    JsonlSink(const JsonlSink&) = delete;
+    JsonlSink& operator=(const JsonlSink&) = delete;
+
+    void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
+    std::vector<std::string> retained_channels() override;
+    std::uint64_t max_generation() override;
+
+    // The number of fsyncs so far (group commit makes it far smaller than the number of docs).
+    std::uint64_t sync_count() const;
+    // Bytes cut from the end of the file at open (an incomplete last line), 0 when none.
+    std::uint64_t repaired_bytes() const { return repaired_bytes_; }
+
+private:
+    JsonlSink(int fd, bool owns_fd, bool durable, std::string name);
+    void read_back();
+    void write_line(const std::string& line);
+
+    const int fd_;
+    const bool owns_fd_;
+    const bool durable_;      // a regular file: fsync before a publish counts
+    const std::string name_;  // "stdout" or the path, for messages
+    std::uint64_t repaired_bytes_ = 0;
+
+    mutable std::mutex mutex_;
+    std::condition_variable synced_cv_;
+    std::uint64_t size_ = 0;            // bytes of whole lines in the file
+    bool torn_ = false;                 // a failed write could not be cut back yet
+    std::uint64_t written_seq_ = 0;     // lines written
+    std::uint64_t synced_seq_ = 0;      // lines covered by a successful fsync
+    std::uint64_t failed_from_ = 1;     // lines failed_from_ … failed_seq_ were covered by a failed
+    std::uint64_t failed_seq_ = 0;      // fsync: their publishes fail
+    std::string sync_error_;            // the last fsync failure
+    bool syncing_ = false;              // an fsync is running (outside the lock)
+    std::uint64_t syncs_ = 0;
+    std::unordered_set<std::string> channels_;
+    std::uint64_t max_generation_ = 0;
+};
+
+}  // namespace docsync::publish

@@ -1,0 +1,83 @@
+#pragma once
+// Liveness from the subscribers themselves, for `--live subscribers` with the Redis sink.
+//
+// Two threads, each with its own connection:
+//   - the poller runs `PUBSUB CHANNELS db:*` every poll interval and calls
+//     `sync_live(channels, true)`; when a poll fails it calls `sync_live({}, false)` (an incomplete
+//     poll only adds, never drops, so the engine keeps what it has);
+//   - the listener subscribes to `docsync:warm` and `docsync:touch` and calls `warm(channel)` /
+//     `touch(channel)` for each message whose payload is a `db:` channel (others are logged and
+//     ignored).
+// Both reconnect with backoff when Redis goes away. The callbacks run on these threads: the wiring
+// connects them to Engine::sync_live, Engine::warm and Engine::touch, which never block.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "publish/redis_connection.hpp"
+
+namespace docsync::publish {
+
+struct LivenessCallbacks {
+    std::function<void(const std::vector<std::string>& channels, bool complete)> sync_live;
+    std::function<void(const std::string& channel)> warm;
+    std::function<void(const std::string& channel)> touch;
+};
+
+struct LivenessOptions {
+    std::chrono::milliseconds poll_interval{5000};  // --live-poll
+    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds command_timeout{5000};
+    std::chrono::milliseconds max_backoff{5000};
+};
+
+// The control channels clients publish on.
+inline constexpr const char* kWarmChannel = "docsync:warm";
+inline constexpr const char* kTouchChannel = "docsync:touch";
+
+class RedisLiveness {
+public:
+    RedisLiveness(RedisAddress address, LivenessCallbacks callbacks, LivenessOptions options = {});
+    ~RedisLiveness();  // stops
+    RedisLiveness(const RedisLiveness&) = delete;
+    RedisLiveness& operator=(const RedisLiveness&) = delete;
+
+    // Starts both threads; the first poll runs at once.
+    void start();
+    // Stops both threads within about 200 ms plus one command timeout. Idempotent.
+    void stop();
+
+    // Completed polls and failed ones so far (for the status board and tests).
+    std::uint64_t polls() const { return polls_; }
+    std::uint64_t failed_polls() const { return failed_polls_; }
+    // True while the listener is subscribed.
+    bool listening() const { return listening_; }
+
+private:
+    void poll_loop();
+    void listen_loop();
+    void listen_once();
+    // Sleeps up to `d`; false when stopping.
+    bool sleep_for(std::chrono::milliseconds d);
+
+    const RedisAddress address_;
+    const LivenessCallbacks callbacks_;
+    const LivenessOptions options_;
+
+    std::mutex mutex_;
+    std::condition_variable stop_cv_;
+    bool stopping_ = false;
+    std::atomic<std::uint64_t> polls_{0};
+    std::atomic<std::uint64_t> failed_polls_{0};
+    std::atomic<bool> listening_{false};
+    std::thread poller_;
+    std::thread listener_;
+};
+
+}  // namespace docsync::publish

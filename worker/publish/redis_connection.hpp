@@ -1,0 +1,57 @@
+#pragma once
+// RAII over one synchronous hiredis connection, and the `redis://` address of the sink.
+// A connection belongs to one thread at a time; after any I/O error it is dead and is thrown away.
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace docsync::publish {
+
+// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS]
+struct RedisAddress {
+    std::string host = "127.0.0.1";
+    int port = 6379;
+    int db = 0;
+    std::string user;                       // AUTH user (Redis 6 ACLs); empty: the default user
+    std::string password;                   // empty: no AUTH
+    std::chrono::seconds tombstone_ttl{86400};  // how long a null doc's tombstone is kept
+    std::string display() const;            // host:port/db, never the password
+};
+
+// Throws docsync::Error naming the problem and the expected form when `url` is malformed.
+RedisAddress parse_redis_url(std::string_view url);
+
+struct ReplyFree {
+    void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+class RedisConnection {
+public:
+    // Connects, authenticates and selects the database within `timeout`; every later command waits at
+    // most `command_timeout` for its reply. Throws docsync::Error (transient) on failure.
+    static std::unique_ptr<RedisConnection> connect(const RedisAddress& address, std::chrono::milliseconds timeout,
+                                                    std::chrono::milliseconds command_timeout);
+
+    // Sends one command (binary-safe arguments) and returns its reply, which may be an error reply.
+    // Throws docsync::Error (transient) on I/O failure or timeout; the connection is dead afterwards.
+    Reply command(const std::vector<std::string_view>& args);
+
+    // For the subscriber's poll() loop.
+    redisContext* context() { return ctx_.get(); }
+
+private:
+    explicit RedisConnection(redisContext* ctx, std::string where) : ctx_(ctx, &redisFree), where_(std::move(where)) {}
+    std::unique_ptr<redisContext, decltype(&redisFree)> ctx_;
+    std::string where_;
+};
+
+// The text of an error or status reply, for messages.
+std::string reply_text(const redisReply* reply);
+
+}  // namespace docsync::publish

@@ -1,0 +1,218 @@
+// The Redis sink: retain + publish in one Lua script, versioned tombstones, a reconnecting pool.
+#include "publish/redis_sink.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "publish/envelope.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+// KEYS[1] the channel's key, KEYS[2] docsync:max_generation.
+// ARGV[1] the envelope, ARGV[2] generation (decimal), ARGV[3] / ARGV[4] the LSN's high and low
+// 32 bits (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc.
+// Versions compare as (generation, lsn high, lsn low): every part fits a Lua number exactly. The
+// retained version is read from the envelope's tail only (GETRANGE), never the whole doc.
+// Returns 1 when the doc was retained and published, 0 when a newer version was already retained.
+constexpr const char* kScript = R"LUA(local kind = redis.call('TYPE', KEYS[1]).ok
+if kind ~= 'none' and kind ~= 'string' then
+  return redis.error_reply('DOCSYNC key ' .. KEYS[1] .. ' holds a ' .. kind ..
+    ', not a docsync doc: the db: keys belong to docsync')
+end
+local new = {tonumber(ARGV[2]), tonumber(ARGV[3], 16), tonumber(ARGV[4], 16)}
+if kind == 'string' then
+  local tail = redis.call('GETRANGE', KEYS[1], -100, -1)
+  local g, h, l = string.match(tail, '"generation":(%d+),"lsn":"(%x+)/(%x+)"}$')
+  if g then
+    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}
+    for i = 1, 3 do
+      if new[i] > old[i] then break end
+      if new[i] < old[i] then return 0 end
+    end
+  end
+end
+if ARGV[5] == '0' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
+end
+local max = tonumber(redis.call('GET', KEYS[2]) or '0')
+if new[1] > max then redis.call('SET', KEYS[2], ARGV[2]) end
+redis.call('PUBLISH', KEYS[1], ARGV[1])
+return 1
+)LUA";
+
+constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
+
+std::string hex32(std::uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%X", v);
+    return buf;
+}
+
+}  // namespace
+
+const char* RedisSink::script() { return kScript; }
+
+RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
+    : address_(std::move(address)), options_(options), backoff_(options.initial_backoff) {
+    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
+    std::unique_ptr<RedisConnection> conn;
+    try {
+        conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+    } catch (const Error& e) {
+        throw Error(std::string(e.what()) + "; start Redis there or fix --sink redis://HOST:PORT[/DB]", {}, true);
+    }
+    auto reply = conn->command({"SCRIPT", "LOAD", kScript});
+    if (reply->type != REDIS_REPLY_STRING)
+        throw Error("Redis at " + address_.display() + " refused the docsync script: " + reply_text(reply.get()) +
+                    "; docsync needs Redis 5 or newer with Lua scripting (EVAL) allowed");
+    script_sha_ = reply_text(reply.get());
+    release(std::move(conn));
+}
+
+std::unique_ptr<RedisConnection> RedisSink::acquire() {
+    std::chrono::steady_clock::time_point wait_until;
+    {
+        std::lock_guard lock(mutex_);
+        if (!idle_.empty()) {
+            auto conn = std::move(idle_.back());
+            idle_.pop_back();
+            return conn;
+        }
+        wait_until = next_connect_;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (wait_until > now) std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(wait_until - now, options_.max_backoff));
+    try {
+        auto conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+        std::lock_guard lock(mutex_);
+        backoff_ = options_.initial_backoff;
+        return conn;
+    } catch (const Error& e) {
+        std::lock_guard lock(mutex_);
+        next_connect_ = std::chrono::steady_clock::now() + backoff_;
+        backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+        throw;
+    }
+}
+
+void RedisSink::release(std::unique_ptr<RedisConnection> conn) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(conn));
+}
+
+void RedisSink::failed(const std::string& why) {
+    // The other pooled connections most likely died with this one (a Redis restart): drop them all
+    // rather than fail once on each.
+    std::vector<std::unique_ptr<RedisConnection>> dead;
+    bool first;
+    {
+        std::lock_guard lock(mutex_);
+        dead.swap(idle_);
+        first = !down_;
+        down_ = true;
+    }
+    // One line per outage, not one per retried doc.
+    if (first) log_warning("publish", why + "; docs are retried and hold the slot until Redis is back");
+}
+
+void RedisSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    std::string envelope = make_envelope(channel, doc, version);
+    std::string generation = std::to_string(version.generation);
+    std::string hi = hex32(static_cast<std::uint32_t>(version.lsn >> 32));
+    std::string lo = hex32(static_cast<std::uint32_t>(version.lsn));
+    std::string ttl = doc ? "0" : std::to_string(std::chrono::milliseconds(address_.tombstone_ttl).count());
+
+    auto conn = acquire();
+    try {
+        Reply reply = conn->command({"EVALSHA", script_sha_, "2", channel, kMaxGenerationKey, envelope, generation,
+                                     hi, lo, ttl});
+        if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0) {
+            // Redis restarted (or SCRIPT FLUSH): send the script itself, which caches it again.
+            reply = conn->command({"EVAL", kScript, "2", channel, kMaxGenerationKey, envelope, generation, hi, lo, ttl});
+        }
+        if (reply->type == REDIS_REPLY_ERROR) {
+            std::string text = reply_text(reply.get());
+            // A doc key of another type is a setup problem no retry fixes; anything else (LOADING,
+            // READONLY on a demoted primary, OOM, BUSY) clears up when Redis does.
+            bool permanent = text.rfind("DOCSYNC", 0) == 0;
+            release(std::move(conn));
+            throw Error("Redis at " + address_.display() + " refused the doc for " + channel + ": " + text, {},
+                        !permanent);
+        }
+        if (reply->type != REDIS_REPLY_INTEGER) {
+            release(std::move(conn));
+            throw Error("Redis at " + address_.display() + " answered the publish of " + channel +
+                            " with an unexpected " + reply_text(reply.get()),
+                        {}, true);
+        }
+    } catch (const Error& e) {
+        if (conn) failed(std::string("lost the connection to ") + e.what());
+        throw;
+    }
+    release(std::move(conn));
+    bool was_down;
+    {
+        std::lock_guard lock(mutex_);
+        was_down = down_;
+        down_ = false;
+    }
+    if (was_down) log_info("publish", "Redis at " + address_.display() + " takes docs again");
+}
+
+std::vector<std::string> RedisSink::retained_channels() {
+    auto conn = acquire();
+    std::vector<std::string> channels;
+    std::string cursor = "0";
+    try {
+        do {
+            Reply reply = conn->command({"SCAN", cursor, "MATCH", "db:*", "COUNT", "1000"});
+            if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+                reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_ARRAY)
+                throw Error("Redis at " + address_.display() + " answered SCAN with " + reply_text(reply.get()), {},
+                            true);
+            cursor = reply_text(reply->element[0]);
+            const redisReply* keys = reply->element[1];
+            for (std::size_t i = 0; i < keys->elements; ++i)
+                if (keys->element[i]->type == REDIS_REPLY_STRING) channels.push_back(reply_text(keys->element[i]));
+        } while (cursor != "0");
+    } catch (const Error& e) {
+        failed(e.what());
+        throw;
+    }
+    release(std::move(conn));
+    // SCAN may return a key more than once.
+    std::sort(channels.begin(), channels.end());
+    channels.erase(std::unique(channels.begin(), channels.end()), channels.end());
+    return channels;
+}
+
+std::uint64_t RedisSink::max_generation() {
+    auto conn = acquire();
+    Reply reply;
+    try {
+        reply = conn->command({"GET", kMaxGenerationKey});
+    } catch (const Error& e) {
+        failed(e.what());
+        throw;
+    }
+    release(std::move(conn));
+    if (reply->type == REDIS_REPLY_NIL) return 0;
+    std::string text = reply_text(reply.get());
+    std::uint64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (reply->type != REDIS_REPLY_STRING || ec != std::errc() || end != text.data() + text.size())
+        throw Error("Redis at " + address_.display() + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
+                    ", not a generation; delete that key (docsync rewrites it with the next doc)");
+    return value;
+}
+
+}  // namespace docsync::publish

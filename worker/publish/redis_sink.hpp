@@ -1,0 +1,69 @@
+#pragma once
+// The Redis sink: `--sink redis://HOST:PORT[/DB]`.
+//
+// Every doc is retained and published. The retained doc lives at the key named like its channel
+// (`db:order:42`), as a string holding its envelope (publish/envelope.hpp), so a late subscriber gets
+// the current doc and its version with one `GET db:order:42`. One Lua script does retain + publish
+// atomically: it reads the version at the end of the retained envelope, and only when the new
+// version (generation, lsn) is greater than or equal to it does it SET the key and PUBLISH the
+// envelope on the channel; an older doc is dropped without a trace, so it never overwrites a newer
+// one. A null doc is published and leaves a tombstone (its envelope, with "doc":null) that expires
+// after the tombstone TTL instead of the retained value. The script also keeps
+// `docsync:max_generation`, the highest generation ever retained (`max_generation()`).
+//
+// Connections: a small pool, one connection per concurrently publishing thread. Any I/O error or
+// timeout drops the pool and makes publish() throw a transient docsync::Error: the engine retries
+// and the doc's transactions hold the slot until Redis takes it. Reconnects back off exponentially
+// (100 ms doubling to 5 s); a publish waits out the current backoff before it reconnects.
+//
+// Thread-safety: every member may be called from any thread, concurrently.
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/seams.hpp"
+#include "publish/redis_connection.hpp"
+
+namespace docsync::publish {
+
+struct RedisSinkOptions {
+    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds command_timeout{5000};  // a publish waits this long for Redis's reply
+    std::chrono::milliseconds initial_backoff{100};
+    std::chrono::milliseconds max_backoff{5000};
+};
+
+class RedisSink final : public Publisher {
+public:
+    // Connects once and loads the script: throws docsync::Error naming the address and the fix when
+    // Redis cannot be reached or refuses the script.
+    RedisSink(RedisAddress address, RedisSinkOptions options = {});
+
+    void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
+    // SCAN of the db:* keys (docs and tombstones).
+    std::vector<std::string> retained_channels() override;
+    std::uint64_t max_generation() override;
+
+    const RedisAddress& address() const { return address_; }
+    // The Lua script (for the README and tests).
+    static const char* script();
+
+private:
+    std::unique_ptr<RedisConnection> acquire();
+    void release(std::unique_ptr<RedisConnection> conn);
+    void failed(const std::string& why);
+
+    const RedisAddress address_;
+    const RedisSinkOptions options_;
+    std::string script_sha_;
+
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<RedisConnection>> idle_;
+    std::chrono::steady_clock::time_point next_connect_{};
+    std::chrono::milliseconds backoff_;
+    bool down_ = false;  // logged as lost, not yet as back
+};
+
+}  // namespace docsync::publish

@@ -1,0 +1,37 @@
+#pragma once
+// Building a sink from the `--sink` value, and the liveness source that goes with it.
+//   --sink stdout                       JSONL on standard output
+//   --sink file:PATH                    JSONL in PATH, fsync'd (group commit), repaired at start
+//   --sink redis://HOST:PORT[/DB]       retained + published in Redis (publish/redis_sink.hpp)
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/seams.hpp"
+#include "publish/liveness.hpp"
+#include "publish/redis_connection.hpp"
+#include "publish/redis_sink.hpp"
+
+namespace docsync::publish {
+
+struct SinkSpec {
+    enum class Kind { Stdout, File, Redis };
+    Kind kind = Kind::Stdout;
+    std::string path;    // File
+    RedisAddress redis;  // Redis
+};
+
+// Parses a --sink value. Throws docsync::Error naming the value and listing the accepted forms.
+SinkSpec parse_sink(std::string_view value);
+
+// Opens the sink: throws docsync::Error with the cause and the fix when it cannot be used (a file on
+// a read-only or full path, Redis unreachable).
+std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options = {});
+
+// The liveness source for `--live subscribers`: only a Redis sink has subscribers to ask. Throws
+// docsync::Error saying so for any other sink. Not started: call start().
+std::unique_ptr<RedisLiveness> make_liveness(const SinkSpec& spec, LivenessCallbacks callbacks,
+                                             LivenessOptions options = {});
+
+}  // namespace docsync::publish
