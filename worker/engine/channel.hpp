@@ -20,4 +20,14 @@ namespace docsync {
 
 std::string build_channel(std::string_view query, const SqlArgs& values);
 
+// The inverse of build_channel: the query name and the values of a channel, or false when `channel`
+// is not a well-formed db: channel (no "db:" prefix, an empty query name, a bad %XX escape, or an
+// escape build_channel never writes). For every query and values,
+// parse_channel(build_channel(q, v)) yields q and v again.
+struct ParsedChannel {
+    std::string query;
+    SqlArgs values;
+};
+bool parse_channel(std::string_view channel, ParsedChannel& out);
+
 }  // namespace docsync

@@ -29,6 +29,7 @@ struct KeysQuery {
     std::string query;        // the doc query it feeds
     std::string sql;          // $1 … $n are keys_args values from the changed row
     std::string search_path;
+    std::string table;        // "schema.table" of the watch, for messages
 };
 
 // What a compute must see (invariant 3). On a primary every xid in `xids` must be visible in the

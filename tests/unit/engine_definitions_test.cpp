@@ -1,0 +1,104 @@
+// parse_definitions (contract B), plugin_tables (contract A) and parse_channel.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "common/error.hpp"
+#include "engine/channel.hpp"
+#include "engine/definitions.hpp"
+
+using namespace docsync;
+
+namespace {
+
+const char* kContractB = R"({"generation": 7,
+ "queries": [{"name": "order", "sql": "SELECT 1 WHERE $1::int > 0", "params": ["order_id"],
+              "search_path": "public"}],
+ "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
+              "columns": [{"name": "id", "attnum": 1}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+             {"query": "order", "relid": 16400, "schema": "public", "table": "products",
+              "columns": [], "keys_sql": "SELECT DISTINCT order_id FROM order_items WHERE product_id = $1",
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false},
+             {"query": "order", "relid": 16390, "schema": "public", "table": "order_items",
+              "columns": [{"name": "order_id", "attnum": 3}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": true}]})";
+
+std::string error_of(const std::string& json) {
+    try {
+        parse_definitions(json);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("contract B's document parses into queries and watches") {
+    Definitions d = parse_definitions(kContractB);
+    CHECK(d.generation == 7);
+    REQUIRE(d.queries.size() == 1);
+    CHECK(d.queries[0].name == "order");
+    CHECK(d.queries[0].params == std::vector<std::string>{"order_id"});
+    CHECK(d.queries[0].search_path == "public");
+    REQUIRE(d.watches.size() == 3);
+    CHECK(d.watches[0].relid == 16384);
+    CHECK_FALSE(d.watches[0].reverse());
+    CHECK(d.watches[0].columns.at(0).attnum == 1);
+    CHECK(d.watches[1].reverse());
+    CHECK(d.watches[1].keys_args.at(0).name == "id");
+    CHECK(d.watches[2].allow_broadcast);
+    CHECK(d.find_query("order") == &d.queries[0]);
+    CHECK(d.find_query("nope") == nullptr);
+}
+
+TEST_CASE("the tables option lists each watched relation once with the union of its columns") {
+    Definitions d = parse_definitions(kContractB);
+    CHECK(plugin_tables(d) == "16384(1),16390(3),16400(1)");
+    Definitions empty = parse_definitions(R"({"generation":1,"queries":[],"watches":[]})");
+    CHECK(plugin_tables(empty).empty());
+}
+
+TEST_CASE("malformed definitions are refused with an error naming the problem") {
+    CHECK(error_of("not json").find("malformed worker definitions") != std::string::npos);
+    CHECK(error_of("[]").find("must be an object") != std::string::npos);
+    CHECK(error_of(R"({"queries":[],"watches":[]})").find("\"generation\"") != std::string::npos);
+    CHECK(error_of(R"({"generation":-1,"queries":[],"watches":[]})").find("generation") != std::string::npos);
+    CHECK(error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":[1],"search_path":""}],"watches":[]})")
+              .find("params") != std::string::npos);
+    auto unknown_query = error_of(R"({"generation":1,"queries":[],"watches":[{"query":"ghost","relid":1,
+        "schema":"s","table":"t","columns":[],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+    CHECK(unknown_query.find("watches[0]") != std::string::npos);
+    CHECK(unknown_query.find("\"ghost\"") != std::string::npos);
+    auto wrong_count = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":["p","q"],
+        "search_path":"public"}],"watches":[{"query":"a","relid":5,"schema":"s","table":"t",
+        "columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+    CHECK(wrong_count.find("needs 2 columns") != std::string::npos);
+    auto duplicate = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":[],"search_path":""},
+        {"name":"a","sql":"y","params":[],"search_path":""}],"watches":[]})");
+    CHECK(duplicate.find("defined twice") != std::string::npos);
+    auto bad_attnum = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":["p"],
+        "search_path":"public"}],"watches":[{"query":"a","relid":5,"schema":"s","table":"t",
+        "columns":[{"name":"id","attnum":0}],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+    CHECK(bad_attnum.find("attnum") != std::string::npos);
+}
+
+TEST_CASE("parse_channel inverts build_channel and refuses what build_channel never writes") {
+    const SqlArgs cases[] = {{"42"}, {"a:b", "c%d"}, {std::nullopt}, {""}, {"", std::nullopt, "x"},
+                             {std::string("tab\there\x7f")}, {"%00"}, {}};
+    for (const auto& values : cases) {
+        ParsedChannel parsed;
+        std::string channel = build_channel("q.x-1", values);
+        REQUIRE_MESSAGE(parse_channel(channel, parsed), channel);
+        CHECK(parsed.query == "q.x-1");
+        CHECK(parsed.values == values);
+    }
+    ParsedChannel parsed;
+    CHECK_FALSE(parse_channel("order:42", parsed));
+    CHECK_FALSE(parse_channel("db::42", parsed));
+    CHECK_FALSE(parse_channel("db:order:%4", parsed));
+    CHECK_FALSE(parse_channel("db:order:%41", parsed));   // 'A' is never escaped
+    CHECK_FALSE(parse_channel("db:order:a%00", parsed));  // NUL only spells a whole NULL segment
+    CHECK_FALSE(parse_channel(std::string("db:order:a\nb"), parsed));
+}

@@ -1,0 +1,146 @@
+#pragma once
+// Fakes at the engine's seams for the unit tests: a Runner that "queries" an in-memory table of
+// docs and keys, a Publisher that records what it is given, and a clock the test moves by hand.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "common/error.hpp"
+#include "engine/channel.hpp"
+#include "engine/definitions.hpp"
+#include "engine/engine.hpp"
+#include "engine/seams.hpp"
+#include "replication/records.hpp"
+
+namespace docsync::test {
+
+class FakeClock final : public Clock {
+public:
+    TimePoint now() const override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return now_;
+    }
+    void advance(std::chrono::milliseconds d) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        now_ += d;
+    }
+
+private:
+    mutable std::mutex mutex_;
+    TimePoint now_{std::chrono::hours(1000)};
+};
+
+struct DocCall {
+    std::string query;
+    SqlArgs args;
+    Visibility need;
+};
+
+class FakeRunner final : public Runner {
+public:
+    // The "database": doc text per channel (absent: no row).
+    std::map<std::string, std::string> rows;
+    // keys rows per (watch table, args)
+    std::map<SqlArgs, std::vector<SqlArgs>> keys;
+    // Scripted outcomes, consumed first-come: kind and error.
+    std::vector<OutcomeKind> doc_script;
+    std::vector<OutcomeKind> keys_script;
+    std::function<void(const DocQuery&, const SqlArgs&)> during_doc;  // runs inside run_doc
+    std::vector<DocCall> doc_calls;
+    std::vector<SqlArgs> keys_calls;
+    std::mutex mutex;
+
+    DocOutcome run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) override {
+        if (during_doc) during_doc(query, args);
+        std::lock_guard<std::mutex> lock(mutex);
+        doc_calls.push_back({query.name, args, need});
+        DocOutcome out;
+        if (!doc_script.empty()) {
+            out.kind = doc_script.front();
+            doc_script.erase(doc_script.begin());
+            if (out.kind != OutcomeKind::Ok) {
+                out.error = "scripted failure of query \"" + query.name + "\"";
+                out.sqlstate = out.kind == OutcomeKind::Permanent ? "22012" : "08006";
+                return out;
+            }
+        }
+        auto it = rows.find(build_channel(query.name, args));
+        if (it != rows.end()) out.doc = it->second;
+        return out;
+    }
+
+    KeysOutcome run_keys(const KeysQuery&, const SqlArgs& args, std::size_t max_keys, const Visibility&) override {
+        std::lock_guard<std::mutex> lock(mutex);
+        keys_calls.push_back(args);
+        KeysOutcome out;
+        if (!keys_script.empty()) {
+            out.kind = keys_script.front();
+            keys_script.erase(keys_script.begin());
+            if (out.kind != OutcomeKind::Ok) {
+                out.error = "scripted keys failure";
+                return out;
+            }
+        }
+        auto it = keys.find(args);
+        if (it != keys.end()) out.keys = it->second;
+        if (out.keys.size() > max_keys) {
+            out.kind = OutcomeKind::Permanent;
+            out.error = "too many keys";
+            out.keys.clear();
+        }
+        return out;
+    }
+};
+
+struct Published {
+    std::string channel;
+    std::optional<std::string> doc;
+    DocVersion version;
+};
+
+class FakePublisher final : public Publisher {
+public:
+    std::vector<Published> published;
+    std::vector<std::string> retained;
+    int fail_next = 0;  // throw a transient error this many times
+    std::mutex mutex;
+
+    void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (fail_next > 0) {
+            --fail_next;
+            throw Error("sink unavailable", {}, true);
+        }
+        published.push_back({channel, doc, version});
+    }
+    std::vector<std::string> retained_channels() override { return retained; }
+    std::uint64_t max_generation() override { return 0; }
+
+    std::size_t count(const std::string& channel) {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::size_t n = 0;
+        for (const auto& p : published) n += p.channel == channel;
+        return n;
+    }
+    std::optional<Published> last(const std::string& channel) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto it = published.rbegin(); it != published.rend(); ++it)
+            if (it->channel == channel) return *it;
+        return std::nullopt;
+    }
+};
+
+// Record builders.
+inline Value text(std::string s) { return Value{ValueKind::Text, std::move(s)}; }
+inline Value null_value() { return Value{ValueKind::Null, {}}; }
+inline Value same() { return Value{ValueKind::Same, {}}; }
+inline Value unknown() { return Value{ValueKind::Unknown, {}}; }
+inline Value toast() { return Value{ValueKind::Toast, {}}; }
+
+}  // namespace docsync::test

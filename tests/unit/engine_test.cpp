@@ -1,0 +1,610 @@
+// The recompute engine with a fake Runner, Publisher and Clock: mapping changes to docs, per-key
+// coalescing, ticket completion, visibility retries, failure outcomes, liveness and reloads.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "engine/engine.hpp"
+#include "engine_fakes.hpp"
+
+using namespace docsync;
+using namespace docsync::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr Oid kOrders = 16384, kItems = 16390, kProducts = 16400, kQueryDefs = 16500;
+
+const char* kDefinitions = R"({"generation": 3,
+ "queries": [{"name": "order", "sql": "SELECT doc FROM orders WHERE id = $1", "params": ["order_id"],
+              "search_path": "public"},
+             {"name": "user", "sql": "SELECT doc FROM users WHERE id = $1", "params": ["user_id"],
+              "search_path": "public"}],
+ "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
+              "columns": [{"name": "id", "attnum": 1}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+             {"query": "order", "relid": 16390, "schema": "public", "table": "order_items",
+              "columns": [{"name": "order_id", "attnum": 2}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": true},
+             {"query": "order", "relid": 16400, "schema": "public", "table": "products",
+              "columns": [], "keys_sql": "SELECT DISTINCT order_id FROM order_items WHERE product_id = $1",
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})";
+
+RelationRecord relation(Oid relid, std::string schema, std::string name, std::vector<std::pair<int, std::string>> cols) {
+    RelationRecord r;
+    r.relid = relid;
+    r.schema = std::move(schema);
+    r.name = std::move(name);
+    for (auto& [attnum, col] : cols) r.columns.push_back({attnum, col, 25, attnum == 1, false});
+    return r;
+}
+
+EngineOptions test_options() {
+    EngineOptions options;
+    options.min_round_interval = 0ms;  // pacing has its own test
+    return options;
+}
+
+struct Harness {
+    FakeClock clock;
+    FakeRunner runner;
+    FakePublisher publisher;
+    std::vector<std::uint64_t> completed;
+    std::mutex completed_mutex;
+    Engine engine;
+    std::uint64_t next_xid = 1000;
+    Lsn next_lsn = 0x1000;
+
+    explicit Harness(EngineOptions options = test_options())
+        : engine(runner, publisher, clock, options, [this](std::uint64_t t) {
+              std::lock_guard<std::mutex> lock(completed_mutex);
+              completed.push_back(t);
+          }) {
+        engine.load_definitions(parse_definitions(kDefinitions));
+        engine.on_relation(relation(kOrders, "public", "orders", {{1, "id"}, {2, "status"}}));
+        engine.on_relation(relation(kItems, "public", "order_items", {{1, "id"}, {2, "order_id"}}));
+        engine.on_relation(relation(kProducts, "public", "products", {{1, "id"}}));
+        engine.on_relation(relation(kQueryDefs, "docsync", "query_defs", {{1, "name"}}));
+        engine.start(0);
+    }
+
+    bool is_complete(std::uint64_t ticket) {
+        std::lock_guard<std::mutex> lock(completed_mutex);
+        return std::find(completed.begin(), completed.end(), ticket) != completed.end();
+    }
+
+    // One transaction of `changes`; returns its end LSN.
+    Lsn txn(const std::vector<ChangeRecord>& changes, std::uint64_t ticket, bool* definitions = nullptr) {
+        BeginRecord b;
+        b.xid = next_xid++;
+        b.commit_lsn = next_lsn;
+        engine.on_begin(b);
+        for (const auto& c : changes) engine.on_change(c);
+        CommitRecord c{next_lsn, next_lsn + 0x30};
+        next_lsn += 0x100;
+        bool d = engine.on_commit(c, ticket);
+        if (definitions) *definitions = d;
+        return c.end_lsn;
+    }
+
+    int drain(int limit = 100000) {
+        int n = 0;
+        while (n < limit && engine.run_once()) ++n;
+        return n;
+    }
+};
+
+ChangeRecord insert_order(const std::string& id) {
+    return ChangeRecord{ChangeOp::Insert, kOrders, {text(id), text("new")}, {}};
+}
+ChangeRecord update_order_status(const std::string& id) {  // key unchanged: old id SAME
+    return ChangeRecord{ChangeOp::Update, kOrders, {text(id), text("paid")}, {same(), text("new")}};
+}
+ChangeRecord move_item(const std::string& from, const std::string& to) {
+    return ChangeRecord{ChangeOp::Update, kItems, {text("1"), text(to)}, {same(), text(from)}};
+}
+
+}  // namespace
+
+TEST_CASE("a change to a live doc is computed, published with its version, and completes its ticket") {
+    Harness h;
+    h.engine.set_generation(5);
+    h.runner.rows["db:order:42"] = R"({"id":42})";
+    h.engine.sync_live({"db:order:42"}, true);
+    h.drain();  // the first poll computes the newly live doc once
+    REQUIRE(h.publisher.count("db:order:42") == 1);
+
+    Lsn end = h.txn({update_order_status("42")}, 11);
+    CHECK_FALSE(h.is_complete(11));  // not before the compute
+    CHECK(h.engine.dirty_depth() == 1);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(11));
+    auto last = h.publisher.last("db:order:42");
+    REQUIRE(last);
+    CHECK(last->doc == std::optional<std::string>(R"({"id":42})"));
+    CHECK(last->version == DocVersion{5, end});
+    CHECK(h.runner.doc_calls.back().need.xids == std::vector<std::uint64_t>{h.next_xid - 1});
+    CHECK(h.runner.doc_calls.back().need.max_end_lsn == end);
+    CHECK(h.engine.dirty_depth() == 0);
+}
+
+TEST_CASE("a transaction that dirties no live doc completes at once") {
+    Harness h;
+    h.txn({update_order_status("7")}, 1);  // doc 7 is not live
+    CHECK(h.is_complete(1));
+    h.txn({}, 2);
+    CHECK(h.is_complete(2));
+    CHECK(h.drain() == 0);
+    CHECK(h.runner.doc_calls.empty());
+    CHECK(h.engine.stats().txns_completed == 2);
+}
+
+TEST_CASE("a doc dropped while a transaction that changed it is open does not hold the ticket") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.engine.on_begin(BeginRecord{900, 0x500, 0});
+    h.engine.on_change(update_order_status("1"));
+    h.engine.sync_live({}, true);  // the last subscriber left
+    h.engine.on_commit(CommitRecord{0x500, 0x530}, 1);
+    CHECK(h.is_complete(1));
+    CHECK(h.drain() == 0);
+    CHECK(h.engine.stats().txns_completed == 1);
+}
+
+TEST_CASE("a row that moves from one doc to another dirties both") {
+    Harness h;
+    h.engine.sync_live({"db:order:5", "db:order:7", "db:order:9"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.txn({move_item("5", "7")}, 1);
+    h.drain();
+    std::set<SqlArgs> computed;
+    for (const auto& c : h.runner.doc_calls) computed.insert(c.args);
+    CHECK(computed == std::set<SqlArgs>{{"5"}, {"7"}});
+    CHECK(h.is_complete(1));
+}
+
+TEST_CASE("a DELETE reaches the doc its old row named; a NULL key has its own doc") {
+    Harness h;
+    h.engine.sync_live({"db:order:5", "db:order:%00"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.txn({ChangeRecord{ChangeOp::Delete, kItems, {}, {text("1"), text("5")}}}, 1);
+    h.txn({ChangeRecord{ChangeOp::Insert, kItems, {text("2"), null_value()}, {}}}, 2);
+    h.drain();
+    REQUIRE(h.runner.doc_calls.size() == 2);
+    CHECK(h.runner.doc_calls[0].args == SqlArgs{"5"});
+    CHECK(h.runner.doc_calls[1].args == SqlArgs{std::nullopt});
+    CHECK(h.is_complete(1));
+    CHECK(h.is_complete(2));
+}
+
+TEST_CASE("unknown mapping values and TRUNCATE dirty every live doc of the query, never nothing") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2", "db:user:1"}, true);
+    h.drain();
+    auto computed_after = [&](const std::vector<ChangeRecord>& changes, std::uint64_t ticket) {
+        h.runner.doc_calls.clear();
+        h.txn(changes, ticket);
+        h.drain();
+        std::set<std::string> out;
+        for (const auto& c : h.runner.doc_calls) out.insert(build_channel(c.query, c.args));
+        return out;
+    };
+    const std::set<std::string> all_orders{"db:order:1", "db:order:2"};
+    // The old value of a non-identity mapping column was not logged.
+    CHECK(computed_after({ChangeRecord{ChangeOp::Update, kItems, {text("1"), text("1")}, {same(), unknown()}}}, 1) ==
+          all_orders);
+    // A DELETE without the old key.
+    CHECK(computed_after({ChangeRecord{ChangeOp::Delete, kItems, {}, {text("1"), unknown()}}}, 2) == all_orders);
+    // An unchanged TOAST key whose old value is not logged.
+    CHECK(computed_after({ChangeRecord{ChangeOp::Update, kItems, {text("1"), toast()}, {same(), same()}}}, 3) ==
+          all_orders);
+    // A column the plugin marked unknown in an INSERT.
+    CHECK(computed_after({ChangeRecord{ChangeOp::Insert, kItems, {text("1"), unknown()}, {}}}, 4) == all_orders);
+    // Values missing from the record altogether.
+    CHECK(computed_after({ChangeRecord{ChangeOp::Insert, kItems, {text("1")}, {}}}, 5) == all_orders);
+    // TRUNCATE.
+    h.runner.doc_calls.clear();
+    BeginRecord b{h.next_xid++, 0x9000, 0};
+    h.engine.on_begin(b);
+    h.engine.on_truncate(TruncateRecord{false, false, {kOrders}});
+    h.engine.on_commit(CommitRecord{0x9000, 0x9030}, 6);
+    h.drain();
+    CHECK(h.runner.doc_calls.size() == 2);
+    for (std::uint64_t t = 1; t <= 6; ++t) CHECK(h.is_complete(t));
+    CHECK(h.engine.stats().broadcasts >= 6);
+}
+
+TEST_CASE("an unchanged TOAST key resolves from the logged old value") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.txn({ChangeRecord{ChangeOp::Update, kItems, {text("1"), toast()}, {same(), text("2")}}}, 1);
+    h.drain();
+    REQUIRE(h.runner.doc_calls.size() == 1);
+    CHECK(h.runner.doc_calls[0].args == SqlArgs{"2"});
+}
+
+TEST_CASE("N changes to one hot doc cost one compute per round, not N") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    for (std::uint64_t t = 1; t <= 5000; ++t) h.txn({update_order_status("1")}, t);
+    CHECK(h.engine.stats().waiting_txns == 5000);
+    CHECK(h.drain() == 1);
+    CHECK(h.runner.doc_calls.size() == 1);
+    CHECK(h.runner.doc_calls[0].need.xids.size() == 5000);
+    std::lock_guard<std::mutex> lock(h.completed_mutex);
+    CHECK(h.completed.size() == 5000);
+    CHECK(std::is_sorted(h.completed.begin(), h.completed.end()));
+}
+
+TEST_CASE("changes during a compute schedule exactly one more round, and their tickets wait for it") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.txn({update_order_status("1")}, 1);
+    int inside = 0;
+    h.runner.during_doc = [&](const DocQuery&, const SqlArgs&) {
+        if (inside++ > 0) return;
+        for (std::uint64_t t = 2; t <= 50; ++t) h.txn({update_order_status("1")}, t);  // while it runs
+        CHECK_FALSE(h.engine.run_once());  // the doc is in flight: no second compute of it
+    };
+    CHECK(h.engine.run_once());
+    CHECK(h.is_complete(1));
+    CHECK_FALSE(h.is_complete(2));  // the running compute started before these changes
+    CHECK(h.drain() == 1);
+    CHECK(h.runner.doc_calls.size() == 2);
+    for (std::uint64_t t = 2; t <= 50; ++t) CHECK(h.is_complete(t));
+}
+
+TEST_CASE("a compute that cannot see what it completes is retried and holds its tickets") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.runner.doc_script = {OutcomeKind::NotVisible, OutcomeKind::NotVisible};
+    Lsn end = h.txn({update_order_status("1")}, 1);
+    std::uint64_t xid = h.next_xid - 1;
+    CHECK(h.drain() == 1);
+    CHECK_FALSE(h.is_complete(1));
+    CHECK(h.drain() == 0);  // backing off
+    h.clock.advance(100ms);
+    CHECK(h.drain() == 1);
+    CHECK_FALSE(h.is_complete(1));
+    h.clock.advance(100ms);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(1));
+    REQUIRE(h.runner.doc_calls.size() == 3);
+    for (const auto& c : h.runner.doc_calls) {
+        CHECK(c.need.xids == std::vector<std::uint64_t>{xid});
+        CHECK(c.need.max_end_lsn == end);
+    }
+    CHECK(h.engine.stats().not_visible == 2);
+    CHECK(h.publisher.count("db:order:1") == 2);
+}
+
+TEST_CASE("transient failures of the query or the sink hold the slot until a retry succeeds") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.doc_script = {OutcomeKind::Transient};
+    h.txn({update_order_status("1")}, 1);
+    h.drain();
+    CHECK_FALSE(h.is_complete(1));
+    h.publisher.fail_next = 1;
+    h.clock.advance(1s);
+    h.drain();
+    CHECK_FALSE(h.is_complete(1));  // the sink failed
+    h.clock.advance(1s);
+    h.drain();
+    CHECK(h.is_complete(1));
+    CHECK(h.engine.stats().transient_failures == 2);
+}
+
+TEST_CASE("a permanent failure is recorded, completes its tickets and is retried off the ack path") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.doc_script = {OutcomeKind::Permanent, OutcomeKind::Permanent};
+    h.txn({update_order_status("1")}, 1);
+    h.drain();
+    CHECK(h.is_complete(1));
+    auto stats = h.engine.stats();
+    CHECK(stats.permanent_failures == 1);
+    REQUIRE(stats.queries.size() == 2);
+    CHECK(stats.queries[0].name == "order");
+    CHECK(stats.queries[0].errors == 1);
+    CHECK(stats.queries[0].last_channel == "db:order:1");
+    CHECK(stats.queries[0].last_sqlstate == "22012");
+    CHECK(stats.queries[0].last_error.find("\"order\"") != std::string::npos);
+    // A new change does not wait for the backoff: it gets a prompt compute (which fails again).
+    h.txn({update_order_status("1")}, 2);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(2));
+    std::size_t calls = h.runner.doc_calls.size();
+    CHECK(h.drain() == 0);  // the retry waits for its backoff
+    h.clock.advance(10s);
+    CHECK(h.drain() == 1);  // the retry succeeds
+    CHECK(h.runner.doc_calls.size() == calls + 1);
+    CHECK(h.publisher.count("db:order:1") == 2);
+    CHECK(h.engine.dirty_depth() == 0);
+}
+
+TEST_CASE("reverse-index changes queue keys lookups whose docs complete the transaction") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.runner.keys[{"77"}] = {{"1"}, {"3"}, {"404"}};  // 404 is not live
+    h.txn({ChangeRecord{ChangeOp::Update, kProducts, {text("77")}, {same()}}}, 1);
+    CHECK(h.engine.stats().keys_queued == 1);
+    CHECK(h.engine.dirty_depth() == 1);
+    CHECK(h.runner.keys_calls.empty());  // nothing ran on the stream thread
+    h.drain();
+    CHECK(h.runner.keys_calls == std::vector<SqlArgs>{{"77"}});
+    std::set<SqlArgs> computed;
+    for (const auto& c : h.runner.doc_calls) computed.insert(c.args);
+    CHECK(computed == std::set<SqlArgs>{{"1"}, {"3"}});
+    CHECK(h.is_complete(1));
+}
+
+TEST_CASE("a keys lookup that fails permanently recomputes every live doc of the query") {
+    EngineOptions options = test_options();
+    options.max_keys = 2;
+    Harness h(options);
+    h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    h.runner.keys[{"77"}] = {{"1"}, {"2"}, {"3"}};  // over the cap
+    h.txn({ChangeRecord{ChangeOp::Insert, kProducts, {text("77")}, {}}}, 1);
+    h.drain();
+    CHECK(h.runner.doc_calls.size() == 3);
+    CHECK(h.is_complete(1));
+    auto stats = h.engine.stats();
+    CHECK(stats.queries[0].errors == 1);
+    CHECK(stats.queries[0].last_channel == "keys:public.products");
+}
+
+TEST_CASE("a keys lookup that cannot see its transaction yet is retried and holds the ticket") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.runner.keys[{"77"}] = {{"1"}};
+    h.runner.keys_script = {OutcomeKind::NotVisible};
+    h.txn({ChangeRecord{ChangeOp::Insert, kProducts, {text("77")}, {}}}, 1);
+    h.drain();
+    CHECK_FALSE(h.is_complete(1));
+    h.clock.advance(1s);
+    h.drain();
+    CHECK(h.is_complete(1));
+}
+
+TEST_CASE("tickets complete in stream order, only after every doc they dirtied") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    h.drain();
+    h.runner.doc_script = {OutcomeKind::Transient};  // the first compute (doc 1) fails
+    h.txn({update_order_status("1")}, 1);
+    h.txn({update_order_status("2")}, 2);
+    h.drain();
+    CHECK_FALSE(h.is_complete(1));
+    CHECK_FALSE(h.is_complete(2));  // done, but behind an earlier transaction still waiting
+    h.clock.advance(1s);
+    h.drain();
+    CHECK(h.is_complete(1));
+    CHECK(h.is_complete(2));
+}
+
+TEST_CASE("liveness: polls lease, incomplete polls only add, warm and touch survive a stale poll") {
+    EngineOptions options = test_options();
+    options.lease = 60s;
+    options.touch_grace = 10s;
+    Harness h(options);
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    CHECK(h.engine.stats().live_docs == 2);
+    CHECK(h.engine.dirty_depth() == 2);  // newly live docs are computed once
+    h.drain();
+    h.engine.sync_live({"db:order:1"}, false);  // incomplete: drops nothing
+    CHECK(h.engine.stats().live_docs == 2);
+    h.engine.sync_live({"db:order:1"}, true);  // complete: 2 is dropped
+    CHECK(h.engine.stats().live_docs == 1);
+    h.runner.doc_calls.clear();
+    h.txn({update_order_status("2")}, 1);
+    CHECK(h.is_complete(1));  // no live doc
+    CHECK(h.drain() == 0);
+
+    h.engine.warm("db:order:3");
+    h.engine.touch("db:order:4");
+    h.engine.touch("db:order:1");  // already live and current: renewed, not recomputed
+    CHECK(h.drain() == 2);
+    h.engine.sync_live({"db:order:1"}, true);  // a poll that predates the new subscribers
+    CHECK(h.engine.stats().live_docs == 3);
+    h.clock.advance(11s);
+    h.engine.sync_live({"db:order:1"}, true);
+    CHECK(h.engine.stats().live_docs == 1);
+    // Leases expire when polls stop listing a channel.
+    h.clock.advance(61s);
+    h.engine.sync_live({}, false);
+    CHECK(h.engine.stats().live_docs == 0);
+    // Garbage channels are ignored.
+    h.engine.sync_live({"nonsense", "db:ghost:1", "db:order:1:2"}, true);
+    CHECK(h.engine.stats().live_docs == 0);
+}
+
+TEST_CASE("a doc that becomes live again is recomputed: it may have missed changes") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.engine.sync_live({}, true);
+    h.txn({update_order_status("1")}, 1);  // missed
+    h.engine.touch("db:order:1");
+    CHECK(h.drain() == 1);
+    CHECK(h.publisher.count("db:order:1") == 2);
+}
+
+TEST_CASE("with --live all every doc is live, starting from what the sink holds") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    FakeClock clock;
+    FakeRunner runner;
+    FakePublisher publisher;
+    publisher.retained = {"db:order:1", "db:order:2", "db:gone:1"};
+    std::vector<std::uint64_t> completed;
+    Engine engine(runner, publisher, clock, options, [&](std::uint64_t t) { completed.push_back(t); });
+    engine.load_definitions(parse_definitions(kDefinitions));
+    engine.on_relation(relation(kOrders, "public", "orders", {{1, "id"}, {2, "status"}}));
+    engine.start(0);
+    CHECK(engine.stats().live_docs == 2);
+    engine.recompute_all_live();  // startup
+    int n = 0;
+    while (engine.run_once()) ++n;
+    CHECK(n == 2);
+    engine.on_begin(BeginRecord{500, 0x100, 0});
+    engine.on_change(insert_order("9"));
+    engine.on_commit(CommitRecord{0x100, 0x130}, 1);
+    CHECK(completed.empty());
+    while (engine.run_once()) {}
+    CHECK(completed == std::vector<std::uint64_t>{1});
+    CHECK(publisher.last("db:order:9"));
+    CHECK(engine.stats().live_docs == 3);
+    engine.sync_live({}, true);  // polls never drop docs in this mode
+    CHECK(engine.stats().live_docs == 3);
+}
+
+TEST_CASE("a definitions transaction completes only after the recomputes its reload causes") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:user:1"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    bool definitions = false;
+    h.txn({ChangeRecord{ChangeOp::Insert, kQueryDefs, {text("order")}, {}}}, 1, &definitions);
+    CHECK(definitions);
+    CHECK_FALSE(h.is_complete(1));
+    h.txn({update_order_status("99")}, 2);  // unrelated, later: completes on its own
+    CHECK(h.is_complete(2));
+    std::string changed = kDefinitions;
+    changed.replace(changed.find("SELECT doc FROM orders"), 22, "SELECT doc2 FROM orders");
+    h.engine.load_definitions(parse_definitions(changed));
+    CHECK_FALSE(h.is_complete(1));
+    h.drain();
+    CHECK(h.is_complete(1));
+    REQUIRE(h.runner.doc_calls.size() == 1);  // only the changed query's live doc
+    CHECK(h.runner.doc_calls[0].query == "order");
+    // Reloading the same definitions again recomputes nothing.
+    h.engine.load_definitions(parse_definitions(changed));
+    CHECK(h.drain() == 0);
+    // Dropping a query drops its live docs.
+    h.engine.load_definitions(parse_definitions(R"({"generation": 4, "queries": [{"name": "user",
+        "sql": "SELECT 1", "params": ["user_id"], "search_path": "public"}], "watches": []})"));
+    CHECK(h.engine.stats().live_docs == 1);
+}
+
+TEST_CASE("a stream reset forgets waiting transactions but keeps the docs dirty") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.txn({update_order_status("1")}, 1);
+    h.engine.reset_stream();
+    CHECK(h.engine.stats().waiting_txns == 0);
+    CHECK(h.engine.dirty_depth() == 1);
+    h.txn({update_order_status("1")}, 2);  // replayed by the new epoch
+    h.drain();
+    CHECK_FALSE(h.is_complete(1));
+    CHECK(h.is_complete(2));
+}
+
+TEST_CASE("worker threads compute concurrently, never the same doc twice at once") {
+    Harness h;
+    std::vector<std::string> live;
+    for (int i = 0; i < 50; ++i) live.push_back("db:order:" + std::to_string(i));
+    h.engine.sync_live(live, true);
+    std::atomic<int> running{0}, max_running{0};
+    std::mutex seen_mutex;
+    std::set<SqlArgs> busy;
+    bool overlap = false;
+    h.runner.during_doc = [&](const DocQuery&, const SqlArgs& args) {
+        {
+            std::lock_guard<std::mutex> lock(seen_mutex);
+            if (!busy.insert(args).second) overlap = true;
+        }
+        int r = ++running;
+        int m = max_running.load();
+        while (r > m && !max_running.compare_exchange_weak(m, r)) {}
+        std::this_thread::sleep_for(1ms);
+        --running;
+        std::lock_guard<std::mutex> lock(seen_mutex);
+        busy.erase(args);
+    };
+    h.engine.start(4);
+    for (std::uint64_t t = 1; t <= 400; ++t) h.txn({update_order_status(std::to_string(t % 50))}, t);
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        {
+            std::lock_guard<std::mutex> lock(h.completed_mutex);
+            if (h.completed.size() == 400) break;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    h.engine.stop();
+    std::lock_guard<std::mutex> lock(h.completed_mutex);
+    CHECK(h.completed.size() == 400);
+    CHECK_FALSE(overlap);
+    CHECK(max_running.load() > 1);
+}
+
+TEST_CASE("memory per waiting transaction stays small on a hot key") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    ChangeRecord change = update_order_status("1");
+    for (std::uint64_t t = 1; t <= 200000; ++t) {
+        h.engine.on_begin(BeginRecord{t + 10, t * 16, 0});
+        h.engine.on_change(change);
+        h.engine.on_commit(CommitRecord{t * 16, t * 16 + 8}, t);
+    }
+    auto stats = h.engine.stats();
+    CHECK(stats.waiting_txns == 200000);
+    CHECK(stats.dirty_depth() == 1);
+    CHECK(h.drain() == 1);
+    CHECK(h.engine.stats().waiting_txns == 0);
+    std::lock_guard<std::mutex> lock(h.completed_mutex);
+    CHECK(h.completed.size() == 200000);
+}
+
+TEST_CASE("a hot doc's rounds start at least min_round_interval apart; a quiet doc computes at once") {
+    EngineOptions options = test_options();
+    options.min_round_interval = 100ms;
+    Harness h(options);
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    CHECK(h.drain() == 2);
+    h.runner.doc_calls.clear();
+    h.clock.advance(30ms);
+    h.txn({update_order_status("1")}, 1);
+    CHECK(h.drain() == 0);  // doc 1 started 30 ms ago
+    CHECK_FALSE(h.is_complete(1));
+    h.clock.advance(70ms);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(1));
+    for (std::uint64_t t = 2; t <= 100; ++t) {
+        h.clock.advance(2ms);
+        h.txn({update_order_status("1")}, t);
+        h.drain();
+    }
+    CHECK(h.runner.doc_calls.size() == 2);  // 200 ms of changes: one more round so far
+    h.clock.advance(200ms);
+    h.drain();
+    CHECK(h.runner.doc_calls.size() == 3);
+    for (std::uint64_t t = 2; t <= 100; ++t) CHECK(h.is_complete(t));
+    // A doc that has been quiet for longer than the interval computes at once.
+    h.txn({update_order_status("2")}, 101);
+    CHECK(h.drain() == 1);
+    CHECK(h.is_complete(101));
+}

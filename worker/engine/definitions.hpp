@@ -1,0 +1,59 @@
+#pragma once
+// The definitions the worker runs on: doc queries and the watches that map row changes to docs,
+// parsed from docsync.worker_definitions() (contract B: one jsonb document).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/seams.hpp"
+
+namespace docsync {
+
+// One column of a watched table, identified by attnum (stable across RENAME).
+struct WatchColumn {
+    std::string name;
+    int attnum = 0;
+    bool operator==(const WatchColumn&) const = default;
+};
+
+// How changes to one table reach the docs of one query.
+//   direct:        `columns` are the doc params in $n order, `keys_sql` is empty;
+//   reverse index: `keys_sql` runs with `keys_args` (the changed row's columns) as $1…, and each row
+//                  it returns is one doc's params in order.
+struct Watch {
+    std::string query;
+    std::uint32_t relid = 0;
+    std::string schema;
+    std::string table;
+    std::vector<WatchColumn> columns;
+    std::optional<std::string> keys_sql;
+    std::vector<WatchColumn> keys_args;
+    bool allow_broadcast = false;
+    bool operator==(const Watch&) const = default;
+
+    bool reverse() const { return keys_sql.has_value(); }
+};
+
+struct Definitions {
+    std::uint64_t generation = 0;  // bumped by every definition change and watched-table DDL
+    std::vector<DocQuery> queries;
+    std::vector<Watch> watches;
+
+    // The query named `name`, or nullptr.
+    const DocQuery* find_query(std::string_view name) const;
+};
+
+// Parses docsync.worker_definitions()'s JSON. Throws docsync::Error naming the problem (and where)
+// when the document is malformed: a missing or mistyped field, a watch naming an unknown query, a
+// direct watch whose column count differs from its query's params, duplicate query names.
+Definitions parse_definitions(std::string_view json);
+
+// The plugin's `tables` option (contract A) for these definitions: `relid(attnum,…)` entries, the
+// union of the columns every watch of a table uses, in ascending relid and attnum order. Empty when
+// nothing is watched.
+std::string plugin_tables(const Definitions& definitions);
+
+}  // namespace docsync

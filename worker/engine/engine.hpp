@@ -1,0 +1,137 @@
+#pragma once
+// The recompute engine: maps row changes to docs, keeps the dirty set, coalesces per key, runs doc
+// and keys queries on its own worker threads through the Runner, publishes through the Publisher,
+// and completes the coordinator's transaction tickets once every doc a transaction dirtied has a
+// durable outcome.
+//
+// Threads: the stream thread calls on_begin/on_relation/on_change/on_truncate/on_commit,
+// load_definitions, set_generation and reset_stream; these never run SQL and never wait on a
+// compute (they take the engine's mutex, which no thread holds across SQL or a publish). Any thread
+// may call sync_live, touch, warm, recompute_all_live and stats. The worker threads started by
+// start() call the Runner and the Publisher, and call `complete` (never under the engine's mutex).
+//
+// Coalescing (invariant 4): a doc is computed by at most one thread at a time; a change that
+// arrives while it computes marks it dirty again, which schedules exactly one more round however
+// many changes arrive; and rounds of one doc start at least min_round_interval apart.
+//
+// Completion (invariant 1 and 2): every transaction gets a sequence number at BEGIN. A doc records
+// the oldest sequence waiting for its next compute (and the one its running compute will satisfy),
+// the xids that compute must see, and the highest COMMIT end LSN it handled. A ticket completes when
+// no doc, keys lookup or definitions reload holds its sequence or an earlier one: tickets complete
+// in stream order, which is what the contiguous acknowledgement needs, and the engine keeps 8 bytes
+// per waiting transaction plus 8 bytes per (transaction, dirtied doc) pair for the visibility check.
+// A transaction that dirtied nothing completes at once, in on_commit.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "engine/definitions.hpp"
+#include "engine/seams.hpp"
+#include "replication/records.hpp"
+
+namespace docsync {
+
+struct EngineOptions {
+    bool live_all = false;                                     // --live all: every doc is live
+    std::chrono::milliseconds lease{std::chrono::seconds(90)};  // a listed channel stays live this long
+    std::chrono::milliseconds touch_grace{std::chrono::seconds(30)};  // warm/touch protect from a poll
+    std::size_t max_keys = 10000;                               // --max-keys
+    // A doc's next compute starts no sooner than this after its previous one started. A doc changed
+    // after a quiet spell is computed at once; a hot doc is computed at most once per interval
+    // however many changes arrive, so a stream decoded in real time coalesces too.
+    std::chrono::milliseconds min_round_interval{100};
+    std::chrono::milliseconds not_visible_backoff{5};           // first retry; doubles up to 40×
+    std::chrono::milliseconds transient_backoff{100};           // first retry; doubles up to 100×
+    std::chrono::milliseconds permanent_backoff{std::chrono::seconds(1)};  // doubles up to 300×
+};
+
+// Per doc query, for the status view.
+struct QueryStats {
+    std::string name;
+    std::uint64_t computes = 0;   // doc queries run
+    std::uint64_t published = 0;  // docs published
+    std::uint64_t errors = 0;     // permanent outcomes (query errors, timeouts, size and keys caps)
+    std::string last_error;
+    std::string last_sqlstate;
+    std::string last_channel;  // the doc (or "keys:<table>") of the last error
+};
+
+struct EngineStats {
+    std::uint64_t dirty_docs = 0;    // live docs awaiting a compute (not counting running ones)
+    std::uint64_t keys_queued = 0;   // keys lookups waiting or running
+    std::uint64_t in_flight = 0;     // doc computes running
+    std::uint64_t live_docs = 0;
+    std::uint64_t waiting_txns = 0;  // registered transactions not yet complete
+    std::uint64_t changes = 0;       // row changes handled
+    std::uint64_t broadcasts = 0;    // changes (or truncates) that dirtied every live doc of a query
+    std::uint64_t computes = 0;      // doc queries run
+    std::uint64_t keys_lookups = 0;  // keys queries run
+    std::uint64_t published = 0;
+    std::uint64_t not_visible = 0;         // computes requeued by the visibility check
+    std::uint64_t transient_failures = 0;  // computes, lookups or publishes retried
+    std::uint64_t permanent_failures = 0;
+    std::uint64_t txns_completed = 0;
+    std::vector<QueryStats> queries;
+
+    std::uint64_t dirty_depth() const { return dirty_docs + keys_queued; }
+};
+
+class Engine {
+public:
+    Engine(Runner& runner, Publisher& publisher, const Clock& clock, EngineOptions options,
+           std::function<void(std::uint64_t ticket)> complete);
+    ~Engine();  // stops the worker threads
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Installs definitions. Live docs of queries whose SQL, params, search_path or watches changed are
+    // recomputed; a definitions transaction seen by on_commit completes only after those recomputes.
+    void load_definitions(Definitions definitions);
+    const Definitions& definitions() const;  // the stream thread's view; not for other threads
+
+    // The stream, in order. on_commit returns true when the transaction touched a docsync definition
+    // table: the wiring reloads definitions (load_definitions) and re-plans the stream.
+    void on_begin(const BeginRecord& begin);
+    void on_relation(const RelationRecord& relation);
+    void on_change(const ChangeRecord& change);
+    void on_truncate(const TruncateRecord& truncate);
+    bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
+
+    // The generation of the doc versions published from now on (contract C).
+    void set_generation(std::uint64_t generation);
+
+    // Liveness (subscribers mode). Listed channels are leased (newly live ones are computed); with
+    // `complete`, live channels not listed are dropped unless warmed or touched within the grace.
+    void sync_live(const std::vector<std::string>& channels, bool complete);
+    void touch(const std::string& channel);  // a subscriber appeared: renew, or make live and compute
+    void warm(const std::string& channel);   // a client wants a doc the sink lacks: make live, compute
+    void recompute_all_live();                // startup and the WAL safety valve
+
+    // With --live all, reads the sink's channels (Publisher::retained_channels) into the live set, then
+    // starts `threads` worker threads (0: none; run_once() drives the work, for tests).
+    void start(unsigned threads);
+    // Stops the worker threads after their running computes end. Idempotent.
+    void stop();
+    // A new stream epoch: forget the transactions not yet complete (their tickets are never completed).
+    // Docs stay dirty; only the bookkeeping of who waits for them is dropped.
+    void reset_stream();
+
+    // Runs one unit of due work (a keys lookup or a doc compute) on the calling thread; false when
+    // there is none. For tests and benchmarks that start no worker threads.
+    bool run_once();
+
+    EngineStats stats() const;
+    std::uint64_t dirty_depth() const { return stats().dirty_depth(); }
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace docsync

@@ -1,0 +1,23 @@
+// Reading contract B's document from the extension.
+#include "executor/definitions_reader.hpp"
+
+#include "common/error.hpp"
+
+namespace docsync {
+
+Definitions read_definitions(pg::Connection& connection, pg::Deadline deadline) {
+    Error error("");
+    auto result = connection.try_exec("SELECT docsync.worker_definitions()::text", {}, deadline, &error);
+    if (!result) {
+        if (error.sqlstate() == "3F000" || error.sqlstate() == "42883")
+            throw Error("docsync.worker_definitions() does not exist in this database: run CREATE EXTENSION docsync "
+                        "(or ALTER EXTENSION docsync UPDATE) in the database --dsn connects to",
+                        error.sqlstate());
+        throw Error(std::string("could not read the definitions: ") + error.what(), error.sqlstate(), error.transient());
+    }
+    if (result.rows() != 1 || result.columns() != 1 || result.is_null(0, 0))
+        throw Error("docsync.worker_definitions() returned no document; the extension and the worker do not match");
+    return parse_definitions(result.get(0, 0));
+}
+
+}  // namespace docsync

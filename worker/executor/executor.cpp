@@ -1,0 +1,296 @@
+// The read-only executor; the contract is in executor.hpp.
+#include "executor/executor.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/lsn.hpp"
+#include "executor/json_check.hpp"
+#include "executor/snapshot.hpp"
+#include "pg/connection.hpp"
+
+namespace docsync {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()); }
+
+}  // namespace
+
+struct Executor::Slot {
+    std::optional<pg::Connection> conn;
+    bool busy = false;
+    bool standby = false;
+    unsigned failures = 0;
+    SteadyClock::time_point next_attempt{};
+};
+
+struct Executor::Lease {
+    Executor* owner = nullptr;
+    std::size_t index = 0;
+    Slot* slot = nullptr;
+    std::string error;  // set when no connection could be had
+    bool keep = true;
+    ~Lease() {
+        if (owner && slot) owner->give_back(index, keep);
+    }
+};
+
+std::vector<std::string> pool_role_problems(pg::Connection& connection) {
+    auto r = connection.exec(
+        "SELECT r.rolname, r.rolsuper, r.rolreplication, r.rolbypassrls,"
+        " pg_has_role(r.oid, 'pg_read_server_files', 'MEMBER'),"
+        " pg_has_role(r.oid, 'pg_write_server_files', 'MEMBER'),"
+        " pg_has_role(r.oid, 'pg_execute_server_program', 'MEMBER'),"
+        " pg_has_role(r.oid, 'pg_signal_backend', 'MEMBER')"
+        " FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
+        pg::deadline_in(std::chrono::seconds(30)));
+    if (r.rows() != 1) throw Error("could not read the pool role's attributes from pg_roles");
+    std::vector<std::string> problems;
+    const char* what[] = {nullptr,
+                          "SUPERUSER",
+                          "REPLICATION",
+                          "BYPASSRLS",
+                          "member of pg_read_server_files",
+                          "member of pg_write_server_files",
+                          "member of pg_execute_server_program",
+                          "member of pg_signal_backend"};
+    bool super = r.get(0, 1) == "t";
+    for (int c = 1; c < 8; ++c) {
+        if (r.get(0, c) != "t") continue;
+        if (super && c >= 4) continue;  // a superuser is a member of everything: say SUPERUSER once
+        problems.emplace_back(what[c]);
+    }
+    return problems;
+}
+
+Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
+    if (options_.pool_size == 0) throw Error("--pool must be at least 1");
+    for (unsigned i = 0; i < options_.pool_size; ++i) slots_.push_back(std::make_unique<Slot>());
+    // The first connection is made now: an unreachable server or an unsafe role stops the start.
+    auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
+                                        {{"application_name", options_.application_name}});
+    auto problems = pool_role_problems(conn);
+    if (!problems.empty()) {
+        std::string role(conn.exec("SELECT current_user", pg::deadline_in(std::chrono::seconds(30))).get(0, 0));
+        std::string list;
+        for (const auto& p : problems) list += (list.empty() ? "" : ", ") + p;
+        std::string message = "the pool role \"" + role + "\" is not harmless (" + list +
+                              "): doc queries are customer SQL and must run as a role without these; connect "
+                              "--pool-dsn as a plain role with SELECT on what the docs read";
+        if (!options_.allow_unsafe_pool) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
+        log_warning("executor", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
+    }
+    // Pin the session.
+    conn.exec("SELECT set_config('default_transaction_read_only', 'on', false),"
+              " set_config('statement_timeout', $1, false),"
+              " set_config('idle_in_transaction_session_timeout', $2, false)",
+              {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
+              pg::deadline_in(std::chrono::seconds(30)));
+    auto recovery = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(std::chrono::seconds(30)));
+    slots_[0]->standby = standby_ = recovery.get(0, 0) == "t";
+    slots_[0]->conn.emplace(std::move(conn));
+}
+
+Executor::~Executor() = default;
+
+bool Executor::standby() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return standby_;
+}
+
+Executor::Lease Executor::acquire() {
+    std::size_t index = 0;
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            auto it = std::find_if(slots_.begin(), slots_.end(), [](const auto& s) { return !s->busy; });
+            if (it != slots_.end()) {
+                index = static_cast<std::size_t>(it - slots_.begin());
+                (*it)->busy = true;
+                break;
+            }
+            free_.wait(lock);
+        }
+    }
+    Lease lease;
+    lease.owner = this;
+    lease.index = index;
+    lease.slot = slots_[index].get();
+    Slot& slot = *lease.slot;
+    if (slot.conn && slot.conn->ok()) return lease;
+    slot.conn.reset();
+    if (SteadyClock::now() < slot.next_attempt) {
+        lease.error = "the pool connection is down; reconnecting with backoff";
+        return lease;
+    }
+    try {
+        auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
+                                            {{"application_name", options_.application_name}});
+        conn.exec("SELECT set_config('default_transaction_read_only', 'on', false),"
+                  " set_config('statement_timeout', $1, false),"
+                  " set_config('idle_in_transaction_session_timeout', $2, false)",
+                  {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
+                  pg::deadline_in(options_.connect_timeout));
+        slot.standby = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(options_.connect_timeout)).get(0, 0) == "t";
+        slot.conn.emplace(std::move(conn));
+        slot.failures = 0;
+        std::lock_guard<std::mutex> lock(mutex_);
+        standby_ = slot.standby;
+    } catch (const Error& e) {
+        ++slot.failures;
+        auto wait = options_.reconnect_backoff * std::min<unsigned>(1u << std::min(slot.failures, 6u), 50u);
+        slot.next_attempt = SteadyClock::now() + wait;
+        lease.error = std::string("could not connect the pool: ") + e.what();
+        log_warning("executor", lease.error);
+    }
+    return lease;
+}
+
+void Executor::give_back(std::size_t index, bool keep) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!keep) slots_[index]->conn.reset();
+    slots_[index]->busy = false;
+    free_.notify_one();
+}
+
+template <typename Body>
+OutcomeKind Executor::in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
+                                 std::string& error, std::string& sqlstate, Body&& body) {
+    Lease lease = acquire();
+    if (!lease.slot->conn) {
+        error = what + ": " + lease.error;
+        return OutcomeKind::Transient;
+    }
+    pg::Connection& conn = *lease.slot->conn;
+    auto short_deadline = [&] { return pg::deadline_in(options_.statement_timeout + std::chrono::seconds(5)); };
+    bool began = false;
+    OutcomeKind kind = OutcomeKind::Ok;
+    try {
+        if (lease.slot->standby) {
+            // A standby's xip is always empty: wait for replay to pass what the compute completes,
+            // checked before the snapshot is taken.
+            auto r = conn.exec("SELECT pg_last_wal_replay_lsn()", short_deadline());
+            if (r.is_null(0, 0)) {
+                lease.slot->standby = false;  // promoted: use the primary's check from now on
+                return OutcomeKind::NotVisible;
+            }
+            auto replayed = parse_lsn(r.get(0, 0));
+            if (!replayed || *replayed < need.max_end_lsn) return OutcomeKind::NotVisible;
+        }
+        conn.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", short_deadline());
+        began = true;
+        // The transaction's snapshot is taken by this first statement.
+        pg::Params params{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
+        auto r = conn.exec(
+            "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
+            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END",
+            params, short_deadline());
+        bool in_recovery = r.get(0, 1) == "t";
+        if (in_recovery != lease.slot->standby) {
+            lease.slot->standby = in_recovery;  // promoted or demoted under us: check again the right way
+            kind = OutcomeKind::NotVisible;
+        } else if (!in_recovery) {
+            auto snapshot = parse_snapshot(r.get(0, 0));
+            if (!snapshot) throw Error("could not parse pg_current_snapshot(): " + std::string(r.get(0, 0)));
+            for (auto xid : need.xids) {
+                if (!snapshot->sees_committed(xid)) {
+                    kind = OutcomeKind::NotVisible;
+                    break;
+                }
+            }
+        }
+        if (kind == OutcomeKind::Ok) {
+            auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
+            kind = body(conn, deadline, error);
+        }
+    } catch (const Error& e) {
+        sqlstate = e.sqlstate();
+        error = what + " failed: " + e.what();
+        kind = e.transient() ? OutcomeKind::Transient : OutcomeKind::Permanent;
+        if (sqlstate == "57014") error = what + " timed out after " + millis(options_.statement_timeout) + " ms (" + e.what() + ")";
+    }
+    // Leave the session as it was pinned: no transaction, no advisory locks.
+    if (conn.ok()) {
+        try {
+            if (began) conn.exec("ROLLBACK", short_deadline());
+            conn.exec("SELECT pg_catalog.pg_advisory_unlock_all()", short_deadline());
+        } catch (const Error& e) {
+            log_warning("executor", std::string("dropping a pool connection that did not clean up: ") + e.what());
+            lease.keep = false;
+        }
+    } else {
+        lease.keep = false;
+    }
+    return kind;
+}
+
+DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) {
+    DocOutcome out;
+    std::string what = "doc query \"" + query.name + "\"";
+    out.kind = in_compute(
+        query.search_path, need, what, out.error, out.sqlstate,
+        [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
+            auto r = conn.exec(query.sql, args, deadline);
+            if (r.columns() != 1) {
+                error = what + " returned " + std::to_string(r.columns()) +
+                        " columns; a doc query returns exactly one (the doc's JSON)";
+                return OutcomeKind::Permanent;
+            }
+            if (r.rows() > 1) {
+                error = what + " returned " + std::to_string(r.rows()) +
+                        " rows for one doc; a doc query returns at most one row per set of params";
+                return OutcomeKind::Permanent;
+            }
+            if (r.rows() == 0 || r.is_null(0, 0)) return OutcomeKind::Ok;  // no doc: publishes null
+            auto value = r.get(0, 0);
+            if (value.size() > options_.max_doc_bytes) {
+                error = what + " returned a doc of " + std::to_string(value.size()) + " bytes, over --max-doc-bytes (" +
+                        std::to_string(options_.max_doc_bytes) + ")";
+                return OutcomeKind::Permanent;
+            }
+            if (!valid_json(value)) {
+                error = what + " returned a value that is not valid JSON; return json or jsonb";
+                return OutcomeKind::Permanent;
+            }
+            out.doc.emplace(value);
+            return OutcomeKind::Ok;
+        });
+    if (out.kind != OutcomeKind::Ok) out.doc.reset();
+    return out;
+}
+
+KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
+                               const Visibility& need) {
+    KeysOutcome out;
+    std::string what = "the keys query of the watch of \"" + query.query + "\" on " + query.table;
+    out.kind = in_compute(query.search_path, need, what, out.error, out.sqlstate,
+                          [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
+                              auto r = conn.exec(query.sql, args, deadline);
+                              if (static_cast<std::size_t>(r.rows()) > max_keys) {
+                                  error = what + " returned " + std::to_string(r.rows()) + " rows, over --max-keys (" +
+                                          std::to_string(max_keys) +
+                                          "); narrow keys_sql or raise --max-keys (a truncated key set would "
+                                          "leave docs stale)";
+                                  return OutcomeKind::Permanent;
+                              }
+                              if (r.columns() < 1) {
+                                  error = what + " returned no columns";
+                                  return OutcomeKind::Permanent;
+                              }
+                              out.keys.reserve(static_cast<std::size_t>(r.rows()));
+                              for (int row = 0; row < r.rows(); ++row) {
+                                  SqlArgs key;
+                                  for (int c = 0; c < r.columns(); ++c) key.push_back(r.get_optional(row, c));
+                                  out.keys.push_back(std::move(key));
+                              }
+                              return OutcomeKind::Ok;
+                          });
+    if (out.kind != OutcomeKind::Ok) out.keys.clear();
+    return out;
+}
+
+}  // namespace docsync

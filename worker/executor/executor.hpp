@@ -1,0 +1,83 @@
+#pragma once
+// The read-only executor: the engine's Runner over a pool of libpq connections (--pool-dsn).
+//
+// Every session is pinned at connect time (default_transaction_read_only = on, statement_timeout,
+// idle_in_transaction_session_timeout, application_name); the pool role is checked harmless at
+// start. Every compute runs in its own BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY transaction
+// with the query's stored search_path (SET LOCAL), checks that its snapshot includes what it
+// completes (invariant 3: pg_current_snapshot() on a primary, pg_last_wal_replay_lsn() before BEGIN
+// on a standby), runs the customer's SQL under a client-side deadline enforced with PQcancel, and
+// ends with ROLLBACK and pg_advisory_unlock_all().
+//
+// Threads: run_doc and run_keys may be called from any number of threads at once; each call borrows
+// one pooled connection for its whole compute. Lost connections are replaced with backoff.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/seams.hpp"
+
+namespace docsync::pg {
+class Connection;
+}
+
+namespace docsync {
+
+struct ExecutorOptions {
+    std::string pool_dsn;                                              // --pool-dsn
+    unsigned pool_size = 4;                                            // --pool
+    std::chrono::milliseconds statement_timeout{std::chrono::seconds(5)};  // --statement-timeout
+    std::size_t max_doc_bytes = 1024 * 1024;                           // --max-doc-bytes
+    bool allow_unsafe_pool = false;                                    // --allow-unsafe-pool
+    std::string application_name = "docsync-worker pool";
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+    std::chrono::milliseconds reconnect_backoff{std::chrono::milliseconds(200)};  // doubles up to 50×
+};
+
+// What makes a pool role unsafe: SUPERUSER, REPLICATION, BYPASSRLS, or membership in
+// pg_read_server_files, pg_write_server_files, pg_execute_server_program, pg_signal_backend.
+// Empty when the connection's role is harmless. Throws docsync::Error when the check cannot run.
+std::vector<std::string> pool_role_problems(pg::Connection& connection);
+
+class Executor final : public Runner {
+public:
+    // Connects the first pool connection and checks the role; throws docsync::Error when the server
+    // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
+    explicit Executor(ExecutorOptions options);
+    ~Executor() override;
+    Executor(const Executor&) = delete;
+    Executor& operator=(const Executor&) = delete;
+
+    DocOutcome run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) override;
+    KeysOutcome run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
+                         const Visibility& need) override;
+
+    // Whether the pool's server was a hot standby when last seen.
+    bool standby() const;
+
+    struct Slot;
+
+private:
+    struct Lease;
+    Lease acquire();
+    void give_back(std::size_t index, bool keep);
+
+    // Runs `body` inside a pinned compute transaction; returns its outcome kind and error.
+    template <typename Body>
+    OutcomeKind in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
+                           std::string& error, std::string& sqlstate, Body&& body);
+
+    ExecutorOptions options_;
+    mutable std::mutex mutex_;
+    std::condition_variable free_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    bool standby_ = false;
+};
+
+}  // namespace docsync
