@@ -1,6 +1,5 @@
 // The Redis sink and the subscriber liveness against a real redis-server started by each test.
 #include <doctest/doctest.h>
-#include <rapidjson/document.h>
 
 #include <atomic>
 #include <chrono>
@@ -297,7 +296,7 @@ TEST_CASE("redis: an unreachable Redis at start is a clear error naming the addr
     }
 }
 
-TEST_CASE("redis liveness: polls report subscribed db: channels; warm and touch reach their callbacks") {
+TEST_CASE("redis liveness: polls report subscribed db: channels, warm and touch reach their callbacks") {
     RedisServer redis;
     std::mutex m;
     std::vector<std::pair<std::set<std::string>, bool>> polls;

@@ -98,6 +98,37 @@ TEST_CASE("backpressure: over the pending cap the stream stops reading until wor
     drop_slot(c, "stream_pressure");
 }
 
+TEST_CASE("backpressure by bytes: a transaction over the byte cap is still read whole, the next one waits") {
+    REQUIRE_MESSAGE(plugin_emits_records(), "the installed docsync plugin does not emit records yet");
+    auto c = sql();
+    drop_slot(c, "stream_pressure_bytes");
+    std::string oid = watched_table(c, "stream_pressure_bytes_t");
+    exec1(c, "TRUNCATE stream_pressure_bytes_t");
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    handler.hold_all = true;
+    auto options = watching("stream_pressure_bytes", oid);
+    options.max_pending_bytes = 64 << 10;
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    // Two transactions of about 200 kB each.
+    for (int i = 0; i < 2; ++i)
+        exec1(c, "INSERT INTO stream_pressure_bytes_t SELECT g, repeat('y', 200) FROM generate_series(" +
+                     std::to_string(i * 1000 + 1) + ", " + std::to_string(i * 1000 + 1000) + ") g");
+    REQUIRE(wait_until([&] { return handler.commit_count() == 1; }, 30s));
+    std::this_thread::sleep_for(1s);
+    CHECK(handler.commit_count() == 1);
+    CHECK(coordinator.pending_bytes() > (64u << 10));
+    CHECK(runner.stream.stats().state == StreamState::Paused);
+    handler.hold_all = false;
+    handler.release();
+    CHECK(wait_until([&] { return handler.commit_count() == 2; }, 30s));
+    runner.stop();
+    CHECK(runner.error().empty());
+    drop_slot(c, "stream_pressure_bytes");
+}
+
 TEST_CASE("after a reconnect, pending transactions are redelivered under a new epoch and old completions are ignored") {
     REQUIRE_MESSAGE(plugin_emits_records(), "the installed docsync plugin does not emit records yet");
     auto c = sql();

@@ -271,3 +271,81 @@ TEST_CASE("a long customer transaction pinning restart_lsn does not fire the val
     runner.stop();
     drop_slot(c, "stream_pinned");
 }
+
+TEST_CASE("request_restart starts a new session from the confirmed position and asks for the tables again") {
+    auto c = sql();
+    drop_slot(c, "stream_replan");
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    auto options = test_options("stream_replan");
+    options.create_slot = true;
+    bool tables_option = plugin_emits_records();  // the plugin accepts `tables`
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "CREATE TABLE IF NOT EXISTS stream_busy(id bigserial PRIMARY KEY, pad text)");
+    std::string oid = exec1(c, "SELECT 'stream_busy'::regclass::oid::text");
+    std::atomic<int> asked{0};
+    options.tables = [&]() -> std::optional<std::string> {  // called on the stream thread
+        asked++;
+        if (!tables_option) return std::nullopt;
+        return oid;
+    };
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    Lsn confirmed = slot_row(c, "stream_replan").confirmed_flush;
+    runner.stream.request_restart();
+    REQUIRE(wait_until([&] { return handler.session_count() == 2 && runner.streaming(); }, 30s));
+    auto second = handler.with_lock([&] { return handler.sessions[1]; });
+    CHECK(second.reconnect);
+    CHECK_FALSE(second.slot_created);
+    CHECK(second.start_lsn >= confirmed);
+    CHECK(second.epoch == handler.with_lock([&] { return handler.sessions[0].epoch; }) + 1);
+    CHECK(asked == 2);
+    CHECK(runner.stream.stats().reconnects == 1);
+    runner.stop();
+    CHECK(runner.error().empty());
+    drop_slot(c, "stream_replan");
+}
+
+TEST_CASE("the generation comes from docsync.advance_generation: raised for a new slot and by the valve, kept on reconnect") {
+    auto admin = sql();
+    if (exec1(admin, "SELECT count(*) FROM pg_database WHERE datname = 'stream_generation'") == "0")
+        exec1(admin, "CREATE DATABASE stream_generation");
+    auto c = pg::Connection::connect("dbname=stream_generation", pg::deadline_in(10s));
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "CREATE EXTENSION IF NOT EXISTS docsync");
+    drop_slot(c, "stream_generation");
+    exec1(c, "DELETE FROM docsync.worker_state WHERE slot = 'stream_generation'");
+
+    auto run_once = [&](StreamOptions options, std::uint64_t floor) {
+        options.dsn = "dbname=stream_generation";
+        options.generation_floor = [floor] { return floor; };
+        DeliveryProgressCoordinator coordinator;
+        RecordingHandler handler(coordinator);
+        StreamRunner runner(options, coordinator, handler);
+        REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+        REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+        runner.stop();
+        return handler.with_lock([&] { return handler.sessions.at(0); });
+    };
+    auto options = test_options("stream_generation");
+    options.create_slot = true;
+    auto first = run_once(options, 0);
+    CHECK(first.generation_from_server);
+    CHECK(first.slot_created);
+    CHECK(first.generation == 1);
+    auto again = run_once(options, 0);  // same slot, same server: unchanged
+    CHECK_FALSE(again.slot_created);
+    CHECK(again.generation == 1);
+    auto floored = run_once(options, 5);  // the sink already holds generation 5
+    CHECK(floored.generation == 5);
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "CREATE TABLE IF NOT EXISTS gen_busy(id bigserial, pad text)");
+    exec1(c, "INSERT INTO gen_busy(pad) SELECT repeat('x', 1000) FROM generate_series(1, 3000)");
+    options.max_retained_wal = 1 << 20;  // the valve fires at start: forced raise
+    auto valve = run_once(options, 0);
+    CHECK(valve.valve_fired);
+    CHECK(valve.generation == 6);
+    CHECK(exec1(c, "SELECT generation FROM docsync.worker_state WHERE slot = 'stream_generation'") == "6");
+    drop_slot(c, "stream_generation");
+}

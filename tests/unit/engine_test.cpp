@@ -138,6 +138,20 @@ TEST_CASE("a transaction that dirties no live doc completes at once") {
     CHECK(h.is_complete(2));
     CHECK(h.drain() == 0);
     CHECK(h.runner.doc_calls.empty());
+    CHECK(h.engine.stats().txns_completed == 2);
+}
+
+TEST_CASE("a doc dropped while a transaction that changed it is open does not hold the ticket") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.engine.on_begin(BeginRecord{900, 0x500, 0});
+    h.engine.on_change(update_order_status("1"));
+    h.engine.sync_live({}, true);  // the last subscriber left
+    h.engine.on_commit(CommitRecord{0x500, 0x530}, 1);
+    CHECK(h.is_complete(1));
+    CHECK(h.drain() == 0);
+    CHECK(h.engine.stats().txns_completed == 1);
 }
 
 TEST_CASE("a row that moves from one doc to another dirties both") {

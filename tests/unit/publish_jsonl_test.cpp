@@ -5,9 +5,12 @@
 #include <rapidjson/document.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +94,17 @@ TEST_CASE("an envelope embeds the doc as JSON, compacted, with its version") {
     CHECK(exact.find(R"("big":123456789012345678901234567890.000000000000000001)") != std::string::npos);
     CHECK(exact.find(R"("e":1e400)") != std::string::npos);
     CHECK(exact.find(R"("s":"a\nb)") != std::string::npos);
+
+    // Channels with control bytes and non-ASCII text round-trip; a channel that is not UTF-8 is refused.
+    for (std::string channel : {std::string("db:q:\x01\x7f\"\\/"), std::string("db:q:\xc3\xa9\xf0\x9f\x98\x80")}) {
+        auto back = docsync::publish::parse_envelope(docsync::publish::make_envelope(channel, std::nullopt, DocVersion{1, 1}));
+        REQUIRE(back);
+        CHECK(back->channel == channel);
+    }
+    CHECK(docsync::publish::parse_envelope(R"({"channel":"db:\u00e9\ud83d\ude00\n","doc":null,"generation":1,"lsn":"0/1"})")
+              ->channel == "db:\xc3\xa9\xf0\x9f\x98\x80\n");
+    CHECK(error_of([] { docsync::publish::make_envelope("db:q:\xff", std::nullopt, DocVersion{1, 1}); })
+              .find("not valid UTF-8") != std::string::npos);
 
     // The envelope reads back.
     auto head = docsync::publish::parse_envelope(line);
@@ -270,7 +284,7 @@ TEST_CASE("file sink: a full filesystem is a clear startup error") {
     CHECK(message.find((mnt / "docs.jsonl").string()) != std::string::npos);
 }
 
-TEST_CASE("stdout sink: concurrent lines reach the descriptor whole; it holds nothing") {
+TEST_CASE("stdout sink: concurrent lines reach the descriptor whole and it holds nothing") {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     std::string received;
@@ -350,4 +364,49 @@ TEST_CASE("--live subscribers with a JSONL sink is refused with the fix") {
     auto message = error_of([&] { docsync::publish::make_liveness(spec, callbacks); });
     CHECK(message.find("--live subscribers needs a Redis sink") != std::string::npos);
     CHECK(message.find("--live all") != std::string::npos);
+}
+
+TEST_CASE("file sink: after kill -9 mid-stream every acknowledged doc is in the file, as whole lines") {
+    TempDir dir;
+    auto path = dir.path / "docs.jsonl";
+    int acks[2];
+    REQUIRE(::pipe(acks) == 0);
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // The child publishes until it is killed and reports each publish that returned.
+        ::close(acks[0]);
+        try {
+            auto sink = JsonlSink::open_file(path.string());
+            for (std::uint32_t i = 1; i < 1000000; ++i) {
+                sink->publish("db:k:" + std::to_string(i), "{\"i\":" + std::to_string(i) + ",\"pad\":\"" +
+                                                                std::string(i % 3000, 'p') + "\"}",
+                              DocVersion{1, i});
+                if (::write(acks[1], &i, sizeof i) != sizeof i) ::_exit(3);
+            }
+        } catch (...) {
+            ::_exit(2);
+        }
+        ::_exit(0);
+    }
+    ::close(acks[1]);
+    std::uint32_t last = 0, got = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (last < 300 && std::chrono::steady_clock::now() < deadline && ::read(acks[0], &got, sizeof got) == sizeof got)
+        last = got;
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    while (::read(acks[0], &got, sizeof got) == sizeof got) last = got;  // acks sent before the kill
+    ::close(acks[0]);
+    REQUIRE(last >= 300);
+
+    auto sink = JsonlSink::open_file(path.string());  // repairs whatever the kill left
+    auto lines = read_lines(path);
+    REQUIRE(lines.size() >= last);
+    for (std::size_t n = 0; n < lines.size(); ++n) {
+        auto head = docsync::publish::parse_envelope(lines[n]);
+        REQUIRE_MESSAGE(head, "line " << n + 1);
+        CHECK(head->channel == "db:k:" + std::to_string(n + 1));
+    }
 }

@@ -167,8 +167,8 @@ struct Engine::Impl {
             out.push_back(tickets.front());
             tickets.pop_front();
             ++ticket_base;
+            ++counters.txns_completed;
         }
-        counters.txns_completed += out.size();
     }
 
     void finish(std::vector<std::uint64_t>& done) {
@@ -422,8 +422,9 @@ struct Engine::Impl {
     }
 
     void queue_lookup(const WatchPlan& wp, const SqlArgs& args) {
-        for (const auto& l : txn_lookups)
-            if (l.watch == wp.watch && l.args == args) return;
+        std::size_t scanned = 0;  // dedupe against the recent ones only: a big transaction stays linear
+        for (auto it = txn_lookups.rbegin(); it != txn_lookups.rend() && scanned < 64; ++it, ++scanned)
+            if (it->watch == wp.watch && it->args == args) return;
         Lookup lookup;
         lookup.defs = defs;
         lookup.watch = wp.watch;
@@ -457,7 +458,15 @@ struct Engine::Impl {
         for (Entry* entry : txn_docs) entry->second.flags &= static_cast<std::uint8_t>(~kTxn);
         for (Entry* entry : txn_docs) {
             Doc& doc = entry->second;
-            if (!(doc.flags & kLive)) continue;  // dropped meanwhile
+            if (!(doc.flags & kLive)) {  // dropped meanwhile: nobody waits for it any more
+                if (!(doc.flags & (kQueued | kInFlight | kDelayed))) {
+                    release(doc.pending_seq);
+                    doc.pending_seq = 0;
+                    doc.xids.clear();
+                    doc.flags &= static_cast<std::uint8_t>(~kDirty);
+                }
+                continue;
+            }
             doc.lsn = std::max(doc.lsn, c.end_lsn);
             add_waiter(doc, seq);
             waits = true;

@@ -1,14 +1,12 @@
 // The read-only executor; the contract is in executor.hpp.
 #include "executor/executor.hpp"
 
-#include <rapidjson/memorystream.h>
-#include <rapidjson/reader.h>
-
 #include <algorithm>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/lsn.hpp"
+#include "executor/json_check.hpp"
 #include "executor/snapshot.hpp"
 #include "pg/connection.hpp"
 
@@ -19,19 +17,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()); }
-
-bool valid_json(std::string_view text) {
-    rapidjson::MemoryStream stream(text.data(), text.size());
-    rapidjson::BaseReaderHandler<> handler;
-    rapidjson::Reader reader;
-    if (reader.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseStopWhenDoneFlag>(stream, handler)
-            .IsError())
-        return false;
-    // Only whitespace may follow the value.
-    for (std::size_t i = stream.Tell(); i < text.size(); ++i)
-        if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') return false;
-    return true;
-}
 
 }  // namespace
 

@@ -1,11 +1,8 @@
 // Envelopes: validating, compacting and embedding doc JSON, and reading envelopes back.
 #include "publish/envelope.hpp"
 
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include <cctype>
+#include <optional>
 #include <charconv>
 #include <cstdint>
 #include <vector>
@@ -208,6 +205,97 @@ private:
     std::vector<char> stack_;
 };
 
+// Appends `text` as a JSON string. Channels are UTF-8 (PostgreSQL text in a UTF8 database); anything
+// else cannot be written as JSON and is refused.
+void append_json_string(std::string& out, std::string_view text) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::size_t start = out.size();
+    out.push_back('"');
+    for (char ch : text) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out.push_back('\\');
+            out.push_back(ch);
+        } else if (c < 0x20 || c == 0x7F) {
+            out += "\\u00";
+            out.push_back(kHex[c >> 4]);
+            out.push_back(kHex[c & 0xF]);
+        } else {
+            out.push_back(ch);
+        }
+    }
+    out.push_back('"');
+    try {
+        Compactor(std::string_view(out).substr(start)).run();  // validates the UTF-8
+    } catch (const Error&) {
+        throw Error("the channel " + std::string(text) + " is not valid UTF-8; docsync needs a UTF8 database");
+    }
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
+
+// The text of a JSON string token already validated by the Compactor (quotes included); nullopt for
+// a lone surrogate escape, which names no character.
+std::optional<std::string> unescape_json_string(std::string_view token) {
+    std::string out;
+    auto hex4 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (std::size_t k = 0; k < 4; ++k) {
+            char h = token[at + k];
+            v = v * 16 + static_cast<std::uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        return v;
+    };
+    for (std::size_t i = 1; i + 1 < token.size(); ++i) {
+        char c = token[i];
+        if (c != '\\') {
+            out.push_back(c);
+            continue;
+        }
+        char e = token[++i];
+        switch (e) {
+            case 'b': out.push_back('\b'); break;
+            case 'f': out.push_back('\f'); break;
+            case 'n': out.push_back('\n'); break;
+            case 'r': out.push_back('\r'); break;
+            case 't': out.push_back('\t'); break;
+            case 'u': {
+                std::uint32_t cp = hex4(i + 1);
+                i += 4;
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    if (i + 6 >= token.size() || token[i + 1] != '\\' || token[i + 2] != 'u') return std::nullopt;
+                    std::uint32_t low = hex4(i + 3);
+                    if (low < 0xDC00 || low > 0xDFFF) return std::nullopt;
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    i += 6;
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    return std::nullopt;
+                }
+                append_utf8(out, cp);
+                break;
+            }
+            default: out.push_back(e); break;  // " \ /
+        }
+    }
+    return out;
+}
+
 std::string compact_or_throw(std::string_view json, std::string_view what) {
     try {
         return Compactor(json).run();
@@ -222,25 +310,19 @@ std::string compact_or_throw(std::string_view json, std::string_view what) {
 std::string compact_json(std::string_view json) { return compact_or_throw(json, "the value"); }
 
 std::string make_envelope(std::string_view channel, const std::optional<std::string>& doc, DocVersion version) {
-    rapidjson::StringBuffer buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
-    writer.StartObject();
-    writer.Key("channel");
-    writer.String(channel.data(), static_cast<rapidjson::SizeType>(channel.size()));
-    writer.Key("doc");
-    if (doc) {
-        std::string compact = compact_or_throw(*doc, "the doc for " + std::string(channel));
-        writer.RawValue(compact.data(), compact.size(), rapidjson::kObjectType);
-    } else {
-        writer.Null();
-    }
-    writer.Key("generation");
-    writer.Uint64(version.generation);
-    writer.Key("lsn");
-    std::string lsn = format_lsn(version.lsn);
-    writer.String(lsn.data(), static_cast<rapidjson::SizeType>(lsn.size()));
-    writer.EndObject();
-    return std::string(buffer.GetString(), buffer.GetSize());
+    std::string compact = doc ? compact_or_throw(*doc, "the doc for " + std::string(channel)) : std::string("null");
+    std::string out;
+    out.reserve(compact.size() + channel.size() + 80);
+    out += R"({"channel":)";
+    append_json_string(out, channel);
+    out += R"(,"doc":)";
+    out += compact;
+    out += R"(,"generation":)";
+    out += std::to_string(version.generation);
+    out += R"(,"lsn":")";
+    out += format_lsn(version.lsn);
+    out += "\"}";
+    return out;
 }
 
 std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
@@ -274,11 +356,10 @@ std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
     auto lsn = parse_lsn(text.substr(lsn_at + lsn_key.size(), text.size() - 2 - lsn_at - lsn_key.size()));
     if (!lsn) return std::nullopt;
 
-    rapidjson::Document channel;
-    channel.Parse(channel_json.data(), channel_json.size());
-    if (channel.HasParseError() || !channel.IsString()) return std::nullopt;
+    auto channel = unescape_json_string(channel_json);
+    if (!channel) return std::nullopt;
     EnvelopeHead result;
-    result.channel.assign(channel.GetString(), channel.GetStringLength());
+    result.channel = std::move(*channel);
     result.version = DocVersion{generation, *lsn};
     return result;
 }

@@ -505,8 +505,11 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         if (stop_) return finish(Outcome::Stopped);
         if (restart_.exchange(false)) return finish(Outcome::Restart);
 
-        bool paused = coordinator_.pending_groups() >= options_.max_pending_txns ||
-                      coordinator_.pending_bytes() + txn_bytes >= options_.max_pending_bytes;
+        // Over a cap, wait for completions; but a transaction is always read whole while nothing
+        // else is pending (one larger than the byte cap must not wedge the stream).
+        std::size_t pending = coordinator_.pending_groups();
+        bool paused = pending >= options_.max_pending_txns ||
+                      (pending > 0 && coordinator_.pending_bytes() + txn_bytes >= options_.max_pending_bytes);
         bool buffered = false;  // libpq may still hold complete messages: do not sleep
         if (!paused) {
             buffered = true;
@@ -525,7 +528,9 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                 if (n == -2) throw pg::error_from(raw, nullptr, "replication stream");
                 std::unique_ptr<char, decltype(&PQfreemem)> owned(buf, &PQfreemem);
                 handle_message(owned.get(), n);
-                if (coordinator_.pending_groups() >= options_.max_pending_txns) break;
+                if (coordinator_.pending_groups() >= options_.max_pending_txns ||
+                    coordinator_.pending_bytes() + txn_bytes >= options_.max_pending_bytes)
+                    break;
             }
         }
 
