@@ -12,7 +12,10 @@ EXTVERSION = 0.1
 MODULE_big = docsync
 OBJS = \
 	plugin/docsync.o \
-	plugin/decode.o
+	plugin/decode.o \
+	plugin/options.o \
+	plugin/relmap.o \
+	plugin/sqlapi.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 

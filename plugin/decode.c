@@ -1,30 +1,93 @@
 /*-------------------------------------------------------------------------
  *
  * decode.c
- *		The docsync logical decoding output plugin.
+ *		The docsync logical decoding output plugin: compact, filtered, transaction-grouped change
+ *		records for the docsync worker.
  *
- * This first version parses and validates its options and emits nothing; the record format it will
- * emit is specified in shared/docsync_wire.h.
+ * Only watched relations (the `tables` option, plus the extension's own tables) emit anything, and
+ * only their listed columns. A transaction's BEGIN is written before its first emitted record and its
+ * COMMIT after the last, so a transaction whose changes are all filtered out emits nothing. Records
+ * are written in the binary format of shared/docsync_wire.h or, with format 'text', one readable line
+ * each (documented below and in the README). Each record is built in ctx->out and written at once;
+ * values are converted in a per-change memory context reset after every change, so plugin memory
+ * stays bounded whatever the size of a transaction.
+ *
+ * Text format: one line per record, with no volatile values (xids, LSNs, times, OIDs):
+ *		BEGIN
+ *		RELATION schema.name replident <d|f|n|i>: col <type oid>[ identity][ missing], …
+ *		INSERT schema.name new(col=value …)
+ *		UPDATE schema.name new(col=value …) old(col=value …)
+ *		DELETE schema.name old(col=value …)
+ *		TRUNCATE schema.name[, schema.name …][ CASCADE][ RESTART IDENTITY]
+ *		MESSAGE transactional|nontransactional 'prefix' 'content'
+ *		COMMIT
+ * A value is a quoted literal ('' for a quote; \\ \n \r \t and \xNN for backslash and control bytes)
+ * or one of NULL, TOAST (unchanged out-of-line value), SAME (old value equal to the new one) and
+ * UNKNOWN. Identifiers are double-quoted unless they match [a-z_][a-z0-9_]*; a column without a name
+ * (a listed attnum the relation does not have) is shown as "#attnum".
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "commands/defrem.h"
-#include "nodes/pg_list.h"
+#include "access/detoast.h"
+#include "fmgr.h"
+#include "access/htup_details.h"
+#include "access/transam.h"
 #include "replication/logical.h"
+#include "replication/origin.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
+#include "compat.h"
 #include "docsync.h"
 #include "docsync_wire.h"
+#include "plugin.h"
 
 /* Per-slot-session state. */
 typedef struct DocsyncDecodingData
 {
 	MemoryContext context;		/* per-change context, reset after each change */
-	int			proto_version;	/* wire version the client speaks */
-	bool		binary;			/* format binary (true) or text (false) */
+	MemoryContext options_context;	/* holds the parsed options for the session */
+	DocsyncOptions options;		/* the parsed plugin options */
+	int			changes_since_progress; /* changes seen since the last progress report */
 } DocsyncDecodingData;
+
+/* Per-transaction state, in txn->output_plugin_private. */
+typedef struct DocsyncTxnData
+{
+	bool		begin_sent;		/* BEGIN written: a COMMIT must follow */
+} DocsyncTxnData;
+
+/* One column value of a tuple being written. */
+typedef struct DocsyncValue
+{
+	char		kind;			/* DOCSYNC_VAL_* */
+	const char *text;			/* DOCSYNC_VAL_TEXT: the type's text output (not terminated) */
+	int			len;			/* DOCSYNC_VAL_TEXT: its length in bytes */
+	Datum		datum;			/* the raw value (valid for TEXT, and for TOAST as a pointer) */
+	char		digits[24];		/* room for an integer's text form */
+} DocsyncValue;
+
+/*
+ * Reads the columns of one tuple: deformed all at once when many are emitted, fetched one by one
+ * when few are (cheaper on wide rows), with values of columns added later taken from the catalog.
+ */
+typedef struct TupleReader
+{
+	HeapTuple	tuple;			/* the tuple being read */
+	TupleDesc	desc;			/* the changed relation's descriptor */
+	bool		deformed;		/* datums and nulls hold every column */
+	int			natts;			/* columns physically in the tuple */
+	Datum	   *datums;			/* deformed values, when deformed */
+	bool	   *nulls;			/* deformed null flags, when deformed */
+} TupleReader;
+
+/* At most this many emitted columns are fetched one by one rather than by deforming the tuple. */
+#define DOCSYNC_DIRECT_FETCH_MAX 4
 
 /* Callbacks */
 static void docsync_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init);
@@ -32,11 +95,38 @@ static void docsync_shutdown(LogicalDecodingContext *ctx);
 static void docsync_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn);
 static void docsync_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						   Relation relation, ReorderBufferChange *change);
+static void docsync_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+							 int nrelations, Relation relations[], ReorderBufferChange *change);
+static void docsync_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+							XLogRecPtr message_lsn, bool transactional, const char *prefix,
+							Size message_size, const char *message);
+static bool docsync_filter_by_origin(LogicalDecodingContext *ctx, RepOriginId origin_id);
 static void docsync_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 						   XLogRecPtr commit_lsn);
 
-/* Helpers */
-static void parse_output_options(DocsyncDecodingData *data, List *options);
+/* Records */
+static void ensure_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn);
+static void ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry);
+static void write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation,
+					  ReorderBufferChange *change);
+static void collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValue *values);
+static void collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
+						const DocsyncValue *newvals, DocsyncValue *values);
+static void write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
+						const DocsyncValue *values);
+static void value_text(DocsyncColumn *col, Datum d, DocsyncValue *value);
+static void reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple);
+static Datum reader_get(TupleReader *reader, AttrNumber attnum, bool *isnull);
+static void progress_tick(LogicalDecodingContext *ctx);
+
+/* Encoding helpers */
+static uint64 full_xid(TransactionId xid);
+static void put_uv(StringInfo out, uint64 v);
+static void put_str(StringInfo out, const char *s, size_t len);
+static void append_ident(StringInfo out, const char *name);
+static void append_qualified(StringInfo out, const char *schema, const char *name);
+static void append_column_label(StringInfo out, const DocsyncColumn *col);
+static void append_literal(StringInfo out, const char *s, size_t len);
 
 void
 _PG_output_plugin_init(OutputPluginCallbacks *cb)
@@ -44,24 +134,37 @@ _PG_output_plugin_init(OutputPluginCallbacks *cb)
 	cb->startup_cb = docsync_startup;
 	cb->begin_cb = docsync_begin;
 	cb->change_cb = docsync_change;
+	cb->truncate_cb = docsync_truncate;
+	cb->message_cb = docsync_message;
+	cb->filter_by_origin_cb = docsync_filter_by_origin;
 	cb->commit_cb = docsync_commit;
 	cb->shutdown_cb = docsync_shutdown;
 }
 
-/* Slot session start: allocate state and parse the options. */
+/* Slot session start: allocate state, parse the options, set up the relation cache. */
 static void
 docsync_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 {
 	DocsyncDecodingData *data = palloc0(sizeof(DocsyncDecodingData));
+	MemoryContext old;
 
 	data->context = AllocSetContextCreate(ctx->context, "docsync change context",
 										  ALLOCSET_DEFAULT_SIZES);
-	data->proto_version = DOCSYNC_PROTO_VERSION_MAX;
-	data->binary = true;
+	data->options_context = AllocSetContextCreate(ctx->context, "docsync options",
+												  ALLOCSET_SMALL_SIZES);
 	ctx->output_plugin_private = data;
-	if (!is_init)
-		parse_output_options(data, ctx->output_plugin_options);
-	opt->output_type = data->binary ? OUTPUT_PLUGIN_BINARY_OUTPUT : OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+
+	old = MemoryContextSwitchTo(data->options_context);
+	if (is_init)
+		docsync_parse_options(&data->options, NIL); /* slot creation: defaults only */
+	else
+		docsync_parse_options(&data->options, ctx->output_plugin_options);
+	MemoryContextSwitchTo(old);
+
+	opt->output_type = data->options.binary ? OUTPUT_PLUGIN_BINARY_OUTPUT
+		: OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+	opt->receive_rewrites = false;
+	docsync_relmap_init(ctx->context, data->options.tables);
 }
 
 /* Slot session end. */
@@ -70,89 +173,680 @@ docsync_shutdown(LogicalDecodingContext *ctx)
 {
 	DocsyncDecodingData *data = ctx->output_plugin_private;
 
+	docsync_relmap_reset();
+	if (data == NULL)
+		return;
 	MemoryContextDelete(data->context);
+	MemoryContextDelete(data->options_context);
 }
 
-/* BEGIN: nothing is emitted yet. */
+/* BEGIN: nothing is written until a change passes the filter. */
 static void
 docsync_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
+	DocsyncTxnData *txndata = MemoryContextAllocZero(ctx->context, sizeof(DocsyncTxnData));
+
+	txn->output_plugin_private = txndata;
 }
 
-/* A row change: nothing is emitted yet. */
+/* A row change: written when its relation is watched. */
 static void
 docsync_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			   Relation relation, ReorderBufferChange *change)
 {
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	DocsyncRelEntry *entry;
+	MemoryContext old;
+
+	progress_tick(ctx);
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+		case REORDER_BUFFER_CHANGE_UPDATE:
+		case REORDER_BUFFER_CHANGE_DELETE:
+			break;
+		default:
+			return;
+	}
+
+	old = MemoryContextSwitchTo(data->context);
+	entry = docsync_relmap_get(relation);
+	if (entry->watched)
+	{
+		ensure_begin(ctx, txn);
+		ensure_relation(ctx, entry);
+		write_row(ctx, entry, relation, change);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
 }
 
-/* COMMIT: nothing is emitted yet. */
+/* TRUNCATE: lists the watched relations it hit (reported as their roots), each once. */
+static void
+docsync_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				 int nrelations, Relation relations[], ReorderBufferChange *change)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	DocsyncRelEntry **hit;
+	int			nhit = 0;
+	int			i;
+	int			j;
+	uint8		flags = 0;
+	MemoryContext old;
+	StringInfo	out;
+
+	progress_tick(ctx);
+	old = MemoryContextSwitchTo(data->context);
+	hit = palloc(sizeof(DocsyncRelEntry *) * nrelations);
+	for (i = 0; i < nrelations; i++)
+	{
+		DocsyncRelEntry *entry = docsync_relmap_get(relations[i]);
+		bool		dup = false;
+
+		if (!entry->watched)
+			continue;
+		for (j = 0; j < nhit; j++)
+			if (hit[j]->root_relid == entry->root_relid)
+				dup = true;
+		if (!dup)
+			hit[nhit++] = entry;
+	}
+	if (nhit > 0)
+	{
+		ensure_begin(ctx, txn);
+		for (i = 0; i < nhit; i++)
+			ensure_relation(ctx, hit[i]);
+		if (change->data.truncate.cascade)
+			flags |= DOCSYNC_TRUNCATE_CASCADE;
+		if (change->data.truncate.restart_seqs)
+			flags |= DOCSYNC_TRUNCATE_RESTART_IDENTITY;
+
+		OutputPluginPrepareWrite(ctx, true);
+		out = ctx->out;
+		if (data->options.binary)
+		{
+			appendStringInfoChar(out, DOCSYNC_REC_TRUNCATE);
+			appendStringInfoChar(out, (char) flags);
+			put_uv(out, (uint64) nhit);
+			for (i = 0; i < nhit; i++)
+				put_uv(out, hit[i]->root_relid);
+		}
+		else
+		{
+			appendStringInfoString(out, "TRUNCATE ");
+			for (i = 0; i < nhit; i++)
+			{
+				if (i > 0)
+					appendStringInfoString(out, ", ");
+				append_qualified(out, hit[i]->schema, hit[i]->name);
+			}
+			if (flags & DOCSYNC_TRUNCATE_CASCADE)
+				appendStringInfoString(out, " CASCADE");
+			if (flags & DOCSYNC_TRUNCATE_RESTART_IDENTITY)
+				appendStringInfoString(out, " RESTART IDENTITY");
+		}
+		OutputPluginWrite(ctx, true);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(data->context);
+}
+
+/* A logical message: passed through when its prefix starts with "docsync" and messages are on. */
+static void
+docsync_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
+				XLogRecPtr message_lsn, bool transactional, const char *prefix,
+				Size message_size, const char *message)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	StringInfo	out;
+
+	if (!data->options.messages || strncmp(prefix, "docsync", strlen("docsync")) != 0)
+		return;
+	if (transactional)
+		ensure_begin(ctx, txn);
+
+	OutputPluginPrepareWrite(ctx, true);
+	out = ctx->out;
+	if (data->options.binary)
+	{
+		appendStringInfoChar(out, DOCSYNC_REC_MESSAGE);
+		appendStringInfoChar(out, transactional ? 1 : 0);
+		put_str(out, prefix, strlen(prefix));
+		put_str(out, message, message_size);
+	}
+	else
+	{
+		appendStringInfoString(out, transactional ? "MESSAGE transactional " : "MESSAGE nontransactional ");
+		append_literal(out, prefix, strlen(prefix));
+		appendStringInfoChar(out, ' ');
+		append_literal(out, message, message_size);
+	}
+	OutputPluginWrite(ctx, true);
+}
+
+/* With origin 'none', changes replicated from elsewhere (they carry an origin) are skipped. */
+static bool
+docsync_filter_by_origin(LogicalDecodingContext *ctx, RepOriginId origin_id)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+
+	return data->options.origin_none && origin_id != InvalidRepOriginId;
+}
+
+/* COMMIT: written only when BEGIN was; a skipped transaction still reports progress. */
 static void
 docsync_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
 {
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	DocsyncTxnData *txndata = txn->output_plugin_private;
+	bool		sent = txndata != NULL && txndata->begin_sent;
+
+	if (txndata != NULL)
+		pfree(txndata);
+	txn->output_plugin_private = NULL;
+	data->changes_since_progress = 0;
+	docsync_update_progress(ctx, !sent);
+	if (!sent)
+		return;
+
+	OutputPluginPrepareWrite(ctx, true);
+	if (data->options.binary)
+	{
+		appendStringInfoChar(ctx->out, DOCSYNC_REC_COMMIT);
+		put_uv(ctx->out, commit_lsn);
+		put_uv(ctx->out, txn->end_lsn);
+	}
+	else
+		appendStringInfoString(ctx->out, "COMMIT");
+	OutputPluginWrite(ctx, true);
 }
 
-/* Parses the plugin options once; unknown, duplicate and malformed options are errors. */
+/* Writes the transaction's BEGIN if it has not been written yet. */
 static void
-parse_output_options(DocsyncDecodingData *data, List *options)
+ensure_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 {
-	ListCell   *lc;
-	bool		seen_proto = false;
-	bool		seen_format = false;
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	DocsyncTxnData *txndata = txn->output_plugin_private;
 
-	foreach(lc, options)
+	Assert(txndata != NULL);
+	if (txndata->begin_sent)
+		return;
+	txndata->begin_sent = true;
+
+	OutputPluginPrepareWrite(ctx, false);
+	if (data->options.binary)
 	{
-		DefElem    *elem = lfirst(lc);
-		char	   *value = elem->arg ? strVal(elem->arg) : NULL;
-
-		if (strcmp(elem->defname, "proto_version") == 0)
-		{
-			char	   *end;
-			long		v;
-
-			if (seen_proto)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("conflicting or redundant options: \"%s\"", elem->defname)));
-			seen_proto = true;
-			v = value ? strtol(value, &end, 10) : 0;
-			if (value == NULL || *value == '\0' || *end != '\0')
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value \"%s\" for docsync option \"proto_version\"",
-								value ? value : ""),
-						 errhint("Pass a whole number between %d and %d.",
-								 DOCSYNC_PROTO_VERSION_MIN, DOCSYNC_PROTO_VERSION_MAX)));
-			if (v < DOCSYNC_PROTO_VERSION_MIN || v > DOCSYNC_PROTO_VERSION_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("docsync wire protocol version %ld is not supported", v),
-						 errdetail("This server's docsync speaks versions %d to %d.",
-								   DOCSYNC_PROTO_VERSION_MIN, DOCSYNC_PROTO_VERSION_MAX),
-						 errhint("Upgrade the docsync extension or the worker so that they share a version.")));
-			data->proto_version = (int) v;
-		}
-		else if (strcmp(elem->defname, "format") == 0)
-		{
-			if (seen_format)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("conflicting or redundant options: \"%s\"", elem->defname)));
-			seen_format = true;
-			if (value != NULL && strcmp(value, "binary") == 0)
-				data->binary = true;
-			else if (value != NULL && strcmp(value, "text") == 0)
-				data->binary = false;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value \"%s\" for docsync option \"format\"", value ? value : ""),
-						 errhint("Use \"binary\" or \"text\".")));
-		}
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized docsync option \"%s\"", elem->defname),
-					 errhint("Valid options are tables, format, proto_version, messages and origin.")));
+		appendStringInfoChar(ctx->out, DOCSYNC_REC_BEGIN);
+		put_uv(ctx->out, full_xid(txn->xid));
+		put_uv(ctx->out, txn->final_lsn);
+		put_uv(ctx->out, docsync_zigzag_encode(txn->xact_time.commit_time));
 	}
+	else
+		appendStringInfoString(ctx->out, "BEGIN");
+	OutputPluginWrite(ctx, false);
+}
+
+/* Writes the RELATION record of a watched relation unless the current one was already sent. */
+static void
+ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	StringInfo	out;
+	int			i;
+
+	if (entry->relation_sent)
+		return;
+	if (!docsync_relmap_needs_relation(entry))
+	{
+		entry->relation_sent = true;
+		return;
+	}
+
+	OutputPluginPrepareWrite(ctx, false);
+	out = ctx->out;
+	if (data->options.binary)
+	{
+		appendStringInfoChar(out, DOCSYNC_REC_RELATION);
+		put_uv(out, entry->root_relid);
+		put_str(out, entry->schema, strlen(entry->schema));
+		put_str(out, entry->name, strlen(entry->name));
+		appendStringInfoChar(out, entry->replident);
+		put_uv(out, (uint64) entry->ncolumns);
+		for (i = 0; i < entry->ncolumns; i++)
+		{
+			DocsyncColumn *col = &entry->columns[i];
+
+			put_uv(out, (uint64) col->attnum);
+			put_str(out, col->name, strlen(col->name));
+			put_uv(out, col->typid);
+			appendStringInfoChar(out, (char) col->flags);
+		}
+	}
+	else
+	{
+		appendStringInfoString(out, "RELATION ");
+		append_qualified(out, entry->schema, entry->name);
+		appendStringInfo(out, " replident %c:", entry->replident);
+		for (i = 0; i < entry->ncolumns; i++)
+		{
+			DocsyncColumn *col = &entry->columns[i];
+
+			appendStringInfoString(out, i == 0 ? " " : ", ");
+			append_column_label(out, col);
+			appendStringInfo(out, " %u", col->typid);
+			if (col->flags & DOCSYNC_COL_IDENTITY)
+				appendStringInfoString(out, " identity");
+			if (col->flags & DOCSYNC_COL_MISSING)
+				appendStringInfoString(out, " missing");
+		}
+	}
+	OutputPluginWrite(ctx, false);
+	docsync_relmap_relation_written(entry);
+	entry->relation_sent = true;
+}
+
+/* Writes an INSERT, UPDATE or DELETE of a watched relation. */
+static void
+write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation,
+		  ReorderBufferChange *change)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+	bool		binary = data->options.binary;
+	TupleDesc	desc = RelationGetDescr(relation);
+	HeapTuple	newtuple = DOCSYNC_CHANGE_NEWTUPLE(change);
+	HeapTuple	oldtuple = DOCSYNC_CHANGE_OLDTUPLE(change);
+	DocsyncValue *newvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
+	DocsyncValue *oldvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
+	StringInfo	out;
+	char		type;
+	const char *word;
+
+	switch (change->action)
+	{
+		case REORDER_BUFFER_CHANGE_INSERT:
+			type = DOCSYNC_REC_INSERT;
+			word = "INSERT ";
+			collect_new(entry, desc, newtuple, newvals);
+			break;
+		case REORDER_BUFFER_CHANGE_UPDATE:
+			type = DOCSYNC_REC_UPDATE;
+			word = "UPDATE ";
+			collect_new(entry, desc, newtuple, newvals);
+			collect_old(entry, desc, oldtuple, newvals, oldvals);
+			break;
+		case REORDER_BUFFER_CHANGE_DELETE:
+			type = DOCSYNC_REC_DELETE;
+			word = "DELETE ";
+			collect_old(entry, desc, oldtuple, NULL, oldvals);
+			break;
+		default:
+			elog(ERROR, "docsync: unexpected change action %d", (int) change->action);
+	}
+
+	OutputPluginPrepareWrite(ctx, true);
+	out = ctx->out;
+	if (binary)
+	{
+		appendStringInfoChar(out, type);
+		put_uv(out, entry->root_relid);
+	}
+	else
+	{
+		appendStringInfoString(out, word);
+		append_qualified(out, entry->schema, entry->name);
+	}
+	if (type != DOCSYNC_REC_DELETE)
+		write_tuple(out, binary, "new", entry, newvals);
+	if (type != DOCSYNC_REC_INSERT)
+		write_tuple(out, binary, "old", entry, oldvals);
+	OutputPluginWrite(ctx, true);
+}
+
+/* The new values of the emitted columns: TEXT, NULL, TOAST (unchanged, not logged) or UNKNOWN. */
+static void
+collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValue *values)
+{
+	TupleReader reader;
+	int			i;
+
+	if (tuple == NULL)
+	{
+		for (i = 0; i < entry->ncolumns; i++)
+			values[i].kind = DOCSYNC_VAL_UNKNOWN;
+		return;
+	}
+	reader_init(&reader, entry, desc, tuple);
+	for (i = 0; i < entry->ncolumns; i++)
+	{
+		DocsyncColumn *col = &entry->columns[i];
+		AttrNumber	a = col->leaf_attnum;
+		Datum		d;
+		bool		isnull;
+
+		if ((col->flags & DOCSYNC_COL_MISSING) || a == InvalidAttrNumber || a > desc->natts)
+		{
+			values[i].kind = DOCSYNC_VAL_UNKNOWN;
+			continue;
+		}
+		d = reader_get(&reader, a, &isnull);
+		values[i].datum = d;
+		if (isnull)
+			values[i].kind = DOCSYNC_VAL_NULL;
+		else if (col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)))
+			values[i].kind = DOCSYNC_VAL_TOAST;
+		else
+			value_text(col, d, &values[i]);
+	}
+}
+
+/*
+ * The old values of the emitted columns. Only columns in the changed relation's replica identity are
+ * logged (all of them for FULL); the rest are UNKNOWN. For an UPDATE (newvals given) a logged value
+ * equal to the new one is SAME, and when the server logged no old tuple at all the key did not change,
+ * so identity columns are SAME too.
+ */
+static void
+collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
+			const DocsyncValue *newvals, DocsyncValue *values)
+{
+	TupleReader reader;
+	int			i;
+
+	if (tuple != NULL)
+		reader_init(&reader, entry, desc, tuple);
+	for (i = 0; i < entry->ncolumns; i++)
+	{
+		DocsyncColumn *col = &entry->columns[i];
+		AttrNumber	a = col->leaf_attnum;
+		Datum		d;
+		bool		isnull;
+
+		values[i].kind = DOCSYNC_VAL_UNKNOWN;
+		if ((col->flags & DOCSYNC_COL_MISSING) || a == InvalidAttrNumber || a > desc->natts ||
+			!col->leaf_identity)
+			continue;
+		if (tuple == NULL)
+		{
+			if (newvals != NULL)
+				values[i].kind = DOCSYNC_VAL_SAME;
+			continue;
+		}
+		d = reader_get(&reader, a, &isnull);
+		if (isnull)
+		{
+			values[i].kind = (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_NULL)
+				? DOCSYNC_VAL_SAME : DOCSYNC_VAL_NULL;
+			continue;
+		}
+		if (col->varlena && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(d)))
+		{
+			/* Not expected (the server inlines logged old values), but never read it. */
+			values[i].kind = (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_TOAST)
+				? DOCSYNC_VAL_SAME : DOCSYNC_VAL_UNKNOWN;
+			continue;
+		}
+		if (newvals != NULL)
+		{
+			if (newvals[i].kind == DOCSYNC_VAL_TOAST)
+			{
+				values[i].kind = DOCSYNC_VAL_SAME;	/* unchanged, hence not logged anew */
+				continue;
+			}
+			if (newvals[i].kind == DOCSYNC_VAL_TEXT &&
+				datumIsEqual(d, newvals[i].datum, col->byval, col->typlen))
+			{
+				values[i].kind = DOCSYNC_VAL_SAME;
+				continue;
+			}
+		}
+		value_text(col, d, &values[i]);
+		if (newvals != NULL && newvals[i].kind == DOCSYNC_VAL_TEXT && values[i].len == newvals[i].len &&
+			memcmp(values[i].text, newvals[i].text, values[i].len) == 0)
+			values[i].kind = DOCSYNC_VAL_SAME;
+	}
+}
+
+/* Writes one tuple: uv natts then kinds and texts (binary), or label(col=value …) (text). */
+static void
+write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
+			const DocsyncValue *values)
+{
+	int			i;
+
+	if (binary)
+	{
+		put_uv(out, (uint64) entry->ncolumns);
+		for (i = 0; i < entry->ncolumns; i++)
+		{
+			appendStringInfoChar(out, values[i].kind);
+			if (values[i].kind == DOCSYNC_VAL_TEXT)
+				put_str(out, values[i].text, values[i].len);
+		}
+		return;
+	}
+	appendStringInfo(out, " %s(", label);
+	for (i = 0; i < entry->ncolumns; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(out, ' ');
+		append_column_label(out, &entry->columns[i]);
+		appendStringInfoChar(out, '=');
+		switch (values[i].kind)
+		{
+			case DOCSYNC_VAL_TEXT:
+				append_literal(out, values[i].text, values[i].len);
+				break;
+			case DOCSYNC_VAL_NULL:
+				appendStringInfoString(out, "NULL");
+				break;
+			case DOCSYNC_VAL_TOAST:
+				appendStringInfoString(out, "TOAST");
+				break;
+			case DOCSYNC_VAL_SAME:
+				appendStringInfoString(out, "SAME");
+				break;
+			default:
+				appendStringInfoString(out, "UNKNOWN");
+				break;
+		}
+	}
+	appendStringInfoChar(out, ')');
+}
+
+static void
+reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple)
+{
+	reader->tuple = tuple;
+	reader->desc = desc;
+	reader->natts = HeapTupleHeaderGetNatts(tuple->t_data);
+	reader->deformed = entry->ncolumns > DOCSYNC_DIRECT_FETCH_MAX || entry->ncolumns * 2 > desc->natts;
+	reader->datums = NULL;
+	reader->nulls = NULL;
+	if (reader->deformed)
+	{
+		reader->datums = palloc(sizeof(Datum) * desc->natts);
+		reader->nulls = palloc(sizeof(bool) * desc->natts);
+		heap_deform_tuple(tuple, desc, reader->datums, reader->nulls);
+	}
+}
+
+static Datum
+reader_get(TupleReader *reader, AttrNumber attnum, bool *isnull)
+{
+	if (!reader->deformed)
+		return heap_getattr(reader->tuple, attnum, reader->desc, isnull);
+	if (attnum > reader->natts)
+		return getmissingattr(reader->desc, attnum, isnull);	/* added later with a default */
+	*isnull = reader->nulls[attnum - 1];
+	return reader->datums[attnum - 1];
+}
+
+/*
+ * A value's text form, as the type's output function gives it. The commonest types take a short
+ * cut with the same result: integers are formatted in place, and text-like values are used where
+ * they lie (decompressed if needed) instead of being copied into a C string.
+ */
+static void
+value_text(DocsyncColumn *col, Datum d, DocsyncValue *value)
+{
+	value->kind = DOCSYNC_VAL_TEXT;
+	switch (col->typid)
+	{
+		case INT2OID:
+			value->len = pg_itoa(DatumGetInt16(d), value->digits);
+			value->text = value->digits;
+			return;
+		case INT4OID:
+			value->len = pg_ltoa(DatumGetInt32(d), value->digits);
+			value->text = value->digits;
+			return;
+		case INT8OID:
+			value->len = pg_lltoa(DatumGetInt64(d), value->digits);
+			value->text = value->digits;
+			return;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			{
+				struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(d));
+
+				value->text = VARDATA_ANY(v);
+				value->len = VARSIZE_ANY_EXHDR(v);
+				return;
+			}
+		default:
+			value->text = OutputFunctionCall(&col->output, d);
+			value->len = strlen(value->text);
+			return;
+	}
+}
+
+/*
+ * Counts a change, filtered or not, and reports progress every DOCSYNC_PROGRESS_EVERY_CHANGES so a
+ * huge transaction whose changes are filtered out cannot trip wal_sender_timeout (before 16).
+ */
+static void
+progress_tick(LogicalDecodingContext *ctx)
+{
+	DocsyncDecodingData *data = ctx->output_plugin_private;
+
+	if (!DOCSYNC_REPORT_PROGRESS)
+		return;
+	if (++data->changes_since_progress >= DOCSYNC_PROGRESS_EVERY_CHANGES)
+	{
+		data->changes_since_progress = 0;
+		docsync_update_progress(ctx, false);
+	}
+}
+
+/* Widens a decoded xid to 64 bits with the epoch of the server's next xid. */
+static uint64
+full_xid(TransactionId xid)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	uint64		epoch = EpochFromFullTransactionId(next);
+
+	/* The decoded transaction is older than next: a larger 32-bit value means the previous epoch. */
+	if (xid > XidFromFullTransactionId(next) && epoch > 0)
+		epoch--;
+	return (epoch << 32) | xid;
+}
+
+static void
+put_uv(StringInfo out, uint64 v)
+{
+	if (out->maxlen - out->len <= DOCSYNC_UV_MAX_BYTES)
+		enlargeStringInfo(out, DOCSYNC_UV_MAX_BYTES);
+	out->len += (int) docsync_uv_encode(v, (uint8 *) out->data + out->len);
+	out->data[out->len] = '\0';
+}
+
+static void
+put_str(StringInfo out, const char *s, size_t len)
+{
+	put_uv(out, (uint64) len);
+	appendBinaryStringInfo(out, s, (int) len);
+}
+
+/* An identifier, double-quoted unless it matches [a-z_][a-z0-9_]*. */
+static void
+append_ident(StringInfo out, const char *name)
+{
+	const char *p;
+	bool		plain = name[0] != '\0' && ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
+
+	for (p = name; plain && *p; p++)
+		plain = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	if (plain)
+	{
+		appendStringInfoString(out, name);
+		return;
+	}
+	appendStringInfoChar(out, '"');
+	for (p = name; *p; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(out, '"');
+		appendStringInfoChar(out, *p);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+static void
+append_qualified(StringInfo out, const char *schema, const char *name)
+{
+	append_ident(out, schema);
+	appendStringInfoChar(out, '.');
+	append_ident(out, name);
+}
+
+/* A column's name, or "#attnum" for a listed attnum the relation does not have. */
+static void
+append_column_label(StringInfo out, const DocsyncColumn *col)
+{
+	if (col->name[0] != '\0')
+		append_ident(out, col->name);
+	else
+		appendStringInfo(out, "\"#%d\"", col->attnum);
+}
+
+/* A quoted literal on one line: '' for a quote, \\ \n \r \t and \xNN for other control bytes. */
+static void
+append_literal(StringInfo out, const char *s, size_t len)
+{
+	size_t		i;
+
+	enlargeStringInfo(out, (int) len + 2);
+	appendStringInfoChar(out, '\'');
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		switch (c)
+		{
+			case '\'':
+				appendStringInfoString(out, "''");
+				break;
+			case '\\':
+				appendStringInfoString(out, "\\\\");
+				break;
+			case '\n':
+				appendStringInfoString(out, "\\n");
+				break;
+			case '\r':
+				appendStringInfoString(out, "\\r");
+				break;
+			case '\t':
+				appendStringInfoString(out, "\\t");
+				break;
+			default:
+				if (c < 0x20 || c == 0x7f)
+					appendStringInfo(out, "\\x%02x", c);
+				else
+					appendStringInfoCharMacro(out, (char) c);
+				break;
+		}
+	}
+	appendStringInfoChar(out, '\'');
 }

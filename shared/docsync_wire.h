@@ -23,12 +23,18 @@
  *   'R' RELATION  uv relid (the watched relation; the root for partitions), str schema, str name,
  *                 u8 replica_identity ('d','f','n','i' as pg_class.relreplident), uv natts, then per
  *                 projected column: uv attnum (in the watched relation), str name, uv type oid,
- *                 u8 column flags (DOCSYNC_COL_*). Sent before the first change of a relation in a
- *                 stream and again after the relation's definition changed.
+ *                 u8 column flags (DOCSYNC_COL_*). Sent before the first change (or TRUNCATE) of a
+ *                 relation in a stream and again after any invalidation of it (ALTER, RENAME,
+ *                 TRUNCATE, …); a later RELATION for the same relid replaces the earlier one. Two
+ *                 partitions of one watched root may each send one (same content). For a missing
+ *                 column (DOCSYNC_COL_MISSING) attnum is 0 when it was listed by name, name is ""
+ *                 when it was listed by attnum, and type oid is 0.
  *   'I' INSERT    uv relid, tuple new
  *   'U' UPDATE    uv relid, tuple new, tuple old
  *   'D' DELETE    uv relid, tuple old
- *   'T' TRUNCATE  u8 flags (DOCSYNC_TRUNCATE_*), uv nrels, nrels × uv relid (watched relations only)
+ *   'T' TRUNCATE  u8 flags (DOCSYNC_TRUNCATE_*), uv nrels, nrels × uv relid (watched relations only,
+ *                 each once, partitions reported as their watched root; a RELATION for each precedes it
+ *                 when not yet sent)
  *   'M' MESSAGE   u8 transactional (0 or 1), str prefix, str content (bytes); a non-transactional
  *                 message may arrive outside BEGIN … COMMIT
  *   'C' COMMIT    uv commit_lsn (as in BEGIN), uv end_lsn (end of the COMMIT record: the position to
@@ -47,7 +53,25 @@
  *   the definitions were made); its RELATION entry carries DOCSYNC_COL_MISSING.
  *
  * Transactions. BEGIN comes before the first emitted change of a transaction and COMMIT after its
- * last; a transaction none of whose changes pass the filter emits nothing at all.
+ * last; a transaction none of whose changes pass the filter emits nothing at all. Subtransactions are
+ * folded into their top-level transaction (rolled-back ones emit nothing). Tables of the extension's
+ * own schema (docsync) are always emitted, with every column.
+ *
+ * Text format (plugin option format 'text', for tests and people; not for machines that need the
+ * volatile values): the same records, one line each, with no xids, LSNs, times or relids:
+ *   BEGIN
+ *   RELATION schema.name replident <c>: col <type oid>[ identity][ missing], …
+ *   INSERT schema.name new(col=value …)
+ *   UPDATE schema.name new(col=value …) old(col=value …)
+ *   DELETE schema.name old(col=value …)
+ *   TRUNCATE schema.name[, schema.name …][ CASCADE][ RESTART IDENTITY]
+ *   MESSAGE transactional|nontransactional 'prefix' 'content'
+ *   COMMIT
+ * A value is a single-quoted literal ('' for a quote; \\, \n, \r, \t, and \xNN for other bytes below
+ * 0x20 and 0x7f; other bytes as they are) or NULL, TOAST, SAME or UNKNOWN. Identifiers are written
+ * as they are when they match [a-z_][a-z0-9_]*, else double-quoted with "" for a quote; a missing
+ * column listed by attnum is written "#attnum". tests/wire_golden.txt pairs real binary records (hex)
+ * with their text lines.
  */
 #ifndef DOCSYNC_WIRE_H
 #define DOCSYNC_WIRE_H

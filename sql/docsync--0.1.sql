@@ -4,3 +4,891 @@
 \echo Use "CREATE EXTENSION docsync" to load this file. \quit
 
 COMMENT ON SCHEMA docsync IS 'docsync: live JSON documents computed from SQL queries';
+
+-------------------------------------------------------------------------------
+-- SQL API: definitions, validation, definition views, role recipes
+-------------------------------------------------------------------------------
+
+-- The role allowed to define doc queries and watches. Roles are cluster-wide and outlive the
+-- extension: create it only when missing, so a second database or a restore finds it in place.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'docsync_admin') THEN
+    CREATE ROLE docsync_admin NOLOGIN;
+    COMMENT ON ROLE docsync_admin IS 'may define docsync doc queries and watches';
+  END IF;
+END
+$$;
+
+-- Definitions generation: one row, bumped by every definition change and by DDL on a watched
+-- table. Not kept by pg_dump: a restored database starts its own count.
+CREATE TABLE docsync.def_generation (
+  singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  generation bigint NOT NULL CHECK (generation > 0)
+);
+INSERT INTO docsync.def_generation VALUES (true, 1);
+COMMENT ON TABLE docsync.def_generation IS 'the definitions generation, bumped by every definition change';
+
+-- Doc queries: a parameterised SELECT returning one json/jsonb value.
+CREATE TABLE docsync.query_defs (
+  name        text PRIMARY KEY
+              CHECK (name ~ '^[A-Za-z0-9_][A-Za-z0-9_.-]*$' AND length(name) <= 63),
+  sql         text NOT NULL,
+  params      text[] NOT NULL DEFAULT '{}',      -- names of $1, $2, …
+  search_path text NOT NULL,                     -- in force at definition; set for each compute
+  defined_by  name NOT NULL DEFAULT current_user,
+  defined_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE docsync.query_defs IS 'docsync doc queries (use docsync.define_query)';
+
+-- Watches: which row changes of which table affect which docs. A direct watch maps table columns
+-- to the doc params in $n order (keys_sql null); a reverse-index watch feeds the changed row's
+-- columns to keys_sql, whose rows are doc params. Columns are kept by name (what pg_dump restores)
+-- and by attnum (what renames keep); the DDL trigger follows renames, the row trigger below resolves
+-- names to attnums.
+CREATE SEQUENCE docsync.watch_defs_id_seq;
+CREATE TABLE docsync.watch_defs (
+  id              bigint PRIMARY KEY DEFAULT nextval('docsync.watch_defs_id_seq'),
+  query           text NOT NULL REFERENCES docsync.query_defs (name) ON UPDATE CASCADE ON DELETE CASCADE,
+  relid           regclass NOT NULL,
+  columns         name[] NOT NULL,
+  attnums         int2[] NOT NULL DEFAULT '{}',
+  keys_sql        text,
+  allow_broadcast boolean NOT NULL DEFAULT false,
+  defined_by      name NOT NULL DEFAULT current_user,
+  defined_at      timestamptz NOT NULL DEFAULT now()
+);
+ALTER SEQUENCE docsync.watch_defs_id_seq OWNED BY docsync.watch_defs.id;
+CREATE INDEX ON docsync.watch_defs (relid);
+CREATE INDEX ON docsync.watch_defs (query);
+COMMENT ON TABLE docsync.watch_defs IS 'docsync watches: table changes that affect docs (use docsync.watch)';
+
+-- Per-slot doc-version generation state (contract: docsync.advance_generation).
+CREATE TABLE docsync.worker_state (
+  slot              name PRIMARY KEY,
+  system_identifier text NOT NULL,
+  timeline          integer NOT NULL,
+  generation        bigint NOT NULL,
+  updated_at        timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE docsync.worker_state IS 'docsync doc-version generation per replication slot';
+
+SELECT pg_catalog.pg_extension_config_dump('docsync.query_defs', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
+
+-- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
+-- below do; clients that compute channel names with docsync.channel() need only USAGE).
+GRANT USAGE ON SCHEMA docsync TO docsync_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
+GRANT SELECT, INSERT, UPDATE ON docsync.def_generation TO docsync_admin;
+GRANT USAGE ON SEQUENCE docsync.watch_defs_id_seq TO docsync_admin;
+
+-- C helpers (plugin/sqlapi.c).
+CREATE FUNCTION docsync.channel(query text, VARIADIC "values" text[])
+RETURNS text LANGUAGE c IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'docsync_channel';
+COMMENT ON FUNCTION docsync.channel(text, text[]) IS
+  'channel name of a doc: db:<query>:<v1>:…, escaped as the worker does; NULL is %00';
+
+CREATE FUNCTION docsync.channel(query text)
+RETURNS text LANGUAGE c IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'docsync_channel';
+COMMENT ON FUNCTION docsync.channel(text) IS 'channel name of the doc of a query without params';
+
+CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+RETURNS record LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_analyze_query';
+COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
+  'parameter types, result column types and tables read of a SELECT, without running it';
+
+-- Raises the definitions generation. The values come from a sequence, so the generation never
+-- goes back, even when someone removed the row (it is recreated).
+CREATE SEQUENCE docsync.def_generation_seq;
+SELECT pg_catalog.setval('docsync.def_generation_seq', 1);
+GRANT USAGE ON SEQUENCE docsync.def_generation_seq TO docsync_admin;
+CREATE FUNCTION docsync.next_generation() RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  INSERT INTO docsync.def_generation AS g (singleton, generation)
+  VALUES (true, nextval('docsync.def_generation_seq'))
+  ON CONFLICT (singleton) DO UPDATE SET generation = greatest(excluded.generation, g.generation + 1)
+  RETURNING generation
+$$;
+
+-- A definition changed: bump the generation. Row triggers, so a statement that changes no row
+-- (the sql_drop trigger's DELETE when no watched table was dropped) bumps nothing; TRUNCATE has
+-- only a statement trigger.
+CREATE FUNCTION docsync.bump_generation() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM docsync.next_generation();
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.query_defs
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.watch_defs
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
+CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.query_defs
+  FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
+CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
+  FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
+
+-- Resolves a watch's column names to attnums (at definition, at restore, after a followed rename).
+CREATE FUNCTION docsync.resolve_watch_columns() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  col name;
+  num int2;
+  nums int2[] := '{}';
+BEGIN
+  FOREACH col IN ARRAY NEW.columns LOOP
+    SELECT a.attnum INTO num FROM pg_attribute a
+     WHERE a.attrelid = NEW.relid AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'column "%" of table % does not exist', col, NEW.relid
+        USING ERRCODE = 'undefined_column',
+              DETAIL = format('A docsync watch of query "%s" maps this column.', NEW.query),
+              HINT = format('Name an existing column of %s.', NEW.relid);
+    END IF;
+    nums := nums || num;
+  END LOOP;
+  NEW.attnums := nums;
+  RETURN NEW;
+END
+$$;
+CREATE TRIGGER resolve_columns BEFORE INSERT OR UPDATE OF columns, relid ON docsync.watch_defs
+  FOR EACH ROW EXECUTE FUNCTION docsync.resolve_watch_columns();
+
+-- Raises unless the current role may change definitions.
+CREATE FUNCTION docsync.require_admin(action text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF NOT pg_has_role(current_user, 'docsync_admin', 'USAGE') THEN
+    RAISE EXCEPTION 'permission denied to %', action
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = format('Role "%s" is neither a superuser nor a member of docsync_admin.', current_user),
+            HINT = format('A superuser can run: GRANT docsync_admin TO %I;', current_user);
+  END IF;
+END
+$$;
+
+-- Raises unless name is a valid channel segment ([A-Za-z0-9_] first, then also '.', '-').
+CREATE FUNCTION docsync.check_segment(what text, name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF name IS NULL OR name !~ '^[A-Za-z0-9_][A-Za-z0-9_.-]*$' OR length(name) > 63 THEN
+    RAISE EXCEPTION 'invalid % "%"', what, coalesce(name, 'NULL')
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Names are channel segments: 1 to 63 ASCII letters, digits and ''_'', and also ''.'' and ''-'' after the first character.',
+            HINT = 'Choose a name such as order or game.board.';
+  END IF;
+END
+$$;
+
+-- analyze_query with the failure rephrased for the definition being made.
+CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  state text; msg text; det text; hnt text;
+BEGIN
+  SELECT a.param_types, a.result_types, a.relations INTO param_types, result_types, relations
+    FROM docsync.analyze_query(sql, search_path) a;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                          det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+  RAISE EXCEPTION '% does not prepare: %', what, msg
+    USING ERRCODE = state,
+          DETAIL = coalesce(nullif(det, ''), format('The query was analysed with search_path = %s.', search_path)),
+          HINT = coalesce(nullif(hnt, ''),
+                          'Fix the query; PREPARE it by hand to check it (cast parameters whose type cannot be inferred, e.g. $1::int).');
+END
+$$;
+
+-- The columns a leaf table's REPLICA IDENTITY covers; NULL means FULL (all columns).
+CREATE FUNCTION docsync.identity_columns(rel regclass) RETURNS name[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE c.relreplident
+           WHEN 'f' THEN NULL
+           WHEN 'n' THEN '{}'::name[]
+           ELSE coalesce((SELECT array_agg(a.attname ORDER BY a.attnum)
+                            FROM pg_index i
+                            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                           WHERE i.indrelid = c.oid
+                             AND CASE c.relreplident WHEN 'd' THEN i.indisprimary ELSE i.indisreplident END),
+                         '{}'::name[])
+         END
+    FROM pg_class c WHERE c.oid = rel
+$$;
+
+-- The tables whose rows a watch on rel sees: rel itself, or every leaf partition of it.
+CREATE FUNCTION docsync.leaf_tables(rel regclass) RETURNS SETOF regclass
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT t.relid FROM pg_partition_tree(rel) t WHERE t.isleaf
+  UNION ALL
+  SELECT rel WHERE NOT EXISTS (SELECT FROM pg_partition_tree(rel))
+$$;
+
+-- Per leaf table: the given columns outside its replica identity (only leaves with some).
+CREATE FUNCTION docsync.identity_gaps(rel regclass, cols name[],
+  OUT leaf regclass, OUT identity text, OUT missing name[])
+RETURNS SETOF record
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT l.leaf,
+         CASE c.relreplident WHEN 'd' THEN 'default' WHEN 'f' THEN 'full'
+                             WHEN 'i' THEN 'index' WHEN 'n' THEN 'nothing' END,
+         m.missing
+    FROM docsync.leaf_tables(rel) AS l(leaf)
+    JOIN pg_class c ON c.oid = l.leaf
+    CROSS JOIN LATERAL (
+      SELECT array_agg(col ORDER BY ord) AS missing
+        FROM unnest(cols) WITH ORDINALITY AS u(col, ord)
+       WHERE docsync.identity_columns(l.leaf) IS NOT NULL
+         AND NOT col = ANY (docsync.identity_columns(l.leaf))) m
+   WHERE m.missing IS NOT NULL
+$$;
+
+-- The tables a stored doc query and its keys queries read, partitions reported as their root,
+-- only tables (whose changes can be decoded). Raises when the query no longer analyses.
+CREATE FUNCTION docsync.tables_read(sql text, search_path text) RETURNS regclass[]
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(array_agg(DISTINCT root ORDER BY root), '{}')
+    FROM unnest((docsync.analyze_query(sql, search_path)).relations) AS r(rel)
+    CROSS JOIN LATERAL (SELECT coalesce(pg_partition_root(r.rel), r.rel)::regclass AS root) p
+    JOIN pg_class c ON c.oid = p.root
+   WHERE c.relkind IN ('r', 'p')
+$$;
+
+-------------------------------------------------------------------------------
+-- Defining
+-------------------------------------------------------------------------------
+
+-- search_path defaults to the caller's (a default is evaluated before the SET clause applies).
+CREATE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
+                                     or_replace boolean DEFAULT false,
+                                     search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  path text := define_query.search_path;
+  info record;
+  existing docsync.query_defs;
+  p text;
+  rtype regtype;
+  nwatches bigint;
+BEGIN
+  PERFORM docsync.require_admin('define docsync queries');
+  PERFORM docsync.check_segment('docsync query name', name);
+  IF params IS NULL THEN params := '{}'; END IF;
+  IF array_ndims(params) > 1 THEN
+    RAISE EXCEPTION 'params must be a one-dimensional array'
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = 'params names $1, $2, … in order.',
+            HINT = 'Pass params => ARRAY[''order_id''].';
+  END IF;
+  FOREACH p IN ARRAY params LOOP
+    PERFORM docsync.check_segment('doc param name', p);
+  END LOOP;
+  IF (SELECT count(DISTINCT x) FROM unnest(params) x) <> cardinality(params) THEN
+    RAISE EXCEPTION 'duplicate doc param name in %', params
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Each param names one of $1, $2, … of the doc query.',
+            HINT = 'Give every param its own name.';
+  END IF;
+
+  SELECT * INTO existing FROM docsync.query_defs q WHERE q.name = define_query.name FOR UPDATE;
+  IF FOUND AND NOT or_replace THEN
+    RAISE EXCEPTION 'docsync query "%" already exists', name
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'Redefining a query changes every doc it publishes, so it is never done silently.',
+            HINT = 'Pass or_replace => true to redefine it, or choose another name.';
+  END IF;
+
+  IF sql IS NULL THEN
+    RAISE EXCEPTION 'doc query "%" must not be null', name
+      USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A doc query is one SELECT statement returning one JSON value.',
+            HINT = 'Pass the SELECT text.';
+  END IF;
+  info := docsync.analyze_for(format('doc query "%s"', name), sql, path);
+  IF cardinality(info.param_types) <> cardinality(params) THEN
+    RAISE EXCEPTION 'doc query "%" uses % parameter(s) but % param name(s) were declared',
+                    name, cardinality(info.param_types), cardinality(params)
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = format('The query references $1 … $%s; params => %s.', cardinality(info.param_types), params),
+            HINT = 'Declare one name per parameter, in $n order, and use every one in the query.';
+  END IF;
+  IF cardinality(info.result_types) <> 1 THEN
+    RAISE EXCEPTION 'doc query "%" returns % columns, not one', name, cardinality(info.result_types)
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc is one JSON value: the query returns exactly one json or jsonb column.',
+            HINT = 'Build the doc with jsonb_build_object(…) or to_jsonb(t) in a single column.';
+  END IF;
+  rtype := docsync.base_type(info.result_types[1]);
+  IF rtype NOT IN ('json'::regtype, 'jsonb'::regtype) THEN
+    RAISE EXCEPTION 'doc query "%" returns %, not json or jsonb', name, info.result_types[1]
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc is one JSON value.',
+            HINT = 'Wrap the result in to_jsonb(…) or build it with jsonb_build_object(…).';
+  END IF;
+
+  IF existing.name IS NOT NULL THEN
+    IF cardinality(existing.params) <> cardinality(params) THEN
+      SELECT count(*) INTO nwatches FROM docsync.watch_defs w WHERE w.query = define_query.name;
+      IF nwatches > 0 THEN
+        RAISE EXCEPTION 'cannot change the number of params of docsync query "%" from % to % while it has % watch(es)',
+                        name, cardinality(existing.params), cardinality(params), nwatches
+          USING ERRCODE = 'object_in_use',
+                DETAIL = 'Each watch supplies one value per doc param.',
+                HINT = format('Remove its watches first: SELECT docsync.unwatch(%L, table) for each table in docsync.queries.', name);
+      END IF;
+    END IF;
+    UPDATE docsync.query_defs q
+       SET sql = define_query.sql, params = define_query.params, search_path = path,
+           defined_by = current_user, defined_at = now()
+     WHERE q.name = define_query.name;
+  ELSE
+    INSERT INTO docsync.query_defs (name, sql, params, search_path)
+    VALUES (define_query.name, define_query.sql, define_query.params, path);
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text) IS
+  'define (or, with or_replace => true, redefine) a doc query';
+
+-- The base type of a type: domains resolved.
+CREATE FUNCTION docsync.base_type(t regtype) RETURNS regtype
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  WITH RECURSIVE d(oid, typtype, typbasetype) AS (
+    SELECT oid, typtype, typbasetype FROM pg_type WHERE oid = t
+    UNION ALL
+    SELECT p.oid, p.typtype, p.typbasetype FROM pg_type p JOIN d ON p.oid = d.typbasetype WHERE d.typtype = 'd')
+  SELECT oid::regtype FROM d WHERE typtype <> 'd'
+$$;
+
+-- Resolves a table name for watch/unwatch under the caller's search_path, with a helpful error.
+CREATE FUNCTION docsync.resolve_table(tab text, path text) RETURNS regclass
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel regclass;
+BEGIN
+  IF tab IS NULL THEN
+    RAISE EXCEPTION 'table must not be null'
+      USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A watch names the table whose changes affect docs.',
+            HINT = 'Pass the table name, schema-qualified if it is not on the search_path.';
+  END IF;
+  PERFORM set_config('search_path', path, true);   -- undone on return (SET clause above)
+  rel := to_regclass(tab);
+  IF rel IS NULL THEN
+    RAISE EXCEPTION 'table "%" does not exist', tab
+      USING ERRCODE = 'undefined_table',
+            DETAIL = format('It was looked up with search_path = %s.', path),
+            HINT = 'Create the table first, or qualify its name with its schema.';
+  END IF;
+  RETURN rel;
+END
+$$;
+
+CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
+                              keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
+                              allow_broadcast boolean DEFAULT false,
+                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel regclass;
+  q docsync.query_defs;
+  cls pg_catalog.pg_class;
+  cols text[];
+  col text;
+  info record;
+  gap record;
+  new_id bigint;
+BEGIN
+  PERFORM docsync.require_admin('define docsync watches');
+  rel := docsync.resolve_table("table", search_path);
+
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = watch.query FOR SHARE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', query
+      USING ERRCODE = 'undefined_object', DETAIL = 'A watch belongs to a doc query.',
+            HINT = 'Define it first with docsync.define_query(), or check the name in docsync.queries.';
+  END IF;
+
+  SELECT * INTO cls FROM pg_class WHERE oid = rel;
+  IF cls.relkind NOT IN ('r', 'p') THEN
+    RAISE EXCEPTION '% is not a table', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = 'Only changes of tables and partitioned tables are decoded.',
+            HINT = 'Watch the tables underneath the view or materialized view.';
+  END IF;
+  IF cls.relnamespace = 'docsync'::regnamespace OR cls.relpersistence = 't' THEN
+    RAISE EXCEPTION '% cannot be watched', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = 'docsync''s own tables and temporary tables are never watched.',
+            HINT = 'Watch a regular table.';
+  END IF;
+  IF cls.relispartition THEN
+    RAISE EXCEPTION '% is a partition', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = format('Changes of partitions are reported as changes of their root %s.', pg_partition_root(rel)::regclass),
+            HINT = format('Watch %s instead.', pg_partition_root(rel)::regclass);
+  END IF;
+
+  IF (params IS NULL) = (keys_sql IS NULL) THEN
+    RAISE EXCEPTION 'a watch takes either params or keys_sql'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'params maps the changed row''s columns to the doc params directly; keys_sql looks the doc params up.',
+            HINT = 'Pass params => ARRAY[column, …], or keys_sql => ''SELECT …'' with keys_args => ARRAY[column, …].';
+  END IF;
+  IF params IS NULL AND coalesce(cardinality(keys_args), 0) = 0 THEN
+    RAISE EXCEPTION 'keys_sql needs keys_args'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'keys_args names the changed row''s columns that feed keys_sql''s $1, $2, …; a reverse index looks docs up from at least one of them.',
+            HINT = 'Pass keys_args => ARRAY[column, …]; to recompute docs on any change of the table without a lookup, use a direct watch.';
+  END IF;
+  IF params IS NOT NULL AND keys_args IS NOT NULL THEN
+    RAISE EXCEPTION 'keys_args only goes with keys_sql'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'A direct watch maps the changed row''s columns to the doc params with params alone.',
+            HINT = 'Drop keys_args, or use keys_sql instead of params.';
+  END IF;
+  cols := coalesce(params, keys_args);
+  IF array_ndims(cols) > 1 THEN
+    RAISE EXCEPTION 'column list must be one-dimensional'
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = format('Got %s.', cols),
+            HINT = 'Pass ARRAY[column, …].';
+  END IF;
+  FOREACH col IN ARRAY cols LOOP
+    IF col IS NULL OR NOT EXISTS (SELECT FROM pg_attribute a
+                                   WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) THEN
+      RAISE EXCEPTION 'column "%" of table % does not exist', coalesce(col, 'NULL'), rel
+        USING ERRCODE = 'undefined_column',
+              DETAIL = format('Table %s has columns %s.', rel,
+                              (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute a
+                                WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped)),
+              HINT = 'Name columns exactly as the table spells them.';
+    END IF;
+  END LOOP;
+
+  IF params IS NOT NULL THEN
+    IF cardinality(params) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'watch of % supplies % column(s) but docsync query "%" takes % param(s)',
+                      rel, cardinality(params), query, cardinality(q.params)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
+              HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
+    END IF;
+    FOR gap IN SELECT * FROM docsync.identity_gaps(rel, params::name[]) LOOP
+      IF NOT allow_broadcast THEN
+        RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
+          USING ERRCODE = 'object_not_in_prerequisite_state',
+                DETAIL = 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.',
+                HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL, or pass allow_broadcast => true to recompute every live doc of the query on such changes.', gap.leaf);
+      END IF;
+    END LOOP;
+  ELSE
+    IF cardinality(q.params) = 0 THEN
+      RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = 'Its only doc is the one without params.',
+              HINT = format('Use params => ARRAY[]::text[] to recompute that doc on every change of %s.', rel);
+    END IF;
+    info := docsync.analyze_for('keys_sql', keys_sql, q.search_path);
+    IF cardinality(info.param_types) <> cardinality(keys_args) THEN
+      RAISE EXCEPTION 'keys_sql uses % parameter(s) but % keys_args were given',
+                      cardinality(info.param_types), cardinality(keys_args)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('keys_args => %s feeds keys_sql''s $1, $2, … in order.', keys_args),
+              HINT = 'Name one column of the changed row per keys_sql parameter, and use every parameter.';
+    END IF;
+    IF cardinality(info.result_types) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'keys_sql returns % column(s) but docsync query "%" takes % param(s)',
+                      cardinality(info.result_types), query, cardinality(q.params)
+        USING ERRCODE = 'datatype_mismatch',
+              DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
+              HINT = 'Select exactly one column per doc param.';
+    END IF;
+  END IF;
+
+  IF EXISTS (SELECT FROM docsync.watch_defs w
+              WHERE w.query = watch.query AND w.relid = rel AND w.columns = cols::name[]
+                AND w.keys_sql IS NOT DISTINCT FROM watch.keys_sql) THEN
+    RAISE EXCEPTION 'docsync query "%" already watches % this way', query, rel
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'An identical watch exists.',
+            HINT = format('To change it, remove it with docsync.unwatch(%L, %L) first.', query, rel::text);
+  END IF;
+
+  INSERT INTO docsync.watch_defs (query, relid, columns, keys_sql, allow_broadcast)
+  VALUES (watch.query, rel, cols::name[], watch.keys_sql, coalesce(watch.allow_broadcast, false))
+  RETURNING id INTO new_id;
+  RETURN new_id;
+END
+$$;
+COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text) IS
+  'make changes of a table affect docs of a query: directly (params) or through a reverse index (keys_sql)';
+
+CREATE FUNCTION docsync.unwatch(query text, "table" text, params text[] DEFAULT NULL,
+                                keys_sql text DEFAULT NULL,
+                                search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  rel regclass;
+  n integer;
+BEGIN
+  PERFORM docsync.require_admin('define docsync watches');
+  rel := docsync.resolve_table("table", search_path);
+  DELETE FROM docsync.watch_defs w
+   WHERE w.query = unwatch.query AND w.relid = rel
+     AND (unwatch.params IS NULL OR (w.keys_sql IS NULL AND w.columns = unwatch.params::name[]))
+     AND (unwatch.keys_sql IS NULL OR w.keys_sql = unwatch.keys_sql);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n = 0 THEN
+    RAISE EXCEPTION 'docsync query "%" has no such watch of %', query, rel
+      USING ERRCODE = 'undefined_object',
+            DETAIL = CASE WHEN params IS NULL AND keys_sql IS NULL THEN 'No watch of the query names this table.'
+                          ELSE 'No watch of the query on this table has these params or this keys_sql.' END,
+            HINT = 'See the watches in docsync.watches.';
+  END IF;
+  RETURN n;
+END
+$$;
+COMMENT ON FUNCTION docsync.unwatch(text, text, text[], text, text) IS
+  'remove the watches of a query on a table (all of them, or the one with these params or keys_sql); returns how many';
+
+CREATE FUNCTION docsync.drop_query(name text)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  PERFORM docsync.require_admin('drop docsync queries');
+  DELETE FROM docsync.watch_defs w WHERE w.query = drop_query.name;
+  DELETE FROM docsync.query_defs q WHERE q.name = drop_query.name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', name
+      USING ERRCODE = 'undefined_object', DETAIL = 'Nothing was dropped.',
+            HINT = 'See the defined queries in docsync.queries.';
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION docsync.drop_query(text) IS 'drop a doc query and its watches';
+
+-------------------------------------------------------------------------------
+-- DDL on watched tables
+-------------------------------------------------------------------------------
+
+-- ddl_command_end: a watched table (or a partition of one) was altered or renamed. Follow column
+-- renames (attnums are stable) and bump the generation so a running worker re-plans in-stream.
+CREATE FUNCTION docsync.on_ddl_command_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  touched oid[];
+BEGIN
+  SELECT array_agg(DISTINCT w.relid::oid) INTO touched
+    FROM pg_event_trigger_ddl_commands() c
+    JOIN docsync.watch_defs w
+      ON c.classid = 'pg_class'::regclass
+     AND w.relid::oid IN (c.objid, coalesce(pg_partition_root(c.objid), c.objid),
+                          (SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.objid));
+  IF touched IS NULL THEN
+    RETURN;
+  END IF;
+  UPDATE docsync.watch_defs w
+     SET columns = cur.names
+    FROM (SELECT w2.id, array_agg(a.attname ORDER BY u.ord) AS names
+            FROM docsync.watch_defs w2
+            CROSS JOIN LATERAL unnest(w2.attnums) WITH ORDINALITY AS u(num, ord)
+            JOIN pg_attribute a ON a.attrelid = w2.relid AND a.attnum = u.num AND NOT a.attisdropped
+           WHERE w2.relid::oid = ANY (touched)
+           GROUP BY w2.id) cur
+   WHERE w.id = cur.id AND w.columns IS DISTINCT FROM cur.names
+     AND cardinality(cur.names) = cardinality(w.attnums);
+  PERFORM docsync.next_generation();
+END
+$$;
+CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
+  EXECUTE FUNCTION docsync.on_ddl_command_end();
+
+-- sql_drop: a watched table, or a column a watch maps, was dropped. Its watches can never fire
+-- again; remove them (with a WARNING naming each) so definitions stay consistent.
+CREATE FUNCTION docsync.on_sql_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  gone record;
+BEGIN
+  -- Most drops concern no watch: leave the definitions (and their generation) untouched then.
+  IF NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                   JOIN docsync.watch_defs w ON d.classid = 'pg_class'::regclass AND d.objid = w.relid::oid
+                  WHERE d.objsubid = 0 OR d.objsubid = ANY (w.attnums)) THEN
+    RETURN;
+  END IF;
+  FOR gone IN
+    DELETE FROM docsync.watch_defs w
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = w.relid::oid
+       AND (d.objsubid = 0 OR d.objsubid = ANY (w.attnums))
+    RETURNING w.query, d.object_identity
+  LOOP
+    RAISE WARNING 'removed a watch of docsync query "%": % was dropped', gone.query, gone.object_identity
+      USING DETAIL = 'Changes to a dropped table or column can no longer affect its docs.',
+            HINT = 'Check the query in docsync.queries, and watch its new tables with docsync.watch().';
+  END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
+  EXECUTE FUNCTION docsync.on_sql_drop();
+
+-------------------------------------------------------------------------------
+-- Worker contracts: definitions, plugin tables option, doc-version generations
+-------------------------------------------------------------------------------
+
+CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT jsonb_build_object(
+    'generation', (SELECT generation FROM docsync.def_generation),
+    'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
+                          'search_path', q.search_path) ORDER BY q.name)
+                         FROM docsync.query_defs q), '[]'),
+    'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', n.nspname, 'table', c.relname,
+                          'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
+                          'keys_sql', w.keys_sql,
+                          'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
+                          'allow_broadcast', w.allow_broadcast) ORDER BY w.query, w.id)
+                         FROM docsync.watch_defs w
+                         JOIN pg_class c ON c.oid = w.relid
+                         JOIN pg_namespace n ON n.oid = c.relnamespace
+                         CROSS JOIN LATERAL (
+                           SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
+                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m), '[]'))
+$$;
+COMMENT ON FUNCTION docsync.worker_definitions() IS 'all definitions as one jsonb, for docsync-worker';
+
+CREATE FUNCTION docsync.plugin_tables() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(string_agg(e.entry, ',' ORDER BY e.relid), '')
+    FROM (SELECT r.relid,
+                 r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
+                                                      FROM (SELECT DISTINCT unnest(w.attnums) AS n
+                                                              FROM docsync.watch_defs w
+                                                             WHERE w.relid::oid = r.relid) a) || ')', '') AS entry
+            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_defs w) r) e
+$$;
+COMMENT ON FUNCTION docsync.plugin_tables() IS
+  'the output plugin''s tables option for the current definitions: OID(attnum,…) entries';
+
+CREATE FUNCTION docsync.advance_generation(slot name, system_identifier text, timeline integer,
+                                           floor bigint, force boolean)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  st docsync.worker_state;
+  gen bigint;
+BEGIN
+  IF slot IS NULL OR system_identifier IS NULL OR timeline IS NULL OR force IS NULL THEN
+    RAISE EXCEPTION 'docsync.advance_generation arguments must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            DETAIL = 'slot, system_identifier, timeline and force identify the stream.',
+            HINT = 'Pass every argument; floor may be 0.';
+  END IF;
+  INSERT INTO docsync.worker_state (slot, system_identifier, timeline, generation)
+  VALUES (slot, system_identifier, timeline, 0)
+  ON CONFLICT ON CONSTRAINT worker_state_pkey DO NOTHING;
+  SELECT * INTO st FROM docsync.worker_state w WHERE w.slot = advance_generation.slot FOR UPDATE;
+  IF st.system_identifier = advance_generation.system_identifier AND st.timeline = advance_generation.timeline
+     AND NOT force AND st.generation > 0 THEN
+    gen := greatest(st.generation, coalesce(floor, 0));
+  ELSE
+    gen := greatest(st.generation, coalesce(floor, 0)) + 1;
+  END IF;
+  UPDATE docsync.worker_state w
+     SET system_identifier = advance_generation.system_identifier, timeline = advance_generation.timeline,
+         generation = gen, updated_at = now()
+   WHERE w.slot = advance_generation.slot;
+  RETURN gen;
+END
+$$;
+COMMENT ON FUNCTION docsync.advance_generation(name, text, integer, bigint, boolean) IS
+  'doc-version generation of a slot: raised when the slot, server identity or timeline changes';
+
+-------------------------------------------------------------------------------
+-- Definition views
+-------------------------------------------------------------------------------
+
+-- The unwatched tables of a query, or the reason they cannot be computed.
+CREATE FUNCTION docsync.query_check(q docsync.query_defs, OUT reads regclass[], OUT unwatched regclass[],
+                                    OUT problem text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  watched regclass[];
+  k text;
+BEGIN
+  SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched FROM docsync.watch_defs w WHERE w.query = q.name;
+  reads := docsync.tables_read(q.sql, q.search_path);
+  SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
+    FROM unnest(reads) r WHERE NOT r = ANY (watched);
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS k = MESSAGE_TEXT;
+  problem := k;
+END
+$$;
+
+CREATE VIEW docsync.queries AS
+  SELECT q.name,
+         q.params,
+         q.sql,
+         q.search_path,
+         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid) FROM docsync.watch_defs w WHERE w.query = q.name),
+                  '{}') AS watched_tables,
+         chk.unwatched AS unwatched_tables,
+         CASE
+           WHEN chk.problem IS NOT NULL THEN
+             format('the doc query no longer prepares (%s): fix it with docsync.define_query(%L, …, or_replace => true)',
+                    chk.problem, q.name)
+           WHEN cardinality(chk.unwatched) > 0 THEN
+             format('reads %s, which no watch covers: its docs go stale when they change; watch them with docsync.watch(%L, …)',
+                    array_to_string(chk.unwatched, ', '), q.name)
+         END AS warning,
+         q.defined_by,
+         q.defined_at
+    FROM docsync.query_defs q
+    CROSS JOIN LATERAL docsync.query_check(q) chk;
+COMMENT ON VIEW docsync.queries IS 'one row per doc query, with its watched tables and what no watch covers';
+
+CREATE VIEW docsync.watches AS
+  SELECT w.id, w.query, w.relid AS "table",
+         CASE WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
+         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at
+    FROM docsync.watch_defs w;
+COMMENT ON VIEW docsync.watches IS 'one row per watch';
+
+CREATE VIEW docsync.watched_tables AS
+  WITH t AS (
+    SELECT w.relid,
+           array_agg(DISTINCT w.query ORDER BY w.query) AS queries,
+           (SELECT array_agg(DISTINCT u.col) FROM docsync.watch_defs w2, unnest(w2.columns) u(col)
+             WHERE w2.relid = w.relid) AS cols
+      FROM docsync.watch_defs w GROUP BY w.relid)
+  SELECT t.relid AS "table",
+         n.nspname AS schema,
+         c.relname AS name,
+         coalesce((SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_attribute a
+                    WHERE a.attrelid = t.relid AND a.attname = ANY (t.cols)), '{}') AS columns,
+         CASE c.relreplident WHEN 'd' THEN 'default' WHEN 'f' THEN 'full'
+                             WHEN 'i' THEN 'index' WHEN 'n' THEN 'nothing' END AS replica_identity,
+         t.queries,
+         nullif(concat_ws('; ',
+           (SELECT string_agg(format('%s of %s %s outside its REPLICA IDENTITY (%s): a delete, or an update changing %s, cannot name the old doc; run ALTER TABLE %s REPLICA IDENTITY FULL',
+                                     array_to_string(g.missing, ', '), g.leaf,
+                                     CASE WHEN cardinality(g.missing) = 1 THEN 'is' ELSE 'are' END,
+                                     g.identity,
+                                     CASE WHEN cardinality(g.missing) = 1 THEN 'it' ELSE 'them' END, g.leaf), '; ')
+              FROM docsync.identity_gaps(t.relid, t.cols) g),
+           CASE WHEN c.relpersistence = 'u' THEN
+             format('%s is UNLOGGED: its changes are never decoded; run ALTER TABLE %s SET LOGGED', t.relid, t.relid) END,
+           CASE WHEN NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = t.relid AND i.indisprimary) THEN
+             format('%s has no primary key: add one (or a REPLICA IDENTITY USING INDEX) so changes name their rows', t.relid) END,
+           CASE WHEN current_setting('output_plugin_libraries', true) IS NOT NULL
+                 AND NOT 'docsync' = ANY (string_to_array(replace(current_setting('output_plugin_libraries', true), ' ', ''), ',')) THEN
+             'docsync is not in output_plugin_libraries, so the server refuses to decode with it: run ALTER SYSTEM SET output_plugin_libraries = pgoutput, test_decoding, docsync; SELECT pg_reload_conf();' END
+         ), '') AS warning
+    FROM t
+    JOIN pg_class c ON c.oid = t.relid
+    JOIN pg_namespace n ON n.oid = c.relnamespace;
+COMMENT ON VIEW docsync.watched_tables IS
+  'one row per watched table: the columns the plugin emits, its replica identity, and what is wrong';
+
+GRANT SELECT ON docsync.queries, docsync.watches, docsync.watched_tables TO docsync_admin;
+
+-------------------------------------------------------------------------------
+-- Role recipes
+-------------------------------------------------------------------------------
+
+-- The worker's pool role: SELECT on every table the doc and keys queries read, USAGE on their schemas.
+CREATE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r pg_roles;
+  stmt text;
+BEGIN
+  SELECT * INTO r FROM pg_roles WHERE rolname = role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role "%" does not exist', role
+      USING ERRCODE = 'undefined_object', DETAIL = 'grant_reader grants to an existing role.',
+            HINT = format('Create it first: CREATE ROLE %I LOGIN;', role);
+  END IF;
+  IF r.rolsuper OR r.rolreplication OR r.rolbypassrls THEN
+    RAISE EXCEPTION 'role "%" is not a harmless reader', role
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'The pool role runs customer SQL; docsync-worker refuses a SUPERUSER, REPLICATION or BYPASSRLS pool role.',
+            HINT = format('Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');');
+  END IF;
+  FOR stmt IN
+    WITH t AS (
+      SELECT DISTINCT x.rel
+        FROM docsync.query_defs q
+        CROSS JOIN LATERAL (
+          SELECT unnest(docsync.tables_read(q.sql, q.search_path))
+          UNION
+          SELECT unnest(docsync.tables_read(w.keys_sql, q.search_path))
+            FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel))
+    SELECT format('GRANT USAGE ON SCHEMA %I TO %I', n.nspname, role)
+      FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+     GROUP BY n.nspname
+    UNION ALL
+    SELECT format('GRANT SELECT ON TABLE %s TO %I', t.rel, role) FROM t
+    ORDER BY 1
+  LOOP
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END LOOP;
+END
+$$;
+COMMENT ON FUNCTION docsync.grant_reader(text) IS
+  'grant the worker''s pool role SELECT on every table the doc and keys queries read; returns the GRANTs run';
+
+-- The worker's replication role (--dsn): reads definitions and advances generations. The
+-- REPLICATION attribute itself is the DBA's: ALTER ROLE … REPLICATION.
+CREATE FUNCTION docsync.grant_replication(role text) RETURNS SETOF text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r pg_roles;
+  stmt text;
+BEGIN
+  SELECT * INTO r FROM pg_roles WHERE rolname = role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role "%" does not exist', role
+      USING ERRCODE = 'undefined_object', DETAIL = 'grant_replication grants to an existing role.',
+            HINT = format('Create it first: CREATE ROLE %I LOGIN REPLICATION;', role);
+  END IF;
+  IF NOT r.rolreplication AND NOT r.rolsuper THEN
+    RAISE NOTICE 'role "%" has no REPLICATION attribute yet', role
+      USING HINT = format('docsync-worker streams the slot with it: ALTER ROLE %I REPLICATION;', role);
+  END IF;
+  FOREACH stmt IN ARRAY ARRAY[
+    format('GRANT USAGE ON SCHEMA docsync TO %I', role),
+    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.def_generation TO %I', role),
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+  LOOP
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END LOOP;
+END
+$$;
+COMMENT ON FUNCTION docsync.grant_replication(text) IS
+  'grant the worker''s replication role what it reads and calls in the docsync schema; returns the GRANTs run';
+
+REVOKE ALL ON FUNCTION docsync.advance_generation(name, text, integer, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.worker_definitions() FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.plugin_tables() FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.grant_reader(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.grant_replication(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.on_ddl_command_end() FROM PUBLIC;
+REVOKE ALL ON FUNCTION docsync.on_sql_drop() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables() TO docsync_admin;
+
+-------------------------------------------------------------------------------
+-- end of the SQL API part; status views follow
+-------------------------------------------------------------------------------

@@ -1,0 +1,481 @@
+/*-------------------------------------------------------------------------
+ *
+ * relmap.c
+ *		The docsync output plugin's per-relation decision cache: is a changed relation watched, which
+ *		relation is it reported as (the root for partitions), and which of its columns are emitted.
+ *
+ * Entries are keyed by the changed relation's OID and built lazily in the change callback, under the
+ * historic snapshot, so names and attnums are resolved as they were when the change was made.
+ * Relcache and namespace invalidations only mark entries invalid (they can arrive in the middle of a
+ * callback); the next change rebuilds the entry and sends a fresh RELATION record.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "nodes/bitmapset.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "docsync_wire.h"
+#include "plugin.h"
+
+/* The cache of one decoding session (backend-local: a backend decodes one slot at a time). */
+static MemoryContext relmap_context = NULL; /* owns the hash, entries and warnings */
+static HTAB *relmap = NULL;		/* DocsyncRelEntry by changed relid */
+static HTAB *relmap_sent = NULL;	/* root relids whose RELATION record is sent and still current */
+static List *relmap_tables = NIL;	/* the parsed `tables` option */
+static bool relmap_has_names = false;	/* some entry names its relation */
+static List *relmap_warned = NIL;	/* "relid/column" keys already warned about */
+static bool callbacks_registered = false;	/* invalidation callbacks are per backend, forever */
+
+static void relmap_build(DocsyncRelEntry *entry, Relation relation);
+static bool relmap_match(Oid relid, bool *all_columns, List **columns);
+static void relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf,
+							   bool all_columns, List *listed);
+static Bitmapset *identity_columns(Relation relation);
+static void warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed);
+static void relmap_invalidate_relation(Datum arg, Oid relid);
+static void relmap_invalidate_all(Datum arg, int cacheid, uint32 hashvalue);
+static void relmap_forget(void *arg);
+
+/* Sets up the cache for a decoding session; tables must live at least as long as the session. */
+void
+docsync_relmap_init(MemoryContext parent, List *tables)
+{
+	HASHCTL		ctl;
+	ListCell   *lc;
+
+	MemoryContextCallback *forget;
+
+	docsync_relmap_reset();
+	relmap_context = AllocSetContextCreate(parent, "docsync relation cache", ALLOCSET_DEFAULT_SIZES);
+
+	/*
+	 * The decoding context (and with it this cache) is freed without a shutdown callback when the
+	 * session ends in an error: forget the pointers then, or the next session would use freed memory.
+	 */
+	forget = MemoryContextAlloc(relmap_context, sizeof(MemoryContextCallback));
+	forget->func = relmap_forget;
+	forget->arg = NULL;
+	MemoryContextRegisterResetCallback(relmap_context, forget);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(DocsyncRelEntry);
+	ctl.hcxt = relmap_context;
+	relmap = hash_create("docsync relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(Oid);
+	relmap_sent = hash_create("docsync relations sent", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	relmap_tables = tables;
+	relmap_has_names = false;
+	foreach(lc, tables)
+	{
+		DocsyncTableEntry *t = lfirst(lc);
+
+		if (t->name != NULL)
+			relmap_has_names = true;
+	}
+	relmap_warned = NIL;
+
+	if (!callbacks_registered)
+	{
+		CacheRegisterRelcacheCallback(relmap_invalidate_relation, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, relmap_invalidate_all, (Datum) 0);
+		callbacks_registered = true;
+	}
+}
+
+/* Forgets the session's cache (the callbacks stay registered and then do nothing). */
+void
+docsync_relmap_reset(void)
+{
+	if (relmap_context != NULL)
+		MemoryContextDelete(relmap_context);	/* runs relmap_forget */
+	relmap_forget(NULL);
+}
+
+/* Clears the pointers into the cache's memory (reset callback of its context, and reset). */
+static void
+relmap_forget(void *arg)
+{
+	relmap_context = NULL;
+	relmap = NULL;
+	relmap_sent = NULL;
+	relmap_tables = NIL;
+	relmap_warned = NIL;
+}
+
+/*
+ * Does the entry's watched relation need a RELATION record first? Its description depends only on
+ * the watched (root) relation, so partitions of one root share one record, sent again only after
+ * the root's invalidation.
+ */
+bool
+docsync_relmap_needs_relation(DocsyncRelEntry *entry)
+{
+	bool		found;
+
+	hash_search(relmap_sent, &entry->root_relid, HASH_FIND, &found);
+	return !found;
+}
+
+/* Notes that the entry's RELATION record was written. */
+void
+docsync_relmap_relation_written(DocsyncRelEntry *entry)
+{
+	hash_search(relmap_sent, &entry->root_relid, HASH_ENTER, NULL);
+}
+
+/* The decision for a changed relation, built or rebuilt as needed. */
+DocsyncRelEntry *
+docsync_relmap_get(Relation relation)
+{
+	Oid			relid = RelationGetRelid(relation);
+	DocsyncRelEntry *entry;
+	bool		found;
+
+	Assert(relmap != NULL);
+	entry = hash_search(relmap, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->context = NULL;
+		entry->valid = false;
+	}
+	if (!entry->valid)
+		relmap_build(entry, relation);
+	return entry;
+}
+
+/* (Re)builds one entry from the catalogs as the historic snapshot sees them. */
+static void
+relmap_build(DocsyncRelEntry *entry, Relation relation)
+{
+	Oid			relid = RelationGetRelid(relation);
+	Oid			root_relid = InvalidOid;
+	bool		all_columns = false;
+	List	   *listed = NIL;
+	Relation	root;
+	MemoryContext old;
+
+	if (entry->context != NULL)
+		MemoryContextDelete(entry->context);
+	entry->context = AllocSetContextCreate(relmap_context, "docsync relation", ALLOCSET_SMALL_SIZES);
+	entry->watched = false;
+	entry->relation_sent = false;
+	entry->root_relid = InvalidOid;
+	entry->schema = NULL;
+	entry->name = NULL;
+	entry->ncolumns = 0;
+	entry->columns = NULL;
+
+	old = MemoryContextSwitchTo(entry->context);
+
+	/* The extension's own tables: always, every column. */
+	if (strcmp(get_namespace_name(RelationGetNamespace(relation)), DOCSYNC_SCHEMA) == 0)
+	{
+		root_relid = relid;
+		all_columns = true;
+	}
+	else
+	{
+		/* The topmost watched ancestor wins, as with publish_via_partition_root. */
+		if (relation->rd_rel->relispartition)
+		{
+			List	   *ancestors = get_partition_ancestors(relid);
+			ListCell   *lc;
+
+			foreach(lc, ancestors)
+			{
+				bool		a_all = false;
+				List	   *a_listed = NIL;
+
+				if (relmap_match(lfirst_oid(lc), &a_all, &a_listed))
+				{
+					root_relid = lfirst_oid(lc);
+					all_columns = a_all;
+					listed = a_listed;
+				}
+			}
+		}
+		if (!OidIsValid(root_relid) && relmap_match(relid, &all_columns, &listed))
+			root_relid = relid;
+	}
+
+	if (OidIsValid(root_relid))
+	{
+		root = root_relid == relid ? relation : RelationIdGetRelation(root_relid);
+		if (root == NULL)
+			elog(ERROR, "could not open relation with OID %u", root_relid);
+		entry->watched = true;
+		entry->root_relid = root_relid;
+		entry->schema = get_namespace_name(RelationGetNamespace(root));
+		entry->name = pstrdup(RelationGetRelationName(root));
+		entry->replident = root->rd_rel->relreplident;
+		entry->leaf_replident = relation->rd_rel->relreplident;
+		relmap_add_columns(entry, root, relation, all_columns, listed);
+		if (root != relation)
+			RelationClose(root);
+	}
+
+	MemoryContextSwitchTo(old);
+	entry->valid = true;
+}
+
+/*
+ * Does some `tables` entry name this relation? The union of the matching entries' columns goes to
+ * *columns; *all_columns is set when one of them lists no columns.
+ */
+static bool
+relmap_match(Oid relid, bool *all_columns, List **columns)
+{
+	bool		matched = false;
+	char	   *relname = NULL;
+	char	   *nspname = NULL;
+	ListCell   *lc;
+
+	if (relmap_has_names)
+	{
+		relname = get_rel_name(relid);
+		if (relname != NULL)
+			nspname = get_namespace_name(get_rel_namespace(relid));
+	}
+	foreach(lc, relmap_tables)
+	{
+		DocsyncTableEntry *t = lfirst(lc);
+
+		if (OidIsValid(t->relid))
+		{
+			if (t->relid != relid)
+				continue;
+		}
+		else
+		{
+			if (relname == NULL || nspname == NULL || strcmp(t->name, relname) != 0)
+				continue;
+			if (t->schema != NULL ? strcmp(t->schema, nspname) != 0 : !RelationIsVisible(relid))
+				continue;
+		}
+		matched = true;
+		if (t->columns == NIL)
+			*all_columns = true;
+		else
+			*columns = list_concat(*columns, t->columns);
+	}
+	return matched;
+}
+
+/* Fills entry->columns: every live column, or the listed ones in attnum order, then missing ones. */
+static void
+relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf, bool all_columns, List *listed)
+{
+	TupleDesc	rdesc = RelationGetDescr(root);
+	TupleDesc	ldesc = RelationGetDescr(leaf);
+	bool	   *wanted = palloc0(sizeof(bool) * (rdesc->natts + 1));
+	List	   *missing = NIL;
+	Bitmapset  *root_identity = identity_columns(root);
+	Bitmapset  *leaf_identity = identity_columns(leaf);
+	ListCell   *lc;
+	int			n = 0;
+	int			i;
+
+	foreach(lc, listed)
+	{
+		DocsyncTableColumn *c = lfirst(lc);
+		AttrNumber	attnum = InvalidAttrNumber;
+
+		if (c->name == NULL)
+		{
+			if (c->attnum <= rdesc->natts && !TupleDescAttr(rdesc, c->attnum - 1)->attisdropped)
+				attnum = c->attnum;
+		}
+		else
+		{
+			for (i = 0; i < rdesc->natts; i++)
+			{
+				Form_pg_attribute att = TupleDescAttr(rdesc, i);
+
+				if (!att->attisdropped && strcmp(NameStr(att->attname), c->name) == 0)
+				{
+					attnum = att->attnum;
+					break;
+				}
+			}
+		}
+		if (attnum != InvalidAttrNumber)
+			wanted[attnum] = true;
+		else
+		{
+			ListCell   *m;
+			bool		dup = false;
+
+			foreach(m, missing)
+			{
+				DocsyncTableColumn *o = lfirst(m);
+
+				if (o->attnum == c->attnum &&
+					(o->name == NULL ? c->name == NULL : c->name != NULL && strcmp(o->name, c->name) == 0))
+					dup = true;
+			}
+			if (!dup)
+			{
+				missing = lappend(missing, c);
+				warn_missing_once(entry, c);
+			}
+		}
+	}
+
+	entry->columns = palloc0(sizeof(DocsyncColumn) * (rdesc->natts + list_length(missing) + 1));
+	for (i = 0; i < rdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(rdesc, i);
+		DocsyncColumn *col;
+		Oid			outfunc;
+		bool		isvarlena;
+		int			j;
+
+		if (att->attisdropped || !(all_columns || wanted[att->attnum]))
+			continue;
+		col = &entry->columns[n++];
+		col->attnum = att->attnum;
+		col->name = pstrdup(NameStr(att->attname));
+		col->typid = att->atttypid;
+		col->varlena = att->attlen == -1;
+		col->byval = att->attbyval;
+		col->typlen = att->attlen;
+		if (bms_is_member(att->attnum - FirstLowInvalidHeapAttributeNumber, root_identity))
+			col->flags |= DOCSYNC_COL_IDENTITY;
+		if (leaf == root)
+			col->leaf_attnum = att->attnum;
+		else
+		{
+			/* Partitions may order their columns differently: map by name. */
+			for (j = 0; j < ldesc->natts; j++)
+			{
+				Form_pg_attribute latt = TupleDescAttr(ldesc, j);
+
+				if (!latt->attisdropped && strcmp(NameStr(latt->attname), col->name) == 0)
+				{
+					col->leaf_attnum = latt->attnum;
+					break;
+				}
+			}
+		}
+		col->leaf_identity = col->leaf_attnum != InvalidAttrNumber &&
+			bms_is_member(col->leaf_attnum - FirstLowInvalidHeapAttributeNumber, leaf_identity);
+		getTypeOutputInfo(col->typid, &outfunc, &isvarlena);
+		fmgr_info_cxt(outfunc, &col->output, entry->context);
+	}
+	foreach(lc, missing)
+	{
+		DocsyncTableColumn *c = lfirst(lc);
+		DocsyncColumn *col = &entry->columns[n++];
+
+		col->attnum = c->attnum;
+		col->name = pstrdup(c->name ? c->name : "");
+		col->typid = InvalidOid;
+		col->flags = DOCSYNC_COL_MISSING;
+	}
+	entry->ncolumns = n;
+}
+
+/*
+ * The columns whose old values the server logs for this relation, as a bitmap offset by
+ * FirstLowInvalidHeapAttributeNumber: every column for REPLICA IDENTITY FULL, the key columns for
+ * DEFAULT (primary key) and USING INDEX, none for NOTHING.
+ */
+static Bitmapset *
+identity_columns(Relation relation)
+{
+	TupleDesc	desc = RelationGetDescr(relation);
+	Bitmapset  *result = NULL;
+	int			i;
+
+	if (relation->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
+	{
+		for (i = 0; i < desc->natts; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				result = bms_add_member(result, i + 1 - FirstLowInvalidHeapAttributeNumber);
+		return result;
+	}
+	if (relation->rd_rel->relreplident == REPLICA_IDENTITY_NOTHING)
+		return NULL;
+	return RelationGetIdentityKeyBitmap(relation);
+}
+
+/* Warns once per decoding session about a listed column the relation does not have. */
+static void
+warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed)
+{
+	char	   *key;
+	ListCell   *lc;
+	MemoryContext old;
+
+	key = listed->name ? psprintf("%u/%s", entry->root_relid, listed->name)
+		: psprintf("%u/#%d", entry->root_relid, listed->attnum);
+	foreach(lc, relmap_warned)
+	{
+		if (strcmp(lfirst(lc), key) == 0)
+			return;
+	}
+	old = MemoryContextSwitchTo(relmap_context);
+	relmap_warned = lappend(relmap_warned, pstrdup(key));
+	MemoryContextSwitchTo(old);
+
+	if (listed->name)
+		ereport(WARNING,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("docsync: column \"%s\" of relation %s does not exist",
+						listed->name, quote_qualified_identifier(entry->schema, entry->name)),
+				 errdetail("Its values are emitted as unknown."),
+				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("docsync: column number %d of relation %s does not exist",
+						listed->attnum, quote_qualified_identifier(entry->schema, entry->name)),
+				 errdetail("Its values are emitted as unknown."),
+				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
+}
+
+/* Relcache invalidation: mark the relation's entries (and those reported as it) for rebuild. */
+static void
+relmap_invalidate_relation(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	DocsyncRelEntry *entry;
+
+	if (relmap == NULL)
+		return;
+	hash_seq_init(&status, relmap);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (!OidIsValid(relid) || entry->relid == relid || entry->root_relid == relid)
+			entry->valid = false;
+	}
+	if (OidIsValid(relid))
+		hash_search(relmap_sent, &relid, HASH_REMOVE, NULL);
+	else
+	{
+		Oid		   *sent;
+
+		hash_seq_init(&status, relmap_sent);
+		while ((sent = hash_seq_search(&status)) != NULL)
+			hash_search(relmap_sent, sent, HASH_REMOVE, NULL);
+	}
+}
+
+/* Namespace changes (a renamed schema) can change what a named entry matches: rebuild everything. */
+static void
+relmap_invalidate_all(Datum arg, int cacheid, uint32 hashvalue)
+{
+	relmap_invalidate_relation(arg, InvalidOid);
+}

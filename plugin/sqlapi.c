@@ -1,0 +1,296 @@
+/*-------------------------------------------------------------------------
+ *
+ * sqlapi.c
+ *		C helpers of the docsync SQL API, for what SQL cannot do on its own:
+ *		- docsync.channel(): channel names, with the escaping the worker uses
+ *		  (specified in worker/engine/channel.hpp, vectors in tests/channel_vectors.tsv);
+ *		- docsync.analyze_query(): parse analysis of a doc or keys query with parameter types
+ *		  inferred from use, reporting its parameter types, result column types and the tables it
+ *		  reads (walking the rewritten query tree, so views and sublinks are seen through).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/parsenodes.h"
+#include "parser/parser.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+
+PG_FUNCTION_INFO_V1(docsync_channel);
+PG_FUNCTION_INFO_V1(docsync_analyze_query);
+
+/* helpers */
+static bool valid_segment_name(const char *name);
+static void append_escaped_value(StringInfo buf, const char *value);
+static bool collect_relations_walker(Node *node, List **relids);
+static ArrayType *oid_list_to_array(List *oids, Oid elemtype);
+
+/*
+ * A query name is a channel segment as it is: [A-Za-z0-9_] first, then also '.' and '-'.
+ * The same rule is the CHECK constraint on docsync.query_defs.name.
+ */
+static bool
+valid_segment_name(const char *name)
+{
+	const char *p;
+
+	if (name[0] == '\0')
+		return false;
+	for (p = name; *p; p++)
+	{
+		unsigned char c = (unsigned char) *p;
+		bool		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(c >= '0' && c <= '9') || c == '_' || (p != name && (c == '.' || c == '-'));
+
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* Appends one value: '%' -> %25, ':' -> %3A, control bytes 0x00-0x1F and 0x7F -> %XX. */
+static void
+append_escaped_value(StringInfo buf, const char *value)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p;
+
+	for (p = (const unsigned char *) value; *p; p++)
+	{
+		if (*p == '%' || *p == ':' || *p < 0x20 || *p == 0x7F)
+		{
+			appendStringInfoChar(buf, '%');
+			appendStringInfoChar(buf, hex[*p >> 4]);
+			appendStringInfoChar(buf, hex[*p & 0x0F]);
+		}
+		else
+			appendStringInfoChar(buf, (char) *p);
+	}
+}
+
+/*
+ * docsync.channel(query text, VARIADIC values text[]) and docsync.channel(query text):
+ * "db:<query>:<v1>:…", NULL values spelled %00.
+ */
+Datum
+docsync_channel(PG_FUNCTION_ARGS)
+{
+	char	   *query;
+	StringInfoData buf;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("docsync channel query name must not be null"),
+				 errdetail("Every channel starts with the name of a doc query."),
+				 errhint("Pass the name given to docsync.define_query().")));
+	query = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (!valid_segment_name(query))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid docsync query name \"%s\"", query),
+				 errdetail("Query names consist of ASCII letters, digits and '_', and also '.' and '-' after the first character."),
+				 errhint("Pass the name given to docsync.define_query().")));
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "db:");
+	appendStringInfoString(&buf, query);
+
+	if (PG_NARGS() > 1)
+	{
+		ArrayType  *values;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+		int			i;
+
+		if (PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("docsync channel values must not be a null array"),
+					 errdetail("A NULL array names no doc; a NULL value inside the array is spelled %%00."),
+					 errhint("Pass the values one by one, or VARIADIC ARRAY[...]::text[].")));
+		values = PG_GETARG_ARRAYTYPE_P(1);
+		if (ARR_NDIM(values) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("docsync channel values must be a one-dimensional array"),
+					 errdetail("The array has %d dimensions.", ARR_NDIM(values)),
+					 errhint("Pass the values one by one, or VARIADIC ARRAY[...]::text[].")));
+		deconstruct_array(values, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		for (i = 0; i < n; i++)
+		{
+			appendStringInfoChar(&buf, ':');
+			if (nulls[i])
+				appendStringInfoString(&buf, "%00");
+			else
+				append_escaped_value(&buf, TextDatumGetCString(elems[i]));
+		}
+	}
+
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+}
+
+/* Adds the OID of every table-like relation a query tree reads, views seen through. */
+static bool
+collect_relations_walker(Node *node, List **relids)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		if (rte->rtekind == RTE_RELATION)
+			*relids = list_append_unique_oid(*relids, rte->relid);
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, collect_relations_walker, (void *) relids,
+								 QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, collect_relations_walker, (void *) relids);
+}
+
+static ArrayType *
+oid_list_to_array(List *oids, Oid elemtype)
+{
+	Datum	   *datums = palloc(sizeof(Datum) * Max(list_length(oids), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, oids)
+		datums[n++] = ObjectIdGetDatum(lfirst_oid(lc));
+	return construct_array(datums, n, elemtype, sizeof(Oid), true, TYPALIGN_INT);
+}
+
+/*
+ * docsync.analyze_query(sql text, search_path text,
+ *                       OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+ *
+ * Parse-analyses and rewrites one SELECT with parameter types inferred from their use, under the
+ * given search_path (NULL: the current one). relations lists the tables, partitioned tables,
+ * partitions, materialized views and foreign tables read, views expanded. Nothing is executed.
+ */
+Datum
+docsync_analyze_query(PG_FUNCTION_ARGS)
+{
+	char	   *sql;
+	List	   *raw;
+	RawStmt    *rawstmt;
+	SelectStmt *select;
+	Oid		   *param_types = NULL;
+	int			nparams = 0;
+	List	   *queries;
+	List	   *result_types = NIL;
+	List	   *relids = NIL;
+	List	   *tables = NIL;
+	ListCell   *lc;
+	int			save_nestlevel;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	int			i;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query text must not be null"),
+				 errdetail("A docsync doc or keys query is one SELECT statement."),
+				 errhint("Pass the query text.")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "docsync.analyze_query must be declared with OUT parameters");
+	sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	raw = pg_parse_query(sql);
+	if (list_length(raw) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query must be exactly one statement, not %d", list_length(raw)),
+				 errdetail("A docsync doc or keys query is one SELECT statement."),
+				 errhint("Remove the other statements (and any stray semicolon between them).")));
+	rawstmt = linitial_node(RawStmt, raw);
+	if (!IsA(rawstmt->stmt, SelectStmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("query must be a SELECT"),
+				 errdetail("docsync runs doc and keys queries in read-only transactions."),
+				 errhint("Write the query as a SELECT (VALUES and WITH … SELECT are fine too).")));
+	select = (SelectStmt *) rawstmt->stmt;
+	if (select->intoClause != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("query must not be SELECT INTO"),
+				 errdetail("docsync runs doc and keys queries in read-only transactions."),
+				 errhint("Remove the INTO clause.")));
+	if (select->lockingClause != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("query must not lock rows (FOR UPDATE/SHARE)"),
+				 errdetail("docsync runs doc and keys queries in read-only transactions, possibly on a standby."),
+				 errhint("Remove the locking clause.")));
+
+	save_nestlevel = NewGUCNestLevel();
+	if (!PG_ARGISNULL(1))
+		(void) set_config_option("search_path", text_to_cstring(PG_GETARG_TEXT_PP(1)),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	queries = pg_analyze_and_rewrite_varparams(rawstmt, sql, &param_types, &nparams, NULL);
+	AtEOXact_GUC(true, save_nestlevel);
+
+	if (list_length(queries) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("query rewrites into %d statements", list_length(queries)),
+				 errdetail("A rule turned the SELECT into several statements."),
+				 errhint("Query the underlying tables directly.")));
+	{
+		Query	   *query = linitial_node(Query, queries);
+
+		if (query->commandType != CMD_SELECT || query->hasModifyingCTE)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("query must only read: it contains a data-modifying statement"),
+					 errdetail("docsync runs doc and keys queries in read-only transactions."),
+					 errhint("Remove the INSERT, UPDATE or DELETE from the WITH clause.")));
+		foreach(lc, query->targetList)
+		{
+			TargetEntry *tle = lfirst_node(TargetEntry, lc);
+
+			if (!tle->resjunk)
+				result_types = lappend_oid(result_types, exprType((Node *) tle->expr));
+		}
+		(void) collect_relations_walker((Node *) query, &relids);
+	}
+
+	foreach(lc, relids)
+	{
+		char		relkind = get_rel_relkind(lfirst_oid(lc));
+
+		if (relkind == RELKIND_RELATION || relkind == RELKIND_PARTITIONED_TABLE ||
+			relkind == RELKIND_MATVIEW || relkind == RELKIND_FOREIGN_TABLE)
+			tables = lappend_oid(tables, lfirst_oid(lc));
+	}
+
+	{
+		List	   *params = NIL;
+
+		for (i = 0; i < nparams; i++)
+			params = lappend_oid(params, param_types[i]);
+		values[0] = PointerGetDatum(oid_list_to_array(params, REGTYPEOID));
+	}
+	values[1] = PointerGetDatum(oid_list_to_array(result_types, REGTYPEOID));
+	values[2] = PointerGetDatum(oid_list_to_array(tables, REGCLASSOID));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}

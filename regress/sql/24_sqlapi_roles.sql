@@ -1,0 +1,89 @@
+-- advance_generation (doc-version generations per slot) and the role recipes
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET synchronous_commit = on;
+
+-- a new slot starts above the floor; a matching identity and timeline keeps the stored value
+SELECT docsync.advance_generation('regress_slot', '7000000000000000001', 1, 0, false) AS first_start;
+SELECT docsync.advance_generation('regress_slot', '7000000000000000001', 1, 0, false) AS same_server;
+SELECT docsync.advance_generation('regress_slot', '7000000000000000001', 1, 9, false) AS floor_raises;
+-- a recreated slot, a new timeline, a new system identifier: one more than everything before
+SELECT docsync.advance_generation('regress_slot', '7000000000000000001', 1, 0, true) AS forced;
+SELECT docsync.advance_generation('regress_slot', '7000000000000000001', 2, 0, false) AS new_timeline;
+SELECT docsync.advance_generation('regress_slot', '7000000000000000002', 2, 3, false) AS new_server;
+SELECT docsync.advance_generation('regress_slot', '7000000000000000002', 2, 20, true) AS forced_with_floor;
+SELECT docsync.advance_generation('regress_other', '7000000000000000002', 2, 5, false) AS other_slot;
+SELECT slot, system_identifier, timeline, generation FROM docsync.worker_state ORDER BY slot;
+SELECT docsync.advance_generation(NULL, '1', 1, 0, false);
+-- changes to worker_state leave the definitions generation alone
+SELECT generation INTO TEMP before FROM docsync.def_generation;
+DELETE FROM docsync.worker_state;
+SELECT (SELECT generation FROM docsync.def_generation) = (SELECT generation FROM before) AS unchanged;
+
+-- fixture
+CREATE SCHEMA app;
+CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int);
+CREATE TABLE app.customers (id int PRIMARY KEY, name text);
+CREATE TABLE app.secrets (id int PRIMARY KEY, s text);
+SELECT docsync.define_query('order', 'SELECT to_jsonb(o) FROM orders o WHERE id = $1', params => ARRAY['id'],
+                            search_path => 'app');
+SELECT docsync.watch('order', 'app.orders', params => ARRAY['id']) > 0;
+SELECT docsync.watch('order', 'app.customers',
+  keys_sql => 'SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.id = $1',
+  keys_args => ARRAY['id']) > 0;
+
+-- the pool role: SELECT on what the doc and keys queries read, nothing else
+CREATE ROLE regress_reader LOGIN;
+SELECT docsync.grant_reader('regress_reader');
+SELECT has_table_privilege('regress_reader', 'app.orders', 'SELECT') AS orders,
+       has_table_privilege('regress_reader', 'app.customers', 'SELECT') AS customers,
+       has_table_privilege('regress_reader', 'app.secrets', 'SELECT') AS secrets,
+       has_table_privilege('regress_reader', 'app.orders', 'UPDATE') AS orders_update,
+       has_table_privilege('regress_reader', 'docsync.query_defs', 'SELECT') AS definitions;
+SET ROLE regress_reader;
+SET search_path = app;
+SELECT to_jsonb(o) FROM orders o WHERE id = 1;
+SELECT * FROM app.secrets;
+SELECT docsync.worker_definitions();
+SELECT docsync.channel('order', '1') AS needs_schema_usage;
+RESET search_path;
+RESET ROLE;
+SELECT docsync.grant_reader('regress_no_such_role');
+CREATE ROLE regress_bad_reader BYPASSRLS;
+SELECT docsync.grant_reader('regress_bad_reader');
+DROP ROLE regress_bad_reader;
+
+-- the replication role: definitions and generations, nothing of the customer's tables
+CREATE ROLE regress_repl LOGIN;
+SELECT docsync.grant_replication('regress_repl');
+ALTER ROLE regress_repl REPLICATION;
+SELECT docsync.grant_replication('regress_repl') IS NOT NULL AS granted_again;
+SET ROLE regress_repl;
+SELECT jsonb_array_length(docsync.worker_definitions() -> 'watches') AS watches;
+SELECT docsync.plugin_tables() <> '' AS has_tables;
+SELECT docsync.advance_generation('regress_slot', '1', 1, 0, false) AS generation;
+SELECT generation > 0 AS readable FROM docsync.def_generation;
+SELECT * FROM app.orders;
+SELECT docsync.define_query('x', 'SELECT to_jsonb(1)');
+DELETE FROM docsync.worker_state;
+RESET ROLE;
+SELECT docsync.grant_replication('regress_no_such_role');
+
+-- without grants, nobody else reads definitions or advances generations, schema USAGE or not
+CREATE ROLE regress_nobody;
+SET ROLE regress_nobody;
+SELECT docsync.worker_definitions();
+RESET ROLE;
+GRANT USAGE ON SCHEMA docsync TO regress_nobody;
+SET ROLE regress_nobody;
+SELECT docsync.worker_definitions();
+SELECT docsync.advance_generation('regress_slot', '1', 1, 0, false);
+SELECT * FROM docsync.queries;
+RESET ROLE;
+
+-- clean up
+DELETE FROM docsync.worker_state;
+SELECT docsync.drop_query('order');
+DROP SCHEMA app CASCADE;
+DROP OWNED BY regress_reader, regress_repl, regress_nobody;
+DROP ROLE regress_reader, regress_repl, regress_nobody;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Decodes one workload through docsync, pgoutput (proto_version 1 and 2, a publication with column
+# lists), wal2json (format-version 2, add-tables) and test_decoding (skip-empty-xacts), side by side
+# in one run, and prints rows, bytes and decode time per plugin with ratios against docsync.
+#
+#   dir=$(packaging/dev-cluster.sh start); . "$dir/cluster.env"
+#   tests/bench/plugin_bench.sh [transactions (default 2000)] [repetitions (default 3)]
+#
+# Workload: each transaction inserts an order, three order items and two unwatched audit rows,
+# then updates the order's status; between them, a stream of transactions that touch only the
+# unwatched table. The watched columns are orders(id, customer_id, status) and
+# order_items(id, order_id, product_id, qty); the other columns (wide text, timestamps) are not
+# watched. Every plugin reads the same slot contents with peek (nothing is consumed), round robin,
+# the best of the repetitions counting; decode time is the backend's CPU time around the SQL
+# decoding call (robust on a loaded machine), with the wall time beside it. The "floor" row decodes
+# the same WAL with nothing watched: the server's own share of the work, which every plugin pays.
+# Not a timed test: figures depend on the machine.
+set -euo pipefail
+n=${1:-2000}
+reps=${2:-3}
+db=docsync_bench_$$
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+cleanup() {
+  psql -d "$db" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()" >/dev/null 2>&1 || true
+  psql -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+psql -d postgres -c "CREATE DATABASE $db"
+
+psql -d "$db" <<SQL >/dev/null
+SET client_min_messages = warning;
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
+                     total numeric(12,2), shipping_address text, notes text, created_at timestamptz,
+                     updated_at timestamptz);
+CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL, product_id int NOT NULL,
+                          qty int NOT NULL, unit_price numeric(12,2), description text);
+CREATE TABLE audit_log (id bigserial PRIMARY KEY, at timestamptz, actor text, action text, payload text);
+CREATE PUBLICATION bench_pub FOR TABLE orders (id, customer_id, status),
+                                 order_items (id, order_id, product_id, qty);
+SELECT pg_create_logical_replication_slot('bench_docsync', 'docsync');
+SELECT pg_create_logical_replication_slot('bench_pgoutput', 'pgoutput');
+SELECT pg_create_logical_replication_slot('bench_wal2json', 'wal2json');
+SELECT pg_create_logical_replication_slot('bench_test_decoding', 'test_decoding');
+
+CREATE PROCEDURE bench_workload(n int) LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1..n LOOP
+    INSERT INTO orders VALUES (i, i % 97, 'new', i * 1.25, 'Street ' || i || ', Some City, Some Country',
+                               repeat('note ', 20), now(), now());
+    INSERT INTO order_items SELECT i * 10 + k, i, (i * 7 + k) % 501, k, 9.99,
+                                   'item description for product ' || k FROM generate_series(1, 3) k;
+    INSERT INTO audit_log (at, actor, action, payload)
+      SELECT now(), 'app', 'order.created', repeat('{"k": "v"}', 10) FROM generate_series(1, 2);
+    UPDATE orders SET status = 'paid', updated_at = now() WHERE id = i;
+    COMMIT;
+    -- unwatched-only traffic
+    INSERT INTO audit_log (at, actor, action, payload) VALUES (now(), 'cron', 'heartbeat', repeat('x', 100));
+    COMMIT;
+  END LOOP;
+END \$\$;
+SQL
+
+start=$(date +%s)
+psql -d "$db" -c "CALL bench_workload($n)"
+echo "workload: $n order transactions + $n unwatched-only transactions in $(( $(date +%s) - start ))s"
+
+PGOPTIONS="-c bench.reps=$reps" psql -d "$db" <<'SQL'
+\pset footer off
+-- Each repetition decodes through every plugin in turn (round robin, so a load change on the
+-- machine hits them alike); per plugin the best repetition counts. CPU time is the backend's own
+-- (from /proc/self/schedstat), which other load on the machine does not inflate; wall time is shown too.
+CREATE TEMP TABLE plugins (plugin text, q text);
+INSERT INTO plugins VALUES
+  ('docsync (binary)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
+      'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('docsync (text)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_docsync', NULL, NULL,
+      'format', 'text', 'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('floor: docsync, nothing watched', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
+      'tables', 'public.no_such_table')$$),
+  ('pgoutput proto 1', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
+      'proto_version', '1', 'publication_names', 'bench_pub')$$),
+  ('pgoutput proto 2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
+      'proto_version', '2', 'publication_names', 'bench_pub')$$),
+  ('wal2json v2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_wal2json', NULL, NULL,
+      'format-version', '2', 'add-tables', 'public.orders,public.order_items')$$),
+  ('test_decoding', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_test_decoding', NULL, NULL,
+      'skip-empty-xacts', '1')$$);
+CREATE TEMP TABLE runs (plugin text, rows bigint, bytes bigint, cpu_ms numeric, wall_ms numeric);
+CREATE FUNCTION pg_temp.cpu_ns() RETURNS numeric LANGUAGE sql AS
+  $$SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric$$;
+DO $$
+DECLARE
+  p record;
+  t0 timestamptz;
+  c0 numeric;
+  n bigint;
+  b bigint;
+BEGIN
+  FOR r IN 1..current_setting('bench.reps')::int LOOP
+    FOR p IN SELECT * FROM plugins LOOP
+      c0 := pg_temp.cpu_ns();
+      t0 := clock_timestamp();
+      EXECUTE p.q INTO n, b;
+      INSERT INTO runs VALUES (p.plugin, n, b, (pg_temp.cpu_ns() - c0) / 1e6,
+                               extract(epoch FROM clock_timestamp() - t0) * 1000);
+    END LOOP;
+  END LOOP;
+END $$;
+CREATE TEMP TABLE results AS
+  SELECT plugin, max(rows) AS rows, max(bytes) AS bytes, round(min(cpu_ms), 1) AS cpu_ms,
+         round(min(wall_ms), 1) AS wall_ms FROM runs GROUP BY plugin;
+SELECT r.plugin, r.rows, r.bytes, r.cpu_ms AS decode_cpu_ms, r.wall_ms AS decode_wall_ms,
+       round(r.bytes::numeric / d.bytes, 2) AS bytes_vs_docsync,
+       round(r.cpu_ms / nullif(d.cpu_ms, 0), 2) AS cpu_vs_docsync
+  FROM results r, results d WHERE d.plugin = 'docsync (binary)'
+ ORDER BY r.plugin = 'docsync (binary)' DESC, r.plugin;
+SELECT round(d.bytes::numeric / p.bytes, 2) AS "docsync/pgoutput bytes (target <= 0.7)",
+       round(d.cpu_ms / p.cpu_ms, 2) AS "docsync/pgoutput time (target <= 1)",
+       round(d.cpu_ms / w.cpu_ms, 2) AS "docsync/wal2json time (target <= 0.5)"
+  FROM results d, results p, results w
+ WHERE d.plugin = 'docsync (binary)' AND p.plugin = 'pgoutput proto 1' AND w.plugin = 'wal2json v2';
+SQL

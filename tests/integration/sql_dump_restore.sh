@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# pg_dump of a database with docsync definitions, restored into a second database (custom format
+# with pg_restore, and plain SQL with psql), keeps every definition: queries with their search_path,
+# watches on the same tables and columns (attnums re-resolved: the restored table has no dropped
+# columns), the worker's per-slot generations, and the watch id sequence.
+# Needs a running server: PGHOST/PGPORT (packaging/dev-cluster.sh) and DOCSYNC_PG_BINDIR.
+set -euo pipefail
+
+: "${PGHOST:?PGHOST not set: run against packaging/dev-cluster.sh}" "${PGPORT:?}"
+bindir=${DOCSYNC_PG_BINDIR:-$(dirname "$(command -v pg_dump)")}
+export PGUSER=${PGUSER:-postgres}
+src=docsync_dump_src_$$
+dst_custom=docsync_dump_custom_$$
+dst_plain=docsync_dump_plain_$$
+work=$(mktemp -d)
+chmod 755 "$work"
+
+psql_() { timeout 60 "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+cleanup() {
+  for db in "$src" "$dst_custom" "$dst_plain"; do
+    timeout 60 "$bindir/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+psql_ -d postgres -c "CREATE DATABASE $src"
+psql_ -d "$src" <<'SQL'
+CREATE EXTENSION docsync;
+CREATE SCHEMA shop;
+CREATE TABLE shop.orders (gone int, id int PRIMARY KEY, status text, customer_id int);
+ALTER TABLE shop.orders DROP COLUMN gone;          -- attnums in this database: id 2, customer_id 4
+ALTER TABLE shop.orders RENAME COLUMN status TO state;
+CREATE TABLE shop.order_items (id int PRIMARY KEY, order_id int, product_id int);
+ALTER TABLE shop.order_items REPLICA IDENTITY FULL;
+CREATE TABLE shop.products (id int PRIMARY KEY, name text);
+SET search_path = shop;
+SELECT docsync.define_query('order',
+  $$SELECT jsonb_build_object('id', o.id, 'state', o.state,
+      'items', (SELECT coalesce(jsonb_agg(i ORDER BY i.id), '[]') FROM order_items i WHERE i.order_id = o.id))
+    FROM orders o WHERE o.id = $1$$, params => ARRAY['order_id']);
+SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('order', 'orders', params => ARRAY['customer_id'], allow_broadcast => true);
+SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
+SELECT docsync.watch('order', 'products',
+  keys_sql => $$SELECT DISTINCT order_id FROM order_items WHERE product_id = $1$$, keys_args => ARRAY['id']);
+SELECT docsync.define_query('count', 'SELECT jsonb_build_object(''n'', count(*)) FROM orders');
+SELECT docsync.watch('count', 'orders', params => ARRAY[]::text[]);
+SELECT docsync.advance_generation('dump_slot', '7000000000000000001', 1, 41, false);
+SQL
+
+# What must survive, with OIDs and attnums written as names (attnums may differ after a restore:
+# they are checked against the catalog separately).
+snapshot() {
+  psql_ -d "$1" -At <<'SQL'
+SELECT jsonb_build_object(
+  'queries', d -> 'queries',
+  'watches', (SELECT jsonb_agg(x ORDER BY x::text)
+                FROM jsonb_array_elements(d -> 'watches') w
+                CROSS JOIN LATERAL (
+                  SELECT (w - 'relid' - 'columns' - 'keys_args') || jsonb_build_object(
+                           'rel', (w ->> 'relid')::oid::regclass::text,
+                           'columns', (SELECT coalesce(jsonb_agg(c -> 'name'), '[]') FROM jsonb_array_elements(w -> 'columns') c),
+                           'keys_args', (SELECT coalesce(jsonb_agg(c -> 'name'), '[]') FROM jsonb_array_elements(w -> 'keys_args') c)) AS x) s))
+  FROM docsync.worker_definitions() d;
+SELECT string_agg(format('%s=%s', slot, generation), ',') FROM docsync.worker_state;
+SELECT string_agg(format('%s(%s)', e[1]::oid::regclass,
+                         (SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_attribute a
+                           WHERE a.attrelid = e[1]::oid AND a.attnum = ANY (string_to_array(e[2], ',')::int2[]))),
+                  ' ' ORDER BY e[1]::oid::regclass::text)
+  FROM regexp_matches(docsync.plugin_tables(), '([0-9]+)\(([0-9,]+)\)', 'g') e;
+SELECT string_agg(format('%s|%s|%s', name, (SELECT array_agg(t::text ORDER BY t::text) FROM unnest(watched_tables) t),
+                         coalesce(warning, '')), ';' ORDER BY name) FROM docsync.queries;
+SQL
+}
+customer_attnum() {
+  psql_ -d "$1" -At -c "SELECT attnums[1] FROM docsync.watch_defs WHERE columns = '{customer_id}'"
+}
+before=$(snapshot "$src")
+[ "$(customer_attnum "$src")" = 4 ] || fail "fixture: expected customer_id at attnum 4 in the source database"
+echo "$before" | grep -q 'shop.orders(id,customer_id)' || fail "fixture: plugin_tables() lacks orders(id,customer_id): $before"
+
+"$bindir/pg_dump" -d "$src" -Fc -f "$work/db.dump"
+"$bindir/pg_dump" -d "$src" -Fp -f "$work/db.sql"
+
+psql_ -d postgres -c "CREATE DATABASE $dst_custom"
+timeout 120 "$bindir/pg_restore" --exit-on-error -d "$dst_custom" "$work/db.dump"
+psql_ -d postgres -c "CREATE DATABASE $dst_plain"
+psql_ -d "$dst_plain" -f "$work/db.sql" >/dev/null
+
+for dst in "$dst_custom" "$dst_plain"; do
+  after=$(snapshot "$dst")
+  if [ "$after" != "$before" ]; then
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    fail "definitions differ after restore into $dst"
+  fi
+  # The restored table has no dropped column: customer_id is attnum 3 there, and the watch says so.
+  [ "$(customer_attnum "$dst")" = 3 ] || fail "watch of customer_id not re-resolved to attnum 3 in $dst"
+  # attnums agree with the restored catalog, and the plugin option names the right columns
+  psql_ -d "$dst" -At -c "
+    SELECT count(*) FROM docsync.watch_defs w, unnest(w.columns, w.attnums) u(col, num)
+     WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = w.relid AND a.attname = u.col AND a.attnum = u.num)" |
+    grep -qx 0 || fail "watch attnums do not match the restored tables in $dst"
+  # the restored definitions keep working: the id sequence continues, DDL is followed
+  psql_ -d "$dst" -At <<'SQL' | tail -n 1 | grep -qx 't|state2' || fail "definitions in $dst do not keep working"
+SET search_path = shop;
+CREATE TEMP TABLE m AS SELECT max(id) AS before FROM docsync.watch_defs;
+SELECT docsync.unwatch('count', 'orders');
+SELECT docsync.watch('count', 'orders', params => ARRAY[]::text[]) > (SELECT before FROM m);
+ALTER TABLE orders RENAME COLUMN state TO state2;
+ALTER TABLE orders REPLICA IDENTITY FULL;
+SELECT docsync.watch('order', 'orders', params => ARRAY['state2']) > (SELECT before FROM m);
+ALTER TABLE orders RENAME COLUMN state2 TO state3;
+ALTER TABLE orders RENAME COLUMN state3 TO state2;
+SELECT count(*) = 2 AND bool_and(id > (SELECT before FROM m)), max(columns[1]) FROM docsync.watch_defs
+ WHERE columns = '{state2}' OR (query = 'count' AND relid = 'orders'::regclass);
+SQL
+done
+
+# the cluster-wide role was reused, not recreated
+psql_ -d postgres -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 'docsync_admin'" | grep -qx 1 ||
+  fail "docsync_admin is missing"
+echo "sql_dump_restore: ok"

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The extension's upgrade path. Convention: sql/docsync--X.Y.sql installs version X.Y from scratch
+# (only the newest one is kept once upgrades exist), and every release adds one
+# sql/docsync--A--B.sql per version step, even an empty one. This test checks that:
+#   - every version the server offers reaches default_version by ALTER EXTENSION … UPDATE;
+#   - installing each older version and updating yields exactly the objects, definitions, grants and
+#     pg_dump registrations of a fresh install of default_version (catalog fingerprint below);
+#   - definitions made before an update survive it;
+#   - a second database of the same cluster installs it while docsync_admin already exists, and a
+#     drop and re-create leaves the same fingerprint.
+# Needs a running server with this checkout's extension installed (packaging/dev-cluster.sh).
+set -euo pipefail
+
+: "${PGHOST:?PGHOST not set: run against packaging/dev-cluster.sh}" "${PGPORT:?}"
+bindir=${DOCSYNC_PG_BINDIR:-$(dirname "$(command -v psql)")}
+export PGUSER=${PGUSER:-postgres}
+top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+fresh=docsync_upgrade_fresh_$$
+other=docsync_upgrade_other_$$
+dbs=("$fresh" "$other")
+
+psql_() { timeout 60 "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+cleanup() {
+  for db in "${dbs[@]}"; do
+    timeout 60 "$bindir/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
+  done
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Everything an upgrade must reproduce, OIDs left out.
+fingerprint() {
+  psql_ -d "$1" -At <<'SQL'
+WITH ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'docsync'),
+members AS (SELECT d.classid, d.objid, d.objsubid FROM pg_depend d, ext
+             WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e')
+SELECT 'member ' || pg_describe_object(m.classid, m.objid, m.objsubid) || coalesce(' -- ' || ds.description, '')
+  FROM members m LEFT JOIN pg_description ds ON ds.classoid = m.classid AND ds.objoid = m.objid AND ds.objsubid = m.objsubid
+UNION ALL
+SELECT 'function ' || p.oid::regprocedure || ' ' || md5(pg_get_functiondef(p.oid)) || ' ' || coalesce(p.proacl::text, '')
+  FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid WHERE p.prokind <> 'a'
+UNION ALL
+SELECT 'relation ' || c.oid::regclass || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '')
+       || coalesce(' ' || md5(pg_get_viewdef(c.oid)), '')
+  FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+UNION ALL
+SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END || coalesce(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '')
+  FROM members m JOIN pg_attribute a ON m.classid = 'pg_class'::regclass AND a.attrelid = m.objid
+  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+ WHERE a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(co.oid)
+  FROM members m JOIN pg_constraint co ON m.classid = 'pg_class'::regclass AND co.conrelid = m.objid
+UNION ALL
+SELECT 'trigger ' || tgrelid::regclass || ' ' || pg_get_triggerdef(t.oid)
+  FROM members m JOIN pg_trigger t ON m.classid = 'pg_class'::regclass AND t.tgrelid = m.objid AND NOT t.tgisinternal
+UNION ALL
+SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+  FROM members m JOIN pg_index i ON m.classid = 'pg_class'::regclass AND i.indrelid = m.objid
+UNION ALL
+SELECT 'event trigger ' || e.evtname || ' ' || e.evtevent || ' ' || e.evtfoid::regproc || ' ' || e.evtenabled::text
+  FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid
+UNION ALL
+SELECT 'config dump ' || c::regclass || ' ' || coalesce(w, '')
+  FROM ext, unnest(ext.extconfig, ext.extcondition) AS u(c, w)
+UNION ALL
+SELECT 'schema ' || coalesce(nspacl::text, '') || coalesce(' -- ' || obj_description(oid, 'pg_namespace'), '')
+  FROM pg_namespace WHERE nspname = 'docsync'
+ORDER BY 1;
+SQL
+}
+
+default_version=$(psql_ -d postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'docsync'")
+[ -n "$default_version" ] || fail "the server offers no docsync extension"
+ctl_version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$top/docsync.control")
+mk_version=$(sed -n 's/^EXTVERSION *= *//p' "$top/Makefile")
+[ "$default_version" = "$ctl_version" ] || fail "server offers default $default_version, docsync.control says $ctl_version"
+[ "$mk_version" = "$ctl_version" ] || fail "Makefile EXTVERSION $mk_version differs from docsync.control $ctl_version"
+[ -f "$top/sql/docsync--$default_version.sql" ] || fail "no install script sql/docsync--$default_version.sql"
+for f in "$top"/sql/docsync--*.sql; do
+  base=${f##*/}
+  [[ $base =~ ^docsync--[0-9]+\.[0-9]+(--[0-9]+\.[0-9]+)?\.sql$ ]] ||
+    fail "$base does not follow docsync--X.Y.sql / docsync--A--B.sql"
+done
+
+psql_ -d postgres -c "CREATE DATABASE $fresh"
+psql_ -d "$fresh" -c "CREATE EXTENSION docsync"
+want=$(fingerprint "$fresh")
+[ "$(grep -c '^member ' <<<"$want")" -gt 20 ] || fail "fingerprint of a fresh install looks empty"
+
+# a drop and re-create in a cluster where docsync_admin exists gives the same objects
+psql_ -d "$fresh" -c "DROP EXTENSION docsync" -c "CREATE EXTENSION docsync"
+[ "$(fingerprint "$fresh")" = "$want" ] || fail "re-creating the extension changed it"
+# and so does a second database
+psql_ -d postgres -c "CREATE DATABASE $other"
+psql_ -d "$other" -c "CREATE EXTENSION docsync"
+[ "$(fingerprint "$other")" = "$want" ] || fail "the extension differs in a second database"
+
+# every offered version has an update path to the default, and updating gives a fresh install
+mapfile -t versions < <(psql_ -d postgres -At -c \
+  "SELECT version FROM pg_available_extension_versions WHERE name = 'docsync' AND version <> '$default_version' ORDER BY 1")
+checked=0
+for v in "${versions[@]}"; do
+  path=$(psql_ -d postgres -At -c "SELECT path FROM pg_extension_update_paths('docsync') WHERE source = '$v' AND target = '$default_version'")
+  [ -n "$path" ] || fail "no update path from $v to $default_version: add sql/docsync--$v--<next>.sql"
+  db=docsync_upgrade_${v//./_}_$$
+  dbs+=("$db")
+  psql_ -d postgres -c "CREATE DATABASE $db"
+  psql_ -d "$db" -c "CREATE EXTENSION docsync VERSION '$v'"
+  { psql_ -d "$db" <<'SQL'
+CREATE TABLE t (id int PRIMARY KEY);
+SELECT docsync.define_query('t', 'SELECT jsonb_build_object(''id'', $1::int)', params => ARRAY['id']);
+SELECT docsync.watch('t', 't', params => ARRAY['id']);
+SQL
+  } >/dev/null
+  psql_ -d "$db" -c "ALTER EXTENSION docsync UPDATE TO '$default_version'"
+  got=$(fingerprint "$db")
+  if [ "$got" != "$want" ]; then
+    diff <(echo "$want") <(echo "$got") >&2 || true
+    fail "installing $v and updating ($path) differs from a fresh $default_version install"
+  fi
+  psql_ -d "$db" -At -c "SELECT count(*) FROM docsync.watches WHERE query = 't'" | grep -qx 1 ||
+    fail "definitions made in $v did not survive the update"
+  checked=$((checked + 1))
+done
+echo "sql_upgrade: ok (default $default_version, $checked older version(s) updated)"
