@@ -15,7 +15,8 @@ OBJS = \
 	plugin/decode.o \
 	plugin/options.o \
 	plugin/relmap.o \
-	plugin/sqlapi.o
+	plugin/sqlapi.o \
+	plugin/status.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 

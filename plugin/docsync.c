@@ -16,8 +16,9 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-/* Library load: nothing to set up yet beyond what the decoding callbacks do on their own. */
+/* Library load: defines the library's settings. */
 void
 _PG_init(void)
 {
+	docsync_status_init();
 }

@@ -12,4 +12,7 @@
 
 extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
+/* status.c: the workers' status files */
+extern void docsync_status_init(void);
+
 #endif							/* DOCSYNC_H */

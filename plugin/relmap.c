@@ -149,6 +149,8 @@ docsync_relmap_get(Relation relation)
 	{
 		entry->context = NULL;
 		entry->valid = false;
+		entry->watched = false;
+		entry->root_relid = InvalidOid;
 	}
 	if (!entry->valid)
 		relmap_build(entry, relation);
@@ -165,7 +167,13 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 	List	   *listed = NIL;
 	Relation	root;
 	MemoryContext old;
+	char	   *nspname;
 
+	/*
+	 * Valid from the start: an invalidation that arrives while the catalogs are read below marks it
+	 * invalid again, and the next change rebuilds it.
+	 */
+	entry->valid = true;
 	if (entry->context != NULL)
 		MemoryContextDelete(entry->context);
 	entry->context = AllocSetContextCreate(relmap_context, "docsync relation", ALLOCSET_SMALL_SIZES);
@@ -180,7 +188,8 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 	old = MemoryContextSwitchTo(entry->context);
 
 	/* The extension's own tables: always, every column. */
-	if (strcmp(get_namespace_name(RelationGetNamespace(relation)), DOCSYNC_SCHEMA) == 0)
+	nspname = get_namespace_name(RelationGetNamespace(relation));
+	if (nspname != NULL && strcmp(nspname, DOCSYNC_SCHEMA) == 0)
 	{
 		root_relid = relid;
 		all_columns = true;
@@ -218,6 +227,8 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 		entry->watched = true;
 		entry->root_relid = root_relid;
 		entry->schema = get_namespace_name(RelationGetNamespace(root));
+		if (entry->schema == NULL)
+			entry->schema = psprintf("%u", RelationGetNamespace(root));	/* cannot happen */
 		entry->name = pstrdup(RelationGetRelationName(root));
 		entry->replident = root->rd_rel->relreplident;
 		entry->leaf_replident = relation->rd_rel->relreplident;
@@ -227,7 +238,6 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 	}
 
 	MemoryContextSwitchTo(old);
-	entry->valid = true;
 }
 
 /*

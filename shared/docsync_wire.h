@@ -25,8 +25,8 @@
  *                 projected column: uv attnum (in the watched relation), str name, uv type oid,
  *                 u8 column flags (DOCSYNC_COL_*). Sent before the first change (or TRUNCATE) of a
  *                 relation in a stream and again after any invalidation of it (ALTER, RENAME,
- *                 TRUNCATE, …); a later RELATION for the same relid replaces the earlier one. Two
- *                 partitions of one watched root may each send one (same content). For a missing
+ *                 TRUNCATE, …); a later RELATION for the same relid replaces the earlier one.
+ *                 Partitions of one watched root share the root's RELATION. For a missing
  *                 column (DOCSYNC_COL_MISSING) attnum is 0 when it was listed by name, name is ""
  *                 when it was listed by attnum, and type oid is 0.
  *   'I' INSERT    uv relid, tuple new

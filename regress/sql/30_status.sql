@@ -1,0 +1,110 @@
+-- docsync.status and docsync.query_stats over status files written byte by byte
+-- (regress/tools/status_fixture.pl): fresh, stale, stopped, corrupt, foreign-version, half-written,
+-- truncated and alien files, slots without files and files without slots.
+\set VERBOSITY terse
+SET synchronous_commit = on;
+CREATE EXTENSION IF NOT EXISTS docsync;
+
+-- the reader looks where docsync.status_dir says, a reload-time setting
+SELECT docsync.status_directory() = current_setting('docsync.status_dir') AS directory_is_the_setting;
+SELECT context FROM pg_settings WHERE name = 'docsync.status_dir';
+SELECT current_setting('docsync.status_dir') AS status_dir \gset
+\setenv STATUS_DIR :status_dir
+\setenv DB :DBNAME
+\setenv FIXTURE 'perl regress/tools/status_fixture.pl'
+\! rm -f "$STATUS_DIR"/*.regress_status_*.status
+
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_fresh', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_gone', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_exited', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_nofile', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_corrupt', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_foreign', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_halfdone', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_torn', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_short', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_alien', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_erring', 'docsync');
+
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000'
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_gone --pid 1002 --heartbeat-age 60 --live 7
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_exited --pid 1003 --state stopped --heartbeat-age 2
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_corrupt --pid 1004 --live 5 --corrupt
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 2
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_halfdone --pid 1005 --odd-seq
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_torn --pid 1006 --odd-seq --corrupt
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_short --truncate 12
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_alien --garbage
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_erring --pid 1007 --error 'publisher: connection refused' --error-age 5
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_noslot --pid 1008
+
+-- one row per slot or file; liveness from heartbeat age and the slot's active_pid
+SELECT slot_name, slot_active, worker_pid, worker_state, health, live_docs, read_error IS NOT NULL AS untrusted
+  FROM docsync.status
+ WHERE slot_name LIKE 'regress_status%' AND database = current_database()
+ ORDER BY slot_name;
+
+-- the reasons say what is wrong and what to do
+SELECT slot_name, regexp_replace(reason, '[0-9]+ s ago|at [0-9-]+ [0-9:]+ UTC|in /\S+|[0-9.]+ (bytes|kB|MB) behind', '…', 'g') AS reason
+  FROM docsync.status
+ WHERE slot_name LIKE 'regress_status%' AND database = current_database()
+ ORDER BY slot_name;
+
+-- a corrupted or foreign file is reported, and none of its values are trusted
+SELECT slot_name, layout_version, worker_pid, state, live_docs, read_error
+  FROM docsync.status_files()
+ WHERE slot_name IN ('regress_status_corrupt', 'regress_status_foreign', 'regress_status_torn',
+                     'regress_status_short', 'regress_status_alien')
+ ORDER BY slot_name;
+
+-- a trusted file's values, unstable ones as booleans
+SELECT worker_pid, received_lsn, acked_lsn, dirty_depth, live_docs, changes, recomputes, publishes,
+       permanent_failures, heartbeat_age_seconds < 30 AS heartbeat_recent,
+       retained_wal_bytes >= 0 AS retained_wal_known, ack_lag_seconds >= 0 AS lag_known,
+       started_at < heartbeat_at AS started_before_heartbeat
+  FROM docsync.status
+ WHERE slot_name = 'regress_status_fresh';
+
+-- per-query counters, a failing query with its error
+SELECT query, recomputes, failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known
+  FROM docsync.query_stats
+ WHERE slot_name = 'regress_status_fresh'
+ ORDER BY query;
+
+-- a server that restricts output plugins and does not list docsync
+SET output_plugin_libraries = 'pgoutput';
+SELECT health, reason FROM docsync.status WHERE slot_name = 'regress_status_fresh';
+RESET output_plugin_libraries;
+
+-- pg_monitor reads the views; others do not
+SELECT has_table_privilege('pg_monitor', 'docsync.status', 'SELECT') AS monitor_status,
+       has_table_privilege('pg_monitor', 'docsync.query_stats', 'SELECT') AS monitor_query_stats,
+       has_function_privilege('pg_monitor', 'docsync.status_files()', 'EXECUTE') AS monitor_files,
+       has_function_privilege('public', 'docsync.status_files()', 'EXECUTE') AS public_files;
+CREATE ROLE regress_status_monitor IN ROLE pg_monitor;
+CREATE ROLE regress_status_nobody;
+SET ROLE regress_status_monitor;
+SELECT count(*) > 0 AS monitor_sees_rows FROM docsync.status WHERE slot_name LIKE 'regress_status%';
+SET ROLE regress_status_nobody;
+SELECT count(*) FROM docsync.status;
+RESET ROLE;
+DROP ROLE regress_status_monitor;
+DROP ROLE regress_status_nobody;
+
+-- a missing directory shows what the server knows
+SET docsync.status_dir = '/nonexistent/docsync';
+ALTER SYSTEM SET docsync.status_dir = '/nonexistent/docsync';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+\c
+SELECT docsync.status_directory();
+SELECT health, regexp_replace(reason, 'in /\S+', 'in …') AS reason FROM docsync.status WHERE slot_name = 'regress_status_fresh';
+ALTER SYSTEM RESET docsync.status_dir;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+\c
+SELECT docsync.status_directory() = :'status_dir' AS directory_restored;
+
+\! rm -f "$STATUS_DIR"/*.regress_status_*.status
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+ WHERE slot_name LIKE 'regress_status%' ORDER BY slot_name;

@@ -1,0 +1,151 @@
+#pragma once
+// The worker's status board: publishes what the worker knows into its status file
+// (<status-dir>/<database>.<slot>.status, layout in shared/docsync_status.h) for the extension's
+// docsync.status view, and holds the slot's lock file for the worker's lifetime so a second worker
+// for the same slot is refused.
+//
+// The board never reaches into other components: the wiring fills a StatusSnapshot from the stream,
+// the coordinator and Engine::stats() and hands it over at least every 500 ms and on state changes.
+// publish() takes only the board's own mutex (never one the hot path waits on) and writes the file
+// through a Boost.Interprocess mapping under a seqlock, so readers never block the writer.
+//
+// Threads: publish() and heartbeat() may be called from any thread.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/lsn.hpp"
+#include "docsync_status.h"
+
+namespace docsync::status {
+
+enum class WorkerState : std::uint32_t {
+    Starting = DOCSYNC_STATE_STARTING,
+    Streaming = DOCSYNC_STATE_STREAMING,
+    Reconnecting = DOCSYNC_STATE_RECONNECTING,
+    Draining = DOCSYNC_STATE_DRAINING,
+    ValveReset = DOCSYNC_STATE_VALVE_RESET,
+    Stopped = DOCSYNC_STATE_STOPPED,
+};
+
+// "streaming", as the views show it.
+std::string_view state_name(WorkerState state);
+
+using WallTime = std::chrono::system_clock::time_point;
+
+// Counters of one doc query.
+struct QueryCounters {
+    std::string name;
+    std::uint64_t recomputes = 0;        // computes finished, failed ones included
+    std::uint64_t failures = 0;          // permanent failures
+    std::uint64_t compute_us_total = 0;  // time spent computing, microseconds
+    std::string last_error;              // last permanent failure (with SQLSTATE), empty: none
+    WallTime last_error_at{};            // epoch: none
+};
+
+// Everything the worker reports, filled by the wiring. Plain values, no references into components.
+struct StatusSnapshot {
+    WorkerState state = WorkerState::Starting;
+    std::uint64_t generation = 0;
+    Lsn received_lsn = 0;
+    Lsn acked_lsn = 0;
+    WallTime acked_at{};  // epoch: never
+    std::uint64_t open_txns = 0;
+    std::uint64_t dirty_depth = 0;
+    std::uint64_t in_flight = 0;
+    std::uint64_t live_docs = 0;
+    std::uint64_t total_changes = 0;
+    std::uint64_t total_recomputes = 0;
+    std::uint64_t total_publishes = 0;
+    std::uint64_t total_permanent_failures = 0;
+    std::uint64_t total_transient_retries = 0;
+    std::uint64_t total_valve_resets = 0;
+    std::string last_error;  // last error of any kind, empty: none
+    WallTime last_error_at{};
+    std::vector<QueryCounters> queries;  // the first DOCSYNC_STATUS_MAX_QUERIES are kept
+};
+
+// The status file's name for a database and slot: "<database>.<slot>.status", with '/', '%', a
+// leading '.' and control characters of the database name written as %XX.
+std::string status_file_name(std::string_view database, std::string_view slot);
+// The lock file's name: "<database>.<slot>.lock", escaped the same way.
+std::string lock_file_name(std::string_view database, std::string_view slot);
+
+// Copies text into a fixed field: NUL-terminated, cut at a UTF-8 character boundary, with invalid
+// UTF-8 bytes and NULs replaced by '?'.
+void copy_field(char* field, std::size_t field_size, std::string_view text);
+
+// Fills a status file body from a snapshot (the identity fields and times given separately).
+void fill_body(DocsyncStatusBody& body, const StatusSnapshot& snapshot, std::string_view database,
+               std::string_view slot, std::int32_t pid, WallTime started_at, WallTime heartbeat_at);
+
+// An exclusive flock() on the slot's lock file, held for the owner's lifetime. The lock file holds
+// the owner's pid. flock (not fcntl) locks belong to the open file description, so no other
+// descriptor of the file closing in this process can drop it.
+class SlotLock {
+public:
+    // Takes the lock or throws docsync::Error naming the pid that holds it.
+    SlotLock(const std::filesystem::path& dir, std::string_view database, std::string_view slot);
+    ~SlotLock();
+    SlotLock(const SlotLock&) = delete;
+    SlotLock& operator=(const SlotLock&) = delete;
+
+    const std::filesystem::path& path() const { return path_; }
+
+private:
+    std::filesystem::path path_;
+    int fd_ = -1;
+};
+
+struct BoardOptions {
+    std::chrono::seconds summary_interval{60};  // a summary log line at most this often; 0: never
+    bool log = true;                            // log state changes and summaries
+};
+
+class StatusBoard {
+public:
+    // Creates the status directory (mode 0755) if missing, takes the slot's lock (throws
+    // docsync::Error naming the owning pid when another worker holds it), creates or resizes the
+    // status file (mode 0644), maps it and publishes state `starting`.
+    StatusBoard(const std::filesystem::path& dir, std::string database, std::string slot, BoardOptions options = {});
+    // Publishes state `stopped` (keeping the last values) and releases the lock.
+    ~StatusBoard();
+    StatusBoard(const StatusBoard&) = delete;
+    StatusBoard& operator=(const StatusBoard&) = delete;
+
+    // Writes the snapshot with a fresh heartbeat. Logs a line when the state changes, and a periodic
+    // summary.
+    void publish(const StatusSnapshot& snapshot);
+    // Refreshes only the heartbeat, keeping the last snapshot.
+    void heartbeat();
+
+    const std::filesystem::path& file_path() const { return file_path_; }
+    std::uint64_t sequence() const;
+
+private:
+    void write_locked(const StatusSnapshot& snapshot);
+    void log_locked(const StatusSnapshot& snapshot);
+
+    std::string database_;
+    std::string slot_;
+    BoardOptions options_;
+    std::unique_ptr<SlotLock> lock_;
+    std::filesystem::path file_path_;
+    struct Mapping;
+    std::unique_ptr<Mapping> mapping_;
+    std::int32_t pid_;
+    WallTime started_at_;
+    mutable std::mutex mutex_;
+    StatusSnapshot last_;
+    bool logged_any_ = false;
+    WorkerState logged_state_ = WorkerState::Starting;
+    std::chrono::steady_clock::time_point last_summary_;
+};
+
+}  // namespace docsync::status
