@@ -1,5 +1,8 @@
 # docsync: the PostgreSQL extension (logical decoding output plugin + SQL API), built with PGXS.
-#   make && make install          build and install the extension
+#   make && make install          build and install the extension, then build the worker with CMake
+#                                 (Release, into build/release) and install docsync-worker into
+#                                 $(PREFIX)/bin (PREFIX=/usr/local); DESTDIR is honoured by both
+#   make install WORKER=no        install only the extension
 #   make installcheck             run regress/ against a running server (PGHOST/PGPORT)
 # The worker is built with CMake (CMakeLists.txt).
 
@@ -28,3 +31,16 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # docsync.control lives at the top; PGXS installs $(EXTENSION).control from there.
+
+# `make install` also installs the worker. After the PGXS include, so `all` stays the default goal.
+PREFIX ?= /usr/local
+WORKER ?= yes
+WORKER_BUILD ?= build/release
+ifeq ($(WORKER),yes)
+install: install-worker
+endif
+.PHONY: install-worker
+install-worker:
+	cmake -S $(srcdir) -B $(WORKER_BUILD) -DCMAKE_BUILD_TYPE=Release -DDOCSYNC_TESTS=OFF >/dev/null
+	cmake --build $(WORKER_BUILD) -j $$(nproc)
+	DESTDIR=$(DESTDIR) cmake --install $(WORKER_BUILD) --prefix $(PREFIX)

@@ -15,7 +15,7 @@ PACKAGES=(
   # benchmarks: peer plugins and tools
   postgresql-15-wal2json
   # packaging
-  debhelper dpkg-dev fakeroot
+  debhelper dpkg-dev fakeroot build-essential
 )
 
 if [ "${1:-}" = "--list" ]; then

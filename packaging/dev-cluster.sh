@@ -56,7 +56,7 @@ stage_server() {
 install_extension() {
   local dir=$1
   make -s -C "$top" PG_CONFIG="$PG_CONFIG" >/dev/null
-  make -s -C "$top" PG_CONFIG="$PG_CONFIG" install DESTDIR="$dir/root" >/dev/null
+  make -s -C "$top" PG_CONFIG="$PG_CONFIG" install WORKER=no DESTDIR="$dir/root" >/dev/null
   chmod -R a+rX "$dir/root"
 }
 

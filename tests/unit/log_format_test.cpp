@@ -1,6 +1,7 @@
 // Log lines: one line per event as text or JSON, the level filter, the log file and its reopen.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -99,4 +100,28 @@ TEST_CASE("an unopenable log file is refused with the reason") {
     LogReset reset;
     CHECK(set_log_file("/nonexistent-dir/worker.log") == "No such file or directory");
     reopen_log();  // logging to stderr: nothing to reopen
+}
+
+namespace {
+void on_sighup(int) { reopen_log(); }
+}  // namespace
+
+TEST_CASE("a SIGHUP handler calling reopen_log moves the log to a fresh file") {
+    TempDir dir;
+    LogReset reset;
+    std::string path = dir.path + "/worker.log";
+    REQUIRE(set_log_file(path).empty());
+    struct sigaction action {};
+    struct sigaction previous {};
+    action.sa_handler = on_sighup;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGHUP, &action, &previous) == 0);
+    log_warning("test", "before");
+    REQUIRE(std::rename(path.c_str(), (path + ".1").c_str()) == 0);
+    REQUIRE(raise(SIGHUP) == 0);
+    log_warning("test", "after");
+    sigaction(SIGHUP, &previous, nullptr);
+    CHECK(read_file(path + ".1").find("before") != std::string::npos);
+    CHECK(read_file(path).find("WARNING [test] after") != std::string::npos);
+    CHECK(read_file(path).find("before") == std::string::npos);
 }

@@ -504,9 +504,26 @@ std::string format_duration(std::chrono::milliseconds duration) {
 
 std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_view json, std::string_view origin) {
     std::string where = "config file " + quote_text(origin);
+    // RapidJSON's parser recurses per nesting level, so deep nesting is refused before parsing
+    // (settings need one level) instead of overflowing the stack.
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (char c : json) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > 32) throw SettingError(where + ": nested deeper than 32 levels; a config file is one object of settings");
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
     rapidjson::Document doc;
     rapidjson::MemoryStream stream(json.data(), json.size());
-    doc.ParseStream<rapidjson::kParseStopWhenDoneFlag | rapidjson::kParseIterativeFlag>(stream);  // no recursion: deep nesting cannot overflow the stack
+    doc.ParseStream<rapidjson::kParseStopWhenDoneFlag>(stream);
     if (doc.HasParseError()) {
         // Line and column of the error offset, for the fix.
         std::size_t offset = std::min(doc.GetErrorOffset(), json.size());
