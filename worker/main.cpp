@@ -171,9 +171,19 @@ status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t
     return status::WorkerState::Starting;
 }
 
+// When the acknowledged position last moved, and where to (the status thread's own bookkeeping).
+struct AckClock {
+    Lsn lsn = 0;
+    status::WallTime at{};
+};
+
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                                const Engine& engine, bool draining, const std::string& fatal) {
+                                const Engine& engine, bool draining, const std::string& fatal, AckClock& ack) {
     auto s = stream.stats();
+    if (s.sent_flush_lsn != ack.lsn) {
+        ack.lsn = s.sent_flush_lsn;
+        ack.at = std::chrono::system_clock::now();
+    }
     auto c = coordinator.stats();
     auto e = engine.stats();
     status::StatusSnapshot snap;
@@ -181,6 +191,7 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.generation = s.generation;
     snap.received_lsn = s.received_lsn;
     snap.acked_lsn = s.sent_flush_lsn;
+    snap.acked_at = ack.at;
     snap.open_txns = c.pending_groups;
     snap.dirty_depth = e.dirty_depth();
     snap.in_flight = e.in_flight;
@@ -272,6 +283,7 @@ int run(const Settings& settings) {
     bool stream_done = false;
     bool draining = false;
     std::string fatal;
+    AckClock ack;
 
     std::thread stream_thread([&] {
         try {
@@ -310,7 +322,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, false, {}));
+            board.publish(snapshot(stream, coordinator, engine, false, {}, ack));
             lock.lock();
             wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
         }
@@ -321,7 +333,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         if (draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, true, {}));
+            board.publish(snapshot(stream, coordinator, engine, true, {}, ack));
             engine.stop();  // running computes end; their completions acknowledge
             stream.stop();  // a final status update, then run() returns
             lock.lock();
@@ -341,7 +353,7 @@ int run(const Settings& settings) {
         std::lock_guard lock(mutex);
         error = fatal;
     }
-    board.publish(snapshot(stream, coordinator, engine, false, error));
+    board.publish(snapshot(stream, coordinator, engine, false, error, ack));
     if (!error.empty()) {
         log_error("worker", error);
         return 1;
