@@ -63,12 +63,12 @@ bench_pids+=($wpid)
 settle() {
   local target
   target=$(psql -At -d "$db" -c "SELECT pg_current_wal_lsn()")
-  for _ in $(seq 1 1200); do
+  for _ in $(seq 1 3000); do
     kill -0 "$wpid" 2>/dev/null || { echo "the worker exited:" >&2; cat "$bench_tmp/worker.log" >&2; exit 1; }
     [ "$(psql -At -d "$db" -c "SELECT coalesce(confirmed_flush_lsn >= '$target', false) FROM pg_replication_slots WHERE slot_name = '$slot'")" = t ] && return 0
     sleep 0.1
   done
-  echo "the worker did not catch up in 120 s" >&2; tail -n 20 "$bench_tmp/worker.log" >&2; exit 1
+  echo "the worker did not catch up in 300 s" >&2; tail -n 20 "$bench_tmp/worker.log" >&2; exit 1
 }
 rss_kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 settle
