@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared setup of the worker benchmarks (sourced): a throwaway database with the docsync extension,
 # the worker's two roles, and helpers. Expects the environment of a running cluster
 # (packaging/dev-cluster.sh start; . "$dir/cluster.env") and sets: top, worker, db, repl, reader.
@@ -8,7 +9,9 @@ db=docsync_bench_$$
 repl=docsync_bench_repl_$$
 reader=docsync_bench_reader_$$
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+# shellcheck disable=SC2034 # used by the scripts that source this file
 dsn_repl="host=$PGHOST port=$PGPORT dbname=$db user=$repl"
+# shellcheck disable=SC2034
 dsn_reader="host=$PGHOST port=$PGPORT dbname=$db user=$reader"
 
 bench_pids=()
@@ -35,7 +38,7 @@ bench_setup_db() {
 bench_start_redis() {
   redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$bench_tmp/redis.log" 2>&1 &
-  bench_pids+=($!)
+  bench_pids+=("$!")
   for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
   echo "redis-server did not start:" >&2; cat "$bench_tmp/redis.log" >&2; exit 1
 }

@@ -25,7 +25,7 @@ set -euo pipefail
 seconds=${1:-30}
 docs=${2:-10000}
 rate=${3:-1000}
-# shellcheck source=common.sh
+# shellcheck source=tests/bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 trap bench_cleanup EXIT
 bench_setup_db
@@ -53,11 +53,11 @@ while True:
 PY
 mkfifo "$bench_tmp/docs"
 python3 "$bench_tmp/reader.py" "$bench_tmp/arrivals" <"$bench_tmp/docs" &
-bench_pids+=($!)
+bench_pids+=("$!")
 "$worker" --dsn "$dsn_repl" --pool-dsn "$dsn_reader" --slot "$slot" --create-slot --sink stdout --live all \
   --status-dir "$bench_tmp" --log-level warning >"$bench_tmp/docs" 2>"$bench_tmp/worker.log" &
 wpid=$!
-bench_pids+=($wpid)
+bench_pids+=("$wpid")
 
 # Waits until the worker has acknowledged everything committed so far.
 settle() {

@@ -21,7 +21,7 @@
 # Not a timed test: figures depend on the machine.
 set -euo pipefail
 n=${1:-10000}
-# shellcheck source=common.sh
+# shellcheck source=tests/bench/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 trap bench_cleanup EXIT
 bench_setup_db
@@ -63,7 +63,6 @@ tables=$(psql -At -d "$db" -c "SELECT docsync.plugin_tables()")
 # recvlogical) so a load change on the shared machine hits both alike; each one's best run counts.
 for s in r1 w1 w2 r2; do psql -d "$db" -c "SELECT pg_create_logical_replication_slot('bench_${s}_$$', 'docsync')" >/dev/null; done
 slot_r=bench_r1_$$
-slot_w=bench_w1_$$
 start_lsn=$(psql -At -d "$db" -c "SELECT max(confirmed_flush_lsn) FROM pg_replication_slots WHERE slot_name LIKE 'bench\\_%\\_$$'")
 t=$EPOCHREALTIME
 psql -d "$db" -c "CALL bench_workload($n)"
@@ -79,7 +78,7 @@ run_recvlogical() {
   local slot=bench_$1_$$ t0=$EPOCHREALTIME
   pg_recvlogical -d "$dsn_repl" -S "$slot" --start --endpos "$end_lsn" -f /dev/null -F 0 -s 1 \
     -o "tables=$tables" -o format=binary -o proto_version=1 2>"$bench_tmp/recvlogical.log" &
-  bench_pids+=($!)
+  bench_pids+=("$!")
   bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0" || { cat "$bench_tmp/recvlogical.log" >&2; exit 1; }
 }
 run_worker() {
@@ -87,7 +86,7 @@ run_worker() {
   "$worker" --dsn "$dsn_repl" --pool-dsn "$dsn_reader" --slot "$slot" --sink "redis://127.0.0.1:$redis_port" \
     --live subscribers --status-dir "$bench_tmp" --log-level warning 2>"$bench_tmp/worker.log" &
   wpid=$!
-  bench_pids+=($wpid)
+  bench_pids+=("$wpid")
   bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0" || { tail -n 20 "$bench_tmp/worker.log" >&2; exit 1; }
   kill -TERM "$wpid"
   wait "$wpid" || { echo "the worker failed:" >&2; cat "$bench_tmp/worker.log" >&2; exit 1; }
