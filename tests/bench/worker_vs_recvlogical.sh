@@ -74,28 +74,38 @@ printf 'workload: %d watched + %d unwatched transactions, %d records from the pl
   "$n" "$n" "$records" "$(echo "$wal_bytes / 1000000" | bc -l)" "$start_lsn" "$end_lsn" "$(echo "$EPOCHREALTIME - $t" | bc -l)"
 limit=$(( 60 + n / 100 ))
 
+# Each consumer runs in a command substitution (its own subshell, where the EXIT trap does not
+# reach), so each function ends its own process on every path.
 run_recvlogical() {
-  local slot=bench_$1_$$ t0=$EPOCHREALTIME
+  local slot=bench_$1_$$ t0=$EPOCHREALTIME pid t
   pg_recvlogical -d "$dsn_repl" -S "$slot" --start --endpos "$end_lsn" -f /dev/null -F 0 -s 1 \
     -o "tables=$tables" -o format=binary -o proto_version=1 2>"$bench_tmp/recvlogical.log" &
-  bench_pids+=("$!")
-  bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0" || { cat "$bench_tmp/recvlogical.log" >&2; exit 1; }
+  pid=$!
+  t=$(bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0") || { kill -9 "$pid"; cat "$bench_tmp/recvlogical.log" >&2; exit 1; }
+  # It exits by itself at --endpos: wait for that (at most 10 s) so runs do not overlap.
+  for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  echo "$t"
 }
 run_worker() {
-  local slot=bench_$1_$$ t0=$EPOCHREALTIME wpid
+  local slot=bench_$1_$$ t0=$EPOCHREALTIME wpid t
   "$worker" --dsn "$dsn_repl" --pool-dsn "$dsn_reader" --slot "$slot" --sink "redis://127.0.0.1:$redis_port" \
     --live subscribers --status-dir "$bench_tmp" --log-level warning 2>"$bench_tmp/worker.log" &
   wpid=$!
-  bench_pids+=("$wpid")
-  bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0" || { tail -n 20 "$bench_tmp/worker.log" >&2; exit 1; }
+  t=$(bench_wait_confirmed "$slot" "$end_lsn" "$limit" "$t0") || { kill -9 "$wpid"; tail -n 20 "$bench_tmp/worker.log" >&2; exit 1; }
+  # The worker's own CPU time (user + system) for the run: well under the wall time means the
+  # server's decoding, not the worker, sets the pace.
+  awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$wpid/stat" >"$bench_tmp/cpu_$1"
   kill -TERM "$wpid"
   wait "$wpid" || { echo "the worker failed:" >&2; cat "$bench_tmp/worker.log" >&2; exit 1; }
+  echo "$t"
 }
 r1=$(run_recvlogical r1)
 w1=$(run_worker w1)
 w2=$(run_worker w2)
 r2=$(run_recvlogical r2)
-echo "runs (seconds): pg_recvlogical $r1, $r2; docsync-worker $w1, $w2"
+echo "runs (seconds): pg_recvlogical $r1, $r2; docsync-worker $w1, $w2 (worker CPU $(cat "$bench_tmp/cpu_w1") s, $(cat "$bench_tmp/cpu_w2") s)"
 t_recv=$(printf '%s\n' "$r1" "$r2" | sort -n | head -n1)
 t_worker=$(printf '%s\n' "$w1" "$w2" | sort -n | head -n1)
 
