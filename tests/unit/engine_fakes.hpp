@@ -108,7 +108,8 @@ class FakePublisher final : public Publisher {
 public:
     std::vector<Published> published;
     std::vector<std::string> retained;
-    int fail_next = 0;  // throw a transient error this many times
+    int fail_next = 0;     // throw a transient error this many times
+    int refuse_next = 0;   // then throw a permanent error (the sink refuses the doc) this many times
     std::mutex mutex;
 
     void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override {
@@ -116,6 +117,10 @@ public:
         if (fail_next > 0) {
             --fail_next;
             throw Error("sink unavailable", {}, true);
+        }
+        if (refuse_next > 0) {
+            --refuse_next;
+            throw Error("doc is not valid JSON", {}, false);
         }
         published.push_back({channel, doc, version});
     }

@@ -309,6 +309,20 @@ TEST_CASE("transient failures of the query or the sink hold the slot until a ret
     CHECK(h.engine.stats().transient_failures == 2);
 }
 
+TEST_CASE("a doc the sink refuses for good is a recorded outcome, not a held slot") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    h.publisher.refuse_next = 1;
+    h.txn({update_order_status("1")}, 1);
+    h.drain();
+    CHECK(h.is_complete(1));
+    auto stats = h.engine.stats();
+    CHECK(stats.permanent_failures == 1);
+    CHECK(stats.transient_failures == 0);
+    CHECK(stats.queries[0].last_error.find("the sink refused the doc") != std::string::npos);
+}
+
 TEST_CASE("a permanent failure is recorded, completes its tickets and is retried off the ack path") {
     Harness h;
     h.engine.sync_live({"db:order:1"}, true);

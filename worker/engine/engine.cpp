@@ -614,7 +614,13 @@ struct Engine::Impl {
                     publisher.publish(job.channel, outcome.doc, job.version);
                     published = true;
                 } catch (const Error& e) {
-                    publish_error = e.what();
+                    if (e.transient()) {
+                        publish_error = e.what();
+                    } else {  // the sink refuses this doc for good (e.g. not valid JSON): an outcome
+                        outcome.kind = OutcomeKind::Permanent;
+                        outcome.error = std::string("the sink refused the doc: ") + e.what();
+                        outcome.doc.reset();
+                    }
                 } catch (const std::exception& e) {
                     publish_error = e.what();
                 }
