@@ -40,7 +40,9 @@ const char* level_name(LogLevel level) {
     return "INFO";
 }
 
-const char* level_json_name(LogLevel level) {
+}  // namespace
+
+const char* log_level_name(LogLevel level) {
     switch (level) {
         case LogLevel::Debug: return "debug";
         case LogLevel::Info: return "info";
@@ -49,6 +51,8 @@ const char* level_json_name(LogLevel level) {
     }
     return "info";
 }
+
+namespace {
 
 // The length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
 std::size_t utf8_sequence(std::string_view text, std::size_t i) {
@@ -167,7 +171,7 @@ std::string format_log_line(LogFormat format, LogLevel level, std::string_view s
         writer.Key("time");
         writer.String(stamp.data(), static_cast<rapidjson::SizeType>(stamp.size()));
         writer.Key("level");
-        writer.String(level_json_name(level));
+        writer.String(log_level_name(level));
         writer.Key("component");
         writer.String(safe_component.data(), static_cast<rapidjson::SizeType>(safe_component.size()));
         writer.Key("message");

@@ -13,6 +13,9 @@ namespace docsync {
 enum class LogLevel { Debug, Info, Warning, Error };
 enum class LogFormat { Text, Json };
 
+// "debug", "info", "warning", "error": the level as settings and JSON lines spell it.
+const char* log_level_name(LogLevel level);
+
 // The minimum level written (default Info).
 void set_log_level(LogLevel level);
 // Text (default) or one JSON object per line.

@@ -183,15 +183,6 @@ LogLevel log_level(std::string_view text) {
     throw SettingError("unknown log level; give debug, info, warning or error");
 }
 
-const char* log_level_name(LogLevel level) {
-    switch (level) {
-        case LogLevel::Debug: return "debug";
-        case LogLevel::Info: return "info";
-        case LogLevel::Warning: return "warning";
-        case LogLevel::Error: return "error";
-    }
-    return "info";
-}
 
 std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
 

@@ -591,6 +591,15 @@ struct Engine::Impl {
         }
     }
 
+    // A subscriber asked for the doc (touch, warm): renew its lease and protect it from a poll that
+    // may predate the subscriber.
+    void protect(Doc& doc) {
+        Nanos t = now();
+        doc.grace_until = t + std::chrono::duration_cast<std::chrono::nanoseconds>(options.touch_grace).count();
+        doc.lease_until =
+            std::max(doc.lease_until, t + std::chrono::duration_cast<std::chrono::nanoseconds>(options.lease).count());
+    }
+
     void run_doc(Job& job, std::unique_lock<std::mutex>& lock) {
         const DocQuery* query = job.query < job.defs->queries.size() ? &job.defs->queries[job.query] : nullptr;
         ParsedChannel parsed;
@@ -959,11 +968,7 @@ void Engine::touch(const std::string& channel) {
     std::lock_guard<std::mutex> lock(s.mutex);
     Entry* entry = s.find_or_create(channel, true);
     if (!entry) return;
-    Doc* doc = &entry->second;
-    Nanos t = s.now();
-    doc->grace_until = t + std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.touch_grace).count();
-    doc->lease_until = std::max(doc->lease_until,
-                                t + std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.lease).count());
+    s.protect(entry->second);
     s.make_live(*entry);
 }
 
@@ -972,12 +977,8 @@ void Engine::warm(const std::string& channel) {
     std::lock_guard<std::mutex> lock(s.mutex);
     Entry* entry = s.find_or_create(channel, true);
     if (!entry) return;
-    Doc* doc = &entry->second;
-    Nanos t = s.now();
-    doc->grace_until = t + std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.touch_grace).count();
-    doc->lease_until = std::max(doc->lease_until,
-                                t + std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.lease).count());
-    doc->flags |= kLive;
+    s.protect(entry->second);
+    entry->second.flags |= kLive;
     s.schedule(*entry);  // computed as soon as a worker is free, live or not before
 }
 
