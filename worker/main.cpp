@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -175,6 +176,12 @@ status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t
 struct AckClock {
     Lsn lsn = 0;
     status::WallTime at{};
+    // When errors were first seen (to the status interval): the stream's last error, each query's
+    // failure count, and the most recent error of any kind, which docsync.status shows.
+    std::string stream_error;
+    std::map<std::string, std::pair<std::uint64_t, status::WallTime>> query_errors;
+    std::string last_error;
+    status::WallTime last_error_at{};
 };
 
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
@@ -202,7 +209,15 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.total_permanent_failures = e.permanent_failures;
     snap.total_transient_retries = e.transient_failures + s.reconnects;
     snap.total_valve_resets = s.valve_fired;
-    snap.last_error = fatal.empty() ? s.last_error : fatal;
+    auto now = std::chrono::system_clock::now();
+    auto note_error = [&](const std::string& message) {
+        ack.last_error = message;
+        ack.last_error_at = now;
+    };
+    if (s.last_error != ack.stream_error) {
+        ack.stream_error = s.last_error;
+        if (!s.last_error.empty()) note_error(s.last_error);
+    }
     for (const auto& q : e.queries) {
         status::QueryCounters counters;
         counters.name = q.name;
@@ -210,8 +225,19 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         counters.failures = q.errors;
         if (!q.last_error.empty())
             counters.last_error = q.last_error + (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
+        auto& [seen, at] = ack.query_errors[q.name];
+        if (q.errors != seen) {
+            seen = q.errors;
+            at = now;
+            // A permanent failure of a doc query is the last error of the worker too.
+            if (!counters.last_error.empty()) note_error(counters.last_error);
+        }
+        counters.last_error_at = at;
         snap.queries.push_back(std::move(counters));
     }
+    if (!fatal.empty() && ack.last_error != fatal) note_error(fatal);
+    snap.last_error = ack.last_error;
+    snap.last_error_at = ack.last_error_at;
     return snap;
 }
 
