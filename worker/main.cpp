@@ -78,6 +78,29 @@ public:
         }
     }
 
+    // A commit is decoded before it is visible to new snapshots (invariant 3): before reading the
+    // definitions a transaction changed, wait (bounded) until that transaction is visible, or the
+    // read returns the old definitions and the change is lost until the next session.
+    void wait_visible(std::uint64_t xid) {
+        auto deadline = std::chrono::steady_clock::now() + kControlTimeout;
+        for (;;) {
+            try {
+                auto result = connection().exec("SELECT pg_visible_in_snapshot($1::text::xid8, pg_current_snapshot())",
+                                                {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
+                if (result.get(0, 0) == "t") return;
+            } catch (const Error& e) {
+                if (!e.transient()) throw;
+                conn_.reset();
+            }
+            if (std::chrono::steady_clock::now() >= deadline) {
+                log_warning("definitions", "transaction " + std::to_string(xid) +
+                                               " that changed the definitions is still not visible; reading them anyway");
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+
 private:
     pg::Connection& connection() {
         if (!conn_ || !conn_->ok())
@@ -124,6 +147,7 @@ public:
         if (const auto* change = std::get_if<ChangeRecord>(&record)) {
             engine_.on_change(*change);
         } else if (const auto* begin = std::get_if<BeginRecord>(&record)) {
+            xid_ = begin->xid;
             engine_.on_begin(*begin);
         } else if (const auto* relation = std::get_if<RelationRecord>(&record)) {
             engine_.on_relation(*relation);
@@ -139,6 +163,7 @@ private:
     // loaded (and their recomputes done); the stream restarts only when the plugin must emit other
     // tables or columns. A redelivered definitions transaction finds nothing new and completes.
     void reload_definitions() {
+        definitions_.wait_visible(xid_);
         auto defs = definitions_.fetch();
         std::string tables = plugin_tables(defs);
         log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
@@ -155,6 +180,7 @@ private:
     Stream* stream_ = nullptr;
     std::string tables_;
     std::uint64_t sessions_ = 0;
+    std::uint64_t xid_ = 0;  // of the transaction being decoded
 };
 
 status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t sessions) {
