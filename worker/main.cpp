@@ -250,7 +250,8 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         counters.recomputes = q.computes;
         counters.failures = q.errors;
         if (!q.last_error.empty())
-            counters.last_error = q.last_error + (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
+            counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
+                                  (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
         auto& [seen, at] = ack.query_errors[q.name];
         if (q.errors != seen) {
             seen = q.errors;
