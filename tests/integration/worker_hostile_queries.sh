@@ -94,6 +94,7 @@ refused "pg_read_server_files member" "member of pg_read_server_files" -c "GRANT
 refused "pg_signal_backend member" "member of pg_signal_backend" -c "GRANT pg_signal_backend TO $unsafe_role"
 
 # --allow-unsafe-pool: it starts, streams, publishes and says loudly what it is doing.
+sql "GRANT SELECT ON t TO $unsafe_role"
 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$unsafe_role")" --slot "$slot" --allow-unsafe-pool \
   --sink "file:$docs" --status-dir "$status_dir" --status-interval 1s >"$tmp/worker.out" 2>"$tmp/worker.log" &
 worker_pid=$!

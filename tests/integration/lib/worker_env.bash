@@ -25,7 +25,6 @@ fail() {
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 worker_cleanup() {
   local rc=$?
-  for h in "${cleanup_hooks[@]}"; do $h || true; done
   [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null
   for p in "${extra_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -33,6 +32,7 @@ worker_cleanup() {
   psql -X -q -d postgres -c "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL" >/dev/null 2>&1 || true
   psql -X -q -d postgres -c "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
   psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+  for h in "${cleanup_hooks[@]}"; do $h || true; done   # after the database: roles it granted to
   psql -X -q -d postgres -c "DROP ROLE IF EXISTS $repl_role" >/dev/null 2>&1 || true
   psql -X -q -d postgres -c "DROP ROLE IF EXISTS $reader_role" >/dev/null 2>&1 || true
   rm -rf "$tmp"
