@@ -25,9 +25,8 @@ fail() {
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 worker_cleanup() {
   local rc=$?
-  [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null
-  for p in "${extra_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  if [ -n "$worker_pid" ]; then kill -9 "$worker_pid" 2>/dev/null || true; wait "$worker_pid" 2>/dev/null || true; fi
+  for p in "${extra_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   if [ -n "${status_dir:-}" ]; then rm -f "$status_dir/$db.$slot".* 2>/dev/null || true; fi
   psql -X -q -d postgres -c "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL" >/dev/null 2>&1 || true
   psql -X -q -d postgres -c "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
