@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +78,29 @@ public:
         }
     }
 
+    // A commit is decoded before it is visible to new snapshots (invariant 3): before reading the
+    // definitions a transaction changed, wait (bounded) until that transaction is visible, or the
+    // read returns the old definitions and the change is lost until the next session.
+    void wait_visible(std::uint64_t xid) {
+        auto deadline = std::chrono::steady_clock::now() + kControlTimeout;
+        for (;;) {
+            try {
+                auto result = connection().exec("SELECT pg_visible_in_snapshot($1::text::xid8, pg_current_snapshot())",
+                                                {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
+                if (result.get(0, 0) == "t") return;
+            } catch (const Error& e) {
+                if (!e.transient()) throw;
+                conn_.reset();
+            }
+            if (std::chrono::steady_clock::now() >= deadline) {
+                log_warning("definitions", "transaction " + std::to_string(xid) +
+                                               " that changed the definitions is still not visible; reading them anyway");
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+
 private:
     pg::Connection& connection() {
         if (!conn_ || !conn_->ok())
@@ -123,6 +147,7 @@ public:
         if (const auto* change = std::get_if<ChangeRecord>(&record)) {
             engine_.on_change(*change);
         } else if (const auto* begin = std::get_if<BeginRecord>(&record)) {
+            xid_ = begin->xid;
             engine_.on_begin(*begin);
         } else if (const auto* relation = std::get_if<RelationRecord>(&record)) {
             engine_.on_relation(*relation);
@@ -138,6 +163,7 @@ private:
     // loaded (and their recomputes done); the stream restarts only when the plugin must emit other
     // tables or columns. A redelivered definitions transaction finds nothing new and completes.
     void reload_definitions() {
+        definitions_.wait_visible(xid_);
         auto defs = definitions_.fetch();
         std::string tables = plugin_tables(defs);
         log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
@@ -154,6 +180,7 @@ private:
     Stream* stream_ = nullptr;
     std::string tables_;
     std::uint64_t sessions_ = 0;
+    std::uint64_t xid_ = 0;  // of the transaction being decoded
 };
 
 status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t sessions) {
@@ -175,6 +202,12 @@ status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t
 struct AckClock {
     Lsn lsn = 0;
     status::WallTime at{};
+    // When errors were first seen (to the status interval): the stream's last error, each query's
+    // failure count, and the most recent error of any kind, which docsync.status shows.
+    std::string stream_error;
+    std::map<std::string, std::pair<std::uint64_t, status::WallTime>> query_errors;
+    std::string last_error;
+    status::WallTime last_error_at{};
 };
 
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
@@ -202,16 +235,36 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.total_permanent_failures = e.permanent_failures;
     snap.total_transient_retries = e.transient_failures + s.reconnects;
     snap.total_valve_resets = s.valve_fired;
-    snap.last_error = fatal.empty() ? s.last_error : fatal;
+    auto now = std::chrono::system_clock::now();
+    auto note_error = [&](const std::string& message) {
+        ack.last_error = message;
+        ack.last_error_at = now;
+    };
+    if (s.last_error != ack.stream_error) {
+        ack.stream_error = s.last_error;
+        if (!s.last_error.empty()) note_error(s.last_error);
+    }
     for (const auto& q : e.queries) {
         status::QueryCounters counters;
         counters.name = q.name;
         counters.recomputes = q.computes;
         counters.failures = q.errors;
         if (!q.last_error.empty())
-            counters.last_error = q.last_error + (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
+            counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
+                                  (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
+        auto& [seen, at] = ack.query_errors[q.name];
+        if (q.errors != seen) {
+            seen = q.errors;
+            at = now;
+            // A permanent failure of a doc query is the last error of the worker too.
+            if (!counters.last_error.empty()) note_error(counters.last_error);
+        }
+        counters.last_error_at = at;
         snap.queries.push_back(std::move(counters));
     }
+    if (!fatal.empty() && ack.last_error != fatal) note_error(fatal);
+    snap.last_error = ack.last_error;
+    snap.last_error_at = ack.last_error_at;
     return snap;
 }
 

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Invariant 7 through the whole worker, with the recommended pool role (docsync.grant_reader):
+# doc queries that try to write, that switch default_transaction_read_only off and then write, that
+# sleep past --statement-timeout, that return two rows, and that return 10 MB each end as a permanent
+# outcome visible in docsync.query_stats and docsync.status, while another query on the same table
+# keeps publishing and confirmed_flush_lsn keeps advancing. Then the start-up check of the pool
+# role: SUPERUSER, REPLICATION and pg_read_server_files members are refused with a message naming the
+# problem and exit status 1; --allow-unsafe-pool starts with a loud warning.
+set -euo pipefail
+test_name=hostile
+# shellcheck source=lib/worker_env.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+unsafe_role=docsync_unsafe_$$
+drop_unsafe() { psql -X -q -d postgres -c "DROP ROLE IF EXISTS $unsafe_role" >/dev/null 2>&1; }
+cleanup_hooks+=(drop_unsafe)
+
+setup_db
+sql "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)"
+# A table the reader may write to: only the read-only transaction stands between a doc query and it.
+sql "CREATE TABLE scribbles (id int)"
+sql "INSERT INTO t VALUES (1, 0), (2, 0)"
+define() {
+  sql "SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'])" >/dev/null
+  sql "SELECT docsync.watch('$1', 't', params => ARRAY['id'])" >/dev/null
+}
+define good "SELECT jsonb_build_object('id', t.id, 'v', t.v) FROM t WHERE t.id = \$1"
+# define_query refuses a data-modifying WITH; a volatile function hides the write from it.
+sql "CREATE FUNCTION scribble(i int) RETURNS int LANGUAGE plpgsql AS \$f\$BEGIN INSERT INTO scribbles VALUES (i); RETURN i; END\$f\$"
+sql "CREATE FUNCTION escape_and_scribble(i int) RETURNS int LANGUAGE plpgsql AS \$f\$BEGIN
+       PERFORM set_config('default_transaction_read_only', 'off', false);
+       INSERT INTO scribbles VALUES (i); RETURN i; END\$f\$"
+define writes "SELECT jsonb_build_object('wrote', scribble(\$1::int))"
+define escapes "SELECT jsonb_build_object('ro', set_config('default_transaction_read_only', 'off', false), 'wrote', escape_and_scribble(\$1::int))"
+define sleeps "SELECT jsonb_build_object('id', \$1::int, 'slept', pg_sleep(4)::text)"
+define tworows "SELECT jsonb_build_object('id', \$1::int, 'g', g) FROM generate_series(1, 2) g"
+define huge "SELECT jsonb_build_object('id', \$1::int, 'pad', repeat('x', 10 * 1024 * 1024))"
+grant_reader
+sql "GRANT INSERT ON scribbles TO $reader_role"
+
+start_worker --statement-timeout 1s --pool 3
+good="SELECT jsonb_build_object('id', id, 'v', v) FROM t WHERE id = 1"
+for round in 1 2 3; do
+  sql "UPDATE t SET v = v + 1 WHERE id = 1"
+  before=$(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'")
+  settle 30
+  [ "$(doc_equals_query db:good:1 "$good")" = t ] || fail "round $round: db:good:1 is $(last_doc db:good:1), not current"
+  [ "$(sql "SELECT confirmed_flush_lsn > '$before' FROM pg_replication_slots WHERE slot_name = '$slot'")" = t ] ||
+    fail "round $round: confirmed_flush_lsn did not advance"
+done
+echo "the good query kept publishing and the slot kept advancing through three rounds"
+
+stats() { sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'"; }
+check_failed() { # QUERY LIKE-PATTERN
+  wait_for 15 "SELECT failures >= 1 AND last_error LIKE '$2' AND last_error_at > now() - interval '1 min' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = '$1'" ||
+    fail "query $1 did not fail as expected ($2): $(stats)"
+}
+check_failed writes '%read-only transaction%'
+check_failed escapes '%read-only transaction%'
+check_failed sleeps '%timed out%'
+check_failed tworows '%row%'
+check_failed huge '%bytes%'
+[ "$(sql "SELECT failures = 0 AND recomputes >= 3 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'good'")" = t ] ||
+  fail "the good query failed or did not run: $(stats)"
+[ "$(sql "SELECT count(*) FROM scribbles")" = 0 ] || fail "a doc query wrote to scribbles"
+for q in writes escapes sleeps tworows huge; do
+  [ -z "$(last_doc "db:$q:1")" ] || fail "db:$q:1 was published: $(last_doc "db:$q:1" | head -c 200)"
+done
+[ "$(sql "SELECT permanent_failures >= 5 AND last_error LIKE 'doc query %' AND last_error_at > now() - interval '1 min'
+                AND worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$slot'")" = t ] ||
+  fail "docsync.status does not show the failures: $(sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$slot'")"
+echo "every hostile query failed visibly: $(sql "SELECT string_agg(query || ': ' || left(last_error, 90), E'\n  ' ORDER BY query) FROM docsync.query_stats WHERE slot_name = '$slot' AND failures > 0")"
+kill -TERM "$worker_pid"
+rc=0; wait "$worker_pid" || rc=$?
+worker_pid=
+[ $rc -eq 0 ] || fail "SIGTERM: the worker exited $rc"
+
+# The pool role check at start. Each attempt uses a fresh slot name so nothing is left behind.
+refused() { # DESCRIPTION EXPECTED-PROBLEM ROLE-SETUP...
+  local what=$1 problem=$2; shift 2
+  drop_unsafe
+  psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE ROLE $unsafe_role LOGIN" "$@"
+  local rc=0
+  timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$unsafe_role")" --slot "$slot" \
+    --sink "file:$tmp/unsafe.jsonl" --status-dir "$status_dir" >"$tmp/unsafe.out" 2>"$tmp/unsafe.err" || rc=$?
+  [ $rc -eq 1 ] || fail "a $what pool role: exit $rc, expected 1; $(cat "$tmp/unsafe.err")"
+  grep -q "pool role \"$unsafe_role\" is not harmless ($problem" "$tmp/unsafe.err" ||
+    fail "a $what pool role: the message does not name $problem: $(cat "$tmp/unsafe.err")"
+  grep -q -- "--allow-unsafe-pool" "$tmp/unsafe.err" || fail "the refusal does not mention --allow-unsafe-pool"
+  echo "refused a $what pool role: $(grep -o 'is not harmless ([^)]*)' "$tmp/unsafe.err")"
+}
+refused superuser SUPERUSER -c "ALTER ROLE $unsafe_role SUPERUSER"
+refused replication REPLICATION -c "ALTER ROLE $unsafe_role REPLICATION"
+refused "pg_read_server_files member" "member of pg_read_server_files" -c "GRANT pg_read_server_files TO $unsafe_role"
+refused "pg_signal_backend member" "member of pg_signal_backend" -c "GRANT pg_signal_backend TO $unsafe_role"
+
+# --allow-unsafe-pool: it starts, streams, publishes and says loudly what it is doing.
+sql "GRANT SELECT ON t TO $unsafe_role"
+"$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$unsafe_role")" --slot "$slot" --allow-unsafe-pool \
+  --sink "file:$docs" --status-dir "$status_dir" --status-interval 1s >"$tmp/worker.out" 2>"$tmp/worker.log" &
+worker_pid=$!
+wait_for 60 "SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'" || fail "--allow-unsafe-pool: the worker did not start"
+grep -q "WARN.*--allow-unsafe-pool: the pool role \"$unsafe_role\" is not harmless" "$tmp/worker.log" ||
+  fail "--allow-unsafe-pool did not warn: $(head -n 5 "$tmp/worker.log")"
+sql "UPDATE t SET v = 100 WHERE id = 1"
+settle 30
+[ "$(doc_equals_query db:good:1 "$good")" = t ] || fail "--allow-unsafe-pool: db:good:1 not current"
+echo "ok"
