@@ -409,6 +409,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         if (PQputCopyData(raw, msg.data(), static_cast<int>(msg.size())) != 1)
             throw pg::error_from(raw, nullptr, "could not send a standby status update");
         if (PQflush(raw) < 0) throw pg::error_from(raw, nullptr, "could not send a standby status update");
+        if (flush != sent_flush && log_enabled(LogLevel::Debug)) log_debug(kComponent, "ack " + format_lsn(flush));
         sent_flush = flush;
         local.status_updates++;
         next_status = SteadyClock::now() + options_.status_interval;
