@@ -7,14 +7,14 @@
 # equals a fresh run of its query (null for a deleted order), and no acknowledgement in any run's
 # debug log passed a transaction that had not completed.
 #   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  crashes (default 3)
-#   DOCSYNC_TEST_FULL=1   the long version (12 crashes, a longer workload)
+#   DOCSYNC_FAULT_LONG=1  the long version, faults_convergence_long.sh (12 crashes, a longer workload)
 set -uo pipefail
 # shellcheck source=faults_common.bash
 . "$(dirname "${BASH_SOURCE[0]}")/faults_common.bash"
 
 kills=${DOCSYNC_FAULT_KILLS:-3}
 txns=400
-if [ -n "${DOCSYNC_TEST_FULL:-}" ]; then kills=${DOCSYNC_FAULT_KILLS:-12}; txns=2500; fi
+if [ "${DOCSYNC_FAULT_LONG:-0}" = 1 ]; then kills=${DOCSYNC_FAULT_KILLS:-12}; txns=2500; fi
 
 start_cluster
 write_workload "$txns" "$tmp/workload.sql"

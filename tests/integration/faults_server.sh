@@ -13,7 +13,7 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/faults_common.bash"
 
 rounds=1
-[ -n "${DOCSYNC_TEST_FULL:-}" ] && rounds=3
+[ "${DOCSYNC_TEST_FULL:-0}" = 1 ] && rounds=3   # packaging/run-tests.sh --full
 
 pg_ctl_restart() {
   local cmd=("$DOCSYNC_PG_BINDIR/pg_ctl" -D "$DOCSYNC_CLUSTER_DIR/data" -l "$DOCSYNC_CLUSTER_DIR/server.log" -w -t 60 restart -m "$1")
