@@ -29,6 +29,8 @@ fail() {
 cleanup() {
   [ -n "$worker_pid" ] && kill -9 "$worker_pid" 2>/dev/null
   [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null
+  local job
+  for job in $(jobs -p); do kill -9 "$job" 2>/dev/null; done
   wait 2>/dev/null
   if [ -n "$own_cluster" ]; then
     "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1

@@ -21,16 +21,29 @@ pg_ctl_restart() {
     fail "pg_ctl restart -m $1 failed"
 }
 walsender_pid() { sql "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot' AND active"; }
-# wait_streaming SECONDS: until a walsender streams the slot again.
+# wait_streaming SECONDS OLD_PID: until a walsender other than OLD_PID streams the slot.
 wait_streaming() {
-  local deadline=$((SECONDS + $1))
-  until [ -n "$(walsender_pid 2>/dev/null)" ]; do
+  local deadline=$((SECONDS + $1)) pid
+  until pid=$(walsender_pid 2>/dev/null) && [ -n "$pid" ] && [ "$pid" != "$2" ]; do
     [ $SECONDS -lt $deadline ] || fail "the worker did not stream again within $1 s"
     worker_alive
     sleep 0.2
   done
 }
 # A fresh chunk of the workload (a server restart ends the psql that was applying the last one).
+# block_docs: a session holds an exclusive lock on products, which every doc query reads, so computes
+# wait and their transactions stay pending (the worker cannot acknowledge them).
+lock_pid=
+block_docs() {
+  psql -X -q -d "$db" -c "SET application_name = 'faults_lock'" \
+    -c "BEGIN; LOCK products IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)" >/dev/null 2>&1 &
+  lock_pid=$!
+  for _ in $(seq 1 50); do
+    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faults_lock' AND wait_event = 'PgSleep'")" = 1 ] && return 0
+    sleep 0.1
+  done
+  fail "the lock holder did not start"
+}
 # The highest generation in the JSONL file.
 max_generation() {
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" <<SQL
@@ -42,7 +55,7 @@ SQL
 more_workload() { wait_workload 120; write_workload "$1" "$tmp/load.$RANDOM.sql"; run_workload "$(ls -t "$tmp"/load.*.sql | head -1)"; }
 
 start_cluster own
-start_worker
+start_worker --max-pending-txns 4
 drain 30
 faults=()
 for round in $(seq 1 "$rounds"); do
@@ -51,14 +64,22 @@ for round in $(seq 1 "$rounds"); do
     sleep_random 300 1200
     old=$(walsender_pid)
     case $fault in
-      fast|immediate) pg_ctl_restart "$fault" ;;
+      fast) # With a transaction pending (its doc query blocked) the worker cannot confirm what the
+            # walsender sent, and a fast shutdown waits for that: the worker must leave the stream.
+            # With more pending than --max-pending-txns the worker also stops reading, so the
+            # walsender cannot even send everything.
+            block_docs
+            for o in 2 3 4 5 6 7; do sql "UPDATE orders SET status = 'pending at shutdown' WHERE id = $o"; done
+            sleep 0.5
+            pg_ctl_restart fast
+            wait "$lock_pid" 2>/dev/null ;;
+      immediate) pg_ctl_restart "$fault" ;;
       terminate) [ -n "$old" ] || fail "no walsender to terminate"
                  [ "$(sql "SELECT pg_terminate_backend($old)")" = t ] || fail "pg_terminate_backend($old) failed" ;;
     esac
     faults+=("$fault")
     worker_alive
-    wait_streaming 60
-    [ "$(walsender_pid)" != "$old" ] || fail "the walsender after $fault is still $old"
+    wait_streaming 60 "$old"
   done
 done
 more_workload 100
@@ -72,13 +93,7 @@ kill_worker
 start_worker --max-retained-wal 2MB --statement-timeout 10min
 drain 30
 gen_before=$(max_generation)
-psql -X -q -d "$db" -c "SET application_name = 'faults_lock'" \
-  -c "BEGIN; LOCK products IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)" >/dev/null 2>&1 &
-lock_pid=$!
-for _ in $(seq 1 50); do
-  [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faults_lock' AND wait_event = 'PgSleep'")" = 1 ] && break
-  sleep 0.1
-done
+block_docs
 sql "UPDATE orders SET status = 'during valve ' || id WHERE id <= 5"
 fired=
 for _ in $(seq 1 60); do
