@@ -34,6 +34,7 @@ make -s clean >/dev/null 2>&1
 make -s PG_CONFIG="$PG_CONFIG" || exit 1
 
 step "build: worker and tests (CMake, ASan+UBSan)"
+mkdir -p "$(dirname "$build")"
 cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log"; exit 1; }
 cmake --build "$build" -j "$jobs" || exit 1

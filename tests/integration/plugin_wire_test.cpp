@@ -1,12 +1,13 @@
-// The plugin's binary output, read from a real slot, decodes with the strict reference decoder to
-// exactly what the same slot says in format 'text'; BEGIN and COMMIT carry the xid and positions the
+// The plugin's binary output, read from a real slot, decodes with the worker's decoder (rendered by
+// ../wire_text.hpp) to exactly what the same slot says in format 'text'; BEGIN and COMMIT carry the xid and positions the
 // server reports for them.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <unistd.h>
 
-#include "../plugin_wire_reference.hpp"
+#include "../wire_text.hpp"
+#include "docsync_wire.h"
 #include "pg/connection.hpp"
 
 using namespace std::chrono_literals;
@@ -56,20 +57,26 @@ TEST_CASE("binary records from a real slot round-trip to the text format") {
     REQUIRE(bin.rows() == text.rows());
     REQUIRE(bin.rows() > 100);
 
-    docsync_test::WireDecoder decoder;
+    docsync::Decoder decoder;
+    docsync_test::TextRenderer renderer;
+    docsync::BeginRecord last_begin;
     int begins = 0, commits = 0;
     for (int r = 0; r < bin.rows(); ++r) {
-        std::string bytes = docsync_test::from_hex(bin.get(r, 2));
+        auto bytes = docsync_test::from_hex(bin.get(r, 2));
         INFO("record " << r << ": " << text.get(r, 0));
-        REQUIRE(decoder.decode(bytes) == text.get(r, 0));
-        if (bytes[0] == DOCSYNC_REC_BEGIN) {
+        auto record = decoder.decode(bytes);
+        REQUIRE(renderer.render(record) == text.get(r, 0));
+        if (auto* b = std::get_if<docsync::BeginRecord>(&record)) {
             ++begins;
-            CHECK(std::to_string(decoder.last_begin().xid) == bin.get(r, 1));  // epoch 0 on a fresh cluster
-        } else if (bytes[0] == DOCSYNC_REC_COMMIT) {
+            CHECK(bytes[0] == DOCSYNC_REC_BEGIN);
+            last_begin = *b;
+            CHECK(std::to_string(b->xid) == bin.get(r, 1));  // epoch 0 on a fresh cluster
+        } else if (auto* commit = std::get_if<docsync::CommitRecord>(&record)) {
             ++commits;
-            CHECK(decoder.last_commit().commit_lsn == decoder.last_begin().commit_lsn);
+            CHECK(bytes[0] == DOCSYNC_REC_COMMIT);
+            CHECK(commit->commit_lsn == last_begin.commit_lsn);
             auto lsn = c.exec("SELECT ($1::pg_lsn - '0/0')::text", {std::string(bin.get(r, 0))}, deadline_in(10s));
-            CHECK(std::to_string(decoder.last_commit().end_lsn) == lsn.get(0, 0));
+            CHECK(std::to_string(commit->end_lsn) == lsn.get(0, 0));
         }
     }
     CHECK(begins == commits);
