@@ -52,13 +52,18 @@ CREATE TEMP TABLE p (line text);
 SELECT coalesce(max((line::jsonb->>'generation')::int), 0) FROM p;
 SQL
 }
-more_workload() { wait_workload 120; write_workload "$1" "$tmp/load.$RANDOM.sql"; run_workload "$(ls -t "$tmp"/load.*.sql | head -1)"; }
+more_workload() {
+  local f="$tmp/load.$RANDOM$RANDOM.sql"
+  wait_workload 120
+  write_workload "$1" "$f"
+  run_workload "$f"
+}
 
 start_cluster own
 start_worker --max-pending-txns 4
 drain 30
 faults=()
-for round in $(seq 1 "$rounds"); do
+for _ in $(seq 1 "$rounds"); do
   for fault in fast immediate terminate; do
     more_workload 150
     sleep_random 300 1200
@@ -111,8 +116,9 @@ wait "$lock_pid" 2>/dev/null
 drain 120
 check_convergence
 gen_after=$(max_generation)
-[ -n "$gen_after" ] && [ "$gen_after" -gt "${gen_before:-0}" ] ||
+if [ -z "$gen_after" ] || [ "$gen_after" -le "${gen_before:-0}" ]; then
   fail "the generation did not rise after the valve (before ${gen_before:-none}, after ${gen_after:-none})"
+fi
 echo "generation rose from $gen_before to $gen_after"
 check_acks
 echo "PASS faults_server (${faults[*]} valve, seed $seed)"
