@@ -124,6 +124,7 @@ int open_log(const char* path) { return ::open(path, O_WRONLY | O_APPEND | O_CRE
 }  // namespace
 
 void set_log_level(LogLevel level) { min_level = level; }
+bool log_enabled(LogLevel level) { return level >= min_level.load(); }
 
 void set_log_format(LogFormat format) { log_format = format; }
 

@@ -28,6 +28,8 @@ std::string set_log_file(const std::string& path);
 // Async-signal-safe: a SIGHUP handler may call it. A failure keeps the old file and is logged by the
 // next log() call.
 void reopen_log();
+// Whether a line at `level` would be written (to skip building costly debug messages).
+bool log_enabled(LogLevel level);
 // One line for one event.
 void log(LogLevel level, std::string_view component, std::string_view message);
 

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/lsn.hpp"
 
 namespace docsync {
 
@@ -30,6 +32,9 @@ std::uint64_t DeliveryProgressCoordinator::register_item(Lsn position, bool grou
     group.position = std::max(group.position, position);
     group.bytes += bytes;
     group.closed = group_end;
+    // Debug lines "register/complete <end_lsn>" and "ack <lsn>" (stream) let a checker prove from
+    // the log that no acknowledgement ever passed an incomplete transaction.
+    if (group_end && log_enabled(LogLevel::Debug)) log_debug("progress", "register " + format_lsn(group.position));
     pending_bytes_ += bytes;
     pending_items_++;
     registered_++;
@@ -56,6 +61,8 @@ Lsn DeliveryProgressCoordinator::complete(std::uint64_t ticket) {
     group.completed[index] = true;
     group.done++;
     completed_++;
+    if (group.closed && group.done == group.items && log_enabled(LogLevel::Debug))
+        log_debug("progress", "complete " + format_lsn(group.position));
     advance_locked();
     return checkpoint_;
 }
@@ -106,6 +113,7 @@ std::uint64_t DeliveryProgressCoordinator::rebase(Lsn lsn) {
     pending_items_ = 0;
     epoch_first_ticket_ = next_ticket_;
     checkpoint_ = lsn;
+    if (log_enabled(LogLevel::Debug)) log_debug("progress", "rebase " + format_lsn(lsn));
     return ++epoch_;
 }
 

@@ -409,6 +409,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         if (PQputCopyData(raw, msg.data(), static_cast<int>(msg.size())) != 1)
             throw pg::error_from(raw, nullptr, "could not send a standby status update");
         if (PQflush(raw) < 0) throw pg::error_from(raw, nullptr, "could not send a standby status update");
+        if (flush != sent_flush && log_enabled(LogLevel::Debug)) log_debug(kComponent, "ack " + format_lsn(flush));
         sent_flush = flush;
         local.status_updates++;
         next_status = SteadyClock::now() + options_.status_interval;
@@ -563,8 +564,16 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                     }
                 }
             } catch (const Error& e) {
-                log_warning(kComponent, std::string("WAL safety valve check failed (retried): ") + e.what());
                 valve_conn.reset();
+                // A fast shutdown waits for this walsender until everything it sent is confirmed,
+                // which cannot happen while doc queries cannot connect: leave, so the server can stop.
+                const std::string& state = e.sqlstate();
+                if (state == "57P01" || state == "57P02" || state == "57P03" ||
+                    std::string_view(e.what()).find("the database system is shutting down") != std::string_view::npos) {
+                    log_warning(kComponent, std::string("the server is shutting down; leaving the stream so it can stop: ") + e.what());
+                    return finish(Outcome::Lost);
+                }
+                log_warning(kComponent, std::string("WAL safety valve check failed (retried): ") + e.what());
             }
         }
 
