@@ -249,6 +249,7 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         counters.name = q.name;
         counters.recomputes = q.computes;
         counters.failures = q.errors;
+        counters.compute_us_total = q.compute_ns / 1000;
         if (!q.last_error.empty())
             counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
                                   (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");

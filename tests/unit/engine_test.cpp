@@ -130,6 +130,18 @@ TEST_CASE("a change to a live doc is computed, published with its version, and c
     CHECK(h.engine.dirty_depth() == 0);
 }
 
+TEST_CASE("the time doc queries take is counted per query, for the mean compute time in status") {
+    Harness h;
+    h.runner.during_doc = [&](const DocQuery&, const SqlArgs&) { h.clock.advance(std::chrono::milliseconds(30)); };
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    h.drain();
+    auto stats = h.engine.stats();
+    REQUIRE(stats.queries.size() >= 1);
+    CHECK(stats.queries[0].name == "order");
+    CHECK(stats.queries[0].computes == 2);
+    CHECK(stats.queries[0].compute_ns == 60'000'000u);
+}
+
 TEST_CASE("a transaction that dirties no live doc completes at once") {
     Harness h;
     h.txn({update_order_status("7")}, 1);  // doc 7 is not live

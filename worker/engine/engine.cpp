@@ -606,18 +606,21 @@ struct Engine::Impl {
         DocOutcome outcome;
         bool published = false;
         std::string publish_error;
+        Nanos compute_time = 0;
         lock.unlock();
         if (!query || !parse_channel(job.channel, parsed) || parsed.values.size() != query->params.size()) {
             outcome.kind = OutcomeKind::Permanent;
             outcome.error = "channel \"" + job.channel + "\" no longer matches a defined query";
         } else {
             Visibility need{job.xids, job.version.lsn};
+            Nanos started = now();
             try {
                 outcome = runner.run_doc(*query, parsed.values, need);
             } catch (const std::exception& e) {
                 outcome.kind = OutcomeKind::Transient;
                 outcome.error = e.what();
             }
+            compute_time = now() - started;
             if (outcome.kind == OutcomeKind::Ok) {
                 try {
                     publisher.publish(job.channel, outcome.doc, job.version);
@@ -645,7 +648,10 @@ struct Engine::Impl {
                                 : nullptr;
         if (outcome.kind != OutcomeKind::NotVisible && query) {
             ++counters.computes;
-            if (stats) ++stats->computes;
+            if (stats) {
+                ++stats->computes;
+                stats->compute_ns += static_cast<std::uint64_t>(compute_time);
+            }
         }
         auto retry_with_waiters = [&](std::chrono::milliseconds wait) {
             // The running compute's waiters wait for the next one; its xids must be seen by it too.

@@ -56,6 +56,7 @@ struct QueryStats {
     std::uint64_t computes = 0;   // doc queries run
     std::uint64_t published = 0;  // docs published
     std::uint64_t errors = 0;     // permanent outcomes (query errors, timeouts, size and keys caps)
+    std::uint64_t compute_ns = 0;  // time spent in doc queries that ran (by the engine's clock)
     std::string last_error;
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
