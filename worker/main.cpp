@@ -198,8 +198,9 @@ status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t
     return status::WorkerState::Starting;
 }
 
-// When the acknowledged position last moved, and where to (the status thread's own bookkeeping).
-struct AckClock {
+// What the status thread remembers between snapshots: when the acknowledged position last moved,
+// and when each error was first seen.
+struct StatusHistory {
     Lsn lsn = 0;
     status::WallTime at{};
     // When errors were first seen (to the status interval): the stream's last error, each query's
@@ -211,11 +212,11 @@ struct AckClock {
 };
 
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                                const Engine& engine, bool draining, const std::string& fatal, AckClock& ack) {
+                                const Engine& engine, bool draining, const std::string& fatal, StatusHistory& history) {
     auto s = stream.stats();
-    if (s.sent_flush_lsn != ack.lsn) {
-        ack.lsn = s.sent_flush_lsn;
-        ack.at = std::chrono::system_clock::now();
+    if (s.sent_flush_lsn != history.lsn) {
+        history.lsn = s.sent_flush_lsn;
+        history.at = std::chrono::system_clock::now();
     }
     auto c = coordinator.stats();
     auto e = engine.stats();
@@ -224,7 +225,7 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.generation = s.generation;
     snap.received_lsn = s.received_lsn;
     snap.acked_lsn = s.sent_flush_lsn;
-    snap.acked_at = ack.at;
+    snap.acked_at = history.at;
     snap.open_txns = c.pending_groups;
     snap.dirty_depth = e.dirty_depth();
     snap.in_flight = e.in_flight;
@@ -237,11 +238,11 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.total_valve_resets = s.valve_fired;
     auto now = std::chrono::system_clock::now();
     auto note_error = [&](const std::string& message) {
-        ack.last_error = message;
-        ack.last_error_at = now;
+        history.last_error = message;
+        history.last_error_at = now;
     };
-    if (s.last_error != ack.stream_error) {
-        ack.stream_error = s.last_error;
+    if (s.last_error != history.stream_error) {
+        history.stream_error = s.last_error;
         if (!s.last_error.empty()) note_error(s.last_error);
     }
     for (const auto& q : e.queries) {
@@ -253,7 +254,7 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         if (!q.last_error.empty())
             counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
                                   (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
-        auto& [seen, at] = ack.query_errors[q.name];
+        auto& [seen, at] = history.query_errors[q.name];
         if (q.errors != seen) {
             seen = q.errors;
             at = now;
@@ -263,9 +264,9 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         counters.last_error_at = at;
         snap.queries.push_back(std::move(counters));
     }
-    if (!fatal.empty() && ack.last_error != fatal) note_error(fatal);
-    snap.last_error = ack.last_error;
-    snap.last_error_at = ack.last_error_at;
+    if (!fatal.empty() && history.last_error != fatal) note_error(fatal);
+    snap.last_error = history.last_error;
+    snap.last_error_at = history.last_error_at;
     return snap;
 }
 
@@ -337,7 +338,7 @@ int run(const Settings& settings) {
     bool stream_done = false;
     bool draining = false;
     std::string fatal;
-    AckClock ack;
+    StatusHistory history;
 
     std::thread stream_thread([&] {
         try {
@@ -376,7 +377,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, false, {}, ack));
+            board.publish(snapshot(stream, coordinator, engine, false, {}, history));
             lock.lock();
             wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
         }
@@ -387,7 +388,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         if (draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, true, {}, ack));
+            board.publish(snapshot(stream, coordinator, engine, true, {}, history));
             engine.stop();  // running computes end; their completions acknowledge
             stream.stop();  // a final status update, then run() returns
             lock.lock();
@@ -407,7 +408,7 @@ int run(const Settings& settings) {
         std::lock_guard lock(mutex);
         error = fatal;
     }
-    board.publish(snapshot(stream, coordinator, engine, false, error, ack));
+    board.publish(snapshot(stream, coordinator, engine, false, error, history));
     if (!error.empty()) {
         log_error("worker", error);
         return 1;
