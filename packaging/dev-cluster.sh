@@ -125,7 +125,7 @@ cmd_standby() {
   dir=$(new_cluster_dir)
   cp -a "$primary/root" "$dir/root"
   [ "$(id -u)" -eq 0 ] && chown -R "$server_user" "$dir/socket" && chown "$server_user" "$dir"
-  as_server "$(bin "$dir")/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres -D "$dir/data" -R -X stream >"$dir/basebackup.log" 2>&1 ||
+  as_server "$(bin "$dir")/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres -D "$dir/data" -R -X stream --checkpoint=fast >"$dir/basebackup.log" 2>&1 ||
     { cat "$dir/basebackup.log" >&2; die "pg_basebackup from $primary failed"; }
   port=$(free_port)
   {
