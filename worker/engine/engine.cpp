@@ -600,6 +600,17 @@ struct Engine::Impl {
             std::max(doc.lease_until, t + std::chrono::duration_cast<std::chrono::nanoseconds>(options.lease).count());
     }
 
+    // Completes the tickets no doc, lookup or reload holds any more, outside the engine's mutex.
+    void complete_finished(std::unique_lock<std::mutex>& lock) {
+        std::vector<std::uint64_t> done;
+        collect_completed(done);
+        if (!done.empty()) {
+            lock.unlock();
+            finish(done);
+            lock.lock();
+        }
+    }
+
     void run_doc(Job& job, std::unique_lock<std::mutex>& lock) {
         const DocQuery* query = job.query < job.defs->queries.size() ? &job.defs->queries[job.query] : nullptr;
         ParsedChannel parsed;
@@ -700,13 +711,7 @@ struct Engine::Impl {
             delay(job.channel, doc, backoff(options.permanent_backoff, doc.failures, 300), true);
             if (waiters) schedule(entry);
         }
-        std::vector<std::uint64_t> done;
-        collect_completed(done);
-        if (!done.empty()) {
-            lock.unlock();
-            finish(done);
-            lock.lock();
-        }
+        complete_finished(lock);
     }
 
     void run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock) {
@@ -792,13 +797,7 @@ struct Engine::Impl {
         } else {
             release(seq);  // the query was dropped meanwhile
         }
-        std::vector<std::uint64_t> done;
-        collect_completed(done);
-        if (!done.empty()) {
-            lock.unlock();
-            finish(done);
-            lock.lock();
-        }
+        complete_finished(lock);
     }
 
     Nanos next_due() const {
