@@ -314,7 +314,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 
 /* ---- docsync.status_files() ---- */
 
-#define STATUS_FILES_COLS 26
+#define STATUS_FILES_COLS 32
 
 static void
 emit_status_file(void *arg, const char *file_name, StatusRead *read)
@@ -391,6 +391,25 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 		values[i++] = count_datum(b->total_permanent_failures);
 		values[i++] = count_datum(b->total_transient_retries);
 		values[i++] = count_datum(b->total_valve_resets);
+		values[i++] = count_datum(b->total_not_visible_retries);
+		if (b->recompute_reason == DOCSYNC_RECOMPUTE_NONE)
+		{
+			/* no recompute of every live doc since start: reason, counts and times are NULL */
+			for (int k = 0; k < 5; k++)
+				nulls[i++] = true;
+		}
+		else
+		{
+			const char *reason = docsync_status_recompute_name(b->recompute_reason);
+
+			values[i++] = CStringGetTextDatum(reason ? reason : psprintf("unknown (%u)", b->recompute_reason));
+			values[i++] = count_datum(b->recompute_done);
+			values[i++] = count_datum(b->recompute_total);
+			values[i] = time_datum(b->recompute_started_us, &nulls[i]);
+			i++;
+			values[i] = time_datum(b->recompute_finished_us, &nulls[i]);
+			i++;
+		}
 		if (b->last_error[0] != '\0')
 			values[i] = field_text(b->last_error, sizeof(b->last_error));
 		else

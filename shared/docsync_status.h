@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define DOCSYNC_STATUS_MAGIC 0x54534443u /* "CDST" read as little-endian bytes: 'C','D','S','T' */
-#define DOCSYNC_STATUS_LAYOUT_VERSION 1u
+#define DOCSYNC_STATUS_LAYOUT_VERSION 2u
 
 #define DOCSYNC_STATUS_NAME_LEN 64		/* database, slot and query names (NAMEDATALEN) */
 #define DOCSYNC_STATUS_ERROR_LEN 256	/* error messages, truncated at a UTF-8 boundary */
@@ -72,6 +72,26 @@ docsync_status_state_name(uint32_t state)
 		case DOCSYNC_STATE_DRAINING: return "draining";
 		case DOCSYNC_STATE_VALVE_RESET: return "valve-reset";
 		case DOCSYNC_STATE_STOPPED: return "stopped";
+	}
+	return NULL;
+}
+
+/* Why the worker recomputes every live doc. */
+typedef enum DocsyncStatusRecompute
+{
+	DOCSYNC_RECOMPUTE_NONE = 0,		/* none since start */
+	DOCSYNC_RECOMPUTE_STARTUP = 1,	/* at start: the sink's docs may have missed changes */
+	DOCSYNC_RECOMPUTE_VALVE = 2		/* the WAL safety valve recreated the slot */
+} DocsyncStatusRecompute;
+
+/* The name of a recompute reason as the SQL views show it; NULL for none or a value outside the enum. */
+static inline const char *
+docsync_status_recompute_name(uint32_t reason)
+{
+	switch (reason)
+	{
+		case DOCSYNC_RECOMPUTE_STARTUP: return "startup";
+		case DOCSYNC_RECOMPUTE_VALVE: return "valve";
 	}
 	return NULL;
 }
@@ -110,6 +130,13 @@ typedef struct DocsyncStatusBody
 	uint64_t	total_permanent_failures;	/* computes that failed for good */
 	uint64_t	total_transient_retries;	/* computes retried after a transient failure */
 	uint64_t	total_valve_resets;	/* WAL safety valve slot recreations */
+	uint64_t	total_not_visible_retries;	/* computes retried because a commit was not visible yet */
+	uint32_t	recompute_reason;	/* DocsyncStatusRecompute of the last recompute of every live doc */
+	uint32_t	recompute_padding;	/* zero */
+	uint64_t	recompute_total;	/* live docs it started with */
+	uint64_t	recompute_done;		/* of them, docs with an outcome (or no longer live) */
+	int64_t		recompute_started_us;	/* when it started, 0: never */
+	int64_t		recompute_finished_us;	/* when the last doc was done, 0: still running (or never) */
 	int64_t		last_error_us;		/* time of last_error, 0: none */
 	char		last_error[DOCSYNC_STATUS_ERROR_LEN];	/* last error of any kind */
 	uint32_t	query_count;		/* entries used in queries[] */
@@ -135,8 +162,8 @@ DOCSYNC_STATUS_ASSERT(version_at_4, offsetof(DocsyncStatusFile, layout_version) 
 DOCSYNC_STATUS_ASSERT(seq_at_16, offsetof(DocsyncStatusFile, seq) == 16);
 DOCSYNC_STATUS_ASSERT(body_at_24, offsetof(DocsyncStatusFile, body) == 24);
 DOCSYNC_STATUS_ASSERT(query_size, sizeof(DocsyncStatusQuery) == 64 + 4 * 8 + 256);
-DOCSYNC_STATUS_ASSERT(body_queries_at, offsetof(DocsyncStatusBody, queries) == 536);
-DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 536 + 64 * 352);
+DOCSYNC_STATUS_ASSERT(body_queries_at, offsetof(DocsyncStatusBody, queries) == 584);
+DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 584 + 64 * 352);
 
 #define DOCSYNC_STATUS_SEQ_OFFSET ((size_t) offsetof(DocsyncStatusFile, seq))
 

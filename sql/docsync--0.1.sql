@@ -906,7 +906,9 @@ CREATE FUNCTION docsync.status_files(
     OUT received_lsn pg_lsn, OUT acked_lsn pg_lsn, OUT acked_at timestamptz,
     OUT open_txns bigint, OUT dirty_depth bigint, OUT in_flight bigint, OUT live_docs bigint,
     OUT changes bigint, OUT recomputes bigint, OUT publishes bigint, OUT permanent_failures bigint,
-    OUT transient_retries bigint, OUT valve_resets bigint,
+    OUT transient_retries bigint, OUT valve_resets bigint, OUT not_visible_retries bigint,
+    OUT recompute text, OUT recompute_done bigint, OUT recompute_total bigint,
+    OUT recompute_started_at timestamptz, OUT recompute_finished_at timestamptz,
     OUT last_error text, OUT last_error_at timestamptz, OUT queries_omitted integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'docsync_status_files'
@@ -967,12 +969,21 @@ WITH files AS (
            f.status_file, f.read_error, f.worker_pid, f.state, f.started_at, f.heartbeat_at, f.generation,
            f.received_lsn, f.acked_lsn, f.acked_at, f.open_txns, f.dirty_depth, f.in_flight, f.live_docs,
            f.changes, f.recomputes, f.publishes, f.permanent_failures, f.transient_retries, f.valve_resets,
+           f.not_visible_retries, f.recompute, f.recompute_done, f.recompute_total, f.recompute_started_at,
+           f.recompute_finished_at,
+           -- the recompute's mean rate since it started, and the time left at that rate
+           CASE WHEN f.recompute IS NOT NULL THEN
+                f.recompute_done / nullif(extract(epoch FROM coalesce(f.recompute_finished_at, v.now) - f.recompute_started_at), 0)
+           END::double precision AS recompute_rate,
            f.last_error, f.last_error_at, v.dir, v.plugin_allowed, v.now
       FROM slots s
       FULL JOIN files f ON f.slot_name = s.slot_name AND f.database = s.database
      CROSS JOIN server v
 ), judged AS (
     SELECT j.*,
+           CASE WHEN j.recompute_finished_at IS NULL AND j.recompute_rate > 0
+                THEN (j.recompute_total - j.recompute_done) / j.recompute_rate
+           END AS recompute_seconds_left,
            CASE WHEN NOT j.file_ok THEN NULL
                 WHEN j.state = 'stopped' THEN 'stopped'
                 WHEN NOT j.fresh AND NOT j.slot_active THEN 'stopped'
@@ -1010,6 +1021,14 @@ SELECT j.database,
        j.permanent_failures,
        j.transient_retries,
        j.valve_resets,
+       j.not_visible_retries,
+       j.recompute,
+       j.recompute_done,
+       j.recompute_total,
+       round(j.recompute_rate::numeric, 1)::double precision AS recompute_rate,
+       round(j.recompute_seconds_left::numeric)::double precision AS recompute_seconds_left,
+       j.recompute_started_at,
+       j.recompute_finished_at,
        j.last_error,
        j.last_error_at,
        j.status_file,
@@ -1048,8 +1067,15 @@ SELECT j.database,
       (12, j.ack_lag_seconds > 30 OR j.ack_lag_bytes > 256 * 1024 * 1024, 'lagging',
        pg_catalog.format('acknowledged position is %s behind and %s s old, %s docs waiting',
                          pg_catalog.pg_size_pretty(j.ack_lag_bytes), round(j.ack_lag_seconds::numeric), j.dirty_depth)),
-      (13, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
-      (14, true, 'ok',
+      (13, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
+       pg_catalog.format('%s: %s of %s live docs (%s%%), %s docs/s, %s',
+                         CASE j.recompute WHEN 'valve' THEN 'WAL safety valve recompute' ELSE j.recompute || ' recompute' END,
+                         j.recompute_done, j.recompute_total,
+                         j.recompute_done * 100 / nullif(j.recompute_total, 0),
+                         round(coalesce(j.recompute_rate, 0)::numeric),
+                         coalesce('about ' || round(j.recompute_seconds_left::numeric) || ' s left', 'time left unknown'))),
+      (14, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
+      (15, true, 'ok',
        pg_catalog.format('streaming; %s behind, %s docs waiting', pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth))
     ) AS c(rank, applies, health, reason)
     WHERE c.applies

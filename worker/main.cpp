@@ -139,7 +139,7 @@ public:
         if (sessions_++ == 0 || session.valve_fired) {
             if (session.valve_fired)
                 log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
-            engine_.recompute_all_live();
+            engine_.recompute_all_live(session.valve_fired ? RecomputeReason::Valve : RecomputeReason::Startup);
         }
     }
 
@@ -211,8 +211,27 @@ struct StatusHistory {
     status::WallTime last_error_at{};
 };
 
+// The engine's recompute progress on the wall clock (the engine's times are on `clock`).
+status::RecomputeStatus recompute_status(const RecomputeProgress& p, const Clock& clock) {
+    status::RecomputeStatus r;
+    r.reason = static_cast<std::uint32_t>(p.reason);
+    if (p.reason == RecomputeReason::None) return r;
+    r.id = p.id;
+    r.total = p.total;
+    r.done = p.done;
+    auto wall_now = std::chrono::system_clock::now();
+    auto steady_now = clock.now().time_since_epoch();
+    auto wall = [&](std::int64_t ns) {
+        return wall_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              steady_now - std::chrono::nanoseconds(ns));
+    };
+    r.started_at = wall(p.started_ns);
+    if (p.finished_ns) r.finished_at = wall(p.finished_ns);
+    return r;
+}
+
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                                const Engine& engine, bool draining, const std::string& fatal, StatusHistory& history) {
+                                const Engine& engine, const Clock& clock, bool draining, const std::string& fatal, StatusHistory& history) {
     auto s = stream.stats();
     if (s.sent_flush_lsn != history.lsn) {
         history.lsn = s.sent_flush_lsn;
@@ -236,6 +255,8 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
     snap.total_permanent_failures = e.permanent_failures;
     snap.total_transient_retries = e.transient_failures + s.reconnects;
     snap.total_valve_resets = s.valve_fired;
+    snap.total_not_visible_retries = e.not_visible;
+    snap.recompute = recompute_status(e.recompute, clock);
     auto now = std::chrono::system_clock::now();
     auto note_error = [&](const std::string& message) {
         history.last_error = message;
@@ -377,7 +398,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, false, {}, history));
+            board.publish(snapshot(stream, coordinator, engine, clock, false, {}, history));
             lock.lock();
             wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
         }
@@ -388,7 +409,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         if (draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, true, {}, history));
+            board.publish(snapshot(stream, coordinator, engine, clock, true, {}, history));
             engine.stop();  // running computes end; their completions acknowledge
             stream.stop();  // a final status update, then run() returns
             lock.lock();
@@ -408,7 +429,7 @@ int run(const Settings& settings) {
         std::lock_guard lock(mutex);
         error = fatal;
     }
-    board.publish(snapshot(stream, coordinator, engine, false, error, history));
+    board.publish(snapshot(stream, coordinator, engine, clock, false, error, history));
     if (!error.empty()) {
         log_error("worker", error);
         return 1;

@@ -25,18 +25,22 @@ SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_torn', 'do
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_short', 'docsync');
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_alien', 'docsync');
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_erring', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputing', 'docsync');
+SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputed', 'docsync');
 
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000'
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_gone --pid 1002 --heartbeat-age 60 --live 7
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_exited --pid 1003 --state stopped --heartbeat-age 2
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_corrupt --pid 1004 --live 5 --corrupt
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 2
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 3
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_halfdone --pid 1005 --odd-seq
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_torn --pid 1006 --odd-seq --corrupt
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_short --truncate 12
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_alien --garbage
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_erring --pid 1007 --error 'publisher: connection refused' --error-age 5
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_noslot --pid 1008
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_recomputing --pid 1009 --live 10000 --recompute startup:4000:10000:10
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_recomputed --pid 1010 --live 500 --recompute valve:500:500:30:28
 
 -- one row per slot or file; liveness from heartbeat age and the slot's active_pid
 SELECT slot_name, slot_active, worker_pid, worker_state, health, live_docs, read_error IS NOT NULL AS untrusted
@@ -45,7 +49,7 @@ SELECT slot_name, slot_active, worker_pid, worker_state, health, live_docs, read
  ORDER BY slot_name;
 
 -- the reasons say what is wrong and what to do
-SELECT slot_name, regexp_replace(reason, '[0-9]+ s ago|at [0-9-]+ [0-9:]+ UTC|in /\S+|[0-9.]+ (bytes|kB|MB) behind', '…', 'g') AS reason
+SELECT slot_name, regexp_replace(reason, '[0-9]+ s ago|at [0-9-]+ [0-9:]+ UTC|in /\S+|[0-9.]+ (bytes|kB|MB) behind|[0-9]+ docs/s|about [0-9]+ s left', '…', 'g') AS reason
   FROM docsync.status
  WHERE slot_name LIKE 'regress_status%' AND database = current_database()
  ORDER BY slot_name;
@@ -64,6 +68,19 @@ SELECT worker_pid, received_lsn, acked_lsn, dirty_depth, live_docs, changes, rec
        started_at < heartbeat_at AS started_before_heartbeat
   FROM docsync.status
  WHERE slot_name = 'regress_status_fresh';
+
+-- the recompute of every live doc: done of total, the mean rate and the time left at that rate
+-- (4000 of 10000 in about 10 s: about 400 docs/s and 15 s left), and once finished its duration
+SELECT slot_name, recompute, recompute_done, recompute_total,
+       recompute_rate BETWEEN 300 AND 400 AS rate_about_400,
+       recompute_seconds_left BETWEEN 15 AND 20 AS about_15_s_left,
+       recompute_finished_at - recompute_started_at AS took,
+       not_visible_retries
+  FROM docsync.status
+ WHERE slot_name IN ('regress_status_recomputing', 'regress_status_recomputed', 'regress_status_fresh')
+ ORDER BY slot_name;
+SELECT health, regexp_replace(reason, '[0-9]+ docs/s, about [0-9]+ s left', '… docs/s, about … s left') AS reason
+  FROM docsync.status WHERE slot_name = 'regress_status_recomputing';
 
 -- per-query counters, a failing query with its error
 SELECT query, recomputes, failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known

@@ -489,7 +489,7 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     engine.on_relation(relation(kOrders, "public", "orders", {{1, "id"}, {2, "status"}}));
     engine.start(0);
     CHECK(engine.stats().live_docs == 2);
-    engine.recompute_all_live();  // startup
+    engine.recompute_all_live(RecomputeReason::Startup);
     int n = 0;
     while (engine.run_once()) ++n;
     CHECK(n == 2);
@@ -503,6 +503,75 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     CHECK(engine.stats().live_docs == 3);
     engine.sync_live({}, true);  // polls never drop docs in this mode
     CHECK(engine.stats().live_docs == 3);
+}
+
+TEST_CASE("the recompute of every live doc reports done of total; retries are not done, outcomes are") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3", "db:order:4"}, true);
+    h.drain();
+    CHECK(h.engine.stats().recompute.reason == RecomputeReason::None);
+    h.clock.advance(1000ms);
+    h.engine.recompute_all_live(RecomputeReason::Valve);
+    auto p = h.engine.stats().recompute;
+    CHECK(p.reason == RecomputeReason::Valve);
+    CHECK(p.total == 4);
+    CHECK(p.done == 0);
+    CHECK(p.finished_ns == 0);
+    CHECK(p.started_ns == std::chrono::duration_cast<std::chrono::nanoseconds>(h.clock.now().time_since_epoch()).count());
+    // One published, one failed for good (an outcome), one retried (not yet done).
+    h.runner.doc_script = {OutcomeKind::Ok, OutcomeKind::Permanent, OutcomeKind::Transient};
+    REQUIRE(h.engine.run_once());
+    CHECK(h.engine.stats().recompute.done == 1);
+    REQUIRE(h.engine.run_once());
+    CHECK(h.engine.stats().recompute.done == 2);
+    REQUIRE(h.engine.run_once());
+    CHECK(h.engine.stats().recompute.done == 2);
+    h.clock.advance(200ms);  // the transient retry is due
+    CHECK(h.engine.stats().recompute.finished_ns == 0);
+    h.drain();
+    p = h.engine.stats().recompute;
+    CHECK(p.done == 4);
+    CHECK(p.total == 4);
+    CHECK(p.finished_ns == std::chrono::duration_cast<std::chrono::nanoseconds>(h.clock.now().time_since_epoch()).count());
+    // A new walk starts the count again; with no live doc it is done at once.
+    h.engine.sync_live({}, true);
+    h.engine.recompute_all_live(RecomputeReason::Startup);
+    p = h.engine.stats().recompute;
+    CHECK(p.reason == RecomputeReason::Startup);
+    CHECK(p.total == 0);
+    CHECK(p.finished_ns != 0);
+}
+
+TEST_CASE("a doc dropped during the recompute of every live doc counts as done, and a restart counts anew") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3"}, true);
+    h.drain();
+    h.engine.recompute_all_live(RecomputeReason::Startup);
+    REQUIRE(h.engine.run_once());
+    CHECK(h.engine.stats().recompute.done == 1);
+    h.engine.sync_live({"db:order:1"}, true);  // 2 and 3 are no longer live, still queued
+    CHECK(h.engine.stats().recompute.finished_ns == 0);
+    h.drain();
+    auto p = h.engine.stats().recompute;
+    CHECK(p.done == 3);
+    CHECK(p.finished_ns != 0);
+    // A walk restarted while one of its computes runs: the earlier compute does not count for it.
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    h.drain();
+    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.runner.during_doc = [&](const DocQuery&, const SqlArgs&) {
+        h.runner.during_doc = nullptr;
+        h.engine.recompute_all_live(RecomputeReason::Valve);
+    };
+    REQUIRE(h.engine.run_once());
+    p = h.engine.stats().recompute;
+    CHECK(p.reason == RecomputeReason::Valve);
+    CHECK(p.total == 2);
+    CHECK(p.done == 0);
+    h.drain();
+    p = h.engine.stats().recompute;
+    CHECK(p.done == 2);
+    CHECK(p.finished_ns != 0);
 }
 
 TEST_CASE("a definitions transaction completes only after the recomputes its reload causes") {

@@ -3,43 +3,16 @@
 // "rebase <lsn>" on a new slot; nothing is built or written below the debug level.
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
-#include <unistd.h>
 
-#include "common/log.hpp"
+#include "log_capture.hpp"
 #include "progress/coordinator.hpp"
 
 using namespace docsync;
-
-namespace {
-
-std::string read_all(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-struct LogToTemp {
-    std::string path = "/tmp/docsync-progress-log-" + std::to_string(::getpid()) + ".log";
-    LogToTemp() {
-        std::remove(path.c_str());
-        REQUIRE(set_log_file(path).empty());
-    }
-    ~LogToTemp() {
-        set_log_file("");
-        set_log_level(LogLevel::Info);
-        std::remove(path.c_str());
-    }
-};
-
-}  // namespace
+using test::LogCapture;
 
 TEST_CASE("log_enabled follows the level") {
-    LogToTemp log;
+    LogCapture log;
     set_log_level(LogLevel::Info);
     CHECK_FALSE(log_enabled(LogLevel::Debug));
     CHECK(log_enabled(LogLevel::Info));
@@ -49,25 +22,25 @@ TEST_CASE("log_enabled follows the level") {
 }
 
 TEST_CASE("the coordinator logs register, complete and rebase at debug level only") {
-    LogToTemp log;
+    LogCapture log;
     DeliveryProgressCoordinator coordinator;
     set_log_level(LogLevel::Info);
     auto quiet = coordinator.register_txn(0x1000);
     coordinator.complete(quiet);
-    CHECK(read_all(log.path).find("[progress]") == std::string::npos);
+    CHECK(log.text().find("[progress]") == std::string::npos);
 
     set_log_level(LogLevel::Debug);
     auto first = coordinator.register_txn(0x16B3F28);
     auto second = coordinator.register_txn(0x16B4000);
     coordinator.complete(second);  // out of order: complete, not yet acknowledged
-    std::string text = read_all(log.path);
+    std::string text = log.text();
     CHECK(text.find("DEBUG [progress] register 0/16B3F28\n") != std::string::npos);
     CHECK(text.find("DEBUG [progress] register 0/16B4000\n") != std::string::npos);
     CHECK(text.find("DEBUG [progress] complete 0/16B4000\n") != std::string::npos);
     CHECK(text.find("complete 0/16B3F28") == std::string::npos);
     coordinator.complete(first);
     coordinator.rebase(0x2000000);
-    text = read_all(log.path);
+    text = log.text();
     CHECK(text.find("DEBUG [progress] complete 0/16B3F28\n") != std::string::npos);
     CHECK(text.find("DEBUG [progress] rebase 0/2000000\n") != std::string::npos);
 }

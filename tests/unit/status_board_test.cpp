@@ -15,11 +15,13 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "log_capture.hpp"
 #include "status/status_board.hpp"
 #include "status/status_reader.hpp"
 
 using namespace docsync;
 using namespace docsync::status;
+using docsync::test::LogCapture;
 namespace fs = std::filesystem;
 
 namespace {
@@ -72,6 +74,9 @@ TEST_CASE("a published snapshot reads back field by field") {
     s.total_permanent_failures = 1;
     s.total_transient_retries = 4;
     s.total_valve_resets = 0;
+    s.total_not_visible_retries = 9;
+    auto started = std::chrono::system_clock::now() - std::chrono::seconds(10);
+    s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}};
     s.last_error = "query \"order\": division by zero (22012)";
     s.last_error_at = std::chrono::system_clock::now();
     s.queries.push_back({"order", 4000, 1, 8000000, "division by zero (22012)", std::chrono::system_clock::now()});
@@ -98,6 +103,13 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.total_publishes == 3999);
     CHECK(b.total_permanent_failures == 1);
     CHECK(b.total_transient_retries == 4);
+    CHECK(b.total_not_visible_retries == 9);
+    CHECK(b.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
+    CHECK(b.recompute_total == 10000);
+    CHECK(b.recompute_done == 4000);
+    CHECK(b.recompute_started_us ==
+          std::chrono::duration_cast<std::chrono::microseconds>(started.time_since_epoch()).count());
+    CHECK(b.recompute_finished_us == 0);
     CHECK(std::string(b.last_error) == s.last_error);
     CHECK(b.query_count == 1);
     CHECK(b.queries_omitted == 0);
@@ -112,6 +124,53 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.heartbeat_us > now_us - 10'000'000);
     CHECK(b.started_us <= b.heartbeat_us);
     CHECK(r.file.seq % 2 == 0);
+}
+
+TEST_CASE("a recompute's progress line: done of total, the mean rate, the time left at that rate") {
+    auto start = std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+    RecomputeStatus r{DOCSYNC_RECOMPUTE_STARTUP, 1, 10000, 0, start, {}};
+    CHECK(describe_recompute(r, start + std::chrono::seconds(1)) ==
+          "startup recompute: 0 of 10000 live docs (0%), 0 docs/s, time left unknown");
+    r.done = 4000;
+    CHECK(describe_recompute(r, start + std::chrono::seconds(10)) ==
+          "startup recompute: 4000 of 10000 live docs (40%), 400 docs/s, about 15 s left");
+    CHECK(describe_recompute(r, start + std::chrono::seconds(400)) ==
+          "startup recompute: 4000 of 10000 live docs (40%), 10 docs/s, about 10 min left");
+    r.reason = DOCSYNC_RECOMPUTE_VALVE;
+    r.done = 10000;
+    r.finished_at = start + std::chrono::milliseconds(8300);
+    CHECK(describe_recompute(r, start + std::chrono::seconds(60)) ==
+          "WAL safety valve recompute done: 10000 live docs in 8.3 s (1205 docs/s)");
+    RecomputeStatus none{DOCSYNC_RECOMPUTE_STARTUP, 1, 0, 0, start, start};
+    CHECK(describe_recompute(none, start) == "startup recompute done: 0 live docs in 0.0 s");
+}
+
+TEST_CASE("the board logs a recompute when it starts, at the progress interval, and once when done") {
+    LogCapture log;
+    TempDir dir;
+    BoardOptions options;
+    options.summary_interval = std::chrono::seconds(0);
+    options.recompute_interval = std::chrono::seconds(3600);
+    StatusBoard board(dir.path, "app", "docsync", options);
+    StatusSnapshot s;
+    s.state = WorkerState::Streaming;
+    auto start = std::chrono::system_clock::now();
+    s.recompute = {DOCSYNC_RECOMPUTE_STARTUP, 1, 100, 0, start, {}};
+    for (int i = 0; i < 3; ++i) {  // snapshots every 500 ms; the start time may differ by rounding
+        s.recompute.done = static_cast<std::uint64_t>(i) * 10;
+        s.recompute.started_at = start + std::chrono::microseconds(i);
+        board.publish(s);
+    }
+    CHECK(log.count("startup recompute: ") == 1);
+    s.recompute.done = 100;
+    s.recompute.finished_at = start + std::chrono::seconds(2);
+    board.publish(s);
+    board.publish(s);
+    CHECK(log.count("startup recompute done: 100 live docs") == 1);
+    // The next one (the valve fired) is logged anew.
+    s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 50, 0, start + std::chrono::seconds(5), {}};
+    board.publish(s);
+    CHECK(log.count("WAL safety valve recompute: 0 of 50 live docs") == 1);
 }
 
 TEST_CASE("the file is world-readable, the directory is created 0755, the name escapes the database") {
@@ -233,12 +292,12 @@ TEST_CASE("a corrupted, foreign, short or alien file is reported and not trusted
         CHECK(describe(r) == "status file body fails its CRC check");
     }
     SUBCASE("another layout version is reported with its number") {
-        std::uint32_t v = 2;
+        std::uint32_t v = DOCSYNC_STATUS_LAYOUT_VERSION + 1;
         poke(file, offsetof(DocsyncStatusFile, layout_version), &v, sizeof v);
         auto r = read_status_file(file);
         CHECK(r.check == DOCSYNC_STATUS_FOREIGN_VERSION);
-        CHECK(r.layout_version == 2);
-        CHECK(describe(r) == "status file layout version 2");
+        CHECK(r.layout_version == v);
+        CHECK(describe(r) == "status file layout version " + std::to_string(v));
     }
     SUBCASE("a wrong magic is not a status file") {
         std::uint32_t m = 0x12345678;

@@ -28,6 +28,7 @@ constexpr std::uint8_t kInFlight = 8;  // a worker computes it
 constexpr std::uint8_t kTxn = 16;      // the open transaction dirtied it (scheduled at COMMIT)
 constexpr std::uint8_t kDelayed = 32;  // waiting for a retry time (retry_at)
 constexpr std::uint8_t kOffAck = 64;   // the delay follows a permanent failure: new waiters skip it
+constexpr std::uint8_t kWalk = 128;    // the running recompute of every live doc has yet to take it
 
 using Nanos = std::int64_t;
 
@@ -146,6 +147,14 @@ struct Engine::Impl {
         std::chrono::duration_cast<std::chrono::nanoseconds>(options.min_round_interval).count();
     EngineStats counters;  // the running totals (the gauges are computed in stats())
 
+    // The recompute of every live doc: docs flagged kWalk wait for it, walk_running of its docs
+    // compute now; done = total - flagged - running. walk_id (walk.id) tells its jobs from an
+    // earlier one's.
+    RecomputeProgress walk;
+    std::uint64_t walk_id = 0;
+    std::uint64_t walk_flagged = 0;
+    std::uint64_t walk_running = 0;
+
     // ---- bookkeeping -------------------------------------------------------------------------
 
     Nanos now() const { return to_nanos(clock.now()); }
@@ -158,6 +167,20 @@ struct Engine::Impl {
         auto it = holds.find(seq);
         if (it == holds.end()) return;
         if (--it->second == 0) holds.erase(it);
+    }
+
+    // A doc the walk counts needs it no more (an outcome, or it stopped being live).
+    void walk_unflag(Doc& doc) {
+        if (!(doc.flags & kWalk)) return;
+        doc.flags &= static_cast<std::uint8_t>(~kWalk);
+        --walk_flagged;
+        walk_settle();
+    }
+    void walk_settle() {
+        if (walk.finished_ns == 0 && walk_flagged == 0 && walk_running == 0) {
+            walk.done = walk.total;
+            walk.finished_ns = now();
+        }
     }
 
     // Tickets whose sequences nothing holds any more, in order.
@@ -258,6 +281,7 @@ struct Engine::Impl {
         for (auto it = docs.begin(); it != docs.end();) {
             if (!(it->second.flags & (kLive | kQueued | kInFlight | kTxn | kDelayed))) {
                 release(it->second.pending_seq);
+                walk_unflag(it->second);
                 it = docs.erase(it);
             } else {
                 ++it;
@@ -464,6 +488,7 @@ struct Engine::Impl {
                     doc.pending_seq = 0;
                     doc.xids.clear();
                     doc.flags &= static_cast<std::uint8_t>(~kDirty);
+                    walk_unflag(doc);
                 }
                 continue;
             }
@@ -522,6 +547,7 @@ struct Engine::Impl {
         std::vector<std::uint64_t> xids;
         DocVersion version;
         Nanos previous_start = 0;
+        std::uint64_t walk_id = 0;  // the walk this compute counts for, 0: none
     };
 
     void promote_due(Nanos t) {
@@ -561,6 +587,7 @@ struct Engine::Impl {
                 release(doc->pending_seq);
                 doc->pending_seq = 0;
                 doc->xids.clear();
+                walk_unflag(*doc);
                 continue;
             }
             if (!(doc->flags & kDirty)) continue;
@@ -577,6 +604,13 @@ struct Engine::Impl {
             job.defs = defs;
             job.query = doc->query;
             job.version = DocVersion{generation, doc->lsn ? doc->lsn : handled_lsn};
+            job.walk_id = 0;
+            if (doc->flags & kWalk) {
+                doc->flags &= static_cast<std::uint8_t>(~kWalk);
+                --walk_flagged;
+                ++walk_running;
+                job.walk_id = walk_id;
+            }
             ++in_flight;
             return true;
         }
@@ -664,7 +698,13 @@ struct Engine::Impl {
                 stats->compute_ns += static_cast<std::uint64_t>(compute_time);
             }
         }
+        bool walk_job = job.walk_id != 0 && job.walk_id == walk_id;
+        if (walk_job) --walk_running;
         auto retry_with_waiters = [&](std::chrono::milliseconds wait) {
+            if (walk_job) {  // not done yet: the retry counts for the walk
+                doc.flags |= kWalk;
+                ++walk_flagged;
+            }
             // The running compute's waiters wait for the next one; its xids must be seen by it too.
             if (doc.flight_seq) {
                 add_waiter(doc, doc.flight_seq);
@@ -711,6 +751,7 @@ struct Engine::Impl {
             delay(job.channel, doc, backoff(options.permanent_backoff, doc.failures, 300), true);
             if (waiters) schedule(entry);
         }
+        if (walk_job) walk_settle();
         complete_finished(lock);
     }
 
@@ -987,11 +1028,23 @@ void Engine::warm(const std::string& channel) {
     s.schedule(*entry);  // computed as soon as a worker is free, live or not before
 }
 
-void Engine::recompute_all_live() {
+void Engine::recompute_all_live(RecomputeReason reason) {
     Impl& s = *impl_;
     std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto& entry : s.docs)
-        if (entry.second.flags & kLive) s.schedule(entry);
+    ++s.walk_id;  // computes of an earlier walk still running no longer count
+    s.walk = RecomputeProgress{reason, s.walk_id, 0, 0, s.now(), 0};
+    s.walk_flagged = 0;
+    s.walk_running = 0;
+    for (auto& entry : s.docs) {
+        Doc& doc = entry.second;
+        doc.flags &= static_cast<std::uint8_t>(~kWalk);
+        if (!(doc.flags & kLive)) continue;
+        doc.flags |= kWalk;
+        ++s.walk_flagged;
+        s.schedule(entry);
+    }
+    s.walk.total = s.walk_flagged;
+    s.walk_settle();
 }
 
 void Engine::start(unsigned threads) {
@@ -1058,6 +1111,8 @@ EngineStats Engine::stats() const {
     out.keys_queued = s.lookups.size() + s.delayed_lookups.size() + s.lookups_running;
     out.in_flight = s.in_flight;
     out.waiting_txns = s.tickets.size();
+    out.recompute = s.walk;
+    if (!out.recompute.finished_ns) out.recompute.done = s.walk.total - s.walk_flagged - s.walk_running;
     out.queries = s.query_stats;
     return out;
 }

@@ -62,6 +62,21 @@ struct QueryStats {
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
 };
 
+// Why every live doc is being recomputed.
+enum class RecomputeReason : std::uint32_t { None = 0, Startup = 1, Valve = 2 };
+
+// The progress of the last recompute of every live doc (recompute_all_live). Times are the engine
+// clock's nanoseconds; finished is 0 while it runs. done counts docs with an outcome (published, or
+// failed for good) and docs that stopped being live before their turn; retried ones are not done.
+struct RecomputeProgress {
+    RecomputeReason reason = RecomputeReason::None;
+    std::uint64_t id = 0;  // 1 for the first one since start, 2 for the next, ...
+    std::uint64_t total = 0;
+    std::uint64_t done = 0;
+    std::int64_t started_ns = 0;
+    std::int64_t finished_ns = 0;
+};
+
 struct EngineStats {
     std::uint64_t dirty_docs = 0;    // live docs awaiting a compute (not counting running ones)
     std::uint64_t keys_queued = 0;   // keys lookups waiting or running
@@ -77,6 +92,7 @@ struct EngineStats {
     std::uint64_t transient_failures = 0;  // computes, lookups or publishes retried
     std::uint64_t permanent_failures = 0;
     std::uint64_t txns_completed = 0;
+    RecomputeProgress recompute;
     std::vector<QueryStats> queries;
 
     std::uint64_t dirty_depth() const { return dirty_docs + keys_queued; }
@@ -111,7 +127,9 @@ public:
     void sync_live(const std::vector<std::string>& channels, bool complete);
     void touch(const std::string& channel);  // a subscriber appeared: renew, or make live and compute
     void warm(const std::string& channel);   // a client wants a doc the sink lacks: make live, compute
-    void recompute_all_live();                // startup and the WAL safety valve
+    // Recomputes every live doc (at startup and after the WAL safety valve), tracking the progress
+    // that stats().recompute reports. A new call restarts the count.
+    void recompute_all_live(RecomputeReason reason);
 
     // With --live all, reads the sink's channels (Publisher::retained_channels) into the live set, then
     // starts `threads` worker threads (0: none; run_once() drives the work, for tests).

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 
@@ -97,6 +99,43 @@ void copy_field(char* field, std::size_t field_size, std::string_view text) {
     }
 }
 
+namespace {
+
+std::string format_seconds(double seconds) {
+    char buf[64];
+    if (seconds < 10) {
+        std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+    } else if (seconds < 120) {
+        std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+    } else if (seconds < 7200) {
+        std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60);
+    } else {
+        std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
+    }
+    return buf;
+}
+
+}  // namespace
+
+std::string describe_recompute(const RecomputeStatus& r, WallTime now) {
+    const char* reason = docsync_status_recompute_name(r.reason);
+    std::string what = r.reason == DOCSYNC_RECOMPUTE_VALVE ? "WAL safety valve recompute"
+                                                           : std::string(reason ? reason : "unknown") + " recompute";
+    bool finished = r.finished_at != WallTime{};
+    double elapsed = std::max(0.0, std::chrono::duration<double>((finished ? r.finished_at : now) - r.started_at).count());
+    double rate = elapsed > 0 ? static_cast<double>(r.done) / elapsed : 0;
+    char rate_text[64];
+    std::snprintf(rate_text, sizeof rate_text, "%.0f docs/s", rate);
+    if (finished)
+        return what + " done: " + std::to_string(r.total) + " live docs in " + format_seconds(elapsed) +
+               (r.total > 0 ? " (" + std::string(rate_text) + ")" : "");
+    std::uint64_t percent = r.total ? r.done * 100 / r.total : 0;
+    std::string line = what + ": " + std::to_string(r.done) + " of " + std::to_string(r.total) + " live docs (" +
+                       std::to_string(percent) + "%), " + rate_text + ", ";
+    if (r.done == 0 || rate <= 0) return line + "time left unknown";
+    return line + "about " + format_seconds(static_cast<double>(r.total - r.done) / rate) + " left";
+}
+
 void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_view database, std::string_view slot,
                std::int32_t pid, WallTime started_at, WallTime heartbeat_at) {
     std::memset(&body, 0, sizeof body);
@@ -120,6 +159,12 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
     body.total_permanent_failures = s.total_permanent_failures;
     body.total_transient_retries = s.total_transient_retries;
     body.total_valve_resets = s.total_valve_resets;
+    body.total_not_visible_retries = s.total_not_visible_retries;
+    body.recompute_reason = s.recompute.reason;
+    body.recompute_total = s.recompute.total;
+    body.recompute_done = s.recompute.done;
+    body.recompute_started_us = to_us(s.recompute.started_at);
+    body.recompute_finished_us = to_us(s.recompute.finished_at);
     body.last_error_us = s.last_error.empty() ? 0 : to_us(s.last_error_at);
     copy_field(body.last_error, sizeof body.last_error, s.last_error);
     std::size_t kept = std::min<std::size_t>(s.queries.size(), DOCSYNC_STATUS_MAX_QUERIES);
@@ -328,6 +373,25 @@ void StatusBoard::log_locked(const StatusSnapshot& s) {
         logged_state_ = s.state;
     }
     auto now = std::chrono::steady_clock::now();
+    const RecomputeStatus& r = s.recompute;
+    if (r.reason != DOCSYNC_RECOMPUTE_NONE && r.started_at != WallTime{}) {
+        bool finished = r.finished_at != WallTime{};
+        bool fresh = r.id != logged_recompute_;
+        if (fresh) {
+            logged_recompute_ = r.id;
+            logged_recompute_done_ = false;
+            last_recompute_line_ = now;
+            if (!finished) log_info("status", describe_recompute(r, std::chrono::system_clock::now()));
+        }
+        if (finished && !logged_recompute_done_) {
+            logged_recompute_done_ = true;
+            log_info("status", describe_recompute(r, std::chrono::system_clock::now()));
+        } else if (!finished && !fresh && options_.recompute_interval.count() > 0 &&
+                   now - last_recompute_line_ >= options_.recompute_interval) {
+            last_recompute_line_ = now;
+            log_info("status", describe_recompute(r, std::chrono::system_clock::now()));
+        }
+    }
     if (options_.summary_interval.count() > 0 && now - last_summary_ >= options_.summary_interval) {
         last_summary_ = now;
         log_info("status", std::string(state_name(s.state)) + ": received " + format_lsn(s.received_lsn) + ", acked " +
