@@ -79,6 +79,12 @@ docsync_status_init(void)
 							   PGC_SIGHUP,
 							   0,
 							   NULL, NULL, NULL);
+#if PG_VERSION_NUM >= 150000
+	/* a misspelt docsync.* setting is an error, not a silently ignored placeholder */
+	MarkGUCPrefixReserved("docsync");
+#else
+	EmitWarningsOnPlaceholders("docsync");
+#endif
 }
 
 /*

@@ -8,6 +8,8 @@ CREATE EXTENSION IF NOT EXISTS docsync;
 -- the reader looks where docsync.status_dir says, a reload-time setting
 SELECT docsync.status_directory() = current_setting('docsync.status_dir') AS directory_is_the_setting;
 SELECT context FROM pg_settings WHERE name = 'docsync.status_dir';
+-- the docsync prefix is reserved: a misspelt setting is an error, not a silent placeholder
+SET docsync.status_directory = '/tmp';
 SELECT current_setting('docsync.status_dir') AS status_dir \gset
 \setenv STATUS_DIR :status_dir
 \setenv DB :DBNAME

@@ -51,11 +51,19 @@ while True:
         break
     out.write(f"{time.time():.6f} {line.decode()}")
 PY
+# The server's status directory (a dev cluster exports it), so docsync.status reads the worker's counters.
+status_dir=${DOCSYNC_STATUS_DIR:-$bench_tmp}
+# "<not-visible retries> <computes>" from docsync.status, or "- -" when the server cannot read the file.
+status_counts() {
+  local row
+  row=$(psql -At -F ' ' -d "$db" -c "SELECT not_visible_retries, recomputes FROM docsync.status WHERE slot_name = '$slot' AND read_error IS NULL AND not_visible_retries IS NOT NULL")
+  echo "${row:-- -}"
+}
 mkfifo "$bench_tmp/docs"
 python3 "$bench_tmp/reader.py" "$bench_tmp/arrivals" <"$bench_tmp/docs" &
 bench_pids+=("$!")
 "$worker" --dsn "$dsn_repl" --pool-dsn "$dsn_reader" --slot "$slot" --create-slot --sink stdout --live all \
-  --status-dir "$bench_tmp" --log-level warning >"$bench_tmp/docs" 2>"$bench_tmp/worker.log" &
+  --status-dir "$status_dir" --log-level warning >"$bench_tmp/docs" 2>"$bench_tmp/worker.log" &
 wpid=$!
 bench_pids+=("$wpid")
 
@@ -88,12 +96,14 @@ cat >"$bench_tmp/load.sql" <<SQL
 \set id random(1, $docs)
 UPDATE items SET v = v + 1, committed_at = clock_timestamp() WHERE id = :id;
 SQL
+read -r nv0 computes0 < <(status_counts)
 load_start=$EPOCHREALTIME
 pgbench -n -d "$db" -f "$bench_tmp/load.sql" -R "$rate" -T "$seconds" -c 4 -j 2 >"$bench_tmp/pgbench.log" 2>&1 || { cat "$bench_tmp/pgbench.log" >&2; exit 1; }
 settle
-sleep 0.5
+sleep 1  # the status file is refreshed every 500 ms
 commits=$(awk '/number of transactions actually processed/ {print $NF}' "$bench_tmp/pgbench.log" | cut -d/ -f1)
 lag=$(awk '/schedule lag/ {print $0}' "$bench_tmp/pgbench.log")
+read -r nv1 computes1 < <(status_counts)
 
 echo "== latency: $seconds s at -R $rate over $docs live docs ($commits commits; pgbench $lag)"
 python3 - "$bench_tmp/arrivals" "$load_start" "$commits" <<'PY'
@@ -128,6 +138,11 @@ print(f"{over} publishes ({100 * over / len(lat):.2f} %) took 50 ms or more; {pa
       f"published less than 100 ms before the commit (min_round_interval pacing applies), of which "
       f"{sum(1 for x in paced_lat if x >= 50)} took 50 ms or more")
 PY
+if [ "$nv0" != - ] && [ "$nv1" != - ]; then
+  echo "computes retried because their commit was not yet visible: $((nv1 - nv0)) (doc computes: $((computes1 - computes0)))"
+else
+  echo "not-visible retries unknown: docsync.status cannot read the worker's status file in $status_dir"
+fi
 
 echo "== memory: $docs live docs"
 printf 'worker RSS %.1f MB with no doc, %.1f MB with %d live docs (peak %.1f MB): %.0f bytes per live doc\n' \

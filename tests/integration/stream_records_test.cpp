@@ -229,3 +229,43 @@ TEST_CASE("the safety valve fires mid-stream when an incomplete transaction hold
     CHECK(runner.error().empty());
     drop_slot(c, "stream_valve_live");
 }
+
+TEST_CASE("a fast shutdown is not held up by a transaction that cannot complete, with the valve off") {
+    // The server's fast shutdown waits until the walsender's WAL is confirmed, which a held
+    // transaction prevents: the stream's control check must notice the shutdown and leave.
+    REQUIRE_MESSAGE(plugin_emits_records(), "the installed docsync plugin does not emit records yet");
+    std::string oid;
+    {
+        auto c = sql();
+        drop_slot(c, "stream_shutdown");
+        oid = watched_table(c, "stream_shutdown_t");
+        exec1(c, "TRUNCATE stream_shutdown_t");
+    }
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    handler.hold_all = true;
+    auto options = watching("stream_shutdown", oid);
+    REQUIRE(options.max_retained_wal == 0);
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    {
+        auto c = sql();
+        exec1(c, "INSERT INTO stream_shutdown_t VALUES (1, 'pending at shutdown')");
+    }
+    REQUIRE(wait_until([&] { return handler.commit_count() == 1; }, 30s));
+    auto started = std::chrono::steady_clock::now();
+    restart_server("fast");  // pg_ctl -t 60: fails if the server cannot stop
+    MESSAGE("fast restart took " << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
+    REQUIRE(wait_until([&] { return handler.session_count() >= 2 && runner.streaming(); }, 60s));
+    // The transaction was never acknowledged: the new session delivers it again.
+    REQUIRE(wait_until([&] { return handler.commit_count() == 2; }, 30s));
+    handler.hold_all = false;
+    handler.release();
+    auto c = sql();
+    Lsn end = handler.with_lock([&] { return handler.commits[1].end_lsn; });
+    CHECK(wait_for_confirmed(c, "stream_shutdown", end, 30s));
+    runner.stop();
+    CHECK(runner.error().empty());
+    drop_slot(c, "stream_shutdown");
+}

@@ -386,7 +386,10 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     set_state(StreamState::Streaming);
 
     PGconn* raw = conn.raw();
+    // The control check, every valve_interval on a connection of its own: the slot's retained WAL
+    // and state for the safety valve, and whether the server still accepts new connections.
     std::unique_ptr<pg::Connection> valve_conn;
+    int control_failures = 0;  // consecutive failed checks
     Lsn received = info.start_lsn;
     Lsn sent_flush = 0;
     bool in_txn = false;
@@ -538,7 +541,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         auto now = SteadyClock::now();
         if (acked_.load() > sent_flush || now >= next_status) send_status(false);
 
-        if (options_.max_retained_wal > 0 && now >= next_valve) {
+        if (now >= next_valve) {
             next_valve = now + options_.valve_interval;
             try {
                 if (!valve_conn)
@@ -548,11 +551,13 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                     "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status "
                     "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
                     {options_.slot}, pg::deadline_in(milliseconds(5000)));
+                control_failures = 0;
                 if (r.rows() == 1) {
                     long long retained = r.is_null(0, 0) ? 0 : std::stoll(std::string(r.get(0, 0)));
                     local.retained_wal = static_cast<Lsn>(std::max(0LL, retained));
                     bool lost = r.get(0, 1) == "lost";
-                    if (lost || static_cast<std::uint64_t>(std::max(0LL, retained)) > options_.max_retained_wal) {
+                    if (options_.max_retained_wal > 0 &&
+                        (lost || static_cast<std::uint64_t>(std::max(0LL, retained)) > options_.max_retained_wal)) {
                         log_error(kComponent, "WAL SAFETY VALVE: replication slot \"" + options_.slot + "\" " +
                                                   (lost ? std::string("was invalidated (wal_status = lost)")
                                                         : "holds " + std::to_string(retained) +
@@ -567,13 +572,19 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                 valve_conn.reset();
                 // A fast shutdown waits for this walsender until everything it sent is confirmed,
                 // which cannot happen while doc queries cannot connect: leave, so the server can stop.
+                // The server says so (57P0x; a refused connection carries only its message, which may
+                // be translated); failing to connect three checks in a row is taken the same way.
                 const std::string& state = e.sqlstate();
-                if (state == "57P01" || state == "57P02" || state == "57P03" ||
-                    std::string_view(e.what()).find("the database system is shutting down") != std::string_view::npos) {
-                    log_warning(kComponent, std::string("the server is shutting down; leaving the stream so it can stop: ") + e.what());
+                bool shutting_down = state == "57P01" || state == "57P02" || state == "57P03" ||
+                                     std::string_view(e.what()).find("the database system is shutting down") !=
+                                         std::string_view::npos;
+                if (shutting_down || ++control_failures >= 3) {
+                    log_warning(kComponent, std::string(shutting_down ? "the server is shutting down"
+                                                                      : "new connections to the server fail")
+                                                + "; leaving the stream so it can stop: " + e.what());
                     return finish(Outcome::Lost);
                 }
-                log_warning(kComponent, std::string("WAL safety valve check failed (retried): ") + e.what());
+                log_warning(kComponent, std::string("the control check on a new connection failed (retried): ") + e.what());
             }
         }
 
@@ -582,7 +593,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         publish_stats(paused ? StreamState::Paused : StreamState::Streaming);
         if (stop_ || restart_) continue;
 
-        auto until = std::min(next_status, options_.max_retained_wal > 0 ? next_valve : next_status);
+        auto until = std::min(next_status, next_valve);
         pollfd fds[2] = {{PQsocket(raw), static_cast<short>((paused ? 0 : POLLIN) | (rc == 1 ? POLLOUT : 0)), 0},
                          {wake_fd_, POLLIN, 0}};
         if (fds[0].fd < 0) throw Error("the replication connection has no socket", "08006", true);

@@ -64,6 +64,8 @@ struct StreamOptions {
     std::chrono::milliseconds slot_active_margin{5000};
     std::optional<std::chrono::milliseconds> slot_active_timeout;
     std::uint64_t max_retained_wal = 1ull << 30;  // the safety valve's threshold in bytes; 0 disables it
+    // How often the control check runs on a separate connection: the valve's look at the slot, and
+    // whether the server still accepts connections (a shutting-down server waits for this stream).
     std::chrono::milliseconds valve_interval{10000};
 };
 
