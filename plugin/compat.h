@@ -9,6 +9,8 @@
 #ifndef DOCSYNC_COMPAT_H
 #define DOCSYNC_COMPAT_H
 
+#include "nodes/parsenodes.h"
+#include "nodes/pg_list.h"
 #include "replication/output_plugin.h"
 #include "replication/reorderbuffer.h"
 
@@ -43,6 +45,37 @@
 #define DOCSYNC_REPORT_PROGRESS 0
 #define docsync_update_progress(ctx, skipped_xact) ((void) 0)
 #endif
+
+/*
+ * The relations one level of a rewritten query checks SELECT on as the user running it (not as a
+ * view's owner), appended to relids: tables read directly, views (whose own tables are checked as
+ * the view's owner) and the tables of security_invoker views. PostgreSQL 16 moved the permission
+ * fields from the range table to Query.rteperminfos.
+ */
+static inline List *
+docsync_query_checked_relations(Query *query, List *relids)
+{
+	ListCell   *lc;
+
+#if PG_VERSION_NUM >= 160000
+	foreach(lc, query->rteperminfos)
+	{
+		RTEPermissionInfo *perm = lfirst_node(RTEPermissionInfo, lc);
+
+		if ((perm->requiredPerms & ACL_SELECT) && !OidIsValid(perm->checkAsUser))
+			relids = list_append_unique_oid(relids, perm->relid);
+	}
+#else
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+		if (rte->rtekind == RTE_RELATION && (rte->requiredPerms & ACL_SELECT) && !OidIsValid(rte->checkAsUser))
+			relids = list_append_unique_oid(relids, rte->relid);
+	}
+#endif
+	return relids;
+}
 
 /* Changes between progress reports inside one transaction (before PostgreSQL 16). */
 #define DOCSYNC_PROGRESS_EVERY_CHANGES 100

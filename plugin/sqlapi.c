@@ -16,6 +16,7 @@
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "compat.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -35,6 +36,7 @@ PG_FUNCTION_INFO_V1(docsync_analyze_query);
 static bool valid_segment_name(const char *name);
 static void append_escaped_value(StringInfo buf, const char *value);
 static bool collect_relations_walker(Node *node, List **relids);
+static bool collect_checked_walker(Node *node, List **relids);
 static ArrayType *oid_list_to_array(List *oids, Oid elemtype);
 
 /*
@@ -163,6 +165,20 @@ collect_relations_walker(Node *node, List **relids)
 	return expression_tree_walker(node, collect_relations_walker, (void *) relids);
 }
 
+/* Adds the OID of every relation a query tree checks SELECT on as the user running it. */
+static bool
+collect_checked_walker(Node *node, List **relids)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		*relids = docsync_query_checked_relations((Query *) node, *relids);
+		return query_tree_walker((Query *) node, collect_checked_walker, (void *) relids, 0);
+	}
+	return expression_tree_walker(node, collect_checked_walker, (void *) relids);
+}
+
 static ArrayType *
 oid_list_to_array(List *oids, Oid elemtype)
 {
@@ -177,11 +193,14 @@ oid_list_to_array(List *oids, Oid elemtype)
 
 /*
  * docsync.analyze_query(sql text, search_path text,
- *                       OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+ *                       OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
+ *                       OUT checked regclass[])
  *
  * Parse-analyses and rewrites one SELECT with parameter types inferred from their use, under the
  * given search_path (NULL: the current one). relations lists the tables, partitioned tables,
- * partitions, materialized views and foreign tables read, views expanded. Nothing is executed.
+ * partitions, materialized views and foreign tables read, views expanded; checked lists the relations
+ * the role running the query needs SELECT on (views rather than the tables they read, which are
+ * checked as the view's owner). Nothing is executed.
  */
 Datum
 docsync_analyze_query(PG_FUNCTION_ARGS)
@@ -196,11 +215,12 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 	List	   *result_types = NIL;
 	List	   *relids = NIL;
 	List	   *tables = NIL;
+	List	   *checked = NIL;
 	ListCell   *lc;
 	int			save_nestlevel;
 	TupleDesc	tupdesc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
 	int			i;
 
 	if (PG_ARGISNULL(0))
@@ -271,6 +291,7 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 				result_types = lappend_oid(result_types, exprType((Node *) tle->expr));
 		}
 		(void) collect_relations_walker((Node *) query, &relids);
+		(void) collect_checked_walker((Node *) query, &checked);
 	}
 
 	foreach(lc, relids)
@@ -291,6 +312,7 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 	}
 	values[1] = PointerGetDatum(oid_list_to_array(result_types, REGTYPEOID));
 	values[2] = PointerGetDatum(oid_list_to_array(tables, REGCLASSOID));
+	values[3] = PointerGetDatum(oid_list_to_array(checked, REGCLASSOID));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

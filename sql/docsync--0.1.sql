@@ -98,11 +98,12 @@ AS 'MODULE_PATHNAME', 'docsync_channel';
 COMMENT ON FUNCTION docsync.channel(text) IS 'channel name of the doc of a query without params';
 
 CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL,
-  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
+  OUT checked regclass[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
-  'parameter types, result column types and tables read of a SELECT, without running it';
+  'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
 
 -- Raises the definitions generation. The values come from a sequence, so the generation never
 -- goes back, even when someone removed the row (it is recreated).
@@ -826,13 +827,15 @@ BEGIN
             HINT = format('Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');');
   END IF;
   FOR stmt IN
+    -- what the queries check SELECT on as the pool role: the tables they read, and views rather
+    -- than the tables behind them (those are checked as the view's owner)
     WITH t AS (
       SELECT DISTINCT x.rel
         FROM docsync.query_defs q
         CROSS JOIN LATERAL (
-          SELECT unnest(docsync.tables_read(q.sql, q.search_path))
+          SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).checked)
           UNION
-          SELECT unnest(docsync.tables_read(w.keys_sql, q.search_path))
+          SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked)
             FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel))
     SELECT format('GRANT USAGE ON SCHEMA %I TO %I', n.nspname, role)
       FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -847,7 +850,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
-  'grant the worker''s pool role SELECT on every table the doc and keys queries read; returns the GRANTs run';
+  'grant the worker''s pool role SELECT on every table and view the doc and keys queries read; returns the GRANTs run';
 
 -- The worker's replication role (--dsn): reads definitions and advances generations. The
 -- REPLICATION attribute itself is the DBA's: ALTER ROLE … REPLICATION.

@@ -48,6 +48,27 @@ SELECT docsync.worker_definitions();
 SELECT docsync.channel('order', '1') AS needs_schema_usage;
 RESET search_path;
 RESET ROLE;
+
+-- a doc query over views: SELECT on the view, not on the table behind it (checked as the view's
+-- owner), except behind a security_invoker view, whose tables are checked as the reader
+CREATE TABLE app.products (id int PRIMARY KEY, price int, cost int);
+CREATE VIEW app.prices AS SELECT id, price FROM app.products;
+CREATE TABLE app.stock (id int PRIMARY KEY, n int);
+CREATE VIEW app.stock_levels WITH (security_invoker = true) AS SELECT id, n FROM app.stock;
+SELECT docsync.define_query('product', 'SELECT jsonb_build_object(''price'', p.price, ''n'', s.n)
+  FROM prices p LEFT JOIN stock_levels s USING (id) WHERE p.id = $1', params => ARRAY['id'], search_path => 'app');
+SELECT docsync.watch('product', 'app.products', params => ARRAY['id']) > 0;
+SELECT docsync.grant_reader('regress_reader');
+SELECT has_table_privilege('regress_reader', 'app.prices', 'SELECT') AS view,
+       has_table_privilege('regress_reader', 'app.products', 'SELECT') AS table_behind_view,
+       has_table_privilege('regress_reader', 'app.stock_levels', 'SELECT') AS invoker_view,
+       has_table_privilege('regress_reader', 'app.stock', 'SELECT') AS table_behind_invoker_view;
+INSERT INTO app.products VALUES (1, 10, 7);
+SET ROLE regress_reader;
+SELECT jsonb_build_object('price', p.price, 'n', s.n) FROM app.prices p LEFT JOIN app.stock_levels s USING (id) WHERE p.id = 1;
+SELECT cost FROM app.products;
+RESET ROLE;
+SELECT docsync.drop_query('product');
 SELECT docsync.grant_reader('regress_no_such_role');
 CREATE ROLE regress_bad_reader BYPASSRLS;
 SELECT docsync.grant_reader('regress_bad_reader');
