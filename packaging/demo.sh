@@ -16,6 +16,7 @@ make -s PG_CONFIG="$PG_CONFIG" >/dev/null
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DDOCSYNC_TESTS=OFF >/dev/null
 cmake --build build/release -j "$(nproc)" --target docsync-worker >/dev/null
 worker=$top/build/release/docsync-worker
+built_at=$SECONDS
 
 say "starting a throwaway PostgreSQL cluster"
 cluster=$(packaging/dev-cluster.sh start)
@@ -94,4 +95,4 @@ echo "worker exit status: $rc"
 echo "worker log:"
 sed 's/^/  /' "$work/worker.log"
 [ "$rc" -eq 0 ] || exit 1
-say "done"
+say "done in $SECONDS s: $built_at s of building (less when already built), $((SECONDS - built_at)) s of demo"
