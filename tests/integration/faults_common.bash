@@ -125,6 +125,13 @@ start_worker() {
 # first change is a TRUNCATE would otherwise never be published, and the convergence check expects
 # every existing order to be.
 publish_all() {
+  local deadline=$((SECONDS + 30))
+  # Changes made before the worker has created its slot would never be decoded.
+  until [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active")" = 1 ]; do
+    [ $SECONDS -lt $deadline ] || fail "the worker did not stream slot $slot within 30 s"
+    worker_alive
+    sleep 0.1
+  done
   sql "UPDATE orders SET status = status"
   drain 30
 }

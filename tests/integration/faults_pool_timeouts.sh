@@ -20,14 +20,24 @@ pool=2
 hold=${DOCSYNC_FAULT_LOCK:-6}
 confirmed() { sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"; }
 lsn_ge() { [ "$(sql "SELECT '$1'::pg_lsn >= '$2'::pg_lsn")" = t ]; }
-# A change that reaches a doc and does not touch products: a status, or the quantities of an order.
-locked_change() {
-  local o=$((1 + RANDOM % keys))
-  if [ $((RANDOM % 2)) -eq 0 ]; then
-    sql "UPDATE orders SET status = 'locked $RANDOM' WHERE id = $o"
-  else
-    sql "UPDATE order_items SET qty = qty + 1 WHERE order_id = $o"
-  fi
+# Changes that reach docs and do not touch products (a status, the quantities of an order), about
+# 15 a second, applied by one psql named faults_changes until stop_changes.
+start_changes() {
+  local k o
+  for k in $(seq 1 3000); do
+    o=$((1 + RANDOM % keys))
+    if [ $((RANDOM % 2)) -eq 0 ]; then
+      echo "UPDATE orders SET status = 'locked $k' WHERE id = $o;"
+    else
+      echo "UPDATE order_items SET qty = qty + 1 WHERE order_id = $o;"
+    fi
+    echo "SELECT pg_sleep(0.05);"
+  done >"$tmp/changes.sql"
+  PGAPPNAME=faults_changes run_workload "$tmp/changes.sql"
+}
+stop_changes() {
+  sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'faults_changes'" >/dev/null
+  wait_workload 10
 }
 
 start_cluster
@@ -44,11 +54,12 @@ failed_before=$(grep -c 'computing db:order:[0-9]* failed' "$log")
 lines_before=$(wc -l <"$docs")
 block_docs
 t0=$SECONDS
+start_changes
 blocked_max=0 advances=0 status_seen=
 mark=
 while [ $((SECONDS - t0)) -lt "$hold" ] || [ "$advances" -lt 2 ] || [ -z "$status_seen" ] || [ "$blocked_max" -lt "$pool" ]; do
   [ $((SECONDS - t0)) -lt 60 ] || fail "under the lock after 60 s: pool connections waiting at once $blocked_max of $pool, slot advances $advances, status '${status_seen}'"
-  locked_change || fail "a change under the lock failed"
+  workload_running || fail "the changes under the lock stopped: $(tail -n 3 "$tmp/workload.out")"
   worker_alive
   blocked=$(sql "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
                    AND application_name = 'docsync-worker pool' AND wait_event_type = 'Lock'")
@@ -71,6 +82,7 @@ while [ $((SECONDS - t0)) -lt "$hold" ] || [ "$advances" -lt 2 ] || [ -z "$statu
   fi
   sleep 0.2
 done
+stop_changes
 [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
            WHERE a.application_name = 'faults_lock' AND l.mode = 'AccessExclusiveLock' AND l.granted")" -ge 1 ] ||
   fail "the lock was no longer held at the end of the check"
