@@ -23,6 +23,12 @@ status_row() {
          FROM docsync.status WHERE slot_name = '$slot'"
 }
 confirmed() { sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"; }
+check_marker() {
+  local at
+  at=$(confirmed)
+  [ "$(sql "SELECT '$at'::pg_lsn < '$marker'")" = t ] ||
+    fail "$kind outage: confirmed_flush_lsn $at reached the end ($marker) of transaction $xid, whose doc Redis cannot have retained"
+}
 # keep_load: a new chunk of the workload when the last one has ended.
 keep_load() {
   workload_running && return 0
@@ -55,16 +61,13 @@ for kind in hung down; do
   [ -n "$marker" ] || fail "no commit record of the marker transaction $xid after $start_lsn"
   echo "$kind outage (${outage} s): began at $start_lsn, marker transaction $xid (order $o) ends at $marker; slot at $(confirmed)"
   end=$((SECONDS + outage))
-  : >"$tmp/status.$kind"
   while [ $SECONDS -lt $end ]; do
     keep_load
-    at=$(confirmed)
-    [ "$(sql "SELECT '$at'::pg_lsn < '$marker'")" = t ] ||
-      fail "$kind outage: confirmed_flush_lsn $at reached the end ($marker) of transaction $xid, whose doc Redis cannot have retained"
+    check_marker
     worker_alive
-    status_row >>"$tmp/status.$kind"
     sleep 0.5
   done
+  check_marker
   after=$(status_row)
   echo "  docsync.status before: $before"
   echo "  docsync.status at the end of the outage: $after"
