@@ -47,8 +47,9 @@ cleanup() {
 trap cleanup EXIT
 case $fault_sink in
   file) ;;
-  # shellcheck source=lib/redis_server.bash
-  redis) . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash" ;;
+  redis)
+    # shellcheck source=lib/redis_server.bash
+    . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash" ;;
   *) fail "DOCSYNC_FAULT_SINK=$fault_sink: expected file or redis" ;;
 esac
 echo "sink $fault_sink"
