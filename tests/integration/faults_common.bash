@@ -1,7 +1,8 @@
 # Shared by the fault tests (faults_*.sh): a private cluster, a shop schema with direct and
-# reverse-index watches, the real worker with the JSONL file sink and debug logging, a seeded
-# randomized workload, the drain wait, the convergence check against fresh runs of the doc query,
-# and the acknowledgement-safety check over every worker log.
+# reverse-index watches, the real worker with debug logging and the JSONL file sink or, with
+# DOCSYNC_FAULT_SINK=redis, the Redis sink on a private redis-server (lib/redis_server.bash), a
+# seeded randomized workload, the drain wait, the convergence check of what the sink holds against
+# fresh runs of the doc query, and the acknowledgement-safety check over every worker log.
 # Source it; it sets a trap that stops everything it started.
 
 top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -16,6 +17,7 @@ db=faults_$$
 own_cluster=
 tmp=$(mktemp -d)
 docs=$tmp/docs.jsonl
+fault_sink=${DOCSYNC_FAULT_SINK:-file}   # file: JSONL file $docs; redis: a private redis-server
 run=0
 worker_pid=
 load_pid=
@@ -31,6 +33,7 @@ cleanup() {
   [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null
   local job
   for job in $(jobs -p); do kill -9 "$job" 2>/dev/null; done
+  [ "$fault_sink" = redis ] && stop_redis
   wait 2>/dev/null
   if [ -n "$own_cluster" ]; then
     "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1
@@ -42,6 +45,14 @@ cleanup() {
   if [ -n "${DOCSYNC_FAULT_KEEP:-}" ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
+case $fault_sink in
+  file) ;;
+  redis)
+    # shellcheck source=lib/redis_server.bash
+    . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash" ;;
+  *) fail "DOCSYNC_FAULT_SINK=$fault_sink: expected file or redis" ;;
+esac
+echo "sink $fault_sink"
 
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "$1"; }
 
@@ -56,6 +67,7 @@ doc_sql='SELECT jsonb_build_object(
 
 # start_cluster [own]: a database in the cluster of the calling environment (cluster.env sourced, as
 # ctest runs), or with `own` or no such environment a private cluster (needed to restart the server).
+# With the Redis sink it also starts redis-server.
 start_cluster() {
   if [ "${1:-}" = own ] || [ -z "${DOCSYNC_CLUSTER_DIR:-}" ]; then
     own_cluster=1
@@ -90,6 +102,14 @@ INSERT INTO products SELECT g, g * 1.25 FROM generate_series(1, 5) g;
 INSERT INTO orders SELECT g FROM generate_series(1, 10) g;
 INSERT INTO order_items SELECT g, 1 + g % 10, 1 + g % 5, 1 FROM generate_series(1, 20) g;
 SQL
+  [ "$fault_sink" = redis ] && start_redis
+  return 0
+}
+sink_url() {
+  case $fault_sink in
+    file) echo "file:$docs" ;;
+    redis) echo "redis://127.0.0.1:$redis_port" ;;
+  esac
 }
 
 # start_worker [extra flags...]: a new run of the real worker, its own debug log.
@@ -97,9 +117,24 @@ start_worker() {
   run=$((run + 1))
   "$worker" --dsn "host=$PGHOST port=$PGPORT dbname=$db user=docsync_repl" \
     --pool-dsn "host=$PGHOST port=$PGPORT dbname=$db user=docsync_reader" \
-    --slot "$slot" --create-slot --sink "file:$docs" --status-dir "$DOCSYNC_STATUS_DIR" \
+    --slot "$slot" --create-slot --sink "$(sink_url)" --status-dir "$DOCSYNC_STATUS_DIR" \
     --status-interval 200ms --log-level debug "$@" >"$tmp/worker.$run.log" 2>&1 &
   worker_pid=$!
+}
+# publish_all: publishes every existing order once and waits for it. With --live all only docs the
+# sink holds are live, and a TRUNCATE (which names no rows) reaches only live docs: an order whose
+# first change is a TRUNCATE would otherwise never be published, and the convergence check expects
+# every existing order to be.
+publish_all() {
+  local deadline=$((SECONDS + 30))
+  # Changes made before the worker has created its slot would never be decoded.
+  until [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active")" = 1 ]; do
+    [ $SECONDS -lt $deadline ] || fail "the worker did not stream slot $slot within 30 s"
+    worker_alive
+    sleep 0.1
+  done
+  sql "UPDATE orders SET status = status"
+  drain 30
 }
 kill_worker() {
   kill -9 "$worker_pid" 2>/dev/null || true
@@ -166,6 +201,26 @@ wait_workload() {
   load_pid=
 }
 
+# block_docs: a session holds an ACCESS EXCLUSIVE lock on products, which every doc query reads (as a
+# migration or VACUUM FULL would), so every compute waits for it until unblock_docs or its statement
+# timeout. Writes that do not touch products (or check a foreign key to it) go on.
+lock_pid=
+block_docs() {
+  psql -X -q -d "$db" -c "SET application_name = 'faults_lock'" \
+    -c "BEGIN; LOCK products IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)" >/dev/null 2>&1 &
+  lock_pid=$!
+  for _ in $(seq 1 50); do
+    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faults_lock' AND wait_event = 'PgSleep'")" = 1 ] && return 0
+    sleep 0.1
+  done
+  fail "the lock holder did not start"
+}
+unblock_docs() {
+  sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'faults_lock'" >/dev/null
+  wait "$lock_pid" 2>/dev/null
+  lock_pid=
+}
+
 # sleep_random MIN_MS MAX_MS
 sleep_random() { local ms=$(($1 + RANDOM % ($2 - $1 + 1))); sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"; }
 
@@ -182,29 +237,72 @@ drain() {
   fail "the worker did not drain to $target in $1 s (slot: $(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"))"
 }
 
-# check_convergence: every key's last published doc equals a fresh run of the doc query (null for a
-# gone order); a key never published must be an order that does not exist.
-check_convergence() {
+# sink_docs FILE: what the sink holds as JSONL envelopes, in publish order: the JSONL file itself, or
+# for Redis every retained db:* value (a doc or a tombstone, one per channel).
+sink_docs() {
+  case $fault_sink in
+    file) cp "$docs" "$1" ;;
+    redis)
+      : >"$1"
+      local keys
+      keys=$(rc --raw --scan --pattern 'db:*') || fail "SCAN of the retained docs failed"
+      [ -z "$keys" ] && return 0
+      # shellcheck disable=SC2086 # channels have no blanks (db:order:N)
+      rc --raw MGET $keys | grep -v '^$' >"$1"
+      [ "$(wc -l <"$1")" -eq "$(echo "$keys" | wc -l)" ] || fail "Redis lost retained docs between SCAN and MGET"
+      ;;
+  esac
+}
+
+# compare_docs: writes to $tmp/mismatch.txt every key whose current doc in the sink (the last JSONL
+# line of its channel, or the value Redis retains) differs from a fresh run of the doc query, and
+# every channel the workload never used; true when there is none. A null doc (a JSONL line with
+# "doc":null, a Redis tombstone) stands for a gone order; a key never published must be one too.
+compare_docs() {
+  sink_docs "$tmp/held.jsonl"
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" >"$tmp/mismatch.txt" <<SQL || fail "the convergence check could not run"
 CREATE TEMP TABLE published (n bigserial, line text);
-\copy published (line) FROM '$docs' WITH (FORMAT csv, QUOTE e'\x01', DELIMITER e'\x02')
+\copy published (line) FROM '$tmp/held.jsonl' WITH (FORMAT csv, QUOTE e'\x01', DELIMITER e'\x02')
 CREATE TEMP TABLE last_doc AS
   SELECT DISTINCT ON (line::jsonb->>'channel') line::jsonb->>'channel' AS channel,
          nullif(line::jsonb->'doc', 'null'::jsonb) AS doc
     FROM published ORDER BY line::jsonb->>'channel', n DESC;
-SELECT format('%s: expected %s, published %s', c, coalesce(e::text, 'null'),
-              CASE WHEN l.channel IS NULL THEN 'nothing' ELSE coalesce(l.doc::text, 'null') END)
+SELECT format('%s: expected %s, %s %s', c, coalesce(e::text, 'null'),
+              CASE WHEN '$fault_sink' = 'redis' THEN 'Redis retains' ELSE 'published' END,
+              CASE WHEN l.channel IS NULL THEN 'nothing' ELSE coalesce(l.doc::text, 'null (tombstone)') END)
   FROM generate_series(1, $keys) k, LATERAL (SELECT 'db:order:' || k AS c, expected_doc(k) AS e) x
   LEFT JOIN last_doc l ON l.channel = x.c
  WHERE l.doc IS DISTINCT FROM e;
 SELECT format('%s: published for a key the workload never used', channel) FROM last_doc
  WHERE channel NOT IN (SELECT 'db:order:' || k FROM generate_series(1, $keys) k);
 SQL
-  if [ -s "$tmp/mismatch.txt" ]; then
+  [ ! -s "$tmp/mismatch.txt" ]
+}
+
+# check_convergence: compare_docs must find nothing.
+check_convergence() {
+  if ! compare_docs; then
     cat "$tmp/mismatch.txt" >&2
     fail "$(wc -l <"$tmp/mismatch.txt") docs differ from a fresh run of their query"
   fi
-  echo "converged: $keys keys, $(wc -l <"$docs") doc lines published over $run worker runs"
+  case $fault_sink in
+    file) echo "converged: $keys keys, $(wc -l <"$docs") doc lines published over $run worker runs" ;;
+    redis) echo "converged: $keys keys, $(wc -l <"$tmp/held.jsonl") docs and tombstones retained by Redis after $run worker runs" ;;
+  esac
+}
+
+# wait_convergence SECONDS: polls compare_docs until it finds nothing; fails after SECONDS.
+wait_convergence() {
+  local deadline=$((SECONDS + $1))
+  until compare_docs; do
+    if [ $SECONDS -ge $deadline ]; then
+      cat "$tmp/mismatch.txt" >&2
+      fail "$(wc -l <"$tmp/mismatch.txt") docs still differ from a fresh run of their query after $1 s"
+    fi
+    worker_alive
+    sleep 0.5
+  done
+  check_convergence
 }
 
 # check_acks: across every worker run, no acknowledgement sent to the server passed (or equalled)

@@ -3,11 +3,13 @@
 # updates that move items between orders, deletes, truncates, multi-statement transactions,
 # rolled-back subtransactions, a hot row, product price changes that reach orders through a
 # reverse index, unwatched traffic) runs while the real worker is kill -9ed at random moments and
-# restarted. After the workload stops and the worker drains, every order's last published doc
-# equals a fresh run of its query (null for a deleted order), and no acknowledgement in any run's
-# debug log passed a transaction that had not completed.
+# restarted. After the workload stops and the worker drains, every order's current doc in the sink
+# (its last JSONL line, or the value Redis retains) equals a fresh run of its query (null for a
+# deleted order), and no acknowledgement in any run's debug log passed a transaction that had not
+# completed.
 #   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  crashes (default 3)
 #   DOCSYNC_FAULT_LONG=1  the long version, faults_convergence_long.sh (12 crashes, a longer workload)
+#   DOCSYNC_FAULT_SINK=redis  the Redis sink, faults_redis_convergence.sh and its _long.sh
 set -uo pipefail
 # shellcheck source=faults_common.bash
 . "$(dirname "${BASH_SOURCE[0]}")/faults_common.bash"
@@ -19,7 +21,7 @@ if [ "${DOCSYNC_FAULT_LONG:-0}" = 1 ]; then kills=${DOCSYNC_FAULT_KILLS:-12}; tx
 start_cluster
 write_workload "$txns" "$tmp/workload.sql"
 start_worker
-drain 30
+publish_all
 run_workload "$tmp/workload.sql"
 done_kills=0
 while [ "$done_kills" -lt "$kills" ]; do
@@ -38,4 +40,4 @@ echo "workload done after $done_kills kill -9s; draining"
 drain 120
 check_convergence
 check_acks
-echo "PASS faults_convergence ($done_kills kill -9s, seed $seed)"
+echo "PASS faults_convergence ($fault_sink sink, $done_kills kill -9s, seed $seed)"

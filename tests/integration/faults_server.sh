@@ -31,19 +31,6 @@ wait_streaming() {
   done
 }
 # A fresh chunk of the workload (a server restart ends the psql that was applying the last one).
-# block_docs: a session holds an exclusive lock on products, which every doc query reads, so computes
-# wait and their transactions stay pending (the worker cannot acknowledge them).
-lock_pid=
-block_docs() {
-  psql -X -q -d "$db" -c "SET application_name = 'faults_lock'" \
-    -c "BEGIN; LOCK products IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)" >/dev/null 2>&1 &
-  lock_pid=$!
-  for _ in $(seq 1 50); do
-    [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'faults_lock' AND wait_event = 'PgSleep'")" = 1 ] && return 0
-    sleep 0.1
-  done
-  fail "the lock holder did not start"
-}
 # The highest generation in the JSONL file.
 max_generation() {
   psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" <<SQL
@@ -61,7 +48,7 @@ more_workload() {
 
 start_cluster own
 start_worker --max-pending-txns 4
-drain 30
+publish_all
 faults=()
 for _ in $(seq 1 "$rounds"); do
   for fault in fast immediate terminate; do
@@ -111,8 +98,7 @@ done
 echo "the valve fired: $(grep -m1 -o 'WAL SAFETY VALVE.*' "$tmp/worker.$run.log" | cut -c1-160)"
 # Changes while the slot is being recreated, then the lock goes.
 sql "UPDATE orders SET status = 'after valve ' || id WHERE id BETWEEN 3 AND 8"
-sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'faults_lock'" >/dev/null
-wait "$lock_pid" 2>/dev/null
+unblock_docs
 drain 120
 check_convergence
 gen_after=$(max_generation)

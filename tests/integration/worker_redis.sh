@@ -8,24 +8,9 @@ set -euo pipefail
 test_name=redis
 # shellcheck source=lib/worker_env.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
-command -v redis-server >/dev/null || fail "redis-server is not installed (bash packaging/deps.sh)"
-
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis_pid=
-mkdir -p "$tmp/redis"
-start_redis() {
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$tmp/redis" --save '' --appendonly yes \
-    --appendfsync always --daemonize no >>"$tmp/redis.log" 2>&1 &
-  redis_pid=$!
-  for _ in $(seq 1 100); do [ "$(rc PING 2>/dev/null)" = PONG ] && return 0; sleep 0.1; done
-  fail "redis-server did not start on port $port: $(tail -n 5 "$tmp/redis.log")"
-}
-stop_redis() {
-  if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  redis_pid=
-}
+# shellcheck source=lib/redis_server.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)
-rc() { redis-cli -p "$port" "$@"; }
 # redis_doc KEY: the doc of the envelope retained at KEY (compact JSON), or empty.
 redis_doc() { rc --raw GET "$1" | jq -c '.doc' 2>/dev/null || true; }
 # redis_doc_is_current KEY SQL: t when the retained doc equals a fresh run of SQL.
@@ -50,7 +35,7 @@ grant_reader
 start_redis
 
 echo "--live all: a subscriber receives each new doc, GET returns the current one"
-start_worker --sink "redis://127.0.0.1:$port" --live all
+start_worker --sink "redis://127.0.0.1:$redis_port" --live all
 rc SUBSCRIBE db:item:1 >"$tmp/sub_item.out" 2>&1 &
 extra_pids+=("$!")
 sleep 0.5
@@ -105,7 +90,7 @@ worker_pid=
 [ $code -eq 0 ] || fail "SIGTERM: the worker exited $code"
 
 echo "--live subscribers: only subscribed channels are computed; docsync:warm computes a missing doc"
-start_worker --sink "redis://127.0.0.1:$port" --live subscribers --live-poll 300ms
+start_worker --sink "redis://127.0.0.1:$redis_port" --live subscribers --live-poll 300ms
 rc SUBSCRIBE db:sub:1 >"$tmp/sub_sub.out" 2>&1 &
 extra_pids+=("$!")
 sleep 1.5

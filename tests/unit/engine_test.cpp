@@ -321,6 +321,32 @@ TEST_CASE("transient failures of the query or the sink hold the slot until a ret
     CHECK(h.engine.stats().transient_failures == 2);
 }
 
+TEST_CASE("the last transient failure is kept for status, naming the doc or table and the cause") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    CHECK(h.engine.stats().last_transient_error.empty());
+    h.publisher.fail_next = 1;
+    h.txn({update_order_status("1")}, 1);
+    h.drain();
+    CHECK(h.engine.stats().last_transient_error == "publishing db:order:1 failed: sink unavailable");
+    h.clock.advance(1s);
+    h.runner.doc_script = {OutcomeKind::Transient};
+    h.drain();
+    CHECK(h.engine.stats().last_transient_error ==
+          "computing db:order:1 failed: scripted failure of query \"order\"");
+    h.clock.advance(1s);
+    h.drain();
+    CHECK(h.is_complete(1));
+    h.runner.keys_script = {OutcomeKind::Transient};
+    h.txn({ChangeRecord{ChangeOp::Update, kProducts, {text("7")}, {same()}}}, 2);
+    h.drain();
+    auto stats = h.engine.stats();
+    CHECK(stats.last_transient_error == "keys lookup on public.products failed: scripted keys failure");
+    CHECK(stats.transient_failures == 3);
+    CHECK_FALSE(h.is_complete(2));
+}
+
 TEST_CASE("a doc the sink refuses for good is a recorded outcome, not a held slot") {
     Harness h;
     h.engine.sync_live({"db:order:1"}, true);

@@ -724,6 +724,7 @@ struct Engine::Impl {
             if (doc.flags & kDirty) schedule(entry);
         } else if (outcome.kind == OutcomeKind::Ok) {
             ++counters.transient_failures;
+            counters.last_transient_error = "publishing " + job.channel + " failed: " + publish_error;
             log_warning("engine", "publishing " + job.channel + " failed, will retry: " + publish_error);
             retry_with_waiters(backoff(options.transient_backoff, doc.failures + 1, 100));
         } else if (outcome.kind == OutcomeKind::NotVisible) {
@@ -732,6 +733,7 @@ struct Engine::Impl {
             retry_with_waiters(backoff(options.not_visible_backoff, doc.failures + 1, 40));
         } else if (outcome.kind == OutcomeKind::Transient) {
             ++counters.transient_failures;
+            counters.last_transient_error = "computing " + job.channel + " failed: " + outcome.error;
             log_warning("engine", "computing " + job.channel + " failed, will retry: " + outcome.error);
             retry_with_waiters(backoff(options.transient_backoff, doc.failures + 1, 100));
         } else {
@@ -805,6 +807,7 @@ struct Engine::Impl {
                 ++counters.not_visible;
             } else {
                 ++counters.transient_failures;
+                counters.last_transient_error = "keys lookup on " + keys.table + " failed: " + outcome.error;
                 log_warning("engine", "keys lookup on " + keys.table + " failed, will retry: " + outcome.error);
             }
             ++lookup.failures;

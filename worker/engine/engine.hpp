@@ -90,6 +90,10 @@ struct EngineStats {
     std::uint64_t published = 0;
     std::uint64_t not_visible = 0;         // computes requeued by the visibility check
     std::uint64_t transient_failures = 0;  // computes, lookups or publishes retried
+    // What the last of them said (a sink that takes no docs, a pool connection fault), naming the
+    // doc or table; empty: none since start. Transient failures hold the slot, so status must
+    // show them: a Redis outage is otherwise only a growing lag.
+    std::string last_transient_error;
     std::uint64_t permanent_failures = 0;
     std::uint64_t txns_completed = 0;
     RecomputeProgress recompute;
