@@ -207,6 +207,7 @@ struct StatusHistory {
     // failure count, and the most recent error of any kind, which docsync.status shows.
     std::string stream_error;
     std::map<std::string, std::pair<std::uint64_t, status::WallTime>> query_errors;
+    std::uint64_t transient_failures = 0;  // the engine's count when its last retried failure was seen
     std::string last_error;
     status::WallTime last_error_at{};
 };
@@ -284,6 +285,12 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         }
         counters.last_error_at = at;
         snap.queries.push_back(std::move(counters));
+    }
+    // A retried failure (a sink outage, a lost pool connection) is the worker's last error too: it
+    // holds the slot until it clears.
+    if (e.transient_failures != history.transient_failures) {
+        history.transient_failures = e.transient_failures;
+        if (!e.last_transient_error.empty()) note_error(e.last_transient_error);
     }
     if (!fatal.empty() && history.last_error != fatal) note_error(fatal);
     snap.last_error = history.last_error;

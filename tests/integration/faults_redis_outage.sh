@@ -7,6 +7,7 @@
 # - confirmed_flush_lsn never reaches the end of a marker transaction committed just after the
 #   outage began (its doc cannot have been retained; its commit's end LSN is read with pg_walinspect),
 # - the worker does not exit and docsync.status shows it streaming with transient retries rising,
+#   health failing and the publisher's error as its last error,
 # and after Redis returns the worker drains without a restart, every order's retained doc equals a
 # fresh run of its query (a tombstone for a gone order), and no acknowledgement in any run's debug
 # log passed an incomplete transaction.
@@ -50,6 +51,7 @@ for kind in hung down; do
     down) shutdown_redis ;;
   esac
   start_lsn=$(sql "SELECT pg_current_wal_lsn()")
+  began=$(sql "SELECT clock_timestamp()")
   before=$(status_row)
   # The marker: a doc-changing transaction committed after the outage began. Nothing can retain its
   # doc before Redis returns, so no acknowledgement may reach its commit record's end.
@@ -75,6 +77,10 @@ for kind in hung down; do
   [ "$state" = streaming ] || fail "$kind outage: worker_state is '$state' during a publisher outage: $after"
   [ "$(echo "$after" | cut -d'|' -f3)" -gt "$(echo "$before" | cut -d'|' -f3)" ] ||
     fail "$kind outage: docsync.status shows no transient retries during the outage: before $before, after $after"
+  # The operator sees the outage: failing, with the publisher's error as the last error.
+  [ "$(sql "SELECT health = 'failing' AND last_error LIKE '%Redis at 127.0.0.1:$redis_port%' AND last_error_at > '$began'
+              FROM docsync.status WHERE slot_name = '$slot'")" = t ] ||
+    fail "$kind outage: docsync.status does not show the publisher error: $(status_row)"
   case $kind in
     hung) resume_redis ;;
     down) start_redis ;;
