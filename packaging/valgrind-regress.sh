@@ -81,7 +81,7 @@ awk -v ours="$top/plugin/" -v lib="$lib" '
   /^==[0-9]+== [A-Z]/ && block == "" {
     line = $0; sub(/^==[0-9]+== /, "", line)
     # Only error headers start a block: the lines valgrind prints at start and exit do not.
-    if (line ~ /^(Invalid |Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function)/) {
+    if (line ~ /^(Invalid |Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function|Jump to |Process terminating)/) {
       block = FILENAME ": " line; kind = line; sub(/ of size [0-9]+/, "", kind); sub(/\(.*$/, "", kind)
       next
     }
