@@ -56,7 +56,6 @@ else
   echo "SKIP dblink: the server has no dblink extension (postgresql-15's contrib set provides it)"
 fi
 
-keys_fns=(kwrites ksleeps khuge kwide kbadtype)
 define_keys kwrites "SELECT scribble(\$1)"
 define_keys ksleeps "SELECT \$1::int FROM pg_sleep(4)"
 define_keys khuge "SELECT g FROM generate_series(1, 200) g WHERE \$1::int IS NOT NULL"
