@@ -16,7 +16,8 @@ OBJS = \
 	plugin/options.o \
 	plugin/relmap.o \
 	plugin/sqlapi.o \
-	plugin/status.o
+	plugin/status.o \
+	plugin/tables_syntax.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 

@@ -3,8 +3,11 @@
 #   packaging/run-tests.sh          the CI suite: extension + worker built with ASan+UBSan, a throwaway
 #                                   cluster, `make installcheck` (regress/), `ctest` (unit and
 #                                   integration), each fuzz target for a short bounded time
-#   packaging/run-tests.sh --full   also the long suites: long fuzz runs, the long fault runs,
-#                                   ThreadSanitizer, the plugin under valgrind and the Debian package build
+#   packaging/run-tests.sh --full   also the long suites: the `long` ctest scripts (the long fault
+#                                   runs, the Debian package build), each fuzz target for 600 s, then
+#                                   packaging/full-suites.sh: the regress suite with the server under
+#                                   valgrind and a ThreadSanitizer build running the unit and C++
+#                                   integration tests (about an hour and a half in all)
 # Installs the Debian packages it needs (packaging/deps.sh), stops the cluster it started even when a
 # test fails, and exits non-zero on any failure.
 set -uo pipefail
@@ -86,8 +89,8 @@ if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
   fi
 fi
 
-if [ $full -eq 1 ] && [ -x packaging/full-suites.sh ]; then
-  step "long suites"
+if [ $full -eq 1 ]; then
+  step "long suites (packaging/full-suites.sh: valgrind, ThreadSanitizer)"
   packaging/full-suites.sh "$build" || failed+=(long-suites)
 fi
 

@@ -4,23 +4,14 @@
  *		Parsing of the docsync output plugin's options, in one place, at slot start.
  *
  * Every option may be given once; unknown, duplicate and malformed options are errors that name the
- * option and say how to fix it. The `tables` option's grammar (names are resolved later, lazily, in
- * the change callback under the historic snapshot):
- *
- *		tables   := [ entry ( ',' entry )* ]
- *		entry    := relation [ '(' column ( ',' column )* ')' ]
- *		relation := OID-digits | [ identifier '.' ] identifier
- *		column   := attnum-digits (in an OID entry) | identifier (in a named entry)
- *
- * Identifiers follow SQL: double-quoted ones keep their case ("" is a quote inside), unquoted ones
- * fold to lower case. Whitespace around tokens is allowed.
+ * option and say how to fix it. The `tables` option's grammar is in tables_syntax.h; its parser
+ * (tables_syntax.c) makes no server calls, so the worker's tests and a fuzz target run the same
+ * code. Here its findings become DocsyncTableEntry lists (names are resolved later, lazily, in the
+ * change callback under the historic snapshot): unquoted identifiers fold to lower case.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-
-#include <ctype.h>
-#include <limits.h>
 
 #include "commands/defrem.h"
 #include "lib/stringinfo.h"
@@ -29,20 +20,12 @@
 
 #include "docsync_wire.h"
 #include "plugin.h"
+#include "tables_syntax.h"
 
-/* The `tables` tokenizer's position in the option string. */
-typedef struct TablesCursor
-{
-	const char *start;			/* the whole option value, for error positions */
-	const char *p;				/* next unread byte */
-} TablesCursor;
+StaticAssertDecl(DOCSYNC_TABLES_MAX_ATTNUM == MaxAttrNumber, "the tables grammar caps attnums at MaxAttrNumber");
 
 static void option_once(bool *seen, DefElem *elem);
 static bool option_bool(DefElem *elem);
-static void tables_error(TablesCursor *cur, const char *what) pg_attribute_noreturn();
-static void skip_space(TablesCursor *cur);
-static bool parse_number(TablesCursor *cur, const char *what, long max, long *result);
-static char *parse_identifier(TablesCursor *cur, const char *what);
 
 /* Parses the plugin options into *options; defaults first, then each option once. */
 void
@@ -134,102 +117,98 @@ docsync_parse_options(DocsyncOptions *options, List *defelems)
 	}
 }
 
+/* Builds the plugin's entries from what the grammar (tables_syntax.c) reports. */
+typedef struct TablesBuilder
+{
+	List	   *entries;		/* DocsyncTableEntry * */
+	DocsyncTableEntry *current;	/* the last entry, which columns go to */
+} TablesBuilder;
+
+/* An identifier's name: quoted ones as written ("" unescaped), unquoted ones folded. */
+static char *
+identifier_name(const DocsyncTablesIdent *ident)
+{
+	char	   *text;
+
+	if (!ident->quoted)
+		return downcase_identifier(ident->start, (int) ident->len, false, false);
+	text = palloc(ident->len + 1);
+	docsync_tables_ident_text(ident, text);
+	return text;
+}
+
+static DocsyncTableEntry *
+add_entry(TablesBuilder *builder)
+{
+	builder->current = palloc0(sizeof(DocsyncTableEntry));
+	builder->entries = lappend(builder->entries, builder->current);
+	return builder->current;
+}
+
+static void
+add_relid(void *arg, uint32_t relid)
+{
+	add_entry(arg)->relid = (Oid) relid;
+}
+
+static void
+add_relname(void *arg, const DocsyncTablesIdent *schema, const DocsyncTablesIdent *name)
+{
+	DocsyncTableEntry *entry = add_entry(arg);
+
+	entry->schema = schema ? identifier_name(schema) : NULL;
+	entry->name = identifier_name(name);
+}
+
+static void
+add_attnum(void *arg, int attnum)
+{
+	TablesBuilder *builder = arg;
+	DocsyncTableColumn *column = palloc0(sizeof(DocsyncTableColumn));
+
+	column->attnum = (AttrNumber) attnum;
+	builder->current->columns = lappend(builder->current->columns, column);
+}
+
+static void
+add_column(void *arg, const DocsyncTablesIdent *name)
+{
+	TablesBuilder *builder = arg;
+	DocsyncTableColumn *column = palloc0(sizeof(DocsyncTableColumn));
+
+	column->name = identifier_name(name);
+	builder->current->columns = lappend(builder->current->columns, column);
+}
+
+static bool
+tables_isspace(char c)
+{
+	return scanner_isspace(c);
+}
+
 /* Parses the `tables` option value into a list of DocsyncTableEntry. */
 List *
 docsync_parse_tables(const char *value)
 {
-	TablesCursor cur;
-	List	   *entries = NIL;
+	static const DocsyncTablesVisitor visitor = {
+		.relid = add_relid,
+		.relname = add_relname,
+		.attnum = add_attnum,
+		.column = add_column,
+		.is_space = tables_isspace,
+	};
+	TablesBuilder builder = {NIL, NULL};
+	DocsyncTablesError error;
 
-	cur.start = value;
-	cur.p = value;
-	skip_space(&cur);
-	if (*cur.p == '\0')
-		return NIL;
-
-	for (;;)
-	{
-		DocsyncTableEntry *entry = palloc0(sizeof(DocsyncTableEntry));
-		bool		by_oid;
-
-		skip_space(&cur);
-		by_oid = isdigit((unsigned char) *cur.p);
-		if (by_oid)
-		{
-			long		oid;
-			const char *at = cur.p;
-
-			if (!parse_number(&cur, "relation OID", (long) UINT_MAX, &oid) || oid == 0)
-			{
-				cur.p = at;
-				tables_error(&cur, "a relation OID between 1 and 4294967295");
-			}
-			entry->relid = (Oid) oid;
-		}
-		else
-		{
-			char	   *first = parse_identifier(&cur, "a relation OID or name");
-
-			skip_space(&cur);
-			if (*cur.p == '.')
-			{
-				cur.p++;
-				skip_space(&cur);
-				entry->schema = first;
-				entry->name = parse_identifier(&cur, "a relation name after the schema");
-			}
-			else
-				entry->name = first;
-		}
-
-		skip_space(&cur);
-		if (*cur.p == '(')
-		{
-			cur.p++;
-			for (;;)
-			{
-				DocsyncTableColumn *column = palloc0(sizeof(DocsyncTableColumn));
-
-				skip_space(&cur);
-				if (by_oid)
-				{
-					long		attnum;
-					const char *at = cur.p;
-
-					if (!parse_number(&cur, "attnum", MaxAttrNumber, &attnum) || attnum < 1)
-					{
-						cur.p = at;
-						tables_error(&cur, "a column number (attnum, 1 or more) in an OID entry");
-					}
-					column->attnum = (AttrNumber) attnum;
-				}
-				else
-					column->name = parse_identifier(&cur, "a column name");
-				entry->columns = lappend(entry->columns, column);
-				skip_space(&cur);
-				if (*cur.p == ',')
-				{
-					cur.p++;
-					continue;
-				}
-				if (*cur.p == ')')
-				{
-					cur.p++;
-					break;
-				}
-				tables_error(&cur, "\",\" or \")\" in a column list");
-			}
-		}
-		entries = lappend(entries, entry);
-
-		skip_space(&cur);
-		if (*cur.p == '\0')
-			break;
-		if (*cur.p != ',')
-			tables_error(&cur, "\",\" between entries, or \"(\" before a column list");
-		cur.p++;
-	}
-	return entries;
+	if (!docsync_tables_parse(value, &visitor, &builder, &error))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for docsync option \"tables\" at character %d: expected %s",
+						(int) error.offset + 1, error.expected),
+				 errdetail("The value is \"%s\".", value),
+				 errhint("Write entries like schema.table(column, ...) or OID(attnum, ...), separated by commas; "
+						 "double-quote identifiers that need it.")));
+	return builder.entries;
 }
 
 /* Rejects a second occurrence of one option. */
@@ -259,98 +238,4 @@ option_bool(DefElem *elem)
 				 errmsg("invalid value \"%s\" for docsync option \"%s\"", value, elem->defname),
 				 errhint("Use a boolean: true or false.")));
 	return result;
-}
-
-/* Reports a malformed `tables` value, with the position and what was expected there. */
-static void
-tables_error(TablesCursor *cur, const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid value for docsync option \"tables\" at character %d: expected %s",
-					(int) (cur->p - cur->start) + 1, what),
-			 errdetail("The value is \"%s\".", cur->start),
-			 errhint("Write entries like schema.table(column, ...) or OID(attnum, ...), separated by commas; "
-					 "double-quote identifiers that need it.")));
-}
-
-static void
-skip_space(TablesCursor *cur)
-{
-	while (*cur->p != '\0' && scanner_isspace(*cur->p))
-		cur->p++;
-}
-
-/* Reads decimal digits no greater than max; false when there are none or too many. */
-static bool
-parse_number(TablesCursor *cur, const char *what, long max, long *result)
-{
-	long		v = 0;
-	const char *p = cur->p;
-
-	if (!isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-	{
-		v = v * 10 + (*p - '0');
-		if (v > max)
-			return false;
-		p++;
-	}
-	cur->p = p;
-	*result = v;
-	return true;
-}
-
-/* Reads one SQL identifier: "quoted" (case kept, "" for a quote) or unquoted (folded to lower case). */
-static char *
-parse_identifier(TablesCursor *cur, const char *what)
-{
-	const char *p = cur->p;
-
-	if (*p == '"')
-	{
-		StringInfoData buf;
-
-		initStringInfo(&buf);
-		p++;
-		for (;;)
-		{
-			if (*p == '\0')
-			{
-				cur->p = p;
-				tables_error(cur, "a closing double quote");
-			}
-			if (*p == '"')
-			{
-				if (p[1] == '"')
-				{
-					appendStringInfoChar(&buf, '"');
-					p += 2;
-					continue;
-				}
-				p++;
-				break;
-			}
-			appendStringInfoChar(&buf, *p);
-			p++;
-		}
-		if (buf.len == 0)
-		{
-			cur->p = p - 2;
-			tables_error(cur, "a non-empty quoted identifier");
-		}
-		cur->p = p;
-		return buf.data;
-	}
-	if (isalpha((unsigned char) *p) || *p == '_' || IS_HIGHBIT_SET(*p))
-	{
-		const char *begin = p;
-
-		while (isalnum((unsigned char) *p) || *p == '_' || *p == '$' || IS_HIGHBIT_SET(*p))
-			p++;
-		cur->p = p;
-		return downcase_identifier(begin, p - begin, false, false);
-	}
-	tables_error(cur, what);
 }

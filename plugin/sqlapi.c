@@ -40,15 +40,15 @@ static bool collect_checked_walker(Node *node, List **relids);
 static ArrayType *oid_list_to_array(List *oids, Oid elemtype);
 
 /*
- * A query name is a channel segment as it is: [A-Za-z0-9_] first, then also '.' and '-'.
- * The same rule is the CHECK constraint on docsync.query_defs.name.
+ * A query name is a channel segment as it is: [A-Za-z0-9_] first, then also '.' and '-', at most 63
+ * bytes. The same rule is the CHECK constraint on docsync.query_defs.name.
  */
 static bool
 valid_segment_name(const char *name)
 {
 	const char *p;
 
-	if (name[0] == '\0')
+	if (name[0] == '\0' || strlen(name) > 63)
 		return false;
 	for (p = name; *p; p++)
 	{
@@ -103,7 +103,7 @@ docsync_channel(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid docsync query name \"%s\"", query),
-				 errdetail("Query names consist of ASCII letters, digits and '_', and also '.' and '-' after the first character."),
+				 errdetail("Query names are 1 to 63 ASCII letters, digits and '_', and also '.' and '-' after the first character."),
 				 errhint("Pass the name given to docsync.define_query().")));
 
 	initStringInfo(&buf);

@@ -379,7 +379,14 @@ BEGIN
             HINT = 'Pass the table name, schema-qualified if it is not on the search_path.';
   END IF;
   PERFORM set_config('search_path', path, true);   -- undone on return (SET clause above)
-  rel := to_regclass(tab);
+  BEGIN
+    rel := to_regclass(tab);
+  EXCEPTION WHEN invalid_name THEN
+    RAISE EXCEPTION 'invalid table name "%"', tab
+      USING ERRCODE = 'invalid_name',
+            DETAIL = 'A table is named as in SQL: name or schema.name, double-quoting a name that holds other characters than letters, digits and _.',
+            HINT = format('If the table is named exactly so, pass %s (a double quote inside a quoted name is written twice).', quote_ident(tab));
+  END;
   IF rel IS NULL THEN
     RAISE EXCEPTION 'table "%" does not exist', tab
       USING ERRCODE = 'undefined_table',

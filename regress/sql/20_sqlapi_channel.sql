@@ -44,9 +44,21 @@ SELECT docsync.channel('q', 'a:b') <> docsync.channel('q', 'a', 'b') AS colon_vs
        docsync.channel('q', '') <> docsync.channel('q', NULL) AS empty_vs_null,
        docsync.channel('q', '') <> docsync.channel('q') AS empty_vs_none;
 
+-- values crafted to collide (tests/unit/channel_test.cpp checks the same atoms in the worker): every
+-- sequence of up to three of them names another doc and gets its own channel
+WITH atoms(a) AS (VALUES (NULL), (''), (':'), ('%'), ('%3A'), ('%00'), ('%25'), ('a'), ('a:'), (':a'),
+                         (E'\x01'), (E'\n'), ('%0A')),
+     seqs(v) AS (SELECT ARRAY[]::text[]
+                 UNION ALL SELECT ARRAY[a1.a] FROM atoms a1
+                 UNION ALL SELECT ARRAY[a1.a, a2.a] FROM atoms a1, atoms a2
+                 UNION ALL SELECT ARRAY[a1.a, a2.a, a3.a] FROM atoms a1, atoms a2, atoms a3)
+SELECT count(*) AS sequences, count(DISTINCT docsync.channel('q', VARIADIC v)) AS channels FROM seqs;
+
 -- errors
 SELECT docsync.channel(NULL, '1');
 SELECT docsync.channel('bad name', '1');
 SELECT docsync.channel('-dash', '1');
+SELECT docsync.channel(repeat('q', 64));
+SELECT docsync.channel(repeat('q', 63)) = 'db:' || repeat('q', 63) AS longest_name;
 SELECT docsync.channel('order', VARIADIC NULL::text[]);
 SELECT docsync.channel('order', VARIADIC ARRAY[['a', 'b'], ['c', 'd']]);

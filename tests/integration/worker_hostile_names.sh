@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Names and values that look like SQL injection or channel collisions, through the whole worker:
+# a table named '; DROP TABLE canary; -- with a key column named x" , "y, reached directly and
+# through a keys query on a second hostile table. Key values hold the channel separator, the escape
+# character, escapes spelled out, a whole channel name, quotes, backslashes, a newline and unicode.
+# Every doc is published on exactly the channel docsync.channel() names for it (byte for byte),
+# no two keys share a channel, every doc equals a fresh run of its query, and nothing else ran:
+# the canary table survives and no statement but the worker's own was executed by the pool role.
+set -euo pipefail
+test_name=hostile_names
+# shellcheck source=lib/worker_env.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+
+setup_db
+sql "CREATE TABLE canary (id int PRIMARY KEY)"
+sql "INSERT INTO canary VALUES (1)"
+sql "CREATE TABLE \"'; DROP TABLE canary; --\" (\"x\"\" , \"\"y\" text PRIMARY KEY, \"v\"\"; --\" int NOT NULL)"
+sql "CREATE TABLE \"k\"\" ; DROP TABLE canary; --\" (id int PRIMARY KEY, \"ref\"\"); DROP TABLE canary; --\" text NOT NULL)"
+sql "ALTER TABLE \"k\"\" ; DROP TABLE canary; --\" REPLICA IDENTITY FULL"
+doc_sql='SELECT jsonb_build_object($$k$$, h."x"" , ""y", $$v$$, h."v""; --") FROM "'"'"'; DROP TABLE canary; --" h WHERE h."x"" , ""y" = $1'
+keys_sql='SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $1'
+sql "SELECT docsync.define_query('h', \$q\$$doc_sql\$q\$, params => ARRAY['key'])" >/dev/null
+sql "SELECT docsync.watch('h', '\"''; DROP TABLE canary; --\"', params => ARRAY['x\" , \"y'])" >/dev/null
+sql "SELECT docsync.watch('h', '\"k\"\" ; DROP TABLE canary; --\"', keys_sql => \$q\$$keys_sql\$q\$, keys_args => ARRAY['id'])" >/dev/null
+grant_reader
+
+# The keys, one per line in a table (psql prints a newline in a value as is, so they stay in SQL).
+sql "CREATE TABLE keys (n int PRIMARY KEY, key text NOT NULL)"
+sql "INSERT INTO keys VALUES (1, ':'), (2, '%'), (3, '%3A'), (4, 'a:b'), (5, 'a%3Ab'), (6, 'db:h:1'), (7, '%00'),
+       (8, ''), (9, E'back\\\\slash'), (10, E'\"quoted\" ''single'''), (11, E'line\\nbreak'), (12, 'ünïcødé ✓'),
+       (13, '''; DROP TABLE canary; --'), (14, '%25'), (15, '1'), (16, '%3a')"
+nkeys=$(sql "SELECT count(*) FROM keys")
+
+start_worker --statement-timeout 2s
+sql "INSERT INTO \"'; DROP TABLE canary; --\" SELECT key, n FROM keys"
+settle 60
+# A change reaching the docs through the keys query: the mapped row names the hostile keys.
+sql "INSERT INTO \"k\"\" ; DROP TABLE canary; --\" SELECT n, key FROM keys"
+sql "UPDATE \"'; DROP TABLE canary; --\" SET \"v\"\"; --\" = \"v\"\"; --\" + 100"
+sql "UPDATE \"k\"\" ; DROP TABLE canary; --\" SET id = id"
+settle 60
+
+channels_sql="SELECT docsync.channel('h', key) FROM keys ORDER BY n"
+expected=$(sql "$channels_sql")
+[ "$(sort <<<"$expected" | uniq | wc -l)" = "$nkeys" ] || fail "docsync.channel() gives two keys one channel: $expected"
+published=$(jq -r '.channel' "$docs" | sort -u)
+[ "$published" = "$(sort <<<"$expected")" ] ||
+  fail "the worker's channels differ from docsync.channel()'s: $(diff <(sort <<<"$expected") <(cat <<<"$published") | head -n 20)"
+echo "$nkeys hostile keys, $nkeys channels, the same bytes from the worker and from docsync.channel()"
+
+for n in $(sql "SELECT n FROM keys ORDER BY n"); do
+  channel=$(sql "SELECT docsync.channel('h', key) FROM keys WHERE n = $n")
+  fresh="SELECT jsonb_build_object('k', h.\"x\"\" , \"\"y\", 'v', h.\"v\"\"; --\") FROM \"'; DROP TABLE canary; --\" h
+          WHERE h.\"x\"\" , \"\"y\" = (SELECT key FROM keys WHERE n = $n)"
+  [ "$(doc_equals_query "$channel" "$fresh")" = t ] || fail "key $n: $channel is $(last_doc "$channel"), not current"
+done
+[ "$(sql "SELECT failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'h'")" = 0 ] ||
+  fail "query h failed: $(sql "SELECT last_error FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'h'")"
+echo "every doc equals a fresh run of its query"
+
+[ "$(sql "SELECT count(*) FROM canary")" = 1 ] || fail "the canary table lost its row"
+# What the pool role ran: the worker's session statements, the doc query and the keys query only.
+others_sql=$(cat <<'SQL'
+SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+ WHERE r.rolname = 'READER'
+   AND s.query NOT LIKE 'SELECT jsonb_build_object($2, h."x"" , ""y", $3, h."v""; --") FROM %'
+   AND s.query NOT LIKE 'SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $1'
+   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT r\.rolname, )'
+SQL
+)
+others=$(sql "${others_sql//READER/$reader_role}")
+[ -z "$others" ] || fail "the pool role ran other statements: $others"
+echo "the canary survived and the pool role ran only the doc and keys queries"
+kill -TERM "$worker_pid"
+rc=0; wait "$worker_pid" || rc=$?
+worker_pid=
+[ $rc -eq 0 ] || fail "SIGTERM: the worker exited $rc"
+echo "ok"
