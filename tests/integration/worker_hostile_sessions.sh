@@ -65,8 +65,7 @@ define_keys kbadtype "SELECT 'not a number' WHERE \$1::int IS NOT NULL"
 sql "CREATE OR REPLACE VIEW kv AS SELECT t_id, id FROM k"
 grant_reader
 sql "GRANT INSERT ON scribbles TO $reader_role"
-# grant_reader grants the tables a query reads through a view, not the view itself.
-sql "GRANT SELECT ON kv TO $reader_role"
+[ "$(sql "SELECT has_table_privilege('$reader_role', 'kv', 'SELECT')")" = t ] || fail "grant_reader did not grant SELECT on the view kv"
 
 start_worker --statement-timeout 1s --pool 3 --max-keys 100
 walsender=$(sql "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot'")
