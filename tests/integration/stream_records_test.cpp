@@ -25,6 +25,16 @@ void unwatched_wal(pg::Connection& c, std::size_t bytes) {
         exec1(c, "INSERT INTO stream_busy(pad) SELECT repeat('x', 1000) FROM generate_series(1, 500)");
 }
 
+// Drops the slot and empties the watched table (creating it); returns the table's OID. For tests
+// that restart the server and so keep no connection across.
+std::string fresh_watch(const std::string& slot, const std::string& table) {
+    auto c = sql();
+    drop_slot(c, slot);
+    std::string oid = watched_table(c, table);
+    exec1(c, "TRUNCATE " + table);
+    return oid;
+}
+
 StreamOptions watching(const std::string& slot, const std::string& oid) {
     auto o = test_options(slot);
     o.create_slot = true;
@@ -161,13 +171,7 @@ TEST_CASE("after a reconnect, pending transactions are redelivered under a new e
 
 TEST_CASE("a transaction redelivered after a server crash is handled once") {
     REQUIRE_MESSAGE(plugin_emits_records(), "the installed docsync plugin does not emit records yet");
-    std::string oid;
-    {
-        auto c = sql();
-        drop_slot(c, "stream_crash");
-        oid = watched_table(c, "stream_crash_t");
-        exec1(c, "TRUNCATE stream_crash_t");
-    }
+    std::string oid = fresh_watch("stream_crash", "stream_crash_t");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
     StreamRunner runner(watching("stream_crash", oid), coordinator, handler);
@@ -234,13 +238,7 @@ TEST_CASE("a fast shutdown is not held up by a transaction that cannot complete,
     // The server's fast shutdown waits until the walsender's WAL is confirmed, which a held
     // transaction prevents: the stream's control check must notice the shutdown and leave.
     REQUIRE_MESSAGE(plugin_emits_records(), "the installed docsync plugin does not emit records yet");
-    std::string oid;
-    {
-        auto c = sql();
-        drop_slot(c, "stream_shutdown");
-        oid = watched_table(c, "stream_shutdown_t");
-        exec1(c, "TRUNCATE stream_shutdown_t");
-    }
+    std::string oid = fresh_watch("stream_shutdown", "stream_shutdown_t");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
     handler.hold_all = true;

@@ -71,8 +71,5 @@ SQL
 others=$(sql "${others_sql//READER/$reader_role}")
 [ -z "$others" ] || fail "the pool role ran other statements: $others"
 echo "the canary survived and the pool role ran only the doc and keys queries"
-kill -TERM "$worker_pid"
-rc=0; wait "$worker_pid" || rc=$?
-worker_pid=
-[ $rc -eq 0 ] || fail "SIGTERM: the worker exited $rc"
+stop_worker
 echo "ok"

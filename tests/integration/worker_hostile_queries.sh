@@ -69,10 +69,7 @@ done
                 AND worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$slot'")" = t ] ||
   fail "docsync.status does not show the failures: $(sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$slot'")"
 echo "every hostile query failed visibly: $(sql "SELECT string_agg(query || ': ' || left(last_error, 90), E'\n  ' ORDER BY query) FROM docsync.query_stats WHERE slot_name = '$slot' AND failures > 0")"
-kill -TERM "$worker_pid"
-rc=0; wait "$worker_pid" || rc=$?
-worker_pid=
-[ $rc -eq 0 ] || fail "SIGTERM: the worker exited $rc"
+stop_worker
 
 # The pool role check at start. Each attempt uses a fresh slot name so nothing is left behind.
 refused() { # DESCRIPTION EXPECTED-PROBLEM ROLE-SETUP...

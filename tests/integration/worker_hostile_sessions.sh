@@ -131,8 +131,5 @@ sql "UPDATE t SET v = v + 10 WHERE id = 3"
 settle 30
 all_current good "$by_id" || fail "after the hostile queries: the docs of good are not current"
 [ "$(sql "SELECT worker_state FROM docsync.status WHERE slot_name = '$slot'")" = streaming ] || fail "the worker is not streaming"
-kill -TERM "$worker_pid"
-rc=0; wait "$worker_pid" || rc=$?
-worker_pid=
-[ $rc -eq 0 ] || fail "SIGTERM: the worker exited $rc"
+stop_worker
 echo "ok"

@@ -25,9 +25,7 @@ start_worker --pool 4
 sql "UPDATE items SET v = 1"
 settle 60
 [ "$(jq -r .channel "$docs" | sort -u | wc -l)" = "$docs_n" ] || fail "expected $docs_n channels in $docs"
-kill -TERM "$worker_pid"
-wait "$worker_pid" || fail "the worker did not exit 0 on SIGTERM"
-worker_pid=
+stop_worker
 : >"$tmp/worker.log"
 
 echo "a restarted worker recomputes them, and docsync.status shows how far it is"

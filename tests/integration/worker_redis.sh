@@ -84,10 +84,7 @@ echo "drained $((SECONDS - t0)) s after the workload"
 all=$(rc --raw MGET $(seq -f 'db:item:%g' 1 20) | jq -cs 'map(.doc)')
 [ "$(sql "SELECT \$r\$$all\$r\$::jsonb = (SELECT jsonb_agg(jsonb_build_object('id', id, 'v', v) ORDER BY id) FROM item)")" = t ] ||
   fail "Redis lost docs: $all"
-kill -TERM "$worker_pid"
-code=0; wait "$worker_pid" || code=$?
-worker_pid=
-[ $code -eq 0 ] || fail "SIGTERM: the worker exited $code"
+stop_worker
 
 echo "--live subscribers: only subscribed channels are computed; docsync:warm computes a missing doc"
 start_worker --sink "redis://127.0.0.1:$redis_port" --live subscribers --live-poll 300ms

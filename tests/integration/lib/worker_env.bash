@@ -74,6 +74,15 @@ start_worker() {
     fail "the worker did not start streaming the slot in 60 s"
 }
 
+# stop_worker: SIGTERM; the worker must drain, acknowledge and exit 0.
+stop_worker() {
+  local code=0
+  kill -TERM "$worker_pid"
+  wait "$worker_pid" || code=$?
+  worker_pid=
+  [ $code -eq 0 ] || fail "SIGTERM: the worker exited $code"
+}
+
 # settle [SECONDS]: waits until the worker has acknowledged everything committed so far.
 settle() {
   local target
