@@ -397,6 +397,46 @@ BEGIN
 END
 $$;
 
+-- Whether values of two types print the same way, so a key read as one and a doc param of the other
+-- name the same channel: the same base type, or two integer types, or two unpadded string types.
+CREATE FUNCTION docsync.same_text_form(a regtype, b regtype) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT x = y
+      OR (x IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) AND
+          y IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype))
+      OR (x IN ('text'::regtype, 'character varying'::regtype, 'name'::regtype) AND
+          y IN ('text'::regtype, 'character varying'::regtype, 'name'::regtype))
+    FROM (SELECT docsync.base_type(a) AS x, docsync.base_type(b) AS y) t
+$$;
+
+-- Refuses a watch whose keys (the watched columns, or keys_sql's columns) have other types than the
+-- doc query's params: channels spell a param as its value prints, so order 42 read as text '042'
+-- would name a doc of its own, and the doc of 42 would miss the change.
+CREATE FUNCTION docsync.check_key_types(query docsync.query_defs, key_types regtype[], key_labels text[],
+                                        from_keys_sql boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  doc_types regtype[];
+BEGIN
+  BEGIN
+    doc_types := (docsync.analyze_query(query.sql, query.search_path)).param_types;
+  EXCEPTION WHEN OTHERS THEN
+    RETURN;  -- the doc query no longer prepares (say, a column was dropped): its computes say so
+  END;
+  FOR i IN 1 .. cardinality(key_types) LOOP
+    CONTINUE WHEN docsync.same_text_form(key_types[i], doc_types[i]);
+    RAISE EXCEPTION '% is %, but param "%" of docsync query "%" is %',
+                    key_labels[i], key_types[i], query.params[i], query.name, doc_types[i]
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc''s channel spells each param as its value prints: keys of another type could name other docs than the query''s own (''042'' and 42).',
+            HINT = CASE WHEN from_keys_sql
+                        THEN format('Cast the column in keys_sql to the param''s type: SELECT …::%s.', doc_types[i])
+                        ELSE format('Give the doc query''s $%s the column''s type (write $%s::%s), or watch a column of type %s.',
+                                    i, i, key_types[i], doc_types[i]) END;
+  END LOOP;
+END
+$$;
+
 CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
                               keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
                               allow_broadcast boolean DEFAULT false,
@@ -487,6 +527,12 @@ BEGIN
               DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
               HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
     END IF;
+    PERFORM docsync.check_key_types(q, ARRAY(SELECT a.atttypid::regtype
+                                               FROM unnest(params) WITH ORDINALITY p(name, n)
+                                               JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name
+                                              ORDER BY p.n),
+                                    ARRAY(SELECT format('column %I of %s', p.name, rel)
+                                            FROM unnest(params) WITH ORDINALITY p(name, n) ORDER BY p.n), false);
     FOR gap IN SELECT * FROM docsync.identity_gaps(rel, params::name[]) LOOP
       IF NOT allow_broadcast THEN
         RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
@@ -517,6 +563,9 @@ BEGIN
               DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
               HINT = 'Select exactly one column per doc param.';
     END IF;
+    PERFORM docsync.check_key_types(q, info.result_types,
+                                    ARRAY(SELECT format('column %s of keys_sql', n) FROM generate_series(1, cardinality(info.result_types)) n),
+                                    true);
   END IF;
 
   IF EXISTS (SELECT FROM docsync.watch_defs w

@@ -88,6 +88,14 @@ SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id, qty FROM
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items', keys_args => ARRAY['id']);
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM nowhere WHERE x = $1', keys_args => ARRAY['id']);
 SELECT docsync.watch('orders.count', 'products', keys_sql => 'SELECT 1 WHERE $1::int > 0', keys_args => ARRAY['id']);
+-- keys of another type than the doc param would name other channels ('042' is not 42): refused;
+-- types that print alike (integer and bigint) are fine
+SELECT docsync.watch('order', 'orders', params => ARRAY['status']);
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id::text FROM order_items WHERE product_id = $1',
+                     keys_args => ARRAY['id']);
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id::bigint FROM order_items WHERE product_id = $1',
+                     keys_args => ARRAY['id']) > 0 AS bigint_keys_ok;
+SELECT docsync.unwatch('order', 'products', keys_sql => 'SELECT order_id::bigint FROM order_items WHERE product_id = $1');
 -- a doc query with params cannot be redefined to another count while watched
 SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'b'], or_replace => true);
 SELECT docsync.define_query('q-json', 'SELECT json_build_object(''a'', $1::int, ''b'', $2::int)', params => ARRAY['a', 'b'],
