@@ -76,10 +76,16 @@ new_cluster_dir() {
   echo "$dir"
 }
 
+# Until the cluster runs, a failed step (the extension does not build, initdb fails, the server does
+# not start) removes the half-made directory; call kept once it runs.
+removed_on_failure() { trap "rm -rf '$1'" EXIT; }
+kept() { trap - EXIT; }
+
 cmd_start() {
   local install=1 dir port
   [ "${1:-}" = "--no-install" ] && install=0
   dir=$(new_cluster_dir)
+  removed_on_failure "$dir"
   stage_server "$dir/root"
   [ $install -eq 1 ] && install_extension "$dir"
   [ "$(id -u)" -eq 0 ] && chown -R "$server_user" "$dir/socket" && chown "$server_user" "$dir"
@@ -114,6 +120,7 @@ export DOCSYNC_STATUS_DIR='$dir/status'
 export DOCSYNC_PG_BINDIR='$(bin "$dir")'
 ENV
   start_server "$dir"
+  kept
   echo "$dir"
 }
 
@@ -123,6 +130,7 @@ cmd_standby() {
   # shellcheck disable=SC1091
   port=$(. "$primary/cluster.env"; echo "$PGPORT")
   dir=$(new_cluster_dir)
+  removed_on_failure "$dir"
   cp -a "$primary/root" "$dir/root"
   [ "$(id -u)" -eq 0 ] && chown -R "$server_user" "$dir/socket" && chown "$server_user" "$dir"
   as_server "$(bin "$dir")/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres -D "$dir/data" -R -X stream --checkpoint=fast >"$dir/basebackup.log" 2>&1 ||
@@ -138,6 +146,7 @@ cmd_standby() {
   sed -e "s|^export PGHOST=.*|export PGHOST='$dir/socket'|" -e "s|^export PGPORT=.*|export PGPORT='$port'|" \
       -e "s|$primary|$dir|g" "$primary/cluster.env" >"$dir/cluster.env"
   start_server "$dir"
+  kept
   echo "$dir"
 }
 
