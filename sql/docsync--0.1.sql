@@ -347,7 +347,11 @@ BEGIN
     UPDATE docsync.query_defs q
        SET sql = define_query.sql, params = define_query.params, search_path = path,
            defined_by = current_user, defined_at = now()
-     WHERE q.name = define_query.name;
+     WHERE q.name = define_query.name
+    RETURNING * INTO existing;
+    -- the watches' keys must still have the (new) params' types
+    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql)
+       FROM docsync.watch_defs w WHERE w.query = define_query.name ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path)
     VALUES (define_query.name, define_query.sql, define_query.params, path);
@@ -434,6 +438,31 @@ BEGIN
                         ELSE format('Give the doc query''s $%s the column''s type (write $%s::%s), or watch a column of type %s.',
                                     i, i, key_types[i], doc_types[i]) END;
   END LOOP;
+END
+$$;
+
+-- check_key_types for a watch: a direct one (keys_sql NULL) reads the key from the columns cols of
+-- rel, a reverse index from keys_sql's result columns.
+CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  types regtype[];
+BEGIN
+  IF keys_sql IS NULL THEN
+    PERFORM docsync.check_key_types(query,
+      ARRAY(SELECT a.atttypid::regtype FROM unnest(cols) WITH ORDINALITY p(name, n)
+              JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name ORDER BY p.n),
+      ARRAY(SELECT format('column %I of %s', p.name, rel) FROM unnest(cols) WITH ORDINALITY p(name, n) ORDER BY p.n),
+      false);
+  ELSE
+    BEGIN
+      types := (docsync.analyze_query(keys_sql, query.search_path)).result_types;
+    EXCEPTION WHEN OTHERS THEN
+      RETURN;  -- a keys query that no longer prepares: its lookups say so
+    END;
+    PERFORM docsync.check_key_types(query, types,
+      ARRAY(SELECT format('column %s of keys_sql', n) FROM generate_series(1, cardinality(types)) n), true);
+  END IF;
 END
 $$;
 
@@ -527,12 +556,7 @@ BEGIN
               DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
               HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
     END IF;
-    PERFORM docsync.check_key_types(q, ARRAY(SELECT a.atttypid::regtype
-                                               FROM unnest(params) WITH ORDINALITY p(name, n)
-                                               JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name
-                                              ORDER BY p.n),
-                                    ARRAY(SELECT format('column %I of %s', p.name, rel)
-                                            FROM unnest(params) WITH ORDINALITY p(name, n) ORDER BY p.n), false);
+    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL);
     FOR gap IN SELECT * FROM docsync.identity_gaps(rel, params::name[]) LOOP
       IF NOT allow_broadcast THEN
         RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
@@ -563,9 +587,7 @@ BEGIN
               DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
               HINT = 'Select exactly one column per doc param.';
     END IF;
-    PERFORM docsync.check_key_types(q, info.result_types,
-                                    ARRAY(SELECT format('column %s of keys_sql', n) FROM generate_series(1, cardinality(info.result_types)) n),
-                                    true);
+    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql);
   END IF;
 
   IF EXISTS (SELECT FROM docsync.watch_defs w

@@ -98,6 +98,8 @@ SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id::bigint F
 SELECT docsync.unwatch('order', 'products', keys_sql => 'SELECT order_id::bigint FROM order_items WHERE product_id = $1');
 -- a doc query with params cannot be redefined to another count while watched
 SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'b'], or_replace => true);
+-- nor to a param type its watches' keys do not print alike
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::text)', params => ARRAY['order_id'], or_replace => true);
 SELECT docsync.define_query('q-json', 'SELECT json_build_object(''a'', $1::int, ''b'', $2::int)', params => ARRAY['a', 'b'],
                             or_replace => true, search_path => 'pg_catalog');
 
