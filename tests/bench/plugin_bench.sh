@@ -28,37 +28,15 @@ cleanup() {
 trap cleanup EXIT
 psql -d postgres -c "CREATE DATABASE $db"
 
+psql -d "$db" -f "$(dirname "${BASH_SOURCE[0]}")/shop_workload.sql" >/dev/null
 psql -d "$db" <<SQL >/dev/null
 SET client_min_messages = warning;
-CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
-                     total numeric(12,2), shipping_address text, notes text, created_at timestamptz,
-                     updated_at timestamptz);
-CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL, product_id int NOT NULL,
-                          qty int NOT NULL, unit_price numeric(12,2), description text);
-CREATE TABLE audit_log (id bigserial PRIMARY KEY, at timestamptz, actor text, action text, payload text);
 CREATE PUBLICATION bench_pub FOR TABLE orders (id, customer_id, status),
                                  order_items (id, order_id, product_id, qty);
 SELECT pg_create_logical_replication_slot('bench_docsync', 'docsync');
 SELECT pg_create_logical_replication_slot('bench_pgoutput', 'pgoutput');
 SELECT pg_create_logical_replication_slot('bench_wal2json', 'wal2json');
 SELECT pg_create_logical_replication_slot('bench_test_decoding', 'test_decoding');
-
-CREATE PROCEDURE bench_workload(n int) LANGUAGE plpgsql AS \$\$
-BEGIN
-  FOR i IN 1..n LOOP
-    INSERT INTO orders VALUES (i, i % 97, 'new', i * 1.25, 'Street ' || i || ', Some City, Some Country',
-                               repeat('note ', 20), now(), now());
-    INSERT INTO order_items SELECT i * 10 + k, i, (i * 7 + k) % 501, k, 9.99,
-                                   'item description for product ' || k FROM generate_series(1, 3) k;
-    INSERT INTO audit_log (at, actor, action, payload)
-      SELECT now(), 'app', 'order.created', repeat('{"k": "v"}', 10) FROM generate_series(1, 2);
-    UPDATE orders SET status = 'paid', updated_at = now() WHERE id = i;
-    COMMIT;
-    -- unwatched-only traffic
-    INSERT INTO audit_log (at, actor, action, payload) VALUES (now(), 'cron', 'heartbeat', repeat('x', 100));
-    COMMIT;
-  END LOOP;
-END \$\$;
 SQL
 
 start=$(date +%s)

@@ -27,14 +27,9 @@ trap bench_cleanup EXIT
 bench_setup_db
 bench_start_redis
 
+psql -d "$db" -f "$(dirname "${BASH_SOURCE[0]}")/shop_workload.sql" >/dev/null
 psql -d "$db" <<SQL >/dev/null
 SET client_min_messages = warning;
-CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
-                     total numeric(12,2), shipping_address text, notes text, created_at timestamptz,
-                     updated_at timestamptz);
-CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL, product_id int NOT NULL,
-                          qty int NOT NULL, unit_price numeric(12,2), description text);
-CREATE TABLE audit_log (id bigserial PRIMARY KEY, at timestamptz, actor text, action text, payload text);
 ALTER TABLE order_items REPLICA IDENTITY FULL;
 GRANT SELECT ON orders, order_items TO $reader;
 SELECT docsync.define_query('order', \$\$SELECT jsonb_build_object('id', o.id, 'status', o.status,
@@ -42,21 +37,6 @@ SELECT docsync.define_query('order', \$\$SELECT jsonb_build_object('id', o.id, '
   FROM orders o WHERE o.id = \$1\$\$, params => ARRAY['order_id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
-CREATE PROCEDURE bench_workload(n int) LANGUAGE plpgsql AS \$\$
-BEGIN
-  FOR i IN 1..n LOOP
-    INSERT INTO orders VALUES (i, i % 97, 'new', i * 1.25, 'Street ' || i || ', Some City, Some Country',
-                               repeat('note ', 20), now(), now());
-    INSERT INTO order_items SELECT i * 10 + k, i, (i * 7 + k) % 501, k, 9.99,
-                                   'item description for product ' || k FROM generate_series(1, 3) k;
-    INSERT INTO audit_log (at, actor, action, payload)
-      SELECT now(), 'app', 'order.created', repeat('{"k": "v"}', 10) FROM generate_series(1, 2);
-    UPDATE orders SET status = 'paid', updated_at = now() WHERE id = i;
-    COMMIT;
-    INSERT INTO audit_log (at, actor, action, payload) VALUES (now(), 'cron', 'heartbeat', repeat('x', 100));
-    COMMIT;
-  END LOOP;
-END \$\$;
 SQL
 tables=$(psql -At -d "$db" -c "SELECT docsync.plugin_tables()")
 # Four slots at one position: two for each consumer, run alternately (recvlogical, worker, worker,
