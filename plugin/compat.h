@@ -9,10 +9,14 @@
 #ifndef DOCSYNC_COMPAT_H
 #define DOCSYNC_COMPAT_H
 
+#include "catalog/pg_proc.h"
+#include "executor/executor.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
+#include "parser/parsetree.h"
 #include "replication/output_plugin.h"
 #include "replication/reorderbuffer.h"
+#include "utils/acl.h"
 
 #if PG_VERSION_NUM < 150000
 #error "docsync needs PostgreSQL 15 or newer"
@@ -76,6 +80,41 @@ docsync_query_checked_relations(Query *query, List *relids)
 #endif
 	return relids;
 }
+
+/*
+ * Raises the server's own "permission denied for table …" error unless the current user holds every
+ * privilege one level of a rewritten query needs (checked as the view owner where a view says so).
+ */
+static inline void
+docsync_check_query_permissions(Query *query)
+{
+#if PG_VERSION_NUM >= 160000
+	(void) ExecCheckPermissions(query->rtable, query->rteperminfos, true);
+#else
+	(void) ExecCheckRTPerms(query->rtable, true);
+#endif
+}
+
+/* The role a relation of one level of a query is read as: a view's owner, or the current user. */
+static inline Oid
+docsync_rte_check_as_user(Query *query, RangeTblEntry *rte)
+{
+#if PG_VERSION_NUM >= 160000
+	if (rte->perminfoindex == 0)
+		return InvalidOid;
+	return getRTEPermissionInfo(query->rteperminfos, rte)->checkAsUser;
+#else
+	return rte->checkAsUser;
+#endif
+}
+
+/* Whether a role may EXECUTE a function. */
+#if PG_VERSION_NUM >= 160000
+#define docsync_may_execute(funcid, roleid) \
+	(object_aclcheck(ProcedureRelationId, (funcid), (roleid), ACL_EXECUTE) == ACLCHECK_OK)
+#else
+#define docsync_may_execute(funcid, roleid) (pg_proc_aclcheck((funcid), (roleid), ACL_EXECUTE) == ACLCHECK_OK)
+#endif
 
 /* Changes between progress reports inside one transaction (before PostgreSQL 16). */
 #define DOCSYNC_PROGRESS_EVERY_CHANGES 100

@@ -80,10 +80,10 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 
 -- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
 -- below do; clients that compute channel names with docsync.channel() need only USAGE).
+-- docsync_admin reads the definition tables but never writes them: only the API functions do, as
+-- the extension's owner, after checking the caller's rights (see docsync_api_call in sqlapi.c).
 GRANT USAGE ON SCHEMA docsync TO docsync_admin;
-GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
-GRANT SELECT, INSERT, UPDATE ON docsync.def_generation TO docsync_admin;
-GRANT USAGE ON SEQUENCE docsync.watch_defs_id_seq TO docsync_admin;
+GRANT SELECT ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
 
 -- C helpers (plugin/sqlapi.c).
 CREATE FUNCTION docsync.channel(query text, VARIADIC "values" text[])
@@ -104,6 +104,16 @@ RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
   'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
+
+CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
+RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_check_definer';
+COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
+  'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
+
+CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'docsync_api_caller';
+COMMENT ON FUNCTION docsync.api_caller() IS 'the role that called the docsync API function now running';
 
 -- Raises the definitions generation. The values come from a sequence, so the generation never
 -- goes back, even when someone removed the row (it is recreated).
@@ -163,15 +173,15 @@ $$;
 CREATE TRIGGER resolve_columns BEFORE INSERT OR UPDATE OF columns, relid ON docsync.watch_defs
   FOR EACH ROW EXECUTE FUNCTION docsync.resolve_watch_columns();
 
--- Raises unless the current role may change definitions.
+-- Raises unless the role calling the API may change definitions.
 CREATE FUNCTION docsync.require_admin(action text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  IF NOT pg_has_role(current_user, 'docsync_admin', 'USAGE') THEN
+  IF NOT pg_has_role(docsync.api_caller(), 'docsync_admin', 'USAGE') THEN
     RAISE EXCEPTION 'permission denied to %', action
       USING ERRCODE = 'insufficient_privilege',
-            DETAIL = format('Role "%s" is neither a superuser nor a member of docsync_admin.', current_user),
-            HINT = format('A superuser can run: GRANT docsync_admin TO %I;', current_user);
+            DETAIL = format('Role "%s" is neither a superuser nor a member of docsync_admin.', docsync.api_caller()),
+            HINT = format('A superuser can run: GRANT docsync_admin TO %s;', docsync.api_caller());
   END IF;
 END
 $$;
@@ -263,18 +273,108 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
    WHERE c.relkind IN ('r', 'p')
 $$;
 
+-- Raises unless the definer may run a doc or keys query (docsync.check_definer), saying which
+-- definition it is and how to fix it.
+CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  msg text; det text; hnt text;
+BEGIN
+  PERFORM docsync.check_definer(sql, path, definer);
+EXCEPTION WHEN insufficient_privilege THEN
+  GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+  RAISE EXCEPTION '% reads what its definer % may not: %', what, definer, msg
+    USING ERRCODE = 'insufficient_privilege',
+          DETAIL = coalesce(nullif(det, ''),
+                            'A definition never reads more than the role that defines it may: the worker''s pool role is granted only that.'),
+          HINT = coalesce(nullif(hnt, ''),
+                          format('Grant %s SELECT on what the query reads (and EXECUTE on what it calls), or have a role that may read it define the query.', definer));
+END
+$$;
+
+-- Raises unless the definer of a watch may read what it sends: the watched columns (their values
+-- name docs and travel to the sink in channel names), without row-level security applying to it,
+-- and what its keys query reads.
+CREATE FUNCTION docsync.check_watch_rights(query text, rel regclass, cols name[], keys_sql text, path text,
+                                           definer regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  col name;
+  what text := format('the watch of docsync query "%s" on %s', query, rel);
+BEGIN
+  FOREACH col IN ARRAY cols LOOP
+    IF NOT has_column_privilege(definer::oid, rel::oid, col::text, 'SELECT') THEN
+      RAISE EXCEPTION '% sends column % of %, which its definer % may not SELECT', what, quote_ident(col), rel, definer
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'A watch publishes the values of the columns it maps, in channel names and doc params, so its definer must be able to read them.',
+              HINT = format('Grant it first: GRANT SELECT (%I) ON %s TO %s; or watch columns %s may read.', col, rel, definer, definer);
+    END IF;
+  END LOOP;
+  -- the same columns read as a query: row-level security of the table, checked as the executor would
+  PERFORM docsync.check_query_rights(what,
+    format('SELECT %s FROM %s', (SELECT string_agg(quote_ident(c), ', ' ORDER BY o) FROM unnest(cols) WITH ORDINALITY u(c, o)), rel),
+    NULL, definer);
+  IF keys_sql IS NOT NULL THEN
+    PERFORM docsync.check_query_rights(format('the keys query of %s', what), keys_sql, path, definer);
+  END IF;
+END
+$$;
+
+-- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
+-- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
+-- definition tables were written around the API, say by a restore with triggers disabled). Other
+-- failures, such as a query that no longer prepares after DDL, are the computes' to report.
+CREATE FUNCTION docsync.refusal(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  w docsync.watch_defs;
+  msg text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = refusal.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF to_regrole(quote_ident(q.defined_by)) IS NULL THEN
+    RETURN format('its definer %s no longer exists: redefine it with docsync.define_query(%L, …, or_replace => true)',
+                  quote_ident(q.defined_by), q.name);
+  END IF;
+  FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.query = q.name AND to_regrole(quote_ident(x.defined_by)) IS NULL LOOP
+    RETURN format('the definer %s of its watch on %s no longer exists: unwatch and watch it again',
+                  quote_ident(w.defined_by), w.relid);
+  END LOOP;
+  BEGIN
+    PERFORM docsync.check_query_rights(format('doc query "%s"', q.name), q.sql, q.search_path,
+                                       to_regrole(quote_ident(q.defined_by)));
+    FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.query = q.name ORDER BY x.id LOOP
+      PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
+                                         to_regrole(quote_ident(w.defined_by)));
+    END LOOP;
+  EXCEPTION
+    WHEN insufficient_privilege OR wrong_object_type OR feature_not_supported OR invalid_parameter_value THEN
+      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+      RETURN msg;
+    WHEN OTHERS THEN
+      RETURN NULL;
+  END;
+  RETURN NULL;
+END
+$$;
+
 -------------------------------------------------------------------------------
 -- Defining
 -------------------------------------------------------------------------------
 
--- search_path defaults to the caller's (a default is evaluated before the SET clause applies).
-CREATE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
-                                     or_replace boolean DEFAULT false,
-                                     search_path text DEFAULT pg_catalog.current_setting('search_path'))
+-- The API functions that write definitions are C trampolines (docsync_api_call): each runs
+-- docsync._<its name> with the same arguments as the extension's owner, and that implementation
+-- reads the caller from docsync.api_caller(), checks its rights and records it as the definer.
+
+CREATE FUNCTION docsync._define_query(name text, sql text, params text[], or_replace boolean, search_path text)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  path text := define_query.search_path;
+  caller regrole := docsync.api_caller();
+  path text := _define_query.search_path;
   info record;
   existing docsync.query_defs;
   p text;
@@ -298,7 +398,7 @@ BEGIN
             HINT = 'Give every param its own name.';
   END IF;
 
-  SELECT * INTO existing FROM docsync.query_defs q WHERE q.name = define_query.name FOR UPDATE;
+  SELECT * INTO existing FROM docsync.query_defs q WHERE q.name = _define_query.name FOR UPDATE;
   IF FOUND AND NOT or_replace THEN
     RAISE EXCEPTION 'docsync query "%" already exists', name
       USING ERRCODE = 'duplicate_object',
@@ -332,10 +432,11 @@ BEGIN
             DETAIL = 'A doc is one JSON value.',
             HINT = 'Wrap the result in to_jsonb(…) or build it with jsonb_build_object(…).';
   END IF;
+  PERFORM docsync.check_query_rights(format('doc query "%s"', name), sql, path, caller);
 
   IF existing.name IS NOT NULL THEN
     IF cardinality(existing.params) <> cardinality(params) THEN
-      SELECT count(*) INTO nwatches FROM docsync.watch_defs w WHERE w.query = define_query.name;
+      SELECT count(*) INTO nwatches FROM docsync.watch_defs w WHERE w.query = _define_query.name;
       IF nwatches > 0 THEN
         RAISE EXCEPTION 'cannot change the number of params of docsync query "%" from % to % while it has % watch(es)',
                         name, cardinality(existing.params), cardinality(params), nwatches
@@ -345,19 +446,25 @@ BEGIN
       END IF;
     END IF;
     UPDATE docsync.query_defs q
-       SET sql = define_query.sql, params = define_query.params, search_path = path,
-           defined_by = current_user, defined_at = now()
-     WHERE q.name = define_query.name
+       SET sql = _define_query.sql, params = _define_query.params, search_path = path,
+           defined_by = caller::name, defined_at = now()
+     WHERE q.name = _define_query.name
     RETURNING * INTO existing;
     -- the watches' keys must still have the (new) params' types
     PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql)
-       FROM docsync.watch_defs w WHERE w.query = define_query.name ORDER BY w.id;
+       FROM docsync.watch_defs w WHERE w.query = _define_query.name ORDER BY w.id;
   ELSE
-    INSERT INTO docsync.query_defs (name, sql, params, search_path)
-    VALUES (define_query.name, define_query.sql, define_query.params, path);
+    INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
+    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name);
   END IF;
 END
 $$;
+-- search_path defaults to the caller's (a default is evaluated in the calling statement).
+CREATE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
+                                     or_replace boolean DEFAULT false,
+                                     search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text) IS
   'define (or, with or_replace => true, redefine) a doc query';
 
@@ -466,13 +573,12 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
-                              keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
-                              allow_broadcast boolean DEFAULT false,
-                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+CREATE FUNCTION docsync._watch(query text, "table" text, params text[], keys_sql text, keys_args text[],
+                               allow_broadcast boolean, search_path text)
 RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  caller regrole := docsync.api_caller();
   rel regclass;
   q docsync.query_defs;
   cls pg_catalog.pg_class;
@@ -485,7 +591,7 @@ BEGIN
   PERFORM docsync.require_admin('define docsync watches');
   rel := docsync.resolve_table("table", search_path);
 
-  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = watch.query FOR SHARE;
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = _watch.query FOR SHARE;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'docsync query "%" does not exist', query
       USING ERRCODE = 'undefined_object', DETAIL = 'A watch belongs to a doc query.',
@@ -590,27 +696,33 @@ BEGIN
     PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql);
   END IF;
 
+  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, q.search_path, caller);
+
   IF EXISTS (SELECT FROM docsync.watch_defs w
-              WHERE w.query = watch.query AND w.relid = rel AND w.columns = cols::name[]
-                AND w.keys_sql IS NOT DISTINCT FROM watch.keys_sql) THEN
+              WHERE w.query = _watch.query AND w.relid = rel AND w.columns = cols::name[]
+                AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql) THEN
     RAISE EXCEPTION 'docsync query "%" already watches % this way', query, rel
       USING ERRCODE = 'duplicate_object',
             DETAIL = 'An identical watch exists.',
             HINT = format('To change it, remove it with docsync.unwatch(%L, %L) first.', query, rel::text);
   END IF;
 
-  INSERT INTO docsync.watch_defs (query, relid, columns, keys_sql, allow_broadcast)
-  VALUES (watch.query, rel, cols::name[], watch.keys_sql, coalesce(watch.allow_broadcast, false))
+  INSERT INTO docsync.watch_defs (query, relid, columns, keys_sql, allow_broadcast, defined_by)
+  VALUES (_watch.query, rel, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false), caller::name)
   RETURNING id INTO new_id;
   RETURN new_id;
 END
 $$;
+CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
+                              keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
+                              allow_broadcast boolean DEFAULT false,
+                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS bigint LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text) IS
   'make changes of a table affect docs of a query: directly (params) or through a reverse index (keys_sql)';
 
-CREATE FUNCTION docsync.unwatch(query text, "table" text, params text[] DEFAULT NULL,
-                                keys_sql text DEFAULT NULL,
-                                search_path text DEFAULT pg_catalog.current_setting('search_path'))
+CREATE FUNCTION docsync._unwatch(query text, "table" text, params text[], keys_sql text, search_path text)
 RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -620,9 +732,9 @@ BEGIN
   PERFORM docsync.require_admin('define docsync watches');
   rel := docsync.resolve_table("table", search_path);
   DELETE FROM docsync.watch_defs w
-   WHERE w.query = unwatch.query AND w.relid = rel
-     AND (unwatch.params IS NULL OR (w.keys_sql IS NULL AND w.columns = unwatch.params::name[]))
-     AND (unwatch.keys_sql IS NULL OR w.keys_sql = unwatch.keys_sql);
+   WHERE w.query = _unwatch.query AND w.relid = rel
+     AND (_unwatch.params IS NULL OR (w.keys_sql IS NULL AND w.columns = _unwatch.params::name[]))
+     AND (_unwatch.keys_sql IS NULL OR w.keys_sql = _unwatch.keys_sql);
   GET DIAGNOSTICS n = ROW_COUNT;
   IF n = 0 THEN
     RAISE EXCEPTION 'docsync query "%" has no such watch of %', query, rel
@@ -634,16 +746,21 @@ BEGIN
   RETURN n;
 END
 $$;
+CREATE FUNCTION docsync.unwatch(query text, "table" text, params text[] DEFAULT NULL,
+                                keys_sql text DEFAULT NULL,
+                                search_path text DEFAULT pg_catalog.current_setting('search_path'))
+RETURNS integer LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.unwatch(text, text, text[], text, text) IS
   'remove the watches of a query on a table (all of them, or the one with these params or keys_sql); returns how many';
 
-CREATE FUNCTION docsync.drop_query(name text)
+CREATE FUNCTION docsync._drop_query(name text)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   PERFORM docsync.require_admin('drop docsync queries');
-  DELETE FROM docsync.watch_defs w WHERE w.query = drop_query.name;
-  DELETE FROM docsync.query_defs q WHERE q.name = drop_query.name;
+  DELETE FROM docsync.watch_defs w WHERE w.query = _drop_query.name;
+  DELETE FROM docsync.query_defs q WHERE q.name = _drop_query.name;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'docsync query "%" does not exist', name
       USING ERRCODE = 'undefined_object', DETAIL = 'Nothing was dropped.',
@@ -651,6 +768,8 @@ BEGIN
   END IF;
 END
 $$;
+CREATE FUNCTION docsync.drop_query(name text) RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.drop_query(text) IS 'drop a doc query and its watches';
 
 -------------------------------------------------------------------------------
@@ -722,13 +841,14 @@ CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
 -- Worker contracts: definitions, plugin tables option, doc-version generations
 -------------------------------------------------------------------------------
 
+-- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null.
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object(
     'generation', (SELECT generation FROM docsync.def_generation),
     'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path) ORDER BY q.name)
+                          'search_path', q.search_path, 'refused', docsync.refusal(q.name)) ORDER BY q.name)
                          FROM docsync.query_defs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', n.nspname, 'table', c.relname,
@@ -831,10 +951,12 @@ CREATE VIEW docsync.queries AS
                     array_to_string(chk.unwatched, ', '), q.name)
          END AS warning,
          q.defined_by,
-         q.defined_at
+         q.defined_at,
+         docsync.refusal(q.name) AS refused
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk;
-COMMENT ON VIEW docsync.queries IS 'one row per doc query, with its watched tables and what no watch covers';
+COMMENT ON VIEW docsync.queries IS
+  'one row per doc query, with its watched tables, what no watch covers, its definer, and why the worker refuses it';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table",
@@ -885,12 +1007,16 @@ GRANT SELECT ON docsync.queries, docsync.watches, docsync.watched_tables TO docs
 -- Role recipes
 -------------------------------------------------------------------------------
 
--- The worker's pool role: SELECT on every table the doc and keys queries read, USAGE on their schemas.
+-- The worker's pool role: SELECT on what the doc and keys queries read, never more than their
+-- definers may read, and USAGE on those schemas. System catalogs are never granted.
 CREATE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   r pg_roles;
+  def docsync.query_defs;
+  problem text;
   stmt text;
+  sys record;
 BEGIN
   SELECT * INTO r FROM pg_roles WHERE rolname = role;
   IF NOT FOUND THEN
@@ -898,37 +1024,80 @@ BEGIN
       USING ERRCODE = 'undefined_object', DETAIL = 'grant_reader grants to an existing role.',
             HINT = format('Create it first: CREATE ROLE %I LOGIN;', role);
   END IF;
-  IF r.rolsuper OR r.rolreplication OR r.rolbypassrls THEN
+  IF EXISTS (SELECT FROM pg_roles x
+              WHERE (x.rolsuper OR x.rolreplication OR x.rolbypassrls) AND pg_has_role(r.oid, x.oid, 'MEMBER')) THEN
     RAISE EXCEPTION 'role "%" is not a harmless reader', role
       USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = 'The pool role runs customer SQL; docsync-worker refuses a SUPERUSER, REPLICATION or BYPASSRLS pool role.',
-            HINT = format('Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');');
+            DETAIL = format('It is or is a member of %s. The pool role runs customer SQL; docsync-worker refuses a pool role that is or reaches a SUPERUSER, REPLICATION or BYPASSRLS role.',
+                            (SELECT string_agg(quote_ident(x.rolname), ', ' ORDER BY x.rolname) FROM pg_roles x
+                              WHERE (x.rolsuper OR x.rolreplication OR x.rolbypassrls) AND pg_has_role(r.oid, x.oid, 'MEMBER'))),
+            HINT = 'Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');';
   END IF;
+  FOR def IN SELECT * FROM docsync.query_defs d ORDER BY d.name LOOP
+    problem := docsync.refusal(def.name);
+    IF problem IS NOT NULL THEN
+      RAISE EXCEPTION 'docsync query "%" is refused: %', def.name, problem
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'grant_reader grants the pool role only what the definer of each definition may read.',
+              HINT = format('Grant the definer what the query reads again, redefine it as a role that may read it (docsync.define_query(%L, …, or_replace => true)), or drop it (docsync.drop_query(%L)).',
+                            def.name, def.name);
+    END IF;
+  END LOOP;
+  -- what the queries check SELECT on as the pool role, with the definer it was checked for: the
+  -- tables they read, and views rather than the tables behind them (checked as the view's owner)
+  CREATE TEMP TABLE docsync_reader_needs ON COMMIT DROP AS
+    SELECT DISTINCT x.rel, x.definer, q.name AS query
+      FROM docsync.query_defs q
+      CROSS JOIN LATERAL (
+        SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).checked), q.defined_by
+        UNION ALL
+        SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked), w.defined_by
+          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
+  -- system catalogs: readable by PUBLIC already, or never granted
+  FOR sys IN
+    SELECT n.rel, min(n.query) AS query
+      FROM docsync_reader_needs n
+      JOIN pg_class c ON c.oid = n.rel
+     WHERE c.relnamespace IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+       AND NOT has_table_privilege('public', n.rel, 'SELECT')
+     GROUP BY n.rel
+  LOOP
+    RAISE EXCEPTION 'docsync query "%" reads %, a system catalog that PUBLIC may not read', sys.query, sys.rel
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'grant_reader never grants anything in pg_catalog or information_schema beyond what PUBLIC may read.',
+            HINT = 'Read what you need through a view owned by a role that may read it, or drop the query that reads the catalog (see docsync.queries).';
+  END LOOP;
   FOR stmt IN
-    -- what the queries check SELECT on as the pool role: the tables they read, and views rather
-    -- than the tables behind them (those are checked as the view's owner)
     WITH t AS (
-      SELECT DISTINCT x.rel
-        FROM docsync.query_defs q
-        CROSS JOIN LATERAL (
-          SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).checked)
-          UNION
-          SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked)
-            FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel))
-    SELECT format('GRANT USAGE ON SCHEMA %I TO %I', n.nspname, role)
-      FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-     GROUP BY n.nspname
+      SELECT n.rel, c.relnamespace,
+             bool_or(has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT')) AS whole,
+             (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                FROM pg_attribute a
+               WHERE a.attrelid = n.rel AND a.attnum > 0 AND NOT a.attisdropped
+                 AND EXISTS (SELECT FROM docsync_reader_needs n2
+                              WHERE n2.rel = n.rel
+                                AND has_column_privilege(to_regrole(quote_ident(n2.definer)), n.rel, a.attnum, 'SELECT'))) AS cols
+        FROM docsync_reader_needs n
+        JOIN pg_class c ON c.oid = n.rel
+       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+       GROUP BY n.rel, c.relnamespace)
+    SELECT format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role)
+      FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
+     GROUP BY ns.nspname
     UNION ALL
-    SELECT format('GRANT SELECT ON TABLE %s TO %I', t.rel, role) FROM t
+    SELECT CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
+                ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I', t.cols, t.rel, role) END
+      FROM t WHERE t.whole OR t.cols IS NOT NULL
     ORDER BY 1
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
   END LOOP;
+  DROP TABLE docsync_reader_needs;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
-  'grant the worker''s pool role SELECT on every table and view the doc and keys queries read; returns the GRANTs run';
+  'grant the worker''s pool role SELECT on what the doc and keys queries read, within what their definers may read; returns the GRANTs run';
 
 -- The worker's replication role (--dsn): reads definitions and advances generations. The
 -- REPLICATION attribute itself is the DBA's: ALTER ROLE … REPLICATION.
@@ -951,7 +1120,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -968,7 +1137,10 @@ REVOKE ALL ON FUNCTION docsync.grant_reader(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.grant_replication(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.on_ddl_command_end() FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.on_sql_drop() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables() TO docsync_admin;
+REVOKE ALL ON FUNCTION docsync.check_definer(text, text, regrole), docsync.api_caller(), docsync.refusal(text),
+  docsync._define_query(text, text, text[], boolean, text), docsync._watch(text, text, text[], text, text[], boolean, text),
+  docsync._unwatch(text, text, text[], text, text), docsync._drop_query(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text) TO docsync_admin;
 
 -------------------------------------------------------------------------------
 -- end of the SQL API part; status views follow

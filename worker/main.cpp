@@ -58,6 +58,20 @@ public:
         return name;
     }
 
+    // The --dsn role holds the slot and reads definitions: like the pool role, it must reach no
+    // superuser and nothing else dangerous, except REPLICATION, which it needs.
+    void check_role(bool allow_unsafe) {
+        auto problems = role_problems(connection(), true);
+        if (problems.empty()) return;
+        std::string list;
+        for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+        std::string message = "the replication role of --dsn is not harmless (" + list +
+                              "): connect --dsn as a role with REPLICATION and nothing more (CREATE ROLE docsync_repl "
+                              "LOGIN REPLICATION; SELECT docsync.grant_replication('docsync_repl'))";
+        if (!allow_unsafe) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
+        log_warning("definitions", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
+    }
+
     Definitions fetch() {
         for (int attempt = 1;; ++attempt) {
             try {
@@ -310,6 +324,7 @@ int run(const Settings& settings) {
 
     DefinitionsSource definitions(settings.dsn);
     std::string database = definitions.database();
+    definitions.check_role(settings.allow_unsafe_pool);
     status::StatusBoard board(settings.status_dir, database, settings.slot);
 
     auto sink = publish::parse_sink(settings.sink);

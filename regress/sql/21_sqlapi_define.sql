@@ -149,12 +149,18 @@ RESET ROLE;
 REVOKE USAGE ON SCHEMA docsync FROM regress_docsync_user;
 GRANT docsync_admin TO regress_docsync_user;
 SET ROLE regress_docsync_user;
+-- a definer reads through its definitions only what it may read itself
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders');
+RESET ROLE;
+GRANT SELECT ON shop.orders TO regress_docsync_user;
+SET ROLE regress_docsync_user;
 SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders');
 SELECT docsync.watch('mine', 'orders', params => ARRAY[]::text[]) > 0 AS watched;
 SELECT name, defined_by FROM docsync.queries ORDER BY name;
 SELECT docsync.drop_query('mine');
 RESET ROLE;
 REVOKE docsync_admin FROM regress_docsync_user;
+REVOKE SELECT ON shop.orders FROM regress_docsync_user;
 REVOKE USAGE ON SCHEMA shop FROM regress_docsync_user;
 DROP ROLE regress_docsync_user;
 

@@ -60,3 +60,24 @@ TEST_CASE("a terminated session is a transient error") {
 TEST_CASE("connecting to nothing fails quickly with a clear message") {
     CHECK_THROWS_AS(Connection::connect("host=127.0.0.1 port=1 connect_timeout=2", deadline_in(5s)), Error);
 }
+
+TEST_CASE("a statement that starts a COPY is an error, ended at once, and the connection stays usable") {
+    auto c = Connection::connect("", deadline_in(10s));
+    c.exec("CREATE TEMP TABLE copy_target (v int)", deadline_in(10s));
+    // COPY … TO STDOUT streamed a million rows, and a COPY … FROM STDIN waited for data that never
+    // came: each would spin or hang past every deadline had the result not been ended.
+    for (const char* sql : {"COPY (SELECT g FROM generate_series(1, 1000000) g) TO STDOUT", "COPY copy_target FROM STDIN"}) {
+        CAPTURE(sql);
+        auto started = std::chrono::steady_clock::now();
+        try {
+            c.exec(sql, deadline_in(10s));
+            FAIL("expected an error");
+        } catch (const Error& e) {
+            CHECK(e.sqlstate() == "0A000");
+            CHECK_FALSE(e.transient());
+            CHECK(std::string(e.what()).find("COPY") != std::string::npos);
+        }
+        CHECK(std::chrono::steady_clock::now() - started < 8s);
+        CHECK(c.exec("SELECT count(*) FROM copy_target", deadline_in(10s)).get(0, 0) == "0");
+    }
+}

@@ -4,14 +4,19 @@
 # sleep past --statement-timeout, that return two rows, and that return 10 MB each end as a permanent
 # outcome visible in docsync.query_stats and docsync.status, while another query on the same table
 # keeps publishing and confirmed_flush_lsn keeps advancing. Then the start-up check of the pool
-# role: SUPERUSER, REPLICATION and pg_read_server_files members are refused with a message naming the
-# problem and exit status 1; --allow-unsafe-pool starts with a loud warning.
+# role: SUPERUSER, REPLICATION, pg_read_server_files and pg_signal_backend members, a role two
+# memberships from a superuser, and a table owner are refused with a message naming the path and exit
+# status 1; so is a superuser --dsn role; --allow-unsafe-pool starts with a loud warning.
 set -euo pipefail
 test_name=hostile
 # shellcheck source=lib/worker_env.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
 unsafe_role=docsync_unsafe_$$
-drop_unsafe() { psql -X -q -d postgres -c "DROP ROLE IF EXISTS $unsafe_role" >/dev/null 2>&1; }
+mid_role=docsync_mid_$$
+drop_unsafe() {
+  psql -X -q -d "$db" -c "DROP TABLE IF EXISTS owned" >/dev/null 2>&1
+  psql -X -q -d postgres -c "DROP ROLE IF EXISTS $unsafe_role" -c "DROP ROLE IF EXISTS $mid_role" >/dev/null 2>&1
+}
 cleanup_hooks+=(drop_unsafe)
 
 setup_db
@@ -80,15 +85,29 @@ refused() { # DESCRIPTION EXPECTED-PROBLEM ROLE-SETUP...
   timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$unsafe_role")" --slot "$slot" \
     --sink "file:$tmp/unsafe.jsonl" --status-dir "$status_dir" >"$tmp/unsafe.out" 2>"$tmp/unsafe.err" || rc=$?
   [ $rc -eq 1 ] || fail "a $what pool role: exit $rc, expected 1; $(cat "$tmp/unsafe.err")"
-  grep -q "pool role \"$unsafe_role\" is not harmless ($problem" "$tmp/unsafe.err" ||
+  grep -qF "pool role \"$unsafe_role\" is not harmless ($problem" "$tmp/unsafe.err" ||
     fail "a $what pool role: the message does not name $problem: $(cat "$tmp/unsafe.err")"
   grep -q -- "--allow-unsafe-pool" "$tmp/unsafe.err" || fail "the refusal does not mention --allow-unsafe-pool"
   echo "refused a $what pool role: $(grep -o 'is not harmless ([^)]*)' "$tmp/unsafe.err")"
 }
-refused superuser SUPERUSER -c "ALTER ROLE $unsafe_role SUPERUSER"
-refused replication REPLICATION -c "ALTER ROLE $unsafe_role REPLICATION"
-refused "pg_read_server_files member" "member of pg_read_server_files" -c "GRANT pg_read_server_files TO $unsafe_role"
-refused "pg_signal_backend member" "member of pg_signal_backend" -c "GRANT pg_signal_backend TO $unsafe_role"
+refused superuser "$unsafe_role is a superuser" -c "ALTER ROLE $unsafe_role SUPERUSER"
+refused replication "$unsafe_role has REPLICATION" -c "ALTER ROLE $unsafe_role REPLICATION"
+refused "pg_read_server_files member" "$unsafe_role is a member of pg_read_server_files" -c "GRANT pg_read_server_files TO $unsafe_role"
+refused "pg_signal_backend member" "$unsafe_role is a member of pg_signal_backend" -c "GRANT pg_signal_backend TO $unsafe_role"
+# Through memberships: a plpgsql function could SET ROLE to any role the pool role belongs to.
+refused "two memberships from a superuser" "$unsafe_role is a member of $mid_role, which is a member of postgres, a superuser" \
+  -c "CREATE ROLE $mid_role" -c "GRANT postgres TO $mid_role" -c "GRANT $mid_role TO $unsafe_role"
+refused "table owner" "$unsafe_role owns table public.owned" -c "\\c $db" -c "CREATE TABLE owned (id int)" \
+  -c "ALTER TABLE owned OWNER TO $unsafe_role"
+
+# The --dsn role holds the slot: a superuser there is refused the same way.
+rc=0
+timeout 60 "$worker_bin" --dsn "$(dsn postgres)" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
+  --sink "file:$tmp/unsafe.jsonl" --status-dir "$status_dir" >"$tmp/unsafe.out" 2>"$tmp/unsafe.err" || rc=$?
+[ $rc -eq 1 ] || fail "a superuser --dsn role: exit $rc, expected 1; $(cat "$tmp/unsafe.err")"
+grep -qF "the replication role of --dsn is not harmless (postgres is a superuser)" "$tmp/unsafe.err" ||
+  fail "a superuser --dsn role: $(cat "$tmp/unsafe.err")"
+echo "refused a superuser --dsn role"
 
 # --allow-unsafe-pool: it starts, streams, publishes and says loudly what it is doing.
 sql "GRANT SELECT ON t TO $unsafe_role"

@@ -514,7 +514,7 @@ std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_v
     }
     rapidjson::Document doc;
     rapidjson::MemoryStream stream(json.data(), json.size());
-    doc.ParseStream<rapidjson::kParseStopWhenDoneFlag>(stream);
+    doc.ParseStream<rapidjson::kParseStopWhenDoneFlag | rapidjson::kParseIterativeFlag>(stream);
     if (doc.HasParseError()) {
         // Line and column of the error offset, for the fix.
         std::size_t offset = std::min(doc.GetErrorOffset(), json.size());

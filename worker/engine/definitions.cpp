@@ -63,7 +63,7 @@ const DocQuery* Definitions::find_query(std::string_view name) const {
 
 Definitions parse_definitions(std::string_view json) {
     rapidjson::Document doc;
-    doc.Parse(json.data(), json.size());
+    doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
     if (doc.HasParseError())
         fail("offset " + std::to_string(doc.GetErrorOffset()), rapidjson::GetParseError_En(doc.GetParseError()));
     if (!doc.IsObject()) fail("top level", "must be an object");
@@ -97,6 +97,12 @@ Definitions parse_definitions(std::string_view json) {
             query.search_path.assign(search_path.GetString(), search_path.GetStringLength());
         } else {
             fail(at, "\"search_path\" must be a string");
+        }
+        // "refused": why the query must not run now (docsync.refusal()); null or absent when it may
+        auto refused = q.FindMember("refused");
+        if (refused != q.MemberEnd() && !refused->value.IsNull()) {
+            if (!refused->value.IsString()) fail(at, "\"refused\" must be a string or null");
+            query.refused.assign(refused->value.GetString(), refused->value.GetStringLength());
         }
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));

@@ -761,7 +761,7 @@ struct Engine::Impl {
         const Watch& watch = lookup.defs->watches[lookup.watch];
         const DocQuery* query = lookup.defs->find_query(watch.query);
         KeysQuery keys{watch.query, *watch.keys_sql, query ? query->search_path : std::string(),
-                       watch.schema + "." + watch.table};
+                       watch.schema + "." + watch.table, query ? query->refused : std::string()};
         std::size_t max_keys = options.max_keys;
         lock.unlock();
         KeysOutcome outcome;
@@ -896,7 +896,7 @@ void Engine::load_definitions(Definitions definitions) {
         if (next->queries.size() >= kNoQuery) throw Error("too many doc queries: at most 65534 are supported");
         if (next->watches.size() >= kNoQuery) throw Error("too many watches: at most 65534 are supported");
         const Definitions& old = *s.defs;
-        // Which queries changed: their SQL, params, search_path or the watches that feed them.
+        // Which queries changed: their SQL, params, search_path, refusal or the watches that feed them.
         auto watches_of = [](const Definitions& d, const std::string& name) {
             std::vector<Watch> out;
             for (const auto& w : d.watches)
@@ -907,7 +907,7 @@ void Engine::load_definitions(Definitions definitions) {
         for (const auto& q : next->queries) {
             const DocQuery* before = old.find_query(q.name);
             if (!before || before->sql != q.sql || before->params != q.params || before->search_path != q.search_path ||
-                watches_of(old, q.name) != watches_of(*next, q.name))
+                before->refused != q.refused || watches_of(old, q.name) != watches_of(*next, q.name))
                 changed.push_back(q.name);
         }
         std::vector<QueryStats> stats;

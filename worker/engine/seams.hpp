@@ -22,6 +22,7 @@ struct DocQuery {
     std::string sql;                  // parameterised: $1 … $n are the params in order
     std::vector<std::string> params;  // param names, in $n order
     std::string search_path;          // in force at definition; SET LOCAL for each compute
+    std::string refused;              // non-empty: why the worker must not run it (docsync.refusal())
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
@@ -30,6 +31,7 @@ struct KeysQuery {
     std::string sql;          // $1 … $n are keys_args values from the changed row
     std::string search_path;
     std::string table;        // "schema.table" of the watch, for messages
+    std::string refused;      // its doc query's refusal: lookups are refused with it
 };
 
 // What a compute must see (invariant 3). On a primary every xid in `xids` must be visible in the

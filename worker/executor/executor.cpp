@@ -2,6 +2,7 @@
 #include "executor/executor.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -17,6 +18,15 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()); }
+
+// Refuses, before it reaches the server, a stored query that is not one SELECT: the extension checks
+// this when a query is defined, but the definition tables can be written around the API.
+std::optional<std::string> refusal_of(const std::string& what, const std::string& refused, const std::string& sql) {
+    if (!refused.empty()) return what + " is refused: " + refused;
+    if (!looks_like_select(sql))
+        return what + " is not a SELECT; doc and keys queries are one SELECT (or WITH … SELECT, VALUES, TABLE)";
+    return std::nullopt;
+}
 
 }  // namespace
 
@@ -39,31 +49,78 @@ struct Executor::Lease {
     }
 };
 
-std::vector<std::string> pool_role_problems(pg::Connection& connection) {
+std::vector<std::string> role_problems(pg::Connection& connection, bool replication_allowed) {
+    // Every role the session's role reaches through memberships (any member may SET ROLE to it), the
+    // shortest path first, with what makes it dangerous; then the tables it owns or reaches an owner of.
     auto r = connection.exec(
-        "SELECT r.rolname, r.rolsuper, r.rolreplication, r.rolbypassrls,"
-        " pg_has_role(r.oid, 'pg_read_server_files', 'MEMBER'),"
-        " pg_has_role(r.oid, 'pg_write_server_files', 'MEMBER'),"
-        " pg_has_role(r.oid, 'pg_execute_server_program', 'MEMBER'),"
-        " pg_has_role(r.oid, 'pg_signal_backend', 'MEMBER')"
-        " FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
-        pg::deadline_in(std::chrono::seconds(30)));
-    if (r.rows() != 1) throw Error("could not read the pool role's attributes from pg_roles");
+        "WITH RECURSIVE reach(oid, path) AS ("
+        "  SELECT r.oid, ARRAY[r.rolname::text] FROM pg_catalog.pg_roles r WHERE r.rolname = current_user"
+        "  UNION ALL"
+        "  SELECT m.roleid, reach.path || g.rolname::text FROM reach"
+        "    JOIN pg_catalog.pg_auth_members m ON m.member = reach.oid"
+        "    JOIN pg_catalog.pg_roles g ON g.oid = m.roleid"
+        "   WHERE cardinality(reach.path) < 32 AND NOT g.rolname::text = ANY (reach.path)),"
+        " shortest AS (SELECT DISTINCT ON (oid) oid, path FROM reach ORDER BY oid, cardinality(path))"
+        " SELECT s.path, h.what, h.attribute FROM shortest s JOIN pg_catalog.pg_roles r ON r.oid = s.oid"
+        " CROSS JOIN LATERAL (VALUES (r.rolsuper, 'a superuser', true),"
+        "   (r.rolreplication AND NOT r.rolsuper AND NOT $1::boolean, 'REPLICATION', true),"
+        "   (r.rolbypassrls AND NOT r.rolsuper, 'BYPASSRLS', true),"
+        "   (r.rolcreaterole AND NOT r.rolsuper, 'CREATEROLE', true),"
+        "   (r.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program',"
+        "                  'pg_signal_backend', 'pg_read_all_data', 'pg_write_all_data'), r.rolname::text, false)"
+        " ) h(applies, what, attribute)"
+        " WHERE h.applies ORDER BY cardinality(s.path), s.path::text, h.what",
+        {replication_allowed ? "true" : "false"}, pg::deadline_in(std::chrono::seconds(30)));
     std::vector<std::string> problems;
-    const char* what[] = {nullptr,
-                          "SUPERUSER",
-                          "REPLICATION",
-                          "BYPASSRLS",
-                          "member of pg_read_server_files",
-                          "member of pg_write_server_files",
-                          "member of pg_execute_server_program",
-                          "member of pg_signal_backend"};
-    bool super = r.get(0, 1) == "t";
-    for (int c = 1; c < 8; ++c) {
-        if (r.get(0, c) != "t") continue;
-        if (super && c >= 4) continue;  // a superuser is a member of everything: say SUPERUSER once
-        problems.emplace_back(what[c]);
+    for (int row = 0; row < r.rows(); ++row) {
+        // path is a text[] literal of role names: {a,b,"c d"}; spelled back as role names joined
+        std::string path(r.get(row, 0));
+        std::vector<std::string> roles;
+        std::string current;
+        bool quoted = false;
+        for (std::size_t i = 1; i + 1 < path.size(); ++i) {
+            char c = path[i];
+            if (quoted && c == '\\' && i + 2 < path.size()) {
+                current.push_back(path[++i]);
+            } else if (c == '"') {
+                quoted = !quoted;
+            } else if (c == ',' && !quoted) {
+                roles.push_back(std::move(current));
+                current.clear();
+            } else {
+                current.push_back(c);
+            }
+        }
+        roles.push_back(std::move(current));
+        std::string what(r.get(row, 1));
+        bool attribute = r.get(row, 2) == "t";
+        std::string text = roles.front();
+        for (std::size_t i = 1; i < roles.size(); ++i) text += (i == 1 ? " is a member of " : ", which is a member of ") + roles[i];
+        if (attribute) {
+            bool super = what == "a superuser";
+            if (roles.size() == 1)
+                text += super ? " is a superuser" : " has " + what;
+            else
+                text += super ? ", a superuser" : ", which has " + what;
+        }
+        problems.push_back(std::move(text));
     }
+    // A role that reaches a superuser owns everything: the tables would only repeat that.
+    bool super = std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
+        return p.size() >= 11 && p.compare(p.size() - 11, 11, "a superuser") == 0;
+    });
+    if (super) return problems;
+    auto owned = connection.exec(
+        "SELECT pg_catalog.format('%I.%I', n.nspname, c.relname), pg_catalog.pg_get_userbyid(c.relowner)"
+        " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.relpersistence <> 't'"
+        "   AND c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)"
+        "   AND pg_catalog.pg_has_role(current_user, c.relowner, 'MEMBER')"
+        " ORDER BY c.oid LIMIT 3",
+        pg::deadline_in(std::chrono::seconds(30)));
+    for (int row = 0; row < owned.rows(); ++row)
+        problems.push_back(std::string(owned.get(row, 1)) + " owns table " + std::string(owned.get(row, 0)) +
+                           " (an owner bypasses grants and can turn row-level security off)");
     return problems;
 }
 
@@ -73,14 +130,17 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     // The first connection is made now: an unreachable server or an unsafe role stops the start.
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                         {{"application_name", options_.application_name}});
-    auto problems = pool_role_problems(conn);
+    auto problems = role_problems(conn, false);
     if (!problems.empty()) {
         std::string role(conn.exec("SELECT current_user", pg::deadline_in(std::chrono::seconds(30))).get(0, 0));
         std::string list;
-        for (const auto& p : problems) list += (list.empty() ? "" : ", ") + p;
+        for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
         std::string message = "the pool role \"" + role + "\" is not harmless (" + list +
-                              "): doc queries are customer SQL and must run as a role without these; connect "
-                              "--pool-dsn as a plain role with SELECT on what the docs read";
+                              "): doc queries are customer SQL and must run as a role that reaches no superuser, "
+                              "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
+                              "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "
+                              "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
+                              "on what the docs read (SELECT docsync.grant_reader('<role>'))";
         if (!options_.allow_unsafe_pool) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
         log_warning("executor", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
     }
@@ -231,6 +291,11 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const Visibilit
 DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) {
     DocOutcome out;
     std::string what = "doc query \"" + query.name + "\"";
+    if (auto refused = refusal_of(what, query.refused, query.sql)) {
+        out.kind = OutcomeKind::Permanent;
+        out.error = *refused;
+        return out;
+    }
     out.kind = in_compute(
         query.search_path, need, what, out.error, out.sqlstate,
         [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
@@ -267,6 +332,11 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
                                const Visibility& need) {
     KeysOutcome out;
     std::string what = "the keys query of the watch of \"" + query.query + "\" on " + query.table;
+    if (auto refused = refusal_of(what, query.refused, query.sql)) {
+        out.kind = OutcomeKind::Permanent;
+        out.error = *refused;
+        return out;
+    }
     out.kind = in_compute(query.search_path, need, what, out.error, out.sqlstate,
                           [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
                               auto r = conn.exec(query.sql, args, deadline);

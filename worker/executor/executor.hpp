@@ -40,10 +40,14 @@ struct ExecutorOptions {
     std::chrono::milliseconds reconnect_backoff{std::chrono::milliseconds(200)};  // doubles up to 50×
 };
 
-// What makes a pool role unsafe: SUPERUSER, REPLICATION, BYPASSRLS, or membership in
-// pg_read_server_files, pg_write_server_files, pg_execute_server_program, pg_signal_backend.
-// Empty when the connection's role is harmless. Throws docsync::Error when the check cannot run.
-std::vector<std::string> pool_role_problems(pg::Connection& connection);
+// What makes the connection's role unsafe to run customer SQL or hold the slot, followed through
+// memberships (a member may SET ROLE to any role it belongs to), each naming its path ("reader is a
+// member of admins, which is a member of postgres, a superuser"): a superuser, REPLICATION (unless
+// `replication_allowed`), BYPASSRLS or CREATEROLE; pg_read_server_files, pg_write_server_files,
+// pg_execute_server_program, pg_signal_backend, pg_read_all_data, pg_write_all_data; owning a table
+// (owners bypass grants and can turn row-level security off). Empty when the role is harmless.
+// Throws docsync::Error when the check cannot run.
+std::vector<std::string> role_problems(pg::Connection& connection, bool replication_allowed);
 
 class Executor final : public Runner {
 public:

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -164,6 +165,7 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         }
     }
     Result last;
+    bool copied = false;
     for (;;) {
         while (PQisBusy(conn)) {
             if (!wait_socket(false, deadline) && timed_out()) {
@@ -178,6 +180,20 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         PGresult* r = PQgetResult(conn);
         if (!r) break;
         last = Result(r);
+        auto status = last.status();
+        if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH) {
+            copied = true;
+            if (!end_copy(status, deadline)) {
+                *error = Error("the statement started a COPY that did not end; dropping the connection", "0A000", true);
+                return {};
+            }
+        }
+    }
+    if (copied) {
+        *error = Error("the statement started a COPY, which docsync never runs on this connection; doc and keys "
+                       "queries are SELECTs",
+                       "0A000", false);
+        return {};
     }
     auto status = last.status();
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return last;
@@ -185,6 +201,30 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
     if (cancelled && error->sqlstate() == "57014")
         *error = Error("statement timed out on the client-side deadline and was cancelled", "57014", false);
     return {};
+}
+
+bool Connection::end_copy(ExecStatusType status, Deadline deadline) {
+    PGconn* conn = conn_.get();
+    auto until = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    if (status == PGRES_COPY_IN) {
+        int rc;
+        while ((rc = PQputCopyEnd(conn, "docsync never runs COPY")) == 0)
+            if (!wait_socket(true, until)) return false;
+        if (rc < 0) return false;
+        for (int left; (left = PQflush(conn)) != 0;)
+            if (left < 0 || !wait_socket(true, until)) return false;
+        return true;
+    }
+    cancel_handle()->cancel();
+    for (;;) {
+        char* row = nullptr;
+        int n = PQgetCopyData(conn, &row, 1);
+        if (row) PQfreemem(row);
+        if (n > 0) continue;
+        if (n == -1) return true;  // the COPY is over; its result follows
+        if (n == -2) return false;
+        if (!wait_socket(false, until) || !PQconsumeInput(conn)) return false;
+    }
 }
 
 std::string Connection::quote_literal(std::string_view text) const {

@@ -73,7 +73,8 @@ public:
 
     // Runs one statement (text result) and returns its result. A server error, a lost connection or
     // the deadline (after which the statement is cancelled) throws docsync::Error carrying the
-    // SQLSTATE (57014 for a client-side timeout) and whether the failure is transient.
+    // SQLSTATE (57014 for a client-side timeout) and whether the failure is transient. A statement
+    // that starts a COPY is an error (0A000): the COPY is ended at once, so the deadline still holds.
     Result exec(const std::string& sql, Deadline deadline);
     Result exec(const std::string& sql, const Params& params, Deadline deadline);
 
@@ -107,6 +108,9 @@ public:
 
 private:
     Result run(const std::string& sql, const Params* params, Deadline deadline, Error* error);
+    // Ends a COPY a statement started (COPY_IN: refused; COPY_OUT/BOTH: cancelled and drained) so the
+    // statement's final result follows; false when that did not happen by `deadline`.
+    bool end_copy(ExecStatusType status, Deadline deadline);
     explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
     std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
 };
