@@ -44,6 +44,7 @@
 PG_FUNCTION_INFO_V1(docsync_channel);
 PG_FUNCTION_INFO_V1(docsync_analyze_query);
 PG_FUNCTION_INFO_V1(docsync_check_definer);
+PG_FUNCTION_INFO_V1(docsync_query_depends);
 PG_FUNCTION_INFO_V1(docsync_api_call);
 PG_FUNCTION_INFO_V1(docsync_api_caller);
 
@@ -59,6 +60,8 @@ static ArrayType *oid_list_to_array(List *oids, Oid elemtype);
 static Query *analyze_select(const char *sql, const char *search_path, Oid **param_types, int *nparams);
 static bool definer_check_walker(Node *node, void *context);
 static bool refuse_unexecutable(Oid funcid, void *context);
+static bool collect_function(Oid funcid, void *context);
+static bool collect_depends_walker(Node *node, void *context);
 
 /*
  * A query name is a channel segment as it is: [A-Za-z0-9_] first, then also '.' and '-', at most 63
@@ -538,4 +541,76 @@ docsync_api_caller(PG_FUNCTION_ARGS)
 				 errmsg("docsync.api_caller() is only defined inside a docsync API call"),
 				 errhint("Call docsync.define_query(), docsync.watch(), docsync.unwatch() or docsync.drop_query().")));
 	PG_RETURN_OID(api_caller);
+}
+
+/* What a query uses besides its rows: relations (views included) and functions. */
+typedef struct Depends
+{
+	List	   *relations;
+	List	   *functions;
+} Depends;
+
+static bool
+collect_function(Oid funcid, void *context)
+{
+	Depends    *deps = (Depends *) context;
+
+	deps->functions = list_append_unique_oid(deps->functions, funcid);
+	return false;
+}
+
+static bool
+collect_depends_walker(Node *node, void *context)
+{
+	Depends    *deps = (Depends *) context;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		RangeTblEntry *rte = (RangeTblEntry *) node;
+
+		/* a view expanded by the rewriter keeps its OID on its subquery's entry from PostgreSQL 16 */
+		if (OidIsValid(rte->relid) && (rte->rtekind == RTE_RELATION || rte->rtekind == RTE_SUBQUERY))
+			deps->relations = list_append_unique_oid(deps->relations, rte->relid);
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, collect_depends_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	(void) check_functions_in_node(node, collect_function, context);
+	return expression_tree_walker(node, collect_depends_walker, context);
+}
+
+/*
+ * docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[])
+ *
+ * Every relation (tables, partitioned tables, views seen through, materialized views, foreign
+ * tables) and every function one SELECT uses, after rewriting, as the current user sees them. Nothing
+ * is planned or run. docsync.fingerprint() hashes their catalog state.
+ */
+Datum
+docsync_query_depends(PG_FUNCTION_ARGS)
+{
+	Depends		deps = {NIL, NIL};
+	Oid		   *param_types = NULL;
+	int			nparams = 0;
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	Query	   *query;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query text must not be null"),
+				 errhint("Pass the query text.")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "docsync.query_depends must be declared with OUT parameters");
+	query = analyze_select(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+						   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+						   &param_types, &nparams);
+	(void) collect_depends_walker((Node *) query, &deps);
+	values[0] = PointerGetDatum(oid_list_to_array(deps.relations, OIDOID));
+	values[1] = PointerGetDatum(oid_list_to_array(deps.functions, OIDOID));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

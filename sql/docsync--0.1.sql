@@ -20,15 +20,6 @@ BEGIN
 END
 $$;
 
--- Definitions generation: one row, bumped by every definition change and by DDL on a watched
--- table. Not kept by pg_dump: a restored database starts its own count.
-CREATE TABLE docsync.def_generation (
-  singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-  generation bigint NOT NULL CHECK (generation > 0)
-);
-INSERT INTO docsync.def_generation VALUES (true, 1);
-COMMENT ON TABLE docsync.def_generation IS 'the definitions generation, bumped by every definition change';
-
 -- Doc queries: a parameterised SELECT returning one json/jsonb value.
 CREATE TABLE docsync.query_defs (
   name        text PRIMARY KEY
@@ -105,6 +96,12 @@ AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
   'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
 
+CREATE FUNCTION docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[])
+RETURNS record LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_query_depends';
+COMMENT ON FUNCTION docsync.query_depends(text, text) IS
+  'every relation (views and partitioned tables included) and function a SELECT uses, without running it';
+
 CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
 RETURNS void LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_check_definer';
@@ -115,17 +112,21 @@ CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
 COMMENT ON FUNCTION docsync.api_caller() IS 'the role that called the docsync API function now running';
 
--- Raises the definitions generation. The values come from a sequence, so the generation never
--- goes back, even when someone removed the row (it is recreated).
+-- The definitions generation: raised by every definition change and by DDL that can change what a
+-- doc query reads. It is a sequence, and the in-stream signal is a transactional logical message
+-- (prefix docsync.definitions, content the new generation) that the worker reads at the commit:
+-- no row is locked, so a customer's DDL never waits, deadlocks or fails a serializable transaction
+-- because of docsync, and the signal is decoded exactly when the transaction commits. Not kept by
+-- pg_dump: a restored database starts its own count.
 CREATE SEQUENCE docsync.def_generation_seq;
 SELECT pg_catalog.setval('docsync.def_generation_seq', 1);
-GRANT USAGE ON SEQUENCE docsync.def_generation_seq TO docsync_admin;
+CREATE VIEW docsync.def_generation AS SELECT s.last_value AS generation FROM docsync.def_generation_seq s;
+COMMENT ON VIEW docsync.def_generation IS 'the definitions generation, raised by every definition change and by DDL a doc query depends on';
+GRANT SELECT ON docsync.def_generation TO docsync_admin;
 CREATE FUNCTION docsync.next_generation() RETURNS bigint
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  INSERT INTO docsync.def_generation AS g (singleton, generation)
-  VALUES (true, nextval('docsync.def_generation_seq'))
-  ON CONFLICT (singleton) DO UPDATE SET generation = greatest(excluded.generation, g.generation + 1)
-  RETURNING generation
+  SELECT g FROM nextval('docsync.def_generation_seq') g
+   CROSS JOIN LATERAL pg_logical_emit_message(true, 'docsync.definitions', g::text) m
 $$;
 
 -- A definition changed: bump the generation. Row triggers, so a statement that changes no row
@@ -773,52 +774,66 @@ AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.drop_query(text) IS 'drop a doc query and its watches';
 
 -------------------------------------------------------------------------------
--- DDL on watched tables
+-- DDL
 -------------------------------------------------------------------------------
 
--- ddl_command_end: a watched table (or a partition of one) was altered or renamed. Follow column
--- renames (attnums are stable) and bump the generation so a running worker re-plans in-stream.
+-- Whether DDL touched anything but temporary objects while docsync has doc queries: then it may have
+-- changed what a doc query reads (a column's type, a view's definition, a partition), and the
+-- generation is raised so the worker compares each query's dependencies (docsync.fingerprint) and
+-- recomputes the docs of those that changed.
+CREATE FUNCTION docsync.ddl_matters(schemas text[]) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT EXISTS (SELECT FROM docsync.query_defs)
+     AND EXISTS (SELECT FROM unnest(schemas) n WHERE n IS NULL OR n NOT LIKE 'pg\_temp%')
+$$;
+
+-- ddl_command_end: follow column renames of watched tables (attnums are stable) and raise the
+-- generation in-stream. Only for the commands that can change what a doc query reads (the WHEN TAG
+-- list below): never for GRANT, COMMENT or CREATE INDEX.
 CREATE FUNCTION docsync.on_ddl_command_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   touched oid[];
 BEGIN
+  IF NOT docsync.ddl_matters(ARRAY(SELECT c.schema_name FROM pg_event_trigger_ddl_commands() c)) THEN
+    RETURN;
+  END IF;
   SELECT array_agg(DISTINCT w.relid::oid) INTO touched
     FROM pg_event_trigger_ddl_commands() c
     JOIN docsync.watch_defs w
       ON c.classid = 'pg_class'::regclass
-     AND w.relid::oid IN (c.objid, coalesce(pg_partition_root(c.objid), c.objid),
-                          (SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.objid));
-  IF touched IS NULL THEN
-    RETURN;
+     AND w.relid::oid IN (c.objid, coalesce(pg_partition_root(c.objid), c.objid));
+  IF touched IS NOT NULL THEN
+    UPDATE docsync.watch_defs w
+       SET columns = cur.names
+      FROM (SELECT w2.id, array_agg(a.attname ORDER BY u.ord) AS names
+              FROM docsync.watch_defs w2
+              CROSS JOIN LATERAL unnest(w2.attnums) WITH ORDINALITY AS u(num, ord)
+              JOIN pg_attribute a ON a.attrelid = w2.relid AND a.attnum = u.num AND NOT a.attisdropped
+             WHERE w2.relid::oid = ANY (touched)
+             GROUP BY w2.id) cur
+     WHERE w.id = cur.id AND w.columns IS DISTINCT FROM cur.names
+       AND cardinality(cur.names) = cardinality(w.attnums);
   END IF;
-  UPDATE docsync.watch_defs w
-     SET columns = cur.names
-    FROM (SELECT w2.id, array_agg(a.attname ORDER BY u.ord) AS names
-            FROM docsync.watch_defs w2
-            CROSS JOIN LATERAL unnest(w2.attnums) WITH ORDINALITY AS u(num, ord)
-            JOIN pg_attribute a ON a.attrelid = w2.relid AND a.attnum = u.num AND NOT a.attisdropped
-           WHERE w2.relid::oid = ANY (touched)
-           GROUP BY w2.id) cur
-   WHERE w.id = cur.id AND w.columns IS DISTINCT FROM cur.names
-     AND cardinality(cur.names) = cardinality(w.attnums);
   PERFORM docsync.next_generation();
 END
 $$;
 CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
+  WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER VIEW', 'CREATE VIEW', 'ALTER MATERIALIZED VIEW',
+               'CREATE MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE FUNCTION', 'ALTER FUNCTION',
+               'ALTER TYPE', 'ALTER DOMAIN', 'CREATE RULE', 'CREATE POLICY', 'ALTER POLICY', 'ALTER SCHEMA',
+               'ALTER EXTENSION')
   EXECUTE FUNCTION docsync.on_ddl_command_end();
 
 -- sql_drop: a watched table, or a column a watch maps, was dropped. Its watches can never fire
--- again; remove them (with a WARNING naming each) so definitions stay consistent.
+-- again; remove them (with a WARNING naming each) so definitions stay consistent. Any other drop
+-- (a partition, a view or function a doc query uses) raises the generation like other DDL.
 CREATE FUNCTION docsync.on_sql_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   gone record;
 BEGIN
-  -- Most drops concern no watch: leave the definitions (and their generation) untouched then.
-  IF NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
-                   JOIN docsync.watch_defs w ON d.classid = 'pg_class'::regclass AND d.objid = w.relid::oid
-                  WHERE d.objsubid = 0 OR d.objsubid = ANY (w.attnums)) THEN
+  IF NOT docsync.ddl_matters(ARRAY(SELECT d.schema_name FROM pg_event_trigger_dropped_objects() d)) THEN
     RETURN;
   END IF;
   FOR gone IN
@@ -832,23 +847,75 @@ BEGIN
       USING DETAIL = 'Changes to a dropped table or column can no longer affect its docs.',
             HINT = 'Check the query in docsync.queries, and watch its new tables with docsync.watch().';
   END LOOP;
+  PERFORM docsync.next_generation();
 END
 $$;
 CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
+  WHEN TAG IN ('DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP FUNCTION',
+               'DROP TYPE', 'DROP DOMAIN', 'DROP RULE', 'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED',
+               'ALTER TABLE')
   EXECUTE FUNCTION docsync.on_sql_drop();
 
 -------------------------------------------------------------------------------
 -- Worker contracts: definitions, plugin tables option, doc-version generations
 -------------------------------------------------------------------------------
 
--- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null.
+-- What a stored query's docs depend on besides its rows, as one hash: the columns (names, types,
+-- typmods) of every table and view its doc and keys queries read, views' definitions, partitions
+-- and their bounds, and the definitions of the user functions they call. DDL that changes any of
+-- it changes the hash, and the worker recomputes the query's live docs; a query that no longer
+-- analyses hashes its error, so it is recomputed (and fails visibly) too.
+CREATE FUNCTION docsync.fingerprint(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  rels oid[] := '{}';
+  fns oid[] := '{}';
+  d record;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs x WHERE x.name = fingerprint.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    FOR d IN
+      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path) dq
+      UNION ALL
+      SELECT dk.* FROM docsync.watch_defs w
+       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path) dk
+       WHERE w.query = q.name AND w.keys_sql IS NOT NULL
+    LOOP
+      rels := rels || d.relations;
+      fns := fns || d.functions;
+    END LOOP;
+  EXCEPTION WHEN OTHERS THEN
+    RETURN md5('error: ' || SQLERRM);
+  END;
+  rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
+  RETURN md5(concat_ws(E'\n',
+    (SELECT string_agg(format('%s %s %s %s %s', c.oid, c.relkind,
+                              (SELECT string_agg(format('%s:%s:%s:%s', a.attnum, a.attname, a.atttypid, a.atttypmod), ','
+                                                 ORDER BY a.attnum)
+                                 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                              CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END,
+                              pg_get_expr(c.relpartbound, c.oid)), E'\n' ORDER BY c.oid)
+       FROM pg_class c WHERE c.oid IN (SELECT DISTINCT unnest(rels))),
+    (SELECT string_agg(format('%s %s', p.oid, md5(pg_get_functiondef(p.oid))), E'\n' ORDER BY p.oid)
+       FROM pg_proc p
+      WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p'))));
+END
+$$;
+
+-- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null; and
+-- "fingerprint": what its docs depend on besides rows (docsync.fingerprint).
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object(
     'generation', (SELECT generation FROM docsync.def_generation),
     'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path, 'refused', docsync.refusal(q.name)) ORDER BY q.name)
+                          'search_path', q.search_path, 'refused', docsync.refusal(q.name),
+                          'fingerprint', docsync.fingerprint(q.name)) ORDER BY q.name)
                          FROM docsync.query_defs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', n.nspname, 'table', c.relname,
@@ -1120,7 +1187,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1138,9 +1205,11 @@ REVOKE ALL ON FUNCTION docsync.grant_replication(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.on_ddl_command_end() FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.on_sql_drop() FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.check_definer(text, text, regrole), docsync.api_caller(), docsync.refusal(text),
+  docsync.fingerprint(text), docsync.query_depends(text, text), docsync.next_generation(), docsync.ddl_matters(text[]),
   docsync._define_query(text, text, text[], boolean, text), docsync._watch(text, text, text[], text, text[], boolean, text),
   docsync._unwatch(text, text, text[], text, text), docsync._drop_query(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text) TO docsync_admin;
+GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text),
+  docsync.fingerprint(text) TO docsync_admin;
 
 -------------------------------------------------------------------------------
 -- end of the SQL API part; status views follow

@@ -167,6 +167,8 @@ public:
             engine_.on_relation(*relation);
         } else if (const auto* truncate = std::get_if<TruncateRecord>(&record)) {
             engine_.on_truncate(*truncate);
+        } else if (const auto* message = std::get_if<MessageRecord>(&record)) {
+            engine_.on_message(*message);
         } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
             if (engine_.on_commit(*commit, ticket)) reload_definitions();
         }

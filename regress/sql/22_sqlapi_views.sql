@@ -71,7 +71,8 @@ SELECT regexp_replace(docsync.plugin_tables(), '[0-9]{4,}', 'OID', 'g') AS plugi
 -- worker_definitions(): contract B
 SELECT jsonb_typeof(d -> 'generation') AS generation, (d -> 'generation')::bigint = (SELECT generation FROM docsync.def_generation) AS current
   FROM docsync.worker_definitions() d;
-SELECT q FROM jsonb_array_elements(docsync.worker_definitions() -> 'queries') q WHERE q ->> 'name' = 'scratch';
+SELECT q - 'fingerprint' AS q, length(q ->> 'fingerprint') AS fingerprint_length
+  FROM jsonb_array_elements(docsync.worker_definitions() -> 'queries') q WHERE q ->> 'name' = 'scratch';
 SELECT w - 'relid' AS watch, (w ->> 'relid')::oid::regclass AS relid, jsonb_typeof(w -> 'relid') AS relid_type
   FROM jsonb_array_elements(docsync.worker_definitions() -> 'watches') w
  ORDER BY w ->> 'query', w ->> 'table', w::text;

@@ -53,6 +53,24 @@ TEST_CASE("contract B's document parses into queries and watches") {
     CHECK(d.find_query("nope") == nullptr);
 }
 
+TEST_CASE("a query's refusal and fingerprint are read when present, empty when null or absent") {
+    Definitions d = parse_definitions(R"({"generation": 1, "queries": [
+        {"name": "a", "sql": "SELECT 1", "params": [], "search_path": null,
+         "refused": "its definer alice no longer exists", "fingerprint": "0cc175b9c0f1b6a831c399e269772661"},
+        {"name": "b", "sql": "SELECT 1", "params": [], "search_path": null, "refused": null, "fingerprint": null},
+        {"name": "c", "sql": "SELECT 1", "params": [], "search_path": null}], "watches": []})");
+    CHECK(d.queries[0].refused == "its definer alice no longer exists");
+    CHECK(d.queries[0].fingerprint == "0cc175b9c0f1b6a831c399e269772661");
+    CHECK(d.queries[1].refused.empty());
+    CHECK(d.queries[2].fingerprint.empty());
+    CHECK(error_of(R"({"generation": 1, "queries": [{"name": "a", "sql": "SELECT 1", "params": [],
+        "search_path": null, "refused": 1}], "watches": []})").find("\"refused\" must be a string or null") !=
+          std::string::npos);
+    // Definitions nested absurdly deep are an error, not a stack overflow.
+    CHECK(error_of("{\"generation\": " + std::string(100000, '[') + std::string(100000, ']') + "}")
+              .find("\"generation\" must be") != std::string::npos);
+}
+
 TEST_CASE("the tables option lists each watched relation once with the union of its columns") {
     Definitions d = parse_definitions(kContractB);
     CHECK(plugin_tables(d) == "16384(1),16390(3),16400(1)");

@@ -52,6 +52,7 @@ public:
     std::vector<OutcomeKind> doc_script;
     std::vector<OutcomeKind> keys_script;
     std::function<void(const DocQuery&, const SqlArgs&)> during_doc;  // runs inside run_doc
+    Lsn snapshot_lsn = 0;  // the WAL position each Ok compute reports for its snapshot
     std::vector<DocCall> doc_calls;
     std::vector<SqlArgs> keys_calls;
     std::mutex mutex;
@@ -72,6 +73,7 @@ public:
         }
         auto it = rows.find(build_channel(query.name, args));
         if (it != rows.end()) out.doc = it->second;
+        out.snapshot_lsn = snapshot_lsn;
         return out;
     }
 

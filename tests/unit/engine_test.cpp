@@ -531,6 +531,33 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     CHECK(engine.stats().live_docs == 3);
 }
 
+TEST_CASE("a doc's version is the later of the commits it completes and its compute's snapshot") {
+    Harness h;
+    h.engine.sync_live({"db:order:1"}, true);
+    h.drain();
+    // A recompute handles no commit: before, it published (generation, 0/0), which a sink keeping
+    // the newest version refused in favour of the older doc it held.
+    h.runner.snapshot_lsn = 0x5000;
+    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.drain();
+    REQUIRE(h.publisher.last("db:order:1"));
+    CHECK(h.publisher.last("db:order:1")->version.lsn == 0x5000);
+    // A change: the snapshot is at least as late as the commit it completes, so versions only grow.
+    h.runner.snapshot_lsn = 0x6100;
+    h.engine.on_begin(BeginRecord{600, 0x6000, 0});
+    h.engine.on_change(insert_order("1"));
+    h.engine.on_commit(CommitRecord{0x6000, 0x6030}, 7);
+    h.drain();
+    CHECK(h.publisher.last("db:order:1")->version.lsn == 0x6100);
+    // A snapshot read from a standby behind the commit never lowers the version below the commit.
+    h.runner.snapshot_lsn = 0x10;
+    h.engine.on_begin(BeginRecord{601, 0x7000, 0});
+    h.engine.on_change(insert_order("1"));
+    h.engine.on_commit(CommitRecord{0x7000, 0x7030}, 8);
+    h.drain();
+    CHECK(h.publisher.last("db:order:1")->version.lsn == 0x7030);
+}
+
 TEST_CASE("the recompute of every live doc reports done of total; retries are not done, outcomes are") {
     Harness h;
     h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3", "db:order:4"}, true);
@@ -626,6 +653,35 @@ TEST_CASE("a definitions transaction completes only after the recomputes its rel
     h.engine.load_definitions(parse_definitions(R"({"generation": 4, "queries": [{"name": "user",
         "sql": "SELECT 1", "params": ["user_id"], "search_path": "public"}], "watches": []})"));
     CHECK(h.engine.stats().live_docs == 1);
+}
+
+TEST_CASE("a docsync.definitions message asks for a reload; a changed fingerprint recomputes that query only") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:user:1"}, true);
+    h.drain();
+    h.runner.doc_calls.clear();
+    // DDL: no definition row changes, only the transactional message docsync.next_generation() emits.
+    BeginRecord b{h.next_xid++, h.next_lsn, 0};
+    h.engine.on_begin(b);
+    h.engine.on_message(MessageRecord{true, "docsync.definitions", "12"});
+    CHECK(h.engine.on_commit(CommitRecord{h.next_lsn, h.next_lsn + 0x30}, 1));
+    h.next_lsn += 0x100;
+    // Other prefixes, and non-transactional messages, are not definitions.
+    h.engine.on_begin(BeginRecord{h.next_xid++, h.next_lsn, 0});
+    h.engine.on_message(MessageRecord{true, "docsync.other", "x"});
+    h.engine.on_message(MessageRecord{false, "docsync.definitions", "13"});
+    CHECK_FALSE(h.engine.on_commit(CommitRecord{h.next_lsn, h.next_lsn + 0x30}, 2));
+    h.next_lsn += 0x100;
+    // The reload: only the query whose dependencies changed (ALTER TABLE … TYPE) is recomputed.
+    std::string altered = kDefinitions;
+    altered.replace(altered.find(R"("search_path": "public"},)"), 25, R"("search_path": "public", "fingerprint": "f2"},)");
+    h.engine.load_definitions(parse_definitions(altered));
+    h.drain();
+    REQUIRE(h.runner.doc_calls.size() == 1);
+    CHECK(h.runner.doc_calls[0].query == "order");
+    CHECK(h.is_complete(1));
+    h.engine.load_definitions(parse_definitions(altered));
+    CHECK(h.drain() == 0);
 }
 
 TEST_CASE("a stream reset forgets waiting transactions but keeps the docs dirty") {

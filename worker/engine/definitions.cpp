@@ -104,6 +104,12 @@ Definitions parse_definitions(std::string_view json) {
             if (!refused->value.IsString()) fail(at, "\"refused\" must be a string or null");
             query.refused.assign(refused->value.GetString(), refused->value.GetStringLength());
         }
+        // "fingerprint": a hash of the catalog state the query depends on; null or absent when unknown
+        auto fingerprint = q.FindMember("fingerprint");
+        if (fingerprint != q.MemberEnd() && !fingerprint->value.IsNull()) {
+            if (!fingerprint->value.IsString()) fail(at, "\"fingerprint\" must be a string or null");
+            query.fingerprint.assign(fingerprint->value.GetString(), fingerprint->value.GetStringLength());
+        }
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }

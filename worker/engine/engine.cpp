@@ -667,6 +667,10 @@ struct Engine::Impl {
             }
             compute_time = now() - started;
             if (outcome.kind == OutcomeKind::Ok) {
+                // A doc's version is the WAL position its content reflects: at least the commits it
+                // completes, and the compute's snapshot, so a recompute is never older than anything
+                // published before it (a startup recompute handles no commit at all).
+                job.version.lsn = std::max(job.version.lsn, outcome.snapshot_lsn);
                 try {
                     publisher.publish(job.channel, outcome.doc, job.version);
                     published = true;
@@ -896,7 +900,8 @@ void Engine::load_definitions(Definitions definitions) {
         if (next->queries.size() >= kNoQuery) throw Error("too many doc queries: at most 65534 are supported");
         if (next->watches.size() >= kNoQuery) throw Error("too many watches: at most 65534 are supported");
         const Definitions& old = *s.defs;
-        // Which queries changed: their SQL, params, search_path, refusal or the watches that feed them.
+        // Which queries changed: their SQL, params, search_path, refusal, what they depend on besides
+        // rows (DDL changes the fingerprint) or the watches that feed them.
         auto watches_of = [](const Definitions& d, const std::string& name) {
             std::vector<Watch> out;
             for (const auto& w : d.watches)
@@ -907,7 +912,7 @@ void Engine::load_definitions(Definitions definitions) {
         for (const auto& q : next->queries) {
             const DocQuery* before = old.find_query(q.name);
             if (!before || before->sql != q.sql || before->params != q.params || before->search_path != q.search_path ||
-                before->refused != q.refused || watches_of(old, q.name) != watches_of(*next, q.name))
+                before->refused != q.refused || before->fingerprint != q.fingerprint || watches_of(old, q.name) != watches_of(*next, q.name))
                 changed.push_back(q.name);
         }
         std::vector<QueryStats> stats;
@@ -970,6 +975,12 @@ void Engine::on_change(const ChangeRecord& change) {
 void Engine::on_truncate(const TruncateRecord& truncate) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->handle_truncate(truncate);
+}
+
+void Engine::on_message(const MessageRecord& message) {
+    if (!message.transactional || message.prefix != kDefinitionsMessagePrefix) return;
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->txn_definitions = true;
 }
 
 bool Engine::on_commit(const CommitRecord& commit, std::uint64_t ticket) {

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -35,6 +36,10 @@
 #include "replication/records.hpp"
 
 namespace docsync {
+
+// The prefix of the logical message docsync.next_generation() emits in every transaction that
+// changes the definitions or, by DDL, what a doc query reads (sql/docsync--*.sql).
+inline constexpr std::string_view kDefinitionsMessagePrefix = "docsync.definitions";
 
 struct EngineOptions {
     bool live_all = false;                                     // --live all: every doc is live
@@ -121,6 +126,9 @@ public:
     void on_relation(const RelationRecord& relation);
     void on_change(const ChangeRecord& change);
     void on_truncate(const TruncateRecord& truncate);
+    // A transactional "docsync.definitions" message (docsync.next_generation()): the transaction
+    // changed the definitions or what a doc query reads (DDL), so on_commit asks for a reload.
+    void on_message(const MessageRecord& message);
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
 
     // The generation of the doc versions published from now on (contract C).

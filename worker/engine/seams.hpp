@@ -23,6 +23,7 @@ struct DocQuery {
     std::vector<std::string> params;  // param names, in $n order
     std::string search_path;          // in force at definition; SET LOCAL for each compute
     std::string refused;              // non-empty: why the worker must not run it (docsync.refusal())
+    std::string fingerprint;          // what its docs depend on besides rows (docsync.fingerprint())
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
@@ -54,6 +55,7 @@ struct DocOutcome {
     std::optional<std::string> doc;  // Ok: the doc as JSON text; nullopt when the query returned no row
     std::string error;               // not Ok: what went wrong, naming the query
     std::string sqlstate;            // not Ok: the server's SQLSTATE when there was one
+    Lsn snapshot_lsn = 0;            // Ok: the server's WAL position when the compute's snapshot was taken
 };
 
 struct KeysOutcome {

@@ -219,7 +219,7 @@ void Executor::give_back(std::size_t index, bool keep) {
 
 template <typename Body>
 OutcomeKind Executor::in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
-                                 std::string& error, std::string& sqlstate, Body&& body) {
+                                 std::string& error, std::string& sqlstate, Lsn& snapshot_lsn, Body&& body) {
     Lease lease = acquire();
     if (!lease.slot->conn) {
         error = what + ": " + lease.error;
@@ -247,9 +247,12 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const Visibilit
         pg::Params params{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
         auto r = conn.exec(
             "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END",
+            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
+            " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+            "      ELSE pg_catalog.pg_current_wal_lsn() END",
             params, short_deadline());
         bool in_recovery = r.get(0, 1) == "t";
+        if (!r.is_null(0, 3)) snapshot_lsn = parse_lsn(r.get(0, 3)).value_or(0);
         if (in_recovery != lease.slot->standby) {
             lease.slot->standby = in_recovery;  // promoted or demoted under us: check again the right way
             kind = OutcomeKind::NotVisible;
@@ -297,7 +300,7 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
         return out;
     }
     out.kind = in_compute(
-        query.search_path, need, what, out.error, out.sqlstate,
+        query.search_path, need, what, out.error, out.sqlstate, out.snapshot_lsn,
         [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
             auto r = conn.exec(query.sql, args, deadline);
             if (r.columns() != 1) {
@@ -337,7 +340,8 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
         out.error = *refused;
         return out;
     }
-    out.kind = in_compute(query.search_path, need, what, out.error, out.sqlstate,
+    Lsn snapshot_lsn = 0;
+    out.kind = in_compute(query.search_path, need, what, out.error, out.sqlstate, snapshot_lsn,
                           [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
                               auto r = conn.exec(query.sql, args, deadline);
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {

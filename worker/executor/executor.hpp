@@ -72,10 +72,11 @@ private:
     Lease acquire();
     void give_back(std::size_t index, bool keep);
 
-    // Runs `body` inside a pinned compute transaction; returns its outcome kind and error.
+    // Runs `body` inside a pinned compute transaction; returns its outcome kind and error, and the
+    // server's WAL position when the transaction's snapshot was taken in `snapshot_lsn`.
     template <typename Body>
     OutcomeKind in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
-                           std::string& error, std::string& sqlstate, Body&& body);
+                           std::string& error, std::string& sqlstate, Lsn& snapshot_lsn, Body&& body);
 
     ExecutorOptions options_;
     mutable std::mutex mutex_;
