@@ -81,7 +81,10 @@ typedef enum DocsyncStatusRecompute
 {
 	DOCSYNC_RECOMPUTE_NONE = 0,		/* none since start */
 	DOCSYNC_RECOMPUTE_STARTUP = 1,	/* at start: the sink's docs may have missed changes */
-	DOCSYNC_RECOMPUTE_VALVE = 2		/* the WAL safety valve recreated the slot */
+	DOCSYNC_RECOMPUTE_VALVE = 2,	/* the WAL safety valve recreated the slot */
+	DOCSYNC_RECOMPUTE_NEW_SLOT = 3,	/* the worker created the slot anew on a reconnect */
+	DOCSYNC_RECOMPUTE_NEW_SERVER = 4,	/* the server's identity or timeline changed under the slot */
+	DOCSYNC_RECOMPUTE_SINK_RESET = 5	/* the sink lost docs it had acknowledged */
 } DocsyncStatusRecompute;
 
 /* The name of a recompute reason as the SQL views show it; NULL for none or a value outside the enum. */
@@ -92,6 +95,9 @@ docsync_status_recompute_name(uint32_t reason)
 	{
 		case DOCSYNC_RECOMPUTE_STARTUP: return "startup";
 		case DOCSYNC_RECOMPUTE_VALVE: return "valve";
+		case DOCSYNC_RECOMPUTE_NEW_SLOT: return "new slot";
+		case DOCSYNC_RECOMPUTE_NEW_SERVER: return "new server";
+		case DOCSYNC_RECOMPUTE_SINK_RESET: return "sink reset";
 	}
 	return NULL;
 }

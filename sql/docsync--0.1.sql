@@ -381,6 +381,7 @@ DECLARE
   p text;
   rtype regtype;
   nwatches bigint;
+  unwatched regclass[];
 BEGIN
   PERFORM docsync.require_admin('define docsync queries');
   PERFORM docsync.check_segment('docsync query name', name);
@@ -456,7 +457,15 @@ BEGIN
        FROM docsync.watch_defs w WHERE w.query = _define_query.name ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
-    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name);
+    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name)
+    RETURNING * INTO existing;
+  END IF;
+  -- tables the query reads that no watch covers: their changes never refresh its docs
+  SELECT chk.unwatched INTO unwatched FROM docsync.query_check(existing) chk;
+  IF cardinality(unwatched) > 0 THEN
+    RAISE NOTICE 'doc query "%" reads %, which no watch covers yet', name, array_to_string(unwatched, ', ')
+      USING DETAIL = 'Changes to a table no watch covers never refresh the query''s docs; docsync.queries lists such tables in unwatched_tables.',
+            HINT = format('Watch each with docsync.watch(%L, table, params => …) or with keys_sql => … .', name);
   END IF;
 END
 $$;

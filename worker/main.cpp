@@ -93,26 +93,46 @@ public:
     }
 
     // A commit is decoded before it is visible to new snapshots (invariant 3): before reading the
-    // definitions a transaction changed, wait (bounded) until that transaction is visible, or the
-    // read returns the old definitions and the change is lost until the next session.
+    // definitions a transaction changed, wait until that transaction is visible, or the read returns
+    // the old definitions and the change is lost until the next session. However long it takes (a
+    // synchronous-replication stall): the stream, and so the slot, wait with it, and waiting() says
+    // what for, for docsync.status.
     void wait_visible(std::uint64_t xid) {
-        auto deadline = std::chrono::steady_clock::now() + kControlTimeout;
+        auto started = std::chrono::steady_clock::now();
+        auto next_log = started + kControlTimeout;
+        auto pause = std::chrono::milliseconds(5);
         for (;;) {
             try {
                 auto result = connection().exec("SELECT pg_visible_in_snapshot($1::text::xid8, pg_current_snapshot())",
                                                 {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
-                if (result.get(0, 0) == "t") return;
+                if (result.get(0, 0) == "t") break;
             } catch (const Error& e) {
                 if (!e.transient()) throw;
                 conn_.reset();
             }
-            if (std::chrono::steady_clock::now() >= deadline) {
-                log_warning("definitions", "transaction " + std::to_string(xid) +
-                                               " that changed the definitions is still not visible; reading them anyway");
-                return;
+            auto now = std::chrono::steady_clock::now();
+            if (now >= next_log) {
+                auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - started).count();
+                std::string what = "waiting " + std::to_string(waited) + " s for transaction " + std::to_string(xid) +
+                                   ", which changed the definitions, to become visible (a synchronous replication "
+                                   "stall, or a commit still in progress): the stream waits with it";
+                log_warning("definitions", what);
+                std::lock_guard lock(waiting_mutex_);
+                waiting_ = what;
+                next_log = now + kControlTimeout;
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            std::this_thread::sleep_for(pause);
+            pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::milliseconds(200));
         }
+        std::lock_guard lock(waiting_mutex_);
+        if (!waiting_.empty()) log_info("definitions", "transaction " + std::to_string(xid) + " is visible now");
+        waiting_.clear();
+    }
+
+    // What the stream waits for now (wait_visible), or empty.
+    std::string waiting() const {
+        std::lock_guard lock(waiting_mutex_);
+        return waiting_;
     }
 
 private:
@@ -125,6 +145,8 @@ private:
 
     std::string dsn_;
     std::optional<pg::Connection> conn_;
+    mutable std::mutex waiting_mutex_;
+    std::string waiting_;
 };
 
 // Hands stream records to the engine and keeps the definitions and the plugin's `tables` current.
@@ -150,10 +172,25 @@ public:
         engine_.set_generation(session.generation);
         if (!session.generation_from_server)
             log_warning("stream", "docsync.advance_generation() is missing: doc generations are kept in this process only");
-        if (sessions_++ == 0 || session.valve_fired) {
-            if (session.valve_fired)
+        // Whatever the sink holds may have missed changes: at start, and whenever this session's
+        // stream does not continue the last one's (a recreated or new slot, another server).
+        bool first = sessions_++ == 0;
+        if (first || session.valve_fired || session.slot_created || session.identity_changed) {
+            RecomputeReason reason = RecomputeReason::Startup;
+            if (session.valve_fired) {
+                reason = RecomputeReason::Valve;
                 log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
-            engine_.recompute_all_live(session.valve_fired ? RecomputeReason::Valve : RecomputeReason::Startup);
+            } else if (!first && session.identity_changed) {
+                reason = RecomputeReason::NewServer;
+                log_warning("engine", "the server changed under the slot (system identifier " +
+                                          session.system_identifier + ", timeline " +
+                                          std::to_string(session.timeline) + "): recomputing every live doc");
+            } else if (!first) {
+                reason = RecomputeReason::NewSlot;
+                log_warning("engine", "the slot was created anew: changes before it were never decoded; "
+                                      "recomputing every live doc");
+            }
+            engine_.recompute_all_live(reason);
         }
     }
 
@@ -248,7 +285,8 @@ status::RecomputeStatus recompute_status(const RecomputeProgress& p, const Clock
 }
 
 status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                                const Engine& engine, const Clock& clock, bool draining, const std::string& fatal, StatusHistory& history) {
+                                const Engine& engine, const Clock& clock, bool draining, const std::string& fatal,
+                                const std::string& waiting, StatusHistory& history) {
     auto s = stream.stats();
     if (s.sent_flush_lsn != history.lsn) {
         history.lsn = s.sent_flush_lsn;
@@ -308,6 +346,7 @@ status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoor
         history.transient_failures = e.transient_failures;
         if (!e.last_transient_error.empty()) note_error(e.last_transient_error);
     }
+    if (!waiting.empty()) note_error(waiting);  // fresh at every snapshot while it lasts
     if (!fatal.empty() && history.last_error != fatal) note_error(fatal);
     snap.last_error = history.last_error;
     snap.last_error_at = history.last_error_at;
@@ -397,6 +436,25 @@ int run(const Settings& settings) {
         wake.notify_all();
     });
 
+    // The sink watch: every second, whether the sink lost docs it had acknowledged (a Redis restart
+    // or FLUSHALL, a truncated or replaced file); then every live doc is recomputed.
+    std::thread sink_thread([&] {
+        std::unique_lock lock(mutex);
+        while (!stream_done && !draining) {
+            lock.unlock();
+            try {
+                if (auto lost = publisher->lost_docs()) {
+                    log_warning("publish", *lost + ": recomputing every live doc");
+                    engine.recompute_all_live(RecomputeReason::SinkReset);
+                }
+            } catch (const std::exception&) {
+                // the sink is down: its outage shows where docs are published; asked again next time
+            }
+            lock.lock();
+            wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
+        }
+    });
+
     std::thread signal_thread([&] {
         for (;;) {
             int signal = 0;
@@ -422,7 +480,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, clock, false, {}, history));
+            board.publish(snapshot(stream, coordinator, engine, clock, false, {}, definitions.waiting(), history));
             lock.lock();
             wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
         }
@@ -433,7 +491,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         if (draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, clock, true, {}, history));
+            board.publish(snapshot(stream, coordinator, engine, clock, true, {}, definitions.waiting(), history));
             engine.stop();  // running computes end; their completions acknowledge
             stream.stop();  // a final status update, then run() returns
             lock.lock();
@@ -445,6 +503,7 @@ int run(const Settings& settings) {
         }
     }
     stream_thread.join();
+    sink_thread.join();
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
 
@@ -453,7 +512,7 @@ int run(const Settings& settings) {
         std::lock_guard lock(mutex);
         error = fatal;
     }
-    board.publish(snapshot(stream, coordinator, engine, clock, false, error, history));
+    board.publish(snapshot(stream, coordinator, engine, clock, false, error, {}, history));
     if (!error.empty()) {
         log_error("worker", error);
         return 1;

@@ -90,6 +90,10 @@ public:
     // The highest generation among the docs the sink holds (0 when it holds none): a new generation
     // is always above it, so docs from a new server are never rejected for an older generation.
     virtual std::uint64_t max_generation() = 0;
+    // Whether the sink lost docs it had acknowledged since the last call: it restarted without them,
+    // was flushed, or its file was truncated or replaced. Returns the reason, or nullopt; the first
+    // call only takes note of the sink's state. Throws docsync::Error when the sink cannot be asked.
+    virtual std::optional<std::string> lost_docs() { return std::nullopt; }
 };
 
 }  // namespace docsync

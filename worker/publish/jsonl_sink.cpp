@@ -64,6 +64,8 @@ std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
         if (::fstat(fd, &st) != 0) open_failed(path, errno);
         bool regular = S_ISREG(st.st_mode);
         sink.reset(new JsonlSink(fd, true, regular, path));
+        sink->dev_ = st.st_dev;
+        sink->ino_ = st.st_ino;
     } catch (...) {
         ::close(fd);
         throw;
@@ -209,6 +211,36 @@ std::uint64_t JsonlSink::max_generation() {
 std::uint64_t JsonlSink::sync_count() const {
     std::lock_guard lock(mutex_);
     return syncs_;
+}
+
+std::optional<std::string> JsonlSink::lost_docs() {
+    if (!owns_fd_ || !durable_) return std::nullopt;  // stdout, a pipe or a device: nothing to compare
+    std::lock_guard lock(mutex_);
+    struct stat by_name {};
+    if (::stat(name_.c_str(), &by_name) != 0 || by_name.st_dev != dev_ || by_name.st_ino != ino_) {
+        int fd = ::open(name_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) open_failed(name_, errno);
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) {
+            int err = errno;
+            ::close(fd);
+            open_failed(name_, err);
+        }
+        ::close(fd_);
+        fd_ = fd;
+        dev_ = st.st_dev;
+        ino_ = st.st_ino;
+        size_ = static_cast<std::uint64_t>(st.st_size);
+        return "the JSONL sink file " + name_ + " was removed or replaced; writing to the file now at that path";
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_) {
+        std::string why = "the JSONL sink file " + name_ + " shrank from " + std::to_string(size_) + " to " +
+                          std::to_string(st.st_size) + " bytes";
+        size_ = static_cast<std::uint64_t>(st.st_size);
+        return why;
+    }
+    return std::nullopt;
 }
 
 }  // namespace docsync::publish

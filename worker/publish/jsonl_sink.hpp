@@ -16,6 +16,8 @@
 // Thread-safety: every member may be called from any thread, concurrently. The sinks ignore SIGPIPE
 // for the process (a closed reader must be an error, not the end of the worker).
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -44,6 +46,9 @@ public:
     void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
+    // The file sink: the file was removed or replaced (it is reopened) or shrank below what this sink
+    // wrote. The stdout sink never knows.
+    std::optional<std::string> lost_docs() override;
 
     // The number of fsyncs so far (group commit makes it far smaller than the number of docs).
     std::uint64_t sync_count() const;
@@ -55,7 +60,7 @@ private:
     void read_back();
     void write_line(const std::string& line);
 
-    const int fd_;
+    int fd_;
     const bool owns_fd_;
     const bool durable_;      // a regular file: fsync before a publish counts
     const std::string name_;  // "stdout" or the path, for messages
@@ -74,6 +79,8 @@ private:
     std::uint64_t syncs_ = 0;
     std::unordered_set<std::string> channels_;
     std::uint64_t max_generation_ = 0;
+    dev_t dev_ = 0;  // the file's identity at open (file sink), to notice a replaced file
+    ino_t ino_ = 0;
 };
 
 }  // namespace docsync::publish

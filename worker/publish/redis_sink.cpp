@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <csignal>
+#include <random>
 #include <cstdio>
 #include <thread>
 
@@ -50,6 +51,8 @@ return 1
 )LUA";
 
 constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
+// Set once, never changed by docsync: its loss means Redis lost its data (RedisSink::lost_docs).
+constexpr std::string_view kEpochKey = "docsync:epoch";
 
 std::string hex32(std::uint32_t v) {
     char buf[16];
@@ -213,6 +216,42 @@ std::uint64_t RedisSink::max_generation() {
         throw Error("Redis at " + address_.display() + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
                     ", not a generation; delete that key (docsync rewrites it with the next doc)");
     return value;
+}
+
+std::optional<std::string> RedisSink::lost_docs() {
+    auto conn = acquire();
+    std::string run_id, epoch;
+    try {
+        Reply info = conn->command({"INFO", "server"});
+        std::string text = reply_text(info.get());
+        if (auto at = text.find("run_id:"); at != std::string::npos) {
+            auto end = text.find_first_of("\r\n", at);
+            run_id = text.substr(at + 7, end == std::string::npos ? std::string::npos : end - at - 7);
+        }
+        Reply got = conn->command({"GET", std::string(kEpochKey)});
+        if (got->type != REDIS_REPLY_STRING) {
+            // A fresh mark; with several workers on one Redis the first one's stays (NX).
+            std::random_device random;
+            std::string token = std::to_string(random()) + "-" + std::to_string(random());
+            conn->command({"SET", std::string(kEpochKey), token, "NX"});
+            got = conn->command({"GET", std::string(kEpochKey)});
+        }
+        epoch = reply_text(got.get());
+    } catch (const Error& e) {
+        failed(std::string("Redis at ") + address_.display() + ": " + e.what());
+        throw;
+    }
+    release(std::move(conn));
+    std::optional<std::string> lost;
+    if (!run_id_.empty() && run_id != run_id_)
+        lost = "Redis at " + address_.display() + " restarted (run_id " + run_id_.substr(0, 8) + "… is now " +
+               run_id.substr(0, 8) + "…): docs written just before may be lost";
+    else if (!epoch_.empty() && epoch != epoch_)
+        lost = "Redis at " + address_.display() + " no longer holds the marker key " + std::string(kEpochKey) +
+               " (FLUSHALL, FLUSHDB, or a restart without persistence): its docs may be gone";
+    run_id_ = run_id;
+    epoch_ = epoch;
+    return lost;
 }
 
 }  // namespace docsync::publish

@@ -45,6 +45,9 @@ public:
     // SCAN of the db:* keys (docs and tombstones).
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
+    // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
+    // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
+    std::optional<std::string> lost_docs() override;
 
     const RedisAddress& address() const { return address_; }
     // The Lua script (for the README and tests).
@@ -60,6 +63,8 @@ private:
     std::string script_sha_;
 
     std::mutex mutex_;
+    std::string run_id_;  // lost_docs: what Redis said last time
+    std::string epoch_;
     std::vector<std::unique_ptr<RedisConnection>> idle_;
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;

@@ -237,6 +237,17 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     if (ident.rows() != 1 || ident.columns() < 2) throw Error("IDENTIFY_SYSTEM returned an unexpected result");
     info.system_identifier = ident.get(0, 0);
     info.timeline = std::stoi(std::string(ident.get(0, 1)));
+    // Another server under the same slot name (a restore from a file-level backup, a promoted
+    // standby with a slot made by hand): positions of the last session mean nothing here.
+    info.identity_changed = !last_system_identifier_.empty() &&
+                            (info.system_identifier != last_system_identifier_ || info.timeline != last_timeline_);
+    if (info.identity_changed)
+        log_warning(kComponent, "the server changed: system identifier " + last_system_identifier_ + " timeline " +
+                                    std::to_string(last_timeline_) + " is now " + info.system_identifier +
+                                    " timeline " + std::to_string(info.timeline) +
+                                    "; starting over from the slot's position on this server");
+    last_system_identifier_ = info.system_identifier;
+    last_timeline_ = info.timeline;
 
     // The slot: check, and create or recreate it when asked.
     SlotRow slot = read_slot(conn, options_.slot, cmd_deadline());
@@ -289,7 +300,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
 
     // The generation (contract C).
     std::uint64_t floor = options_.generation_floor ? options_.generation_floor() : 0;
-    bool force = info.slot_created;
+    bool force = info.slot_created || info.identity_changed;
     auto has_fn = conn.exec_simple(
         "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
         "WHERE n.nspname = 'docsync' AND p.proname = 'advance_generation'",
@@ -328,9 +339,10 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         stats_.sessions++;
         stats_.generation = info.generation;
     }
-    if (info.slot_created) {
+    if (info.slot_created || info.identity_changed) {
         // A new slot starts at the current WAL: nothing before it will be delivered, and the
-        // coordinator's positions from the old slot (or another server) no longer apply.
+        // coordinator's positions from the old slot (or another server) no longer apply; never
+        // acknowledge a position this server has not reached.
         coordinator_.rebase(info.start_lsn);
         Lsn current = acked_.load();
         while (!acked_.compare_exchange_weak(current, info.start_lsn)) {

@@ -78,6 +78,7 @@ struct SessionInfo {
     std::string system_identifier;
     int timeline = 0;
     bool slot_created = false;     // this session created the slot
+    bool identity_changed = false; // the server's system identifier or timeline differs from the last session's
     bool valve_fired = false;      // the slot was recreated by the safety valve: recompute every live doc
     bool reconnect = false;        // not the first session of this Stream
 };
@@ -151,6 +152,8 @@ private:
     DeliveryProgressCoordinator& coordinator_;
     StreamHandler& handler_;
     std::uint64_t last_generation_ = 0;  // without docsync.advance_generation(): raised in-process
+    std::string last_system_identifier_;  // of the last session's server, empty before the first
+    int last_timeline_ = 0;
     int wake_fd_ = -1;  // eventfd: acknowledge/stop/restart wake the poll()
     std::atomic<Lsn> acked_{0};
     std::atomic<bool> stop_{false};

@@ -15,6 +15,7 @@ tmp=$(mktemp -d)
 docs=$tmp/docs.jsonl
 worker_pid=
 extra_pids=()
+early_cleanup_hooks=()  # run first, before the database is dropped (server settings a drop would wait on)
 cleanup_hooks=()
 
 fail() {
@@ -27,6 +28,7 @@ worker_cleanup() {
   local rc=$?
   if [ -n "$worker_pid" ]; then kill -9 "$worker_pid" 2>/dev/null || true; wait "$worker_pid" 2>/dev/null || true; fi
   for p in "${extra_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for h in "${early_cleanup_hooks[@]}"; do $h || true; done
   if [ -n "${status_dir:-}" ]; then rm -f "$status_dir/$db.$slot".* 2>/dev/null || true; fi
   psql -X -q -d postgres -c "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL" >/dev/null 2>&1 || true
   psql -X -q -d postgres -c "SELECT pg_drop_replication_slot('$slot') FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
