@@ -7,6 +7,7 @@
 #   dev-cluster.sh install [DIR]          (re)install the extension built in this checkout into it
 #   dev-cluster.sh stop [DIR]             stop it and remove its directory
 #   dev-cluster.sh standby DIR            create and start a hot standby streaming from DIR; prints its directory
+#   dev-cluster.sh promote DIR            promote the standby in DIR to a primary
 #
 # DIR defaults to $DOCSYNC_CLUSTER_DIR. The cluster lives in a temporary directory owned by the
 # postgres OS user (the server refuses to run as root). It runs from a private copy of the server's
@@ -150,6 +151,12 @@ cmd_standby() {
   echo "$dir"
 }
 
+cmd_promote() {
+  local dir
+  dir=$(cluster_dir "${1:-}")
+  as_server "$(bin "$dir")/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
+}
+
 cmd_stop() {
   local dir
   dir=$(cluster_dir "${1:-}")
@@ -164,6 +171,7 @@ case "${1:-}" in
   env) cat "$(cluster_dir "${2:-}")/cluster.env" ;;
   install) install_extension "$(cluster_dir "${2:-}")" ;;
   standby) cmd_standby "${2:-}" ;;
+  promote) cmd_promote "${2:-}" ;;
   stop) cmd_stop "${2:-}" ;;
-  *) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
