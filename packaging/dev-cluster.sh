@@ -8,6 +8,7 @@
 #   dev-cluster.sh stop [DIR]             stop it and remove its directory
 #   dev-cluster.sh standby DIR            create and start a hot standby streaming from DIR; prints its directory
 #   dev-cluster.sh promote DIR            promote the standby in DIR to a primary
+#   dev-cluster.sh ctl DIR start|CMD…     start the server, or run pg_ctl CMD… on it as the server's user
 #
 # DIR defaults to $DOCSYNC_CLUSTER_DIR. The cluster lives in a temporary directory owned by the
 # postgres OS user (the server refuses to run as root). It runs from a private copy of the server's
@@ -151,6 +152,18 @@ cmd_standby() {
   echo "$dir"
 }
 
+# pg_ctl on the cluster as the server's user: start (with the cluster's log file), or any other
+# pg_ctl command and options, e.g. stop -m immediate.
+cmd_ctl() {
+  local dir
+  dir=$(cluster_dir "${1:-}")
+  shift
+  case "${1:-}" in
+    start) start_server "$dir" ;;
+    *) as_server "$(bin "$dir")/pg_ctl" -D "$dir/data" -w -t 60 "$@" >/dev/null ;;
+  esac
+}
+
 cmd_promote() {
   local dir
   dir=$(cluster_dir "${1:-}")
@@ -172,6 +185,7 @@ case "${1:-}" in
   install) install_extension "$(cluster_dir "${2:-}")" ;;
   standby) cmd_standby "${2:-}" ;;
   promote) cmd_promote "${2:-}" ;;
+  ctl) shift; cmd_ctl "$@" ;;
   stop) cmd_stop "${2:-}" ;;
-  *) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

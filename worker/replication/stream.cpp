@@ -239,12 +239,20 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     info.timeline = std::stoi(std::string(ident.get(0, 1)));
     // Another server under the same slot name (a restore from a file-level backup, a promoted
     // standby with a slot made by hand): positions of the last session mean nothing here.
+    // Or the same server restored from a file-level backup: its WAL ends before what this worker
+    // already acknowledged, so that history is gone.
+    std::optional<Lsn> server_lsn = ident.columns() >= 3 && !ident.is_null(0, 2) ? parse_lsn(ident.get(0, 2)) : std::nullopt;
+    bool went_back = server_lsn && *server_lsn < acked_.load();
     info.identity_changed = !last_system_identifier_.empty() &&
-                            (info.system_identifier != last_system_identifier_ || info.timeline != last_timeline_);
+                            (info.system_identifier != last_system_identifier_ || info.timeline != last_timeline_ || went_back);
     if (info.identity_changed)
         log_warning(kComponent, "the server changed: system identifier " + last_system_identifier_ + " timeline " +
                                     std::to_string(last_timeline_) + " is now " + info.system_identifier +
                                     " timeline " + std::to_string(info.timeline) +
+                                    (went_back ? ", and its WAL ends at " + format_lsn(*server_lsn) +
+                                                     ", before the acknowledged " + format_lsn(acked_.load()) +
+                                                     " (restored from a backup?)"
+                                               : std::string()) +
                                     "; starting over from the slot's position on this server");
     last_system_identifier_ = info.system_identifier;
     last_timeline_ = info.timeline;
