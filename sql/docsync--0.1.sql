@@ -673,14 +673,6 @@ BEGIN
               HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
     END IF;
     PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL);
-    FOR gap IN SELECT * FROM docsync.identity_gaps(rel, params::name[]) LOOP
-      IF NOT allow_broadcast THEN
-        RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
-          USING ERRCODE = 'object_not_in_prerequisite_state',
-                DETAIL = 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.',
-                HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL, or pass allow_broadcast => true to recompute every live doc of the query on such changes.', gap.leaf);
-      END IF;
-    END LOOP;
   ELSE
     IF cardinality(q.params) = 0 THEN
       RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
@@ -705,6 +697,19 @@ BEGIN
     END IF;
     PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql);
   END IF;
+  -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
+  -- must be logged, or a delete or an update of them cannot name the docs the old row fed
+  FOR gap IN SELECT * FROM docsync.identity_gaps(rel, cols::name[]) LOOP
+    IF NOT allow_broadcast THEN
+      RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = CASE WHEN params IS NULL
+                            THEN 'A delete, or an update that changes these columns, would not log their old values, so keys_sql could not look up the docs the old row fed.'
+                            ELSE 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.' END,
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL. Or pass allow_broadcast => true and accept the cost: every such change of %s then recomputes every live doc of query "%s", all of them, each time.',
+                            gap.leaf, rel, query);
+    END IF;
+  END LOOP;
 
   PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, q.search_path, caller);
 

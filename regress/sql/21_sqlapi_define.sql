@@ -96,6 +96,13 @@ SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id::text FRO
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id::bigint FROM order_items WHERE product_id = $1',
                      keys_args => ARRAY['id']) > 0 AS bigint_keys_ok;
 SELECT docsync.unwatch('order', 'products', keys_sql => 'SELECT order_id::bigint FROM order_items WHERE product_id = $1');
+-- keys_args outside the replica identity: refused like a direct watch's columns, the cost of
+-- allow_broadcast stated
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items WHERE product_id::text = $1',
+                     keys_args => ARRAY['name']);
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items WHERE product_id::text = $1',
+                     keys_args => ARRAY['name'], allow_broadcast => true) > 0 AS broadcast_accepted;
+SELECT docsync.unwatch('order', 'products', keys_sql => 'SELECT order_id FROM order_items WHERE product_id::text = $1');
 -- a doc query with params cannot be redefined to another count while watched
 SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'b'], or_replace => true);
 -- nor to a param type its watches' keys do not print alike

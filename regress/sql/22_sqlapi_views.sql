@@ -43,7 +43,8 @@ SELECT docsync.watch('customer', 'events_1', params => ARRAY['customer_id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']) > 0;
 SELECT docsync.watch('order', '"Odd Items"', params => ARRAY['Order Id']) > 0;
 SELECT docsync.watch('order', 'customers',
-  keys_sql => 'SELECT id FROM orders WHERE customer_id = $1 AND status = $2', keys_args => ARRAY['id', 'name']) > 0;
+  keys_sql => 'SELECT id FROM orders WHERE customer_id = $1 AND status = $2', keys_args => ARRAY['id', 'name'],
+  allow_broadcast => true) > 0;
 SELECT docsync.watch('scratch', 'scratch', params => ARRAY['id']) > 0;
 
 SELECT name, params, watched_tables, unwatched_tables, warning FROM docsync.queries ORDER BY name;

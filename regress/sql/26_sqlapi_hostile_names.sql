@@ -61,7 +61,7 @@ SELECT docsync.watch('h', '"k"" ; DROP TABLE canary; --"', keys_sql => $$SELECT 
                      keys_args => ARRAY['ref"; DROP TABLE canary; --']);
 SELECT docsync.watch('h', '"k"" ; DROP TABLE canary; --"',
                      keys_sql => $$SELECT "x"" , ""y" FROM "k"" ; DROP TABLE canary; --" WHERE "ref""); DROP TABLE canary; --" = $1$$,
-                     keys_args => ARRAY['ref"); DROP TABLE canary; --']) IS NOT NULL AS keys_watch;
+                     keys_args => ARRAY['ref"); DROP TABLE canary; --'], allow_broadcast => true) IS NOT NULL AS keys_watch;
 
 -- stored as given, shown quoted where they are SQL names
 SELECT query, "table", kind, columns, attnums, keys_sql FROM docsync.watches ORDER BY id;

@@ -23,6 +23,7 @@ sql "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)"
 sql "INSERT INTO t SELECT g, 0 FROM generate_series(1, 6) g"
 # k maps to t's rows through the keys queries below.
 sql "CREATE TABLE k (id int PRIMARY KEY, t_id int NOT NULL)"
+sql "ALTER TABLE k REPLICA IDENTITY FULL"  # keys_args t_id is not in the primary key
 sql "INSERT INTO k SELECT g, g FROM generate_series(1, 6) g"
 sql "CREATE VIEW kv AS SELECT t_id FROM k"
 sql "CREATE TABLE scribbles (id int)"
