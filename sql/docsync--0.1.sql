@@ -3,6 +3,21 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION docsync" to load this file. \quit
 
+-- docsync speaks UTF-8 end to end: the plugin's output is the database's bytes, unconverted, and
+-- channels, docs and definitions travel as UTF-8. Refuse other databases now rather than publish
+-- mangled names or fail at every compute later.
+DO $$
+BEGIN
+  IF pg_catalog.current_setting('server_encoding') <> 'UTF8' THEN
+    RAISE EXCEPTION 'docsync needs a UTF8 database; database "%" is %',
+                    pg_catalog.current_database(), pg_catalog.current_setting('server_encoding')
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'Logical decoding emits text in the database''s encoding, and docsync''s channels and docs are UTF-8.',
+            HINT = 'Create the database with ENCODING ''UTF8'' (CREATE DATABASE … ENCODING ''UTF8'' TEMPLATE template0), or dump it and restore it into one.';
+  END IF;
+END
+$$;
+
 COMMENT ON SCHEMA docsync IS 'docsync: live JSON documents computed from SQL queries';
 
 -------------------------------------------------------------------------------
@@ -434,6 +449,10 @@ BEGIN
             DETAIL = 'A doc is one JSON value.',
             HINT = 'Wrap the result in to_jsonb(…) or build it with jsonb_build_object(…).';
   END IF;
+  FOR i IN 1 .. cardinality(info.param_types) LOOP
+    PERFORM docsync.check_key_type(format('param "%s" of doc query "%s" (%s)', params[i], name, info.param_types[i]),
+                                   info.param_types[i]);
+  END LOOP;
   PERFORM docsync.check_query_rights(format('doc query "%s"', name), sql, path, caller);
 
   IF existing.name IS NOT NULL THEN
@@ -518,6 +537,42 @@ BEGIN
 END
 $$;
 
+-- Why values of a type (under a collation) cannot name docs, or NULL. A channel spells a key as its
+-- text and a doc query matches keys by equality: a type whose equal values print differently would
+-- let one doc answer to several channels, of which only the one a change names is kept current. The
+-- session settings that change how values print (TimeZone, DateStyle, IntervalStyle,
+-- extra_float_digits, bytea_output) are pinned on every worker connection instead.
+CREATE FUNCTION docsync.key_type_problem(t regtype, coll oid DEFAULT 0) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE
+           WHEN x.b = 'numeric'::regtype THEN 'equal numeric values print differently (1.0 and 1.00)'
+           WHEN x.b IN ('real'::regtype, 'double precision'::regtype)
+             THEN 'equal floating-point values print differently (0 and -0)'
+           WHEN x.b = 'interval'::regtype THEN 'equal intervals print differently (1 day and 24:00:00)'
+           WHEN ty.typname = 'citext' THEN 'equal citext values print differently (A and a)'
+           WHEN NOT coalesce(c.collisdeterministic, true)
+             THEN format('collation %s is nondeterministic: strings equal under it print differently', c.oid::regcollation)
+         END
+    FROM (SELECT docsync.base_type(t) AS b) x
+    JOIN pg_type ty ON ty.oid = x.b
+    LEFT JOIN pg_collation c ON c.oid = nullif(coll, 0)
+$$;
+
+-- Raises unless values of a type (under a collation) may name docs (docsync.key_type_problem).
+CREATE FUNCTION docsync.check_key_type(what text, t regtype, coll oid DEFAULT 0) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  problem text := docsync.key_type_problem(t, coll);
+BEGIN
+  IF problem IS NOT NULL THEN
+    RAISE EXCEPTION '% cannot name docs: %', what, problem
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc''s channel spells each key as its value prints, while the doc query matches keys by equality: two equal keys that print differently would be two channels for one doc, and only one of them would be kept current.',
+            HINT = 'Use a key of a type whose equal values print alike (an integer, text, uuid, date, timestamp or timestamptz), or a canonical form: write the param as $n::text and compare it with trim_scale(col)::text, lower(col::text) or col::text COLLATE "C".';
+  END IF;
+END
+$$;
+
 -- Whether values of two types print the same way, so a key read as one and a doc param of the other
 -- name the same channel: the same base type, or two integer types, or two unpadded string types.
 CREATE FUNCTION docsync.same_text_form(a regtype, b regtype) RETURNS boolean
@@ -566,6 +621,9 @@ DECLARE
   types regtype[];
 BEGIN
   IF keys_sql IS NULL THEN
+    PERFORM docsync.check_key_type(format('column %I of %s', a.attname, rel), a.atttypid::regtype, a.attcollation)
+       FROM unnest(cols) WITH ORDINALITY p(name, n)
+       JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name ORDER BY p.n;
     PERFORM docsync.check_key_types(query,
       ARRAY(SELECT a.atttypid::regtype FROM unnest(cols) WITH ORDINALITY p(name, n)
               JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name ORDER BY p.n),
@@ -577,6 +635,7 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       RETURN;  -- a keys query that no longer prepares: its lookups say so
     END;
+    PERFORM docsync.check_key_type(format('column %s of keys_sql', n), types[n]) FROM generate_series(1, cardinality(types)) n;
     PERFORM docsync.check_key_types(query, types,
       ARRAY(SELECT format('column %s of keys_sql', n) FROM generate_series(1, cardinality(types)) n), true);
   END IF;

@@ -137,9 +137,11 @@ public:
 
 private:
     pg::Connection& connection() {
-        if (!conn_ || !conn_->ok())
+        if (!conn_ || !conn_->ok()) {
             conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
                                                   {{"application_name", "docsync-worker control"}}));
+            pg::pin_text_forms(*conn_, pg::deadline_in(kControlTimeout));
+        }
         return *conn_;
     }
 

@@ -130,6 +130,7 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     // The first connection is made now: an unreachable server or an unsafe role stops the start.
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                         {{"application_name", options_.application_name}});
+    pg::pin_text_forms(conn, pg::deadline_in(std::chrono::seconds(30)));
     auto problems = role_problems(conn, false);
     if (!problems.empty()) {
         std::string role(conn.exec("SELECT current_user", pg::deadline_in(std::chrono::seconds(30))).get(0, 0));
@@ -144,18 +145,22 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
         if (!options_.allow_unsafe_pool) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
         log_warning("executor", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
     }
-    // Pin the session.
-    conn.exec("SELECT set_config('default_transaction_read_only', 'on', false),"
-              " set_config('statement_timeout', $1, false),"
-              " set_config('idle_in_transaction_session_timeout', $2, false)",
-              {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
-              pg::deadline_in(std::chrono::seconds(30)));
+    pin(conn, pg::deadline_in(std::chrono::seconds(30)));
     auto recovery = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(std::chrono::seconds(30)));
     slots_[0]->standby = standby_ = recovery.get(0, 0) == "t";
     slots_[0]->conn.emplace(std::move(conn));
 }
 
 Executor::~Executor() = default;
+
+void Executor::pin(pg::Connection& conn, pg::Deadline deadline) {
+    pg::pin_text_forms(conn, deadline);
+    conn.exec("SELECT set_config('default_transaction_read_only', 'on', false),"
+              " set_config('statement_timeout', $1, false),"
+              " set_config('idle_in_transaction_session_timeout', $2, false)",
+              {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
+              deadline);
+}
 
 bool Executor::standby() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -190,11 +195,7 @@ Executor::Lease Executor::acquire() {
     try {
         auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                             {{"application_name", options_.application_name}});
-        conn.exec("SELECT set_config('default_transaction_read_only', 'on', false),"
-                  " set_config('statement_timeout', $1, false),"
-                  " set_config('idle_in_transaction_session_timeout', $2, false)",
-                  {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
-                  pg::deadline_in(options_.connect_timeout));
+        pin(conn, pg::deadline_in(options_.connect_timeout));
         slot.standby = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(options_.connect_timeout)).get(0, 0) == "t";
         slot.conn.emplace(std::move(conn));
         slot.failures = 0;

@@ -25,6 +25,7 @@
 
 namespace docsync::pg {
 class Connection;
+using Deadline = std::chrono::steady_clock::time_point;
 }
 
 namespace docsync {
@@ -71,6 +72,9 @@ private:
     struct Lease;
     Lease acquire();
     void give_back(std::size_t index, bool keep);
+
+    // Pins a pool session: text forms (pg::pin_text_forms), read-only, statement and idle timeouts.
+    void pin(pg::Connection& conn, pg::Deadline deadline);
 
     // Runs `body` inside a pinned compute transaction; returns its outcome kind and error, and the
     // server's WAL position when the transaction's snapshot was taken in `snapshot_lsn`.

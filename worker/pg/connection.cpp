@@ -227,6 +227,12 @@ bool Connection::end_copy(ExecStatusType status, Deadline deadline) {
     }
 }
 
+void pin_text_forms(Connection& conn, Deadline deadline) {
+    conn.exec_simple("SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; "
+                     "SET IntervalStyle = 'postgres'; SET extra_float_digits = 3; SET bytea_output = 'hex'",
+                     deadline);
+}
+
 std::string Connection::quote_literal(std::string_view text) const {
     std::unique_ptr<char, decltype(&PQfreemem)> q(PQescapeLiteral(conn_.get(), text.data(), text.size()), &PQfreemem);
     if (!q) throw error_from(conn_.get(), nullptr, "could not quote a literal");

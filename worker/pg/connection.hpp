@@ -115,6 +115,13 @@ private:
     std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
 };
 
+// Pins the session settings that change how values print, so a key prints the same in the plugin's
+// output (the walsender's session), in keys queries (the pool's) and in the definitions, whatever the
+// environment (PGCLIENTENCODING, PGTZ) or ALTER ROLE … SET say: client_encoding UTF8, TimeZone UTC,
+// DateStyle ISO, IntervalStyle postgres, extra_float_digits 3, bytea_output hex. One simple-protocol
+// round trip, so it works on replication connections too. Throws like exec().
+void pin_text_forms(Connection& conn, Deadline deadline);
+
 // The error of a failed result (or of the connection when `result` is null), with its SQLSTATE.
 Error error_from(PGconn* conn, const PGresult* result, std::string_view context = {});
 

@@ -232,6 +232,8 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     auto conn = pg::Connection::connect(options_.dsn, cmd_deadline(),
                                         {{"replication", "database"}, {"application_name", options_.application_name}});
 
+    pg::pin_text_forms(conn, cmd_deadline());  // keys print as the pool and docsync.channel() print them
+
     // Which server, which timeline.
     auto ident = conn.exec_simple("IDENTIFY_SYSTEM", cmd_deadline());
     if (ident.rows() != 1 || ident.columns() < 2) throw Error("IDENTIFY_SYSTEM returned an unexpected result");

@@ -1,0 +1,39 @@
+-- Equal keys name one doc: a channel spells each key as its value prints, so key types whose equal
+-- values print differently are refused where they would name docs, with why and what to use
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET synchronous_commit = on;
+SET client_min_messages = warning;
+
+CREATE SCHEMA keys;
+SET search_path = keys;
+CREATE EXTENSION IF NOT EXISTS citext SCHEMA keys;
+CREATE COLLATION keys.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE acct (id int PRIMARY KEY, rate numeric, score float8, span interval, email citext,
+                   handle text COLLATE keys.ci, code text, at timestamptz);
+ALTER TABLE acct REPLICA IDENTITY FULL;
+RESET client_min_messages;
+
+-- doc query params: numeric (1.0 = 1.00), floats (0 = -0), interval (1 day = 24:00:00), citext
+SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate = $1::numeric', params => ARRAY['rate']);
+SELECT docsync.define_query('byscore', 'SELECT to_jsonb(count(*)) FROM acct WHERE score = $1', params => ARRAY['score']);
+SELECT docsync.define_query('byspan', 'SELECT to_jsonb(count(*)) FROM acct WHERE span = $1', params => ARRAY['span']);
+SELECT docsync.define_query('byemail', 'SELECT to_jsonb(count(*)) FROM acct WHERE email = $1', params => ARRAY['email']);
+-- the canonical form the hint suggests is accepted
+SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE trim_scale(rate)::text = $1::text', params => ARRAY['rate']);
+-- text params are fine, and so is timestamptz: every worker connection prints it in UTC
+SELECT docsync.define_query('bycode', 'SELECT to_jsonb(count(*)) FROM acct WHERE code = $1', params => ARRAY['code']);
+SELECT docsync.define_query('byat', 'SELECT to_jsonb(count(*)) FROM acct WHERE at = $1', params => ARRAY['at']);
+-- a watched column under a nondeterministic collation ('A' = 'a') cannot name docs either
+SELECT docsync.watch('bycode', 'acct', params => ARRAY['handle']);
+SELECT docsync.watch('bycode', 'acct', params => ARRAY['code']) > 0 AS watched_code;
+SELECT docsync.watch('byat', 'acct', params => ARRAY['at']) > 0 AS watched_timestamptz;
+-- nor a keys query returning such a type
+SELECT docsync.define_query('one', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT docsync.watch('one', 'acct', keys_sql => 'SELECT rate FROM acct WHERE id = $1', keys_args => ARRAY['id']);
+SELECT name FROM docsync.queries ORDER BY name;
+
+SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'bycode', 'byat', 'one');
+SET client_min_messages = warning;
+DROP SCHEMA keys CASCADE;
+RESET client_min_messages;
