@@ -52,6 +52,7 @@ public:
     std::vector<OutcomeKind> doc_script;
     std::vector<OutcomeKind> keys_script;
     std::function<void(const DocQuery&, const SqlArgs&)> during_doc;  // runs inside run_doc
+    std::function<void(const SqlArgs&)> during_keys;                  // runs inside run_keys
     Lsn snapshot_lsn = 0;  // the WAL position each Ok compute reports for its snapshot
     std::vector<DocCall> doc_calls;
     std::vector<SqlArgs> keys_calls;
@@ -78,6 +79,7 @@ public:
     }
 
     KeysOutcome run_keys(const KeysQuery&, const SqlArgs& args, std::size_t max_keys, const Visibility&) override {
+        if (during_keys) during_keys(args);
         std::lock_guard<std::mutex> lock(mutex);
         keys_calls.push_back(args);
         KeysOutcome out;

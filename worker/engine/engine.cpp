@@ -7,7 +7,9 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/error.hpp"
@@ -60,17 +62,30 @@ struct Doc {
 using DocMap = std::unordered_map<std::string, Doc>;
 using Entry = DocMap::value_type;  // channel and doc; nodes never move
 
-// A keys lookup queued by a reverse-index watch.
+// A keys lookup queued by a reverse-index watch: one per (definitions, watch, key values) at a time,
+// on behalf of every transaction that asked for it meanwhile.
 struct Lookup {
     std::shared_ptr<const Definitions> defs;
     std::uint16_t watch = 0;
     SqlArgs args;
-    std::uint64_t seq = 0;
+    std::vector<std::uint64_t> seqs;  // the transactions waiting on it (their stream sequences)
     std::uint64_t epoch = 0;
-    std::uint64_t xid = 0;
+    std::vector<std::uint64_t> xids;  // the transactions it must see (invariant 3)
     Lsn end_lsn = 0;
     std::uint32_t failures = 0;
     Nanos retry_at = 0;
+
+    using Key = std::tuple<const Definitions*, std::uint16_t, SqlArgs>;
+    Key key() const { return {defs.get(), watch, args}; }
+
+    // Takes over what `other` waits for: its transactions, what it must see.
+    void merge(Lookup&& other) {
+        seqs.insert(seqs.end(), other.seqs.begin(), other.seqs.end());
+        for (auto xid : other.xids)
+            if (std::find(xids.begin(), xids.end(), xid) == xids.end()) xids.push_back(xid);
+        end_lsn = std::max(end_lsn, other.end_lsn);
+        epoch = std::max(epoch, other.epoch);
+    }
 };
 
 // How one watch reads a change of its table: positions of its columns in the change's values.
@@ -120,7 +135,16 @@ struct Engine::Impl {
     DocMap docs;
     std::deque<Entry*> ready;
     std::multimap<Nanos, std::string> delayed;  // retry time → channel
-    std::deque<Lookup> lookups;
+    // Keys lookups: the hot-row guarantee for reverse indexes. At most one queued and one running per
+    // (definitions, watch, key values); changes that arrive meanwhile merge into the queued one, or
+    // into one more round after the running one, so a storm of N changes to one row costs a few
+    // lookups, not N.
+    std::map<Lookup::Key, Lookup> lookups_queued;
+    std::deque<Lookup::Key> lookup_order;          // the queued ones, first come first
+    std::set<Lookup::Key> lookups_in_flight;
+    std::map<Lookup::Key, Lookup> lookups_again;   // arrived while the same lookup was running (or paced)
+    std::multimap<Nanos, Lookup::Key> lookups_paced;  // an again round waiting for min_round_interval
+    bool docs_turn = false;                        // take() alternates lookups and docs when both wait
     std::multimap<Nanos, Lookup> delayed_lookups;
     std::uint64_t lookups_running = 0;
     std::uint64_t in_flight = 0;
@@ -453,7 +477,7 @@ struct Engine::Impl {
         lookup.defs = defs;
         lookup.watch = wp.watch;
         lookup.args = args;
-        lookup.xid = txn_xid;
+        lookup.xids = {txn_xid};
         txn_lookups.push_back(std::move(lookup));
     }
 
@@ -498,13 +522,12 @@ struct Engine::Impl {
             schedule(*entry);
         }
         for (auto& lookup : txn_lookups) {
-            lookup.seq = seq;
+            lookup.seqs = {seq};
             lookup.epoch = epoch;
             lookup.end_lsn = c.end_lsn;
             hold(seq);
             waits = true;
-            lookups.push_back(std::move(lookup));
-            wake.notify_one();
+            enqueue_lookup(std::move(lookup));
         }
         bool definitions = txn_definitions;
         if (definitions) {
@@ -562,20 +585,61 @@ struct Engine::Impl {
         }
         while (!delayed_lookups.empty() && delayed_lookups.begin()->first <= t) {
             auto node = delayed_lookups.extract(delayed_lookups.begin());
-            lookups.push_back(std::move(node.mapped()));
+            enqueue_lookup(std::move(node.mapped()));
+        }
+        while (!lookups_paced.empty() && lookups_paced.begin()->first <= t) {
+            auto key = lookups_paced.begin()->second;
+            lookups_paced.erase(lookups_paced.begin());
+            lookups_in_flight.erase(key);
+            auto node = lookups_again.extract(key);
+            if (!node.empty()) enqueue_lookup(std::move(node.mapped()));
         }
     }
 
-    // Takes the next unit of work; false when there is none due.
+    void enqueue_lookup(Lookup lookup) {
+        auto key = lookup.key();
+        if (lookups_in_flight.count(key)) {
+            auto [it, fresh] = lookups_again.try_emplace(key);
+            if (fresh) {
+                it->second = std::move(lookup);
+            } else {
+                it->second.merge(std::move(lookup));
+            }
+            return;
+        }
+        auto [it, fresh] = lookups_queued.try_emplace(key);
+        if (!fresh) {
+            it->second.merge(std::move(lookup));
+            return;
+        }
+        it->second = std::move(lookup);
+        lookup_order.push_back(std::move(key));
+        wake.notify_one();
+    }
+
+    bool take_lookup(Job& job) {
+        if (lookup_order.empty()) return false;
+        auto node = lookups_queued.extract(lookup_order.front());
+        lookup_order.pop_front();
+        lookups_in_flight.insert(node.key());
+        job.is_lookup = true;
+        job.lookup = std::move(node.mapped());
+        ++lookups_running;
+        return true;
+    }
+
+    // Takes the next unit of work; false when there is none due. Lookups and doc computes take
+    // turns while both wait, so neither starves the other.
     bool take(Job& job) {
         promote_due(now());
-        if (!lookups.empty()) {
-            job.is_lookup = true;
-            job.lookup = std::move(lookups.front());
-            lookups.pop_front();
-            ++lookups_running;
-            return true;
-        }
+        bool docs_first = docs_turn && !ready.empty();
+        docs_turn = !docs_turn;
+        if (!docs_first && take_lookup(job)) return true;
+        if (take_doc(job)) return true;
+        return take_lookup(job);
+    }
+
+    bool take_doc(Job& job) {
         while (!ready.empty()) {
             Entry* entry = ready.front();
             Doc* doc = &entry->second;
@@ -767,10 +831,11 @@ struct Engine::Impl {
         KeysQuery keys{watch.query, *watch.keys_sql, query ? query->search_path : std::string(),
                        watch.schema + "." + watch.table, query ? query->refused : std::string()};
         std::size_t max_keys = options.max_keys;
+        Nanos started = now();
         lock.unlock();
         KeysOutcome outcome;
         try {
-            outcome = runner.run_keys(keys, lookup.args, max_keys, Visibility{{lookup.xid}, lookup.end_lsn});
+            outcome = runner.run_keys(keys, lookup.args, max_keys, Visibility{lookup.xids, lookup.end_lsn});
         } catch (const std::exception& e) {
             outcome.kind = OutcomeKind::Transient;
             outcome.error = e.what();
@@ -788,8 +853,13 @@ struct Engine::Impl {
         }
         lock.lock();
         --lookups_running;
+        auto key = lookup.key();
+        lookups_in_flight.erase(key);
         bool current = lookup.epoch == epoch;
-        std::uint64_t seq = current ? lookup.seq : 0;
+        if (!current) lookup.seqs.clear();  // a reset forgot those transactions
+        auto release_all = [&] {
+            for (auto seq : lookup.seqs) release(seq);
+        };
         ++counters.keys_lookups;
         auto query_now = query ? query_index.find(query->name) : query_index.end();
         bool known = query_now != query_index.end();
@@ -800,12 +870,12 @@ struct Engine::Impl {
                 Doc& doc = entry->second;
                 if (options.live_all) doc.flags |= kLive;
                 if (!(doc.flags & kLive)) continue;
-                add_xid(doc, lookup.xid);
+                for (auto xid : lookup.xids) add_xid(doc, xid);
                 doc.lsn = std::max(doc.lsn, lookup.end_lsn);
-                add_waiter(doc, seq);
+                for (auto seq : lookup.seqs) add_waiter(doc, seq);
                 schedule(*entry);
             }
-            release(seq);
+            release_all();
         } else if (outcome.kind == OutcomeKind::NotVisible || outcome.kind == OutcomeKind::Transient) {
             if (outcome.kind == OutcomeKind::NotVisible) {
                 ++counters.not_visible;
@@ -819,10 +889,7 @@ struct Engine::Impl {
                             ? backoff(options.not_visible_backoff, lookup.failures, 40)
                             : backoff(options.transient_backoff, lookup.failures, 100);
             lookup.retry_at = now() + std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-            if (!current) {
-                lookup.seq = 0;
-                lookup.epoch = epoch;
-            }
+            if (!current) lookup.epoch = epoch;
             delayed_lookups.emplace(lookup.retry_at, std::move(lookup));
         } else if (known) {
             ++counters.permanent_failures;
@@ -837,13 +904,27 @@ struct Engine::Impl {
             for (auto& entry : docs) {
                 Doc& doc = entry.second;
                 if (doc.query != query_now->second || !(doc.flags & kLive)) continue;
-                add_xid(doc, lookup.xid);
+                for (auto xid : lookup.xids) add_xid(doc, xid);
                 doc.lsn = std::max(doc.lsn, lookup.end_lsn);
                 schedule(entry);
             }
-            release(seq);
+            release_all();
         } else {
-            release(seq);  // the query was dropped meanwhile
+            release_all();  // the query was dropped meanwhile
+        }
+        // What changed while it ran: one more round, for all of them, started at least
+        // min_round_interval after this one (like a hot doc's); until then the key stays busy, so
+        // what arrives keeps merging into that round.
+        if (auto again = lookups_again.find(key); again != lookups_again.end()) {
+            Nanos due = started + interval;
+            if (due > now()) {
+                lookups_in_flight.insert(key);
+                lookups_paced.emplace(due, key);
+            } else {
+                Lookup next = std::move(again->second);
+                lookups_again.erase(again);
+                enqueue_lookup(std::move(next));
+            }
         }
         complete_finished(lock);
     }
@@ -852,6 +933,7 @@ struct Engine::Impl {
         Nanos due = std::numeric_limits<Nanos>::max();
         if (!delayed.empty()) due = delayed.begin()->first;
         if (!delayed_lookups.empty()) due = std::min(due, delayed_lookups.begin()->first);
+        if (!lookups_paced.empty()) due = std::min(due, lookups_paced.begin()->first);
         return due;
     }
 
@@ -1100,8 +1182,9 @@ void Engine::reset_stream() {
         doc.pending_seq = 0;
         doc.flight_seq = 0;
     }
-    for (auto& lookup : s.lookups) lookup.seq = 0;
-    for (auto& [due, lookup] : s.delayed_lookups) lookup.seq = 0;
+    for (auto& [key, lookup] : s.lookups_queued) lookup.seqs.clear();
+    for (auto& [key, lookup] : s.lookups_again) lookup.seqs.clear();
+    for (auto& [due, lookup] : s.delayed_lookups) lookup.seqs.clear();
 }
 
 bool Engine::run_once() {
@@ -1122,7 +1205,7 @@ EngineStats Engine::stats() const {
         ++out.live_docs;
         if (doc.flags & kDirty) ++out.dirty_docs;
     }
-    out.keys_queued = s.lookups.size() + s.delayed_lookups.size() + s.lookups_running;
+    out.keys_queued = s.lookups_queued.size() + s.lookups_again.size() + s.delayed_lookups.size() + s.lookups_running;
     out.in_flight = s.in_flight;
     out.waiting_txns = s.tickets.size();
     out.recompute = s.walk;
