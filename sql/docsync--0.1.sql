@@ -966,14 +966,16 @@ BEGIN
   END;
   rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
   RETURN md5(concat_ws(E'\n',
-    (SELECT string_agg(format('%s %s %s %s %s', c.oid, c.relkind,
-                              (SELECT string_agg(format('%s:%s:%s:%s', a.attnum, a.attname, a.atttypid, a.atttypmod), ','
-                                                 ORDER BY a.attnum)
+    -- names, never OIDs or attnums: a dump restored elsewhere has the same fingerprint
+    (SELECT string_agg(format('%s %s %s %s %s', c.oid::regclass, c.relkind,
+                              (SELECT string_agg(format('%s:%s', a.attname, format_type(a.atttypid, a.atttypmod)),
+                                                 ',' ORDER BY a.attnum)
                                  FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
                               CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END,
-                              pg_get_expr(c.relpartbound, c.oid)), E'\n' ORDER BY c.oid)
+                              pg_get_expr(c.relpartbound, c.oid)), E'\n' ORDER BY c.oid::regclass::text)
        FROM pg_class c WHERE c.oid IN (SELECT DISTINCT unnest(rels))),
-    (SELECT string_agg(format('%s %s', p.oid, md5(pg_get_functiondef(p.oid))), E'\n' ORDER BY p.oid)
+    (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
+                       ORDER BY p.oid::regprocedure::text)
        FROM pg_proc p
       WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p'))));
 END
