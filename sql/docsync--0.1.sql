@@ -1464,15 +1464,22 @@ SELECT j.database,
       (12, j.ack_lag_seconds > 30 OR j.ack_lag_bytes > 256 * 1024 * 1024, 'lagging',
        pg_catalog.format('acknowledged position is %s behind and %s s old, %s docs waiting',
                          pg_catalog.pg_size_pretty(j.ack_lag_bytes), round(j.ack_lag_seconds::numeric), j.dirty_depth)),
-      (13, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
+      -- a backlog that does not move, whatever the cause (a sink that takes no writes, computes stuck
+      -- behind locks): many transactions waiting, or WAL waiting, while nothing was acknowledged
+      (13, (j.open_txns >= 1000 AND j.acked_at < j.now - interval '10 seconds')
+           OR (j.ack_lag_bytes > 0 AND j.acked_at < j.now - interval '60 seconds'), 'lagging',
+       pg_catalog.format('nothing acknowledged for %s s while %s transactions and %s of WAL wait, %s docs dirty (state %s)',
+                         round(extract(epoch FROM j.now - j.acked_at)), j.open_txns,
+                         pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth, j.state)),
+      (14, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
        pg_catalog.format('%s: %s of %s live docs (%s%%), %s docs/s, %s',
                          CASE j.recompute WHEN 'valve' THEN 'WAL safety valve recompute' ELSE j.recompute || ' recompute' END,
                          j.recompute_done, j.recompute_total,
                          j.recompute_done * 100 / nullif(j.recompute_total, 0),
                          round(coalesce(j.recompute_rate, 0)::numeric),
                          coalesce('about ' || round(j.recompute_seconds_left::numeric) || ' s left', 'time left unknown'))),
-      (14, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
-      (15, true, 'ok',
+      (15, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
+      (16, true, 'ok',
        pg_catalog.format('streaming; %s behind, %s docs waiting', pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth))
     ) AS c(rank, applies, health, reason)
     WHERE c.applies

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -452,7 +453,15 @@ int run(const Settings& settings) {
             } catch (const std::exception&) {
                 // the sink is down: its outage shows where docs are published; asked again next time
             }
+            auto gone = publisher->fatal();
             lock.lock();
+            if (gone) {
+                log_error("publish", *gone);
+                if (fatal.empty()) fatal = *gone;
+                draining = true;
+                wake.notify_all();
+                break;
+            }
             wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
         }
     });
@@ -489,6 +498,20 @@ int run(const Settings& settings) {
     }
 
     if (liveness) liveness->stop();
+    // A drain is bounded: a compute blocked writing to a sink nobody reads (a stalled stdout) must not
+    // keep the worker alive. Past --drain-timeout it leaves at once; what it did not publish was never
+    // acknowledged, so the next start sends it again.
+    std::mutex drain_mutex;
+    std::condition_variable drain_done_cv;
+    bool drain_done = false;
+    std::thread drain_watch([&] {
+        std::unique_lock lock(drain_mutex);
+        if (drain_done_cv.wait_for(lock, settings.drain_timeout, [&] { return drain_done; })) return;
+        log_error("worker", "draining did not finish within --drain-timeout " + format_duration(settings.drain_timeout) +
+                                ": a compute is blocked publishing to the sink (a reader that stopped reading?); "
+                                "exiting without acknowledging what was not published");
+        std::_Exit(1);
+    });
     {
         std::unique_lock lock(mutex);
         if (draining) {
@@ -506,6 +529,12 @@ int run(const Settings& settings) {
     }
     stream_thread.join();
     sink_thread.join();
+    {
+        std::lock_guard lock(drain_mutex);
+        drain_done = true;
+    }
+    drain_done_cv.notify_all();
+    drain_watch.join();
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
 

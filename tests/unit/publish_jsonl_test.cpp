@@ -284,6 +284,51 @@ TEST_CASE("file sink: a full filesystem is a clear startup error") {
     CHECK(message.find((mnt / "docs.jsonl").string()) != std::string::npos);
 }
 
+TEST_CASE("file sink: a second writer of the same file is refused; a truncated or replaced file is noticed") {
+    TempDir dir;
+    auto path = dir.path / "docs.jsonl";
+    auto sink = JsonlSink::open_file(path.string());
+    CHECK_THROWS_WITH_AS(JsonlSink::open_file(path.string()),
+                         doctest::Contains("is already written by another docsync-worker"), Error);
+    CHECK_FALSE(sink->lost_docs());
+    sink->publish("db:a:1", std::string("{\"x\":1}"), DocVersion{1, 1});
+    CHECK_FALSE(sink->lost_docs());
+    std::filesystem::resize_file(path, 0);  // truncated by hand
+    auto shrank = sink->lost_docs();
+    REQUIRE(shrank);
+    CHECK(shrank->find("shrank from") != std::string::npos);
+    CHECK_FALSE(sink->lost_docs());
+    std::filesystem::remove(path);  // replaced: the sink writes to the new file, and locks it
+    { std::ofstream(path) << ""; }
+    auto replaced = sink->lost_docs();
+    REQUIRE(replaced);
+    CHECK(replaced->find("removed or replaced") != std::string::npos);
+    sink->publish("db:a:1", std::string("{\"x\":2}"), DocVersion{1, 2});
+    std::ifstream in(path);
+    std::string line;
+    REQUIRE(std::getline(in, line));
+    CHECK(line.find("\"x\":2") != std::string::npos);
+    CHECK_THROWS_WITH_AS(JsonlSink::open_file(path.string()), doctest::Contains("already written"), Error);
+}
+
+TEST_CASE("stdout sink: a reader that went away (EPIPE) is fatal, and the publish is not counted") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    ::close(fds[0]);
+    auto sink = JsonlSink::open_stdout(fds[1]);
+    CHECK_FALSE(sink->fatal());
+    try {
+        sink->publish("db:a:1", std::string("{}"), DocVersion{1, 1});
+        FAIL("a publish to a pipe nobody reads succeeded");
+    } catch (const Error& e) {
+        CHECK(e.transient());  // held, never acknowledged
+    }
+    auto fatal = sink->fatal();
+    REQUIRE(fatal);
+    CHECK(fatal->find("went away (EPIPE)") != std::string::npos);
+    ::close(fds[1]);
+}
+
 TEST_CASE("stdout sink: concurrent lines reach the descriptor whole and it holds nothing") {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);

@@ -233,6 +233,13 @@ const std::vector<Spec>& specs() {
          [](Settings& s, std::string_view v) {
              s.statement_timeout = duration_in(v, std::chrono::milliseconds(1), std::chrono::hours(24));
          }},
+        {"drain-timeout", Kind::Duration, "DURATION",
+         "longest a SIGTERM drain may take; past it (a sink that does not take writes) the worker exits 1, leaving "
+         "what it could not publish unacknowledged",
+         [](const Settings& s) { return format_duration(s.drain_timeout); },
+         [](Settings& s, std::string_view v) {
+             s.drain_timeout = duration_in(v, std::chrono::seconds(1), std::chrono::hours(1));
+         }},
         {"max-doc-bytes", Kind::Size, "SIZE", "largest doc published; larger ones are recorded as errors",
          [](const Settings& s) { return format_size(s.max_doc_bytes); },
          [](Settings& s, std::string_view v) { s.max_doc_bytes = size_in(v, 1, GB); }},

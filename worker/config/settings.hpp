@@ -35,6 +35,7 @@ struct Settings {
     std::chrono::milliseconds live_poll{std::chrono::seconds(5)};          // subscriber poll period
     unsigned pool = 4;                                                     // reader connections
     std::chrono::milliseconds statement_timeout{std::chrono::seconds(5)};  // per customer query
+    std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
     std::uint64_t max_doc_bytes = 1ull << 20;                              // doc size cap
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
     std::uint64_t max_retained_wal = 1ull << 30;                           // WAL safety valve

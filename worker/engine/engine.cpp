@@ -793,7 +793,9 @@ struct Engine::Impl {
         } else if (outcome.kind == OutcomeKind::Ok) {
             ++counters.transient_failures;
             counters.last_transient_error = "publishing " + job.channel + " failed: " + publish_error;
-            log_warning("engine", "publishing " + job.channel + " failed, will retry: " + publish_error);
+            // a sink that can never take a write again said so once; the worker is stopping
+            if (!publisher.fatal())
+                log_warning("engine", "publishing " + job.channel + " failed, will retry: " + publish_error);
             retry_with_waiters(backoff(options.transient_backoff, doc.failures + 1, 100));
         } else if (outcome.kind == OutcomeKind::NotVisible) {
             ++counters.not_visible;

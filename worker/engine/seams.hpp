@@ -94,6 +94,9 @@ public:
     // was flushed, or its file was truncated or replaced. Returns the reason, or nullopt; the first
     // call only takes note of the sink's state. Throws docsync::Error when the sink cannot be asked.
     virtual std::optional<std::string> lost_docs() { return std::nullopt; }
+    // A failure no retry can fix (stdout's reader went away): the reason, and the worker stops with
+    // an error, leaving what it could not publish unacknowledged. nullopt while publishing can work.
+    virtual std::optional<std::string> fatal() { return std::nullopt; }
 };
 
 }  // namespace docsync

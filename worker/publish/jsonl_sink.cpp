@@ -2,6 +2,7 @@
 #include "publish/jsonl_sink.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -39,6 +40,18 @@ std::string errno_text(int err) { return std::strerror(err); }
                 "; " + fix);
 }
 
+// One writer per file: another process appending behind this sink's back would make its idea of the
+// file's size wrong, and cutting a partial line after a failed write would then cut their lines.
+void lock_exclusively(int fd, const std::string& path) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
+    int err = errno;
+    if (err == EWOULDBLOCK)
+        throw Error("the JSONL sink file " + path + " is already written by another docsync-worker (it holds the "
+                    "file's lock): a file takes one writer; give each worker its own --sink file:PATH");
+    throw Error("cannot lock the JSONL sink file " + path + ": " + errno_text(err) +
+                "; choose a path on a local filesystem");
+}
+
 }  // namespace
 
 JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
@@ -63,6 +76,7 @@ std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
         struct stat st {};
         if (::fstat(fd, &st) != 0) open_failed(path, errno);
         bool regular = S_ISREG(st.st_mode);
+        if (regular) lock_exclusively(fd, path);
         sink.reset(new JsonlSink(fd, true, regular, path));
         sink->dev_ = st.st_dev;
         sink->ino_ = st.st_ino;
@@ -144,6 +158,15 @@ void JsonlSink::write_line(const std::string& line) {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             int err = n < 0 ? errno : EIO;
+            if (err == EPIPE) {
+                // Nobody reads any more (stdout's reader exited): no retry can publish. The doc stays
+                // unpublished and its transactions unacknowledged; fatal() tells the worker to stop.
+                if (fatal_.empty())
+                    fatal_ = "the reader of the JSONL sink " + name_ +
+                             " went away (EPIPE): nothing more can be published, so the worker stops; the "
+                             "unpublished transactions stay unacknowledged and are sent again at the next start";
+                throw Error(fatal_, {}, true);
+            }
             if (done > 0 && durable_) {
                 // Cut the partial line back so the file stays whole lines; if that fails too, the
                 // next publish retries the cut before writing.
@@ -226,6 +249,12 @@ std::optional<std::string> JsonlSink::lost_docs() {
             ::close(fd);
             open_failed(name_, err);
         }
+        try {
+            lock_exclusively(fd, name_);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
         ::close(fd_);
         fd_ = fd;
         dev_ = st.st_dev;
@@ -241,6 +270,12 @@ std::optional<std::string> JsonlSink::lost_docs() {
         return why;
     }
     return std::nullopt;
+}
+
+std::optional<std::string> JsonlSink::fatal() {
+    std::lock_guard lock(mutex_);
+    if (fatal_.empty()) return std::nullopt;
+    return fatal_;
 }
 
 }  // namespace docsync::publish

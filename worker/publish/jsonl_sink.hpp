@@ -49,6 +49,8 @@ public:
     // The file sink: the file was removed or replaced (it is reopened) or shrank below what this sink
     // wrote. The stdout sink never knows.
     std::optional<std::string> lost_docs() override;
+    // Set once a write failed with EPIPE: the reader went away.
+    std::optional<std::string> fatal() override;
 
     // The number of fsyncs so far (group commit makes it far smaller than the number of docs).
     std::uint64_t sync_count() const;
@@ -75,6 +77,7 @@ private:
     std::uint64_t failed_from_ = 1;     // lines failed_from_ … failed_seq_ were covered by a failed
     std::uint64_t failed_seq_ = 0;      // fsync: their publishes fail
     std::string sync_error_;            // the last fsync failure
+    std::string fatal_;                 // why nothing can be published any more (EPIPE)
     bool syncing_ = false;              // an fsync is running (outside the lock)
     std::uint64_t syncs_ = 0;
     std::unordered_set<std::string> channels_;
