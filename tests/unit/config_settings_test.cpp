@@ -287,7 +287,7 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 22);
+    CHECK(rows == 23);
 }
 
 TEST_CASE("an unopenable log file is an invalid setting naming the file and the fix") {
