@@ -284,6 +284,48 @@ TEST_CASE("file sink: a full filesystem is a clear startup error") {
     CHECK(message.find((mnt / "docs.jsonl").string()) != std::string::npos);
 }
 
+TEST_CASE("file sink: a disk that fills up mid-stream leaves whole lines, and only this sink's lines") {
+    TempDir dir;
+    auto mnt = dir.path / "small";
+    fs::create_directory(mnt);
+    if (::mount("docsync-test", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
+        MESSAGE("skipped: mounting a small tmpfs needs root (CAP_SYS_ADMIN)");
+        return;
+    }
+    struct Unmount {
+        fs::path p;
+        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    auto path = (mnt / "docs.jsonl").string();
+    auto sink = JsonlSink::open_file(path);
+    // the other writer that shared the file before is refused now, so the sink's size is the file's
+    CHECK_THROWS_WITH_AS(JsonlSink::open_file(path), doctest::Contains("already written"), Error);
+    std::string pad(40000, 'p');
+    int published = 0, failed = 0;
+    for (int i = 0; i < 200 && failed < 3; ++i) {
+        try {
+            sink->publish("db:a:" + std::to_string(i), "{\"pad\":\"" + pad + "\"}", docsync::DocVersion{1, static_cast<docsync::Lsn>(i + 1)});
+            ++published;
+        } catch (const Error& e) {
+            CHECK(e.transient());  // held and retried, never acknowledged
+            ++failed;
+        }
+    }
+    CHECK(published > 10);
+    CHECK(failed == 3);
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+        CHECK(line.find('\0') == std::string::npos);
+        rapidjson::Document d;
+        d.Parse<rapidjson::kParseIterativeFlag>(line.c_str());
+        CHECK_FALSE(d.HasParseError());
+        ++lines;
+    }
+    CHECK(lines == published);  // the failed writes were cut back to where they began
+}
+
 TEST_CASE("file sink: a second writer of the same file is refused; a truncated or replaced file is noticed") {
     TempDir dir;
     auto path = dir.path / "docs.jsonl";
