@@ -83,27 +83,15 @@ expect_current db:item:1 "$item1" 30 "after a redefinition and a restart"
 grep -q "startup recompute" "$tmp/worker.log" || fail "no startup recompute was logged"
 
 echo "2. DDL that changes results without changing rows"
-sql "ALTER TABLE product ALTER COLUMN price TYPE numeric(10,0) USING round(price * 2)"
-settle 30
-expect_current db:product:1 "$product1" 20 "ALTER COLUMN … TYPE … USING"
-sql "ALTER TABLE product ADD COLUMN stock int NOT NULL DEFAULT 7"
-settle 30
-expect_current db:product:1 "$product1" 20 "ADD COLUMN"
-sql "ALTER TABLE product RENAME COLUMN stock TO on_hand"
-settle 30
-expect_current db:product:1 "$product1" 20 "RENAME COLUMN"
-sql "ALTER TABLE product DROP COLUMN on_hand"
-settle 30
-expect_current db:product:1 "$product1" 20 "DROP COLUMN"
-sql "ALTER TABLE ev ATTACH PARTITION ev_b FOR VALUES FROM (100) TO (200)"
-settle 30
-expect_current db:evc:1 "$evc1" 20 "ATTACH PARTITION"
-sql "DROP TABLE ev_b"
-settle 30
-expect_current db:evc:1 "$evc1" 20 "DROP TABLE of a partition"
-sql "CREATE OR REPLACE VIEW cheap AS SELECT id, name FROM product WHERE name <> 'pen'"
-settle 30
-expect_current db:cheap:1 "$cheap1" 20 "CREATE OR REPLACE VIEW"
+# ddl DDL KEY SQL: runs DDL, drains, and waits until the doc at KEY equals a fresh run of SQL.
+ddl() { sql "$1"; settle 30; expect_current "$2" "$3" 20 "$1"; }
+ddl "ALTER TABLE product ALTER COLUMN price TYPE numeric(10,0) USING round(price * 2)" db:product:1 "$product1"
+ddl "ALTER TABLE product ADD COLUMN stock int NOT NULL DEFAULT 7" db:product:1 "$product1"
+ddl "ALTER TABLE product RENAME COLUMN stock TO on_hand" db:product:1 "$product1"
+ddl "ALTER TABLE product DROP COLUMN on_hand" db:product:1 "$product1"
+ddl "ALTER TABLE ev ATTACH PARTITION ev_b FOR VALUES FROM (100) TO (200)" db:evc:1 "$evc1"
+ddl "DROP TABLE ev_b" db:evc:1 "$evc1"
+ddl "CREATE OR REPLACE VIEW cheap AS SELECT id, name FROM product WHERE name <> 'pen'" db:cheap:1 "$cheap1"
 [ "$(sql "SELECT count(*) FROM docsync.queries WHERE name = 'item' AND 'item'::regclass = ANY (watched_tables)")" = 1 ] ||
   fail "docsync.queries lost a watch"
 

@@ -262,18 +262,26 @@ TEST_CASE("file sink: a missing directory or a read-only path is a clear startup
     if (immutable) std::system(("chattr -i '" + ro.string() + "'").c_str());
 }
 
-TEST_CASE("file sink: a full filesystem is a clear startup error") {
+// A small tmpfs mounted under a temporary directory for a test's lifetime; `mounted` is false (and
+// the test is skipped) where mounting needs a privilege the test does not have.
+struct SmallTmpfs {
     TempDir dir;
-    auto mnt = dir.path / "small";
-    fs::create_directory(mnt);
-    if (::mount("docsync-test", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
-        MESSAGE("skipped: mounting a small tmpfs needs root (CAP_SYS_ADMIN)");
-        return;
+    fs::path mnt = dir.path / "small";
+    bool mounted = false;
+    explicit SmallTmpfs(const char* size) {
+        fs::create_directory(mnt);
+        mounted = ::mount("docsync-test", mnt.c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+        if (!mounted) MESSAGE("skipped: mounting a small tmpfs needs root (CAP_SYS_ADMIN)");
     }
-    struct Unmount {
-        fs::path p;
-        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-    } unmount{mnt};
+    ~SmallTmpfs() {
+        if (mounted) ::umount2(mnt.c_str(), MNT_DETACH);
+    }
+};
+
+TEST_CASE("file sink: a full filesystem is a clear startup error") {
+    SmallTmpfs tmpfs("256k");
+    if (!tmpfs.mounted) return;
+    const fs::path& mnt = tmpfs.mnt;
     {
         std::ofstream fill(mnt / "fill", std::ios::binary);
         std::string block(4096, 'x');
@@ -285,18 +293,9 @@ TEST_CASE("file sink: a full filesystem is a clear startup error") {
 }
 
 TEST_CASE("file sink: a disk that fills up mid-stream leaves whole lines, and only this sink's lines") {
-    TempDir dir;
-    auto mnt = dir.path / "small";
-    fs::create_directory(mnt);
-    if (::mount("docsync-test", mnt.c_str(), "tmpfs", 0, "size=2m") != 0) {
-        MESSAGE("skipped: mounting a small tmpfs needs root (CAP_SYS_ADMIN)");
-        return;
-    }
-    struct Unmount {
-        fs::path p;
-        ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
-    } unmount{mnt};
-    auto path = (mnt / "docs.jsonl").string();
+    SmallTmpfs tmpfs("2m");
+    if (!tmpfs.mounted) return;
+    auto path = (tmpfs.mnt / "docs.jsonl").string();
     auto sink = JsonlSink::open_file(path);
     // the other writer that shared the file before is refused now, so the sink's size is the file's
     CHECK_THROWS_WITH_AS(JsonlSink::open_file(path), doctest::Contains("already written"), Error);
