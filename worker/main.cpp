@@ -62,15 +62,10 @@ public:
     // The --dsn role holds the slot and reads definitions: like the pool role, it must reach no
     // superuser and nothing else dangerous, except REPLICATION, which it needs.
     void check_role(bool allow_unsafe) {
-        auto problems = role_problems(connection(), true);
-        if (problems.empty()) return;
-        std::string list;
-        for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
-        std::string message = "the replication role of --dsn is not harmless (" + list +
-                              "): connect --dsn as a role with REPLICATION and nothing more (CREATE ROLE docsync_repl "
-                              "LOGIN REPLICATION; SELECT docsync.grant_replication('docsync_repl'))";
-        if (!allow_unsafe) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
-        log_warning("definitions", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
+        require_harmless_role(connection(), true, "the replication role of --dsn",
+                              "connect --dsn as a role with REPLICATION and nothing more (CREATE ROLE docsync_repl "
+                              "LOGIN REPLICATION; SELECT docsync.grant_replication('docsync_repl'))",
+                              allow_unsafe, "definitions");
     }
 
     Definitions fetch() {

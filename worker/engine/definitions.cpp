@@ -34,6 +34,14 @@ std::string string_member(const Value& object, const char* name, const std::stri
     return {v.GetString(), v.GetStringLength()};
 }
 
+// A string member that may be null or absent (then empty).
+std::string optional_string_member(const Value& object, const char* name, const std::string& where) {
+    auto it = object.FindMember(name);
+    if (it == object.MemberEnd() || it->value.IsNull()) return {};
+    if (!it->value.IsString()) fail(where, std::string("\"") + name + "\" must be a string or null");
+    return {it->value.GetString(), it->value.GetStringLength()};
+}
+
 std::vector<WatchColumn> columns_member(const Value& object, const char* name, const std::string& where) {
     const Value& v = member(object, name, where);
     if (!v.IsArray()) fail(where, std::string("field \"") + name + "\" must be an array");
@@ -98,18 +106,10 @@ Definitions parse_definitions(std::string_view json) {
         } else {
             fail(at, "\"search_path\" must be a string");
         }
-        // "refused": why the query must not run now (docsync.refusal()); null or absent when it may
-        auto refused = q.FindMember("refused");
-        if (refused != q.MemberEnd() && !refused->value.IsNull()) {
-            if (!refused->value.IsString()) fail(at, "\"refused\" must be a string or null");
-            query.refused.assign(refused->value.GetString(), refused->value.GetStringLength());
-        }
-        // "fingerprint": a hash of the catalog state the query depends on; null or absent when unknown
-        auto fingerprint = q.FindMember("fingerprint");
-        if (fingerprint != q.MemberEnd() && !fingerprint->value.IsNull()) {
-            if (!fingerprint->value.IsString()) fail(at, "\"fingerprint\" must be a string or null");
-            query.fingerprint.assign(fingerprint->value.GetString(), fingerprint->value.GetStringLength());
-        }
+        // why the query must not run now (docsync.refusal()), and a hash of the catalog state it
+        // depends on (docsync.fingerprint()); each null or absent when there is none
+        query.refused = optional_string_member(q, "refused", at);
+        query.fingerprint = optional_string_member(q, "fingerprint", at);
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }

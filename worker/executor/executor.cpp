@@ -51,7 +51,8 @@ struct Executor::Lease {
 
 std::vector<std::string> role_problems(pg::Connection& connection, bool replication_allowed) {
     // Every role the session's role reaches through memberships (any member may SET ROLE to it), the
-    // shortest path first, with what makes it dangerous; then the tables it owns or reaches an owner of.
+    // shortest path first, with what makes it dangerous, spelled as the path: "reader is a member of
+    // admins, which is a member of postgres, a superuser".
     auto r = connection.exec(
         "WITH RECURSIVE reach(oid, path) AS ("
         "  SELECT r.oid, ARRAY[r.rolname::text] FROM pg_catalog.pg_roles r WHERE r.rolname = current_user"
@@ -61,7 +62,14 @@ std::vector<std::string> role_problems(pg::Connection& connection, bool replicat
         "    JOIN pg_catalog.pg_roles g ON g.oid = m.roleid"
         "   WHERE cardinality(reach.path) < 32 AND NOT g.rolname::text = ANY (reach.path)),"
         " shortest AS (SELECT DISTINCT ON (oid) oid, path FROM reach ORDER BY oid, cardinality(path))"
-        " SELECT s.path, h.what, h.attribute FROM shortest s JOIN pg_catalog.pg_roles r ON r.oid = s.oid"
+        " SELECT s.path[1] || CASE WHEN cardinality(s.path) = 1 THEN '' ELSE ' is a member of ' ||"
+        "          pg_catalog.array_to_string(s.path[2:], ', which is a member of ') END ||"
+        "        CASE WHEN NOT h.attribute THEN ''"
+        "             WHEN h.what = 'a superuser' THEN CASE WHEN cardinality(s.path) = 1 THEN ' is ' ELSE ', ' END"
+        "             ELSE CASE WHEN cardinality(s.path) = 1 THEN ' has ' ELSE ', which has ' END END ||"
+        "        CASE WHEN h.attribute THEN h.what ELSE '' END,"
+        "        r.rolsuper"
+        " FROM shortest s JOIN pg_catalog.pg_roles r ON r.oid = s.oid"
         " CROSS JOIN LATERAL (VALUES (r.rolsuper, 'a superuser', true),"
         "   (r.rolreplication AND NOT r.rolsuper AND NOT $1::boolean, 'REPLICATION', true),"
         "   (r.rolbypassrls AND NOT r.rolsuper, 'BYPASSRLS', true),"
@@ -72,43 +80,11 @@ std::vector<std::string> role_problems(pg::Connection& connection, bool replicat
         " WHERE h.applies ORDER BY cardinality(s.path), s.path::text, h.what",
         {replication_allowed ? "true" : "false"}, pg::deadline_in(std::chrono::seconds(30)));
     std::vector<std::string> problems;
+    bool super = false;  // a role that reaches a superuser owns everything: owned tables would only repeat it
     for (int row = 0; row < r.rows(); ++row) {
-        // path is a text[] literal of role names: {a,b,"c d"}; spelled back as role names joined
-        std::string path(r.get(row, 0));
-        std::vector<std::string> roles;
-        std::string current;
-        bool quoted = false;
-        for (std::size_t i = 1; i + 1 < path.size(); ++i) {
-            char c = path[i];
-            if (quoted && c == '\\' && i + 2 < path.size()) {
-                current.push_back(path[++i]);
-            } else if (c == '"') {
-                quoted = !quoted;
-            } else if (c == ',' && !quoted) {
-                roles.push_back(std::move(current));
-                current.clear();
-            } else {
-                current.push_back(c);
-            }
-        }
-        roles.push_back(std::move(current));
-        std::string what(r.get(row, 1));
-        bool attribute = r.get(row, 2) == "t";
-        std::string text = roles.front();
-        for (std::size_t i = 1; i < roles.size(); ++i) text += (i == 1 ? " is a member of " : ", which is a member of ") + roles[i];
-        if (attribute) {
-            bool super = what == "a superuser";
-            if (roles.size() == 1)
-                text += super ? " is a superuser" : " has " + what;
-            else
-                text += super ? ", a superuser" : ", which has " + what;
-        }
-        problems.push_back(std::move(text));
+        problems.emplace_back(r.get(row, 0));
+        super = super || r.get(row, 1) == "t";
     }
-    // A role that reaches a superuser owns everything: the tables would only repeat that.
-    bool super = std::any_of(problems.begin(), problems.end(), [](const std::string& p) {
-        return p.size() >= 11 && p.compare(p.size() - 11, 11, "a superuser") == 0;
-    });
     if (super) return problems;
     auto owned = connection.exec(
         "SELECT pg_catalog.format('%I.%I', n.nspname, c.relname), pg_catalog.pg_get_userbyid(c.relowner)"
@@ -124,28 +100,31 @@ std::vector<std::string> role_problems(pg::Connection& connection, bool replicat
     return problems;
 }
 
+void require_harmless_role(pg::Connection& connection, bool replication_allowed, const std::string& which,
+                           const std::string& fix, bool allow_unsafe, const char* component) {
+    auto problems = role_problems(connection, replication_allowed);
+    if (problems.empty()) return;
+    std::string list;
+    for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
+    std::string message = which + " is not harmless (" + list + "): " + fix;
+    if (!allow_unsafe) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
+    log_warning(component, "--allow-unsafe-pool: " + message + ". Never run like this in production.");
+}
+
 Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     if (options_.pool_size == 0) throw Error("--pool must be at least 1");
     for (unsigned i = 0; i < options_.pool_size; ++i) slots_.push_back(std::make_unique<Slot>());
     // The first connection is made now: an unreachable server or an unsafe role stops the start.
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                         {{"application_name", options_.application_name}});
-    pg::pin_text_forms(conn, pg::deadline_in(std::chrono::seconds(30)));
-    auto problems = role_problems(conn, false);
-    if (!problems.empty()) {
-        std::string role(conn.exec("SELECT current_user", pg::deadline_in(std::chrono::seconds(30))).get(0, 0));
-        std::string list;
-        for (const auto& p : problems) list += (list.empty() ? "" : "; ") + p;
-        std::string message = "the pool role \"" + role + "\" is not harmless (" + list +
-                              "): doc queries are customer SQL and must run as a role that reaches no superuser, "
-                              "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
-                              "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "
-                              "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
-                              "on what the docs read (SELECT docsync.grant_reader('<role>'))";
-        if (!options_.allow_unsafe_pool) throw Error(message + ", or pass --allow-unsafe-pool on a throwaway setup");
-        log_warning("executor", "--allow-unsafe-pool: " + message + ". Never run like this in production.");
-    }
     pin(conn, pg::deadline_in(std::chrono::seconds(30)));
+    require_harmless_role(conn, false, std::string("the pool role \"") + PQuser(conn.raw()) + "\"",
+                          "doc queries are customer SQL and must run as a role that reaches no superuser, "
+                          "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
+                          "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "
+                          "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
+                          "on what the docs read (SELECT docsync.grant_reader('<role>'))",
+                          options_.allow_unsafe_pool, "executor");
     auto recovery = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(std::chrono::seconds(30)));
     slots_[0]->standby = standby_ = recovery.get(0, 0) == "t";
     slots_[0]->conn.emplace(std::move(conn));

@@ -50,6 +50,11 @@ struct ExecutorOptions {
 // Throws docsync::Error when the check cannot run.
 std::vector<std::string> role_problems(pg::Connection& connection, bool replication_allowed);
 
+// Throws docsync::Error "<which> is not harmless (<problems>): <fix>, or pass --allow-unsafe-pool …"
+// when role_problems finds any; with `allow_unsafe` it logs that as a warning of `component` instead.
+void require_harmless_role(pg::Connection& connection, bool replication_allowed, const std::string& which,
+                           const std::string& fix, bool allow_unsafe, const char* component);
+
 class Executor final : public Runner {
 public:
     // Connects the first pool connection and checks the role; throws docsync::Error when the server

@@ -52,6 +52,21 @@ void lock_exclusively(int fd, const std::string& path) {
                 "; choose a path on a local filesystem");
 }
 
+// Opens (creating) the sink file for appending, and locks it when it is a regular file; `st` is what
+// fstat says of it. Throws naming the path and the fix; nothing stays open then.
+int open_locked(const std::string& path, struct stat& st) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) open_failed(path, errno);
+    try {
+        if (::fstat(fd, &st) != 0) open_failed(path, errno);
+        if (S_ISREG(st.st_mode)) lock_exclusively(fd, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    return fd;
+}
+
 }  // namespace
 
 JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
@@ -69,21 +84,17 @@ std::unique_ptr<JsonlSink> JsonlSink::open_stdout(int fd) {
 
 std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
     if (path.empty()) throw Error("--sink file: needs a path, as in --sink file:/var/lib/docsync/docs.jsonl");
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) open_failed(path, errno);
+    struct stat st {};
+    int fd = open_locked(path, st);
     std::unique_ptr<JsonlSink> sink;
     try {
-        struct stat st {};
-        if (::fstat(fd, &st) != 0) open_failed(path, errno);
-        bool regular = S_ISREG(st.st_mode);
-        if (regular) lock_exclusively(fd, path);
-        sink.reset(new JsonlSink(fd, true, regular, path));
-        sink->dev_ = st.st_dev;
-        sink->ino_ = st.st_ino;
+        sink.reset(new JsonlSink(fd, true, S_ISREG(st.st_mode), path));
     } catch (...) {
         ::close(fd);
         throw;
     }
+    sink->dev_ = st.st_dev;
+    sink->ino_ = st.st_ino;
     if (sink->durable_) {
         struct statvfs vfs {};
         if (::fstatvfs(fd, &vfs) == 0) {
@@ -241,20 +252,8 @@ std::optional<std::string> JsonlSink::lost_docs() {
     std::lock_guard lock(mutex_);
     struct stat by_name {};
     if (::stat(name_.c_str(), &by_name) != 0 || by_name.st_dev != dev_ || by_name.st_ino != ino_) {
-        int fd = ::open(name_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) open_failed(name_, errno);
         struct stat st {};
-        if (::fstat(fd, &st) != 0) {
-            int err = errno;
-            ::close(fd);
-            open_failed(name_, err);
-        }
-        try {
-            lock_exclusively(fd, name_);
-        } catch (...) {
-            ::close(fd);
-            throw;
-        }
+        int fd = open_locked(name_, st);
         ::close(fd_);
         fd_ = fd;
         dev_ = st.st_dev;
