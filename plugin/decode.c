@@ -218,6 +218,7 @@ docsync_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		ensure_relation(ctx, entry);
 		write_row(ctx, entry, relation, change);
 	}
+	docsync_relmap_release();
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(data->context);
 }
@@ -288,6 +289,7 @@ docsync_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		}
 		OutputPluginWrite(ctx, true);
 	}
+	docsync_relmap_release();
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(data->context);
 }

@@ -58,15 +58,22 @@ typedef struct DocsyncColumn
 	FmgrInfo	output;			/* the type's text output function */
 } DocsyncColumn;
 
-/* What to do with changes of one relation (the cache key), rebuilt after invalidation. */
+/*
+ * What to do with changes of one relation (the cache key). An unwatched relation's entry records
+ * only that (no memory context, no names or columns). Entries handed out by docsync_relmap_get stay
+ * in place until docsync_relmap_release, whatever invalidations arrive in between.
+ */
 typedef struct DocsyncRelEntry
 {
 	Oid			relid;			/* hash key: the changed relation */
-	bool		valid;			/* false after an invalidation: rebuild before use */
+	bool		valid;			/* false once invalidated while in use: dropped on release */
 	bool		watched;		/* emit its changes at all */
+	bool		in_use;			/* handed out since the last docsync_relmap_release */
 	bool		relation_sent;	/* the root's current RELATION is known sent (cleared on rebuild) */
-	MemoryContext context;		/* holds names and columns; deleted on rebuild */
+	struct DocsyncRelEntry *next_in_use;	/* the other entries in use */
+	MemoryContext context;		/* watched only: holds names and columns; else NULL */
 	Oid			root_relid;		/* the watched relation reported (the root for partitions) */
+	uint64		root_generation;	/* the root's cache generation this entry was built against */
 	char	   *schema;			/* schema of root_relid */
 	char	   *name;			/* name of root_relid */
 	char		replident;		/* root's pg_class.relreplident */
@@ -82,6 +89,7 @@ extern List *docsync_parse_tables(const char *value);
 /* relmap.c */
 extern void docsync_relmap_init(MemoryContext parent, List *tables);
 extern DocsyncRelEntry *docsync_relmap_get(Relation relation);
+extern void docsync_relmap_release(void);
 extern void docsync_relmap_reset(void);
 extern bool docsync_relmap_needs_relation(DocsyncRelEntry *entry);
 extern void docsync_relmap_relation_written(DocsyncRelEntry *entry);

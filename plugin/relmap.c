@@ -5,9 +5,17 @@
  *		relation is it reported as (the root for partitions), and which of its columns are emitted.
  *
  * Entries are keyed by the changed relation's OID and built lazily in the change callback, under the
- * historic snapshot, so names and attnums are resolved as they were when the change was made.
- * Relcache and namespace invalidations only mark entries invalid (they can arrive in the middle of a
- * callback); the next change rebuilds the entry and sends a fresh RELATION record.
+ * historic snapshot, so names and attnums are resolved as they were when the change was made. An
+ * unwatched relation costs a bare entry that says so; a watched one owns a small memory context with
+ * its names and columns. A second, smaller table holds one entry per watched (reported) relation:
+ * whether its RELATION record was sent, and a generation that changes whenever that entry is
+ * dropped and made anew, which is how partitions notice that their root changed.
+ *
+ * A relcache invalidation looks up only the relation it names (InvalidOid: every entry) and drops
+ * its entries, so the cache holds nothing for dropped relations, whatever the churn. Invalidations
+ * can arrive in the middle of a callback (whenever the catalogs are read), so an entry handed out to
+ * the current callback is only marked invalid and is dropped when the callback releases it, and
+ * memory an entry in use still points to is never freed before then.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,16 +38,32 @@
 #include "docsync_wire.h"
 #include "plugin.h"
 
+/* One watched (reported) relation: the root of partitions, or the changed relation itself. */
+typedef struct RelmapRoot
+{
+	Oid			relid;			/* hash key */
+	uint64		generation;		/* unique to this entry: a later entry of the same relid differs */
+	bool		relation_sent;	/* its RELATION record was written since the entry was made */
+} RelmapRoot;
+
 /* The cache of one decoding session (backend-local: a backend decodes one slot at a time). */
-static MemoryContext relmap_context = NULL; /* owns the hash, entries and warnings */
+static MemoryContext relmap_context = NULL; /* owns the hashes, contexts and warnings */
+static MemoryContext relmap_retired = NULL; /* contexts replaced while in use, freed on release */
 static HTAB *relmap = NULL;		/* DocsyncRelEntry by changed relid */
-static HTAB *relmap_sent = NULL;	/* root relids whose RELATION record is sent and still current */
+static HTAB *relmap_roots = NULL;	/* RelmapRoot by watched (reported) relid */
+static DocsyncRelEntry *relmap_in_use = NULL;	/* entries handed out since the last release */
 static List *relmap_tables = NIL;	/* the parsed `tables` option */
 static bool relmap_has_names = false;	/* some entry names its relation */
 static List *relmap_warned = NIL;	/* "relid/column" keys already warned about */
 static bool callbacks_registered = false;	/* invalidation callbacks are per backend, forever */
 
+/* Counters of the backend: root generations handed out, and invalidation callbacks run. */
+static uint64 relmap_generation = 0;
+static uint64 relmap_invalidations = 0;
+
 static void relmap_build(DocsyncRelEntry *entry, Relation relation);
+static bool relmap_root_current(DocsyncRelEntry *entry);
+static void relmap_drop(DocsyncRelEntry *entry);
 static bool relmap_match(Oid relid, bool *all_columns, List **columns);
 static void relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf,
 							   bool all_columns, List *listed);
@@ -60,6 +84,8 @@ docsync_relmap_init(MemoryContext parent, List *tables)
 
 	docsync_relmap_reset();
 	relmap_context = AllocSetContextCreate(parent, "docsync relation cache", ALLOCSET_DEFAULT_SIZES);
+	relmap_retired = AllocSetContextCreate(relmap_context, "docsync retired relations",
+										   ALLOCSET_SMALL_SIZES);
 
 	/*
 	 * The decoding context (and with it this cache) is freed without a shutdown callback when the
@@ -73,8 +99,10 @@ docsync_relmap_init(MemoryContext parent, List *tables)
 	ctl.entrysize = sizeof(DocsyncRelEntry);
 	ctl.hcxt = relmap_context;
 	relmap = hash_create("docsync relations", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.entrysize = sizeof(Oid);
-	relmap_sent = hash_create("docsync relations sent", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(RelmapRoot);
+	relmap_roots = hash_create("docsync watched relations", 64, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	relmap_in_use = NULL;
 	relmap_tables = tables;
 	relmap_has_names = false;
 	foreach(lc, tables)
@@ -94,10 +122,28 @@ docsync_relmap_init(MemoryContext parent, List *tables)
 	}
 }
 
-/* Forgets the session's cache (the callbacks stay registered and then do nothing). */
+/*
+ * Forgets the session's cache (the callbacks stay registered and then do nothing). At session end
+ * it reports at DEBUG1 what the cache still holds.
+ */
 void
 docsync_relmap_reset(void)
 {
+	if (relmap != NULL && message_level_is_interesting(DEBUG1))
+	{
+		HASH_SEQ_STATUS status;
+		DocsyncRelEntry *entry;
+		long		watched = 0;
+
+		hash_seq_init(&status, relmap);
+		while ((entry = hash_seq_search(&status)) != NULL)
+		{
+			if (entry->watched)
+				watched++;
+		}
+		elog(DEBUG1, "docsync: relation cache at session end: %ld relations, %ld of them watched, %ld reported relations",
+			 (long) hash_get_num_entries(relmap), watched, (long) hash_get_num_entries(relmap_roots));
+	}
 	if (relmap_context != NULL)
 		MemoryContextDelete(relmap_context);	/* runs relmap_forget */
 	relmap_forget(NULL);
@@ -108,8 +154,10 @@ static void
 relmap_forget(void *arg)
 {
 	relmap_context = NULL;
+	relmap_retired = NULL;
 	relmap = NULL;
-	relmap_sent = NULL;
+	relmap_roots = NULL;
+	relmap_in_use = NULL;
 	relmap_tables = NIL;
 	relmap_warned = NIL;
 }
@@ -122,20 +170,28 @@ relmap_forget(void *arg)
 bool
 docsync_relmap_needs_relation(DocsyncRelEntry *entry)
 {
-	bool		found;
+	RelmapRoot *root = hash_search(relmap_roots, &entry->root_relid, HASH_FIND, NULL);
 
-	hash_search(relmap_sent, &entry->root_relid, HASH_FIND, &found);
-	return !found;
+	return root == NULL || root->generation != entry->root_generation || !root->relation_sent;
 }
 
-/* Notes that the entry's RELATION record was written. */
+/*
+ * Notes that the entry's RELATION record was written. When the root was invalidated since the entry
+ * was built, nothing is noted: the next change rebuilds the entry and writes the record again.
+ */
 void
 docsync_relmap_relation_written(DocsyncRelEntry *entry)
 {
-	hash_search(relmap_sent, &entry->root_relid, HASH_ENTER, NULL);
+	RelmapRoot *root = hash_search(relmap_roots, &entry->root_relid, HASH_FIND, NULL);
+
+	if (root != NULL && root->generation == entry->root_generation)
+		root->relation_sent = true;
 }
 
-/* The decision for a changed relation, built or rebuilt as needed. */
+/*
+ * The decision for a changed relation, built or rebuilt as needed. The entry stays valid memory
+ * until docsync_relmap_release, which every callback that gets entries calls when done with them.
+ */
 DocsyncRelEntry *
 docsync_relmap_get(Relation relation)
 {
@@ -147,17 +203,76 @@ docsync_relmap_get(Relation relation)
 	entry = hash_search(relmap, &relid, HASH_ENTER, &found);
 	if (!found)
 	{
-		entry->context = NULL;
 		entry->valid = false;
 		entry->watched = false;
+		entry->in_use = false;
+		entry->next_in_use = NULL;
+		entry->context = NULL;
 		entry->root_relid = InvalidOid;
+		entry->root_generation = 0;
+	}
+	else if (entry->valid && !relmap_root_current(entry))
+		entry->valid = false;
+	if (!entry->in_use)
+	{
+		entry->in_use = true;
+		entry->next_in_use = relmap_in_use;
+		relmap_in_use = entry;
 	}
 	if (!entry->valid)
 		relmap_build(entry, relation);
 	return entry;
 }
 
-/* (Re)builds one entry from the catalogs as the historic snapshot sees them. */
+/*
+ * Ends the use of the entries handed out: those invalidated meanwhile are dropped now, and contexts
+ * replaced while in use are freed.
+ */
+void
+docsync_relmap_release(void)
+{
+	while (relmap_in_use != NULL)
+	{
+		DocsyncRelEntry *entry = relmap_in_use;
+
+		relmap_in_use = entry->next_in_use;
+		entry->in_use = false;
+		entry->next_in_use = NULL;
+		if (!entry->valid)
+			relmap_drop(entry);
+	}
+	if (relmap_retired != NULL)
+		MemoryContextReset(relmap_retired);
+}
+
+/*
+ * Is a watched partition's entry still built against its root's current cache entry? (An entry of
+ * a relation reported as itself is invalidated directly, with the relation.)
+ */
+static bool
+relmap_root_current(DocsyncRelEntry *entry)
+{
+	RelmapRoot *root;
+
+	if (!entry->watched || entry->root_relid == entry->relid)
+		return true;
+	root = hash_search(relmap_roots, &entry->root_relid, HASH_FIND, NULL);
+	return root != NULL && root->generation == entry->root_generation;
+}
+
+/* Removes an entry that is not in use, with its memory. */
+static void
+relmap_drop(DocsyncRelEntry *entry)
+{
+	Oid			relid = entry->relid;
+
+	Assert(!entry->in_use);
+	if (entry->context != NULL)
+		MemoryContextDelete(entry->context);
+	hash_search(relmap, &relid, HASH_REMOVE, NULL);
+}
+
+/* (Re)builds one entry, which is in use, from the catalogs as the historic snapshot sees them. */
 static void
 relmap_build(DocsyncRelEntry *entry, Relation relation)
 {
@@ -168,29 +283,28 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 	Relation	root;
 	MemoryContext old;
 	char	   *nspname;
+	uint64		invalidations = relmap_invalidations;
 
-	/*
-	 * Valid from the start: an invalidation that arrives while the catalogs are read below marks it
-	 * invalid again, and the next change rebuilds it.
-	 */
-	entry->valid = true;
+	Assert(entry->in_use);
+
+	/* The previous contents may still be used by the current callback: free them on release. */
 	if (entry->context != NULL)
-		MemoryContextDelete(entry->context);
-	entry->context = AllocSetContextCreate(relmap_context, "docsync relation", ALLOCSET_SMALL_SIZES);
+		MemoryContextSetParent(entry->context, relmap_retired);
+	entry->context = NULL;
 	entry->watched = false;
 	entry->relation_sent = false;
 	entry->root_relid = InvalidOid;
+	entry->root_generation = 0;
 	entry->schema = NULL;
 	entry->name = NULL;
 	entry->ncolumns = 0;
 	entry->columns = NULL;
 
-	old = MemoryContextSwitchTo(entry->context);
-
-	/* The extension's own tables: always, every column. */
+	/* What is read to decide is scratch, in the caller's (per-change) context. */
 	nspname = get_namespace_name(RelationGetNamespace(relation));
 	if (nspname != NULL && strcmp(nspname, DOCSYNC_SCHEMA) == 0)
 	{
+		/* The extension's own tables: always, every column. */
 		root_relid = relid;
 		all_columns = true;
 	}
@@ -221,6 +335,12 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 
 	if (OidIsValid(root_relid))
 	{
+		RelmapRoot *root_entry;
+		bool		found;
+
+		entry->context = AllocSetContextCreate(relmap_context, "docsync relation",
+											   ALLOCSET_SMALL_SIZES);
+		old = MemoryContextSwitchTo(entry->context);
 		root = root_relid == relid ? relation : RelationIdGetRelation(root_relid);
 		if (root == NULL)
 			elog(ERROR, "could not open relation with OID %u", root_relid);
@@ -235,9 +355,22 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 		relmap_add_columns(entry, root, relation, all_columns, listed);
 		if (root != relation)
 			RelationClose(root);
+		MemoryContextSwitchTo(old);
+
+		root_entry = hash_search(relmap_roots, &root_relid, HASH_ENTER, &found);
+		if (!found)
+		{
+			root_entry->generation = ++relmap_generation;
+			root_entry->relation_sent = false;
+		}
+		entry->root_generation = root_entry->generation;
 	}
 
-	MemoryContextSwitchTo(old);
+	/*
+	 * An invalidation that arrived while the catalogs were read may have made what was read stale:
+	 * the entry then serves the current change only, and the next change rebuilds it.
+	 */
+	entry->valid = relmap_invalidations == invalidations;
 }
 
 /*
@@ -456,30 +589,47 @@ warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed)
 				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
 }
 
-/* Relcache invalidation: mark the relation's entries (and those reported as it) for rebuild. */
+/*
+ * Relcache invalidation of one relation (InvalidOid: of all): drops its entry, or marks it invalid
+ * while in use, and forgets the RELATION record sent for it as a watched relation. Partitions
+ * reported as it notice on their next change, by the generation of its watched-relation entry.
+ */
 static void
 relmap_invalidate_relation(Datum arg, Oid relid)
 {
-	HASH_SEQ_STATUS status;
 	DocsyncRelEntry *entry;
 
 	if (relmap == NULL)
 		return;
-	hash_seq_init(&status, relmap);
-	while ((entry = hash_seq_search(&status)) != NULL)
-	{
-		if (!OidIsValid(relid) || entry->relid == relid || entry->root_relid == relid)
-			entry->valid = false;
-	}
+	relmap_invalidations++;
 	if (OidIsValid(relid))
-		hash_search(relmap_sent, &relid, HASH_REMOVE, NULL);
+	{
+		entry = hash_search(relmap, &relid, HASH_FIND, NULL);
+		if (entry != NULL)
+		{
+			if (entry->in_use)
+				entry->valid = false;
+			else
+				relmap_drop(entry);
+		}
+		hash_search(relmap_roots, &relid, HASH_REMOVE, NULL);
+	}
 	else
 	{
-		Oid		   *sent;
+		HASH_SEQ_STATUS status;
+		RelmapRoot *root;
 
-		hash_seq_init(&status, relmap_sent);
-		while ((sent = hash_seq_search(&status)) != NULL)
-			hash_search(relmap_sent, sent, HASH_REMOVE, NULL);
+		hash_seq_init(&status, relmap);
+		while ((entry = hash_seq_search(&status)) != NULL)
+		{
+			if (entry->in_use)
+				entry->valid = false;
+			else
+				relmap_drop(entry);
+		}
+		hash_seq_init(&status, relmap_roots);
+		while ((root = hash_seq_search(&status)) != NULL)
+			hash_search(relmap_roots, &root->relid, HASH_REMOVE, NULL);
 	}
 }
 

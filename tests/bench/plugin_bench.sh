@@ -4,7 +4,7 @@
 # in one run, and prints rows, bytes and decode time per plugin with ratios against docsync.
 #
 #   dir=$(packaging/dev-cluster.sh start); . "$dir/cluster.env"
-#   tests/bench/plugin_bench.sh [transactions (default 2000)] [repetitions (default 3)]
+#   [DOCSYNC_BENCH_CHURN=cycles] tests/bench/plugin_bench.sh [transactions (default 2000)] [repetitions (default 3)]
 #
 # Workload: each transaction inserts an order, three order items and two unwatched audit rows,
 # then updates the order's status; between them, a stream of transactions that touch only the
@@ -14,10 +14,18 @@
 # the best of the repetitions counting; decode time is the backend's CPU time around the SQL
 # decoding call (robust on a loaded machine), with the wall time beside it. The "floor" row decodes
 # the same WAL with nothing watched: the server's own share of the work, which every plugin pays.
+#
+# Then table churn: DOCSYNC_BENCH_CHURN cycles (default 5000; 0 skips it) of CREATE TABLE, INSERT of
+# one row and DROP TABLE, each its own transaction, decoded from two slots created just before it,
+# through docsync and pgoutput (proto 1, the same tables and publication; neither emits anything)
+# side by side in one run, best of the repetitions, with the ratio. Every cycle changes a relation
+# the session has never seen and then drops it, so this measures what a plugin's relation cache
+# costs when relations come and go.
 # Not a timed test: figures depend on the machine.
 set -euo pipefail
 n=${1:-2000}
 reps=${2:-3}
+churn=${DOCSYNC_BENCH_CHURN:-5000}
 db=docsync_bench_$$
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 
@@ -98,4 +106,63 @@ SELECT round(d.bytes::numeric / p.bytes, 2) AS "docsync/pgoutput bytes (target <
        round(d.cpu_ms / w.cpu_ms, 2) AS "docsync/wal2json time (target <= 0.5)"
   FROM results d, results p, results w
  WHERE d.plugin = 'docsync (binary)' AND p.plugin = 'pgoutput proto 1' AND w.plugin = 'wal2json v2';
+SQL
+
+[ "$churn" -gt 0 ] || exit 0
+psql -d "$db" <<'SQL' >/dev/null
+SET client_min_messages = warning;
+SELECT pg_create_logical_replication_slot('bench_churn_docsync', 'docsync');
+SELECT pg_create_logical_replication_slot('bench_churn_pgoutput', 'pgoutput');
+CREATE PROCEDURE bench_churn(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..n LOOP
+    CREATE TABLE bench_churn (id int PRIMARY KEY, v text);
+    COMMIT;
+    INSERT INTO bench_churn VALUES (i, 'x');
+    COMMIT;
+    DROP TABLE bench_churn;
+    COMMIT;
+  END LOOP;
+END $$;
+SQL
+start=$(date +%s)
+psql -d "$db" -c "SET synchronous_commit = off" -c "CALL bench_churn($churn)"
+echo "churn: $churn cycles of CREATE TABLE / INSERT / DROP TABLE in $(( $(date +%s) - start ))s"
+
+PGOPTIONS="-c bench.reps=$reps" psql -d "$db" <<'SQL'
+\pset footer off
+CREATE TEMP TABLE plugins (plugin text, q text);
+INSERT INTO plugins VALUES
+  ('docsync (binary)', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_churn_docsync', NULL, NULL,
+      'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('pgoutput proto 1', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_churn_pgoutput', NULL, NULL,
+      'proto_version', '1', 'publication_names', 'bench_pub')$$);
+CREATE TEMP TABLE runs (plugin text, rows bigint, bytes bigint, cpu_s numeric, wall_s numeric);
+CREATE FUNCTION pg_temp.cpu_ns() RETURNS numeric LANGUAGE sql AS
+  $$SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric$$;
+DO $$
+DECLARE
+  p record;
+  t0 timestamptz;
+  c0 numeric;
+  n bigint;
+  b bigint;
+BEGIN
+  FOR r IN 1..current_setting('bench.reps')::int LOOP
+    FOR p IN SELECT * FROM plugins LOOP
+      c0 := pg_temp.cpu_ns();
+      t0 := clock_timestamp();
+      EXECUTE p.q INTO n, b;
+      INSERT INTO runs VALUES (p.plugin, n, b, (pg_temp.cpu_ns() - c0) / 1e9,
+                               extract(epoch FROM clock_timestamp() - t0));
+    END LOOP;
+  END LOOP;
+END $$;
+SELECT plugin AS "table churn: plugin", max(rows) AS rows, max(bytes) AS bytes,
+       round(min(cpu_s), 3) AS decode_cpu_s, round(min(wall_s), 3) AS decode_wall_s
+  FROM runs GROUP BY plugin ORDER BY plugin;
+SELECT round(min(cpu_s) FILTER (WHERE plugin = 'docsync (binary)') /
+             min(cpu_s) FILTER (WHERE plugin = 'pgoutput proto 1'), 2)
+         AS "churn: docsync/pgoutput time (target <= 1.2)"
+  FROM runs;
 SQL
