@@ -9,9 +9,9 @@ PACKAGES=(
   # build: extension
   postgresql-15 postgresql-server-dev-15 make
   # build: worker
-  cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libcli11-dev libhiredis-dev
-  # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools
-  doctest-dev clang libclang-rt-14-dev redis-server procps util-linux
+  cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libhiredis-dev
+  # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools, JSON and script tools
+  doctest-dev clang libclang-rt-14-dev redis-server procps util-linux jq python3
   # benchmarks: peer plugins and tools
   postgresql-15-wal2json
   # packaging

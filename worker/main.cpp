@@ -23,6 +23,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "config/settings.hpp"
+#include "engine/channel.hpp"
 #include "engine/definitions.hpp"
 #include "engine/engine.hpp"
 #include "executor/executor.hpp"
@@ -41,22 +42,31 @@ using namespace std::chrono_literals;
 
 constexpr auto kControlTimeout = 30s;
 
+// The database a connection reached and its server's system identifier (a hot standby shares its
+// primary's).
+struct DatabaseIdentity {
+    std::string database;
+    std::string system_identifier;
+};
+
 // Reads the definitions over an ordinary connection on --dsn, reconnecting when it was lost. Used
 // at start (main thread) and then only by the stream thread.
 class DefinitionsSource {
 public:
     explicit DefinitionsSource(std::string dsn) : dsn_(std::move(dsn)) {}
 
-    // The database's name (for the status file), checking that the extension is installed.
-    std::string database() {
+    // The database --dsn reaches (its name names the status file) and its server, checking that the
+    // extension is installed.
+    DatabaseIdentity identity() {
         auto result = connection().exec(
-            "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync')",
+            "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync'), "
+            "(SELECT system_identifier FROM pg_catalog.pg_control_system())::text",
             pg::deadline_in(kControlTimeout));
         std::string name(result.get(0, 0));
         if (result.get(0, 1) != "t")
             throw Error("the docsync extension is not installed in database \"" + name +
                         "\": run CREATE EXTENSION docsync there (as a superuser), then define doc queries");
-        return name;
+        return {name, std::string(result.get(0, 2))};
     }
 
     // The --dsn role holds the slot and reads definitions: like the pool role, it must reach no
@@ -73,7 +83,10 @@ public:
             try {
                 auto result = connection().exec("SELECT docsync.worker_definitions()::text",
                                                 pg::deadline_in(kControlTimeout));
-                return parse_definitions(result.get(0, 0));
+                Definitions definitions = parse_definitions(result.get(0, 0));
+                for (const auto& problem : definitions.unresolved)
+                    log_warning("definitions", "not used: " + problem);
+                return definitions;
             } catch (const Error& e) {
                 if (!e.transient() || attempt >= 5) {
                     if (e.sqlstate() == "42501")
@@ -135,7 +148,7 @@ private:
     pg::Connection& connection() {
         if (!conn_ || !conn_->ok()) {
             conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
-                                                  {{"application_name", "docsync-worker control"}}));
+                                                  {{"application_name", "docsync-worker control"}}, "--dsn"));
             pg::pin_text_forms(*conn_, pg::deadline_in(kControlTimeout));
         }
         return *conn_;
@@ -147,10 +160,35 @@ private:
     std::string waiting_;
 };
 
+// Each --warm channel must name a defined doc query, with one value per param.
+void check_warm(const std::vector<std::string>& channels, const Definitions& defs) {
+    for (const auto& channel : channels) {
+        ParsedChannel parsed;
+        if (!parse_channel(channel, parsed)) throw Error("--warm \"" + channel + "\" is not a doc channel");
+        const DocQuery* query = defs.find_query(parsed.query);
+        if (!query) {
+            std::string names;
+            for (const auto& q : defs.queries) names += (names.empty() ? "" : ", ") + q.name;
+            throw Error("--warm \"" + channel + "\": no doc query is named \"" + parsed.query + "\" (" +
+                        (names.empty() ? std::string("none is defined") : "defined: " + names) +
+                        "); fix the channel: SELECT docsync.channel('<query>', '<value>') spells one");
+        }
+        if (query->params.size() != parsed.values.size()) {
+            std::string params;
+            for (const auto& p : query->params) params += (params.empty() ? "" : ", ") + p;
+            throw Error("--warm \"" + channel + "\": doc query \"" + query->name + "\" takes " +
+                        std::to_string(query->params.size()) + " value(s) (" + params + "), the channel gives " +
+                        std::to_string(parsed.values.size()) + "; fix the channel: SELECT docsync.channel('" +
+                        query->name + "', …) spells it");
+        }
+    }
+}
+
 // Hands stream records to the engine and keeps the definitions and the plugin's `tables` current.
 class Pipeline final : public StreamHandler {
 public:
-    Pipeline(Engine& engine, DefinitionsSource& definitions) : engine_(engine), definitions_(definitions) {}
+    Pipeline(Engine& engine, DefinitionsSource& definitions, std::vector<std::string> warm)
+        : engine_(engine), definitions_(definitions), warm_(std::move(warm)) {}
 
     void set_stream(Stream* stream) { stream_ = stream; }
 
@@ -189,6 +227,11 @@ public:
                                       "recomputing every live doc");
             }
             engine_.recompute_all_live(reason);
+        }
+        // The docs --warm names, once, now that doc versions have this session's generation.
+        if (first && !warm_.empty()) {
+            log_info("engine", "computing the " + std::to_string(warm_.size()) + " doc(s) --warm names");
+            for (const auto& channel : warm_) engine_.warm(channel);
         }
     }
 
@@ -229,6 +272,7 @@ private:
     Engine& engine_;
     DefinitionsSource& definitions_;
     Stream* stream_ = nullptr;
+    const std::vector<std::string> warm_;
     std::string tables_;
     std::uint64_t sessions_ = 0;
     std::uint64_t xid_ = 0;  // of the transaction being decoded
@@ -362,9 +406,9 @@ int run(const Settings& settings) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     DefinitionsSource definitions(settings.dsn);
-    std::string database = definitions.database();
+    DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
-    status::StatusBoard board(settings.status_dir, database, settings.slot);
+    status::StatusBoard board(settings.status_dir, identity.database, settings.slot);
 
     auto sink = publish::parse_sink(settings.sink);
     auto publisher = publish::make_publisher(sink);
@@ -376,6 +420,14 @@ int run(const Settings& settings) {
     executor_options.max_doc_bytes = settings.max_doc_bytes;
     executor_options.allow_unsafe_pool = settings.allow_unsafe_pool;
     Executor executor(executor_options);
+    // The pool must see the rows the slot decodes: the same database, on the same server or a standby
+    // of it (which shares its system identifier).
+    if (executor.database() != identity.database || executor.system_identifier() != identity.system_identifier)
+        throw Error("--pool-dsn reaches database \"" + executor.database() + "\" of the server with system identifier " +
+                    executor.system_identifier() + ", but --dsn reaches database \"" + identity.database +
+                    "\" of the server with system identifier " + identity.system_identifier +
+                    ": the doc queries must run on the database the slot decodes; point --pool-dsn at dbname=" +
+                    identity.database + " on that server or on a hot standby of it");
 
     SteadyClock clock;
     DeliveryProgressCoordinator coordinator;
@@ -384,9 +436,11 @@ int run(const Settings& settings) {
     engine_options.max_keys = settings.max_keys;
     Engine engine(executor, *publisher, clock, engine_options,
                   [&coordinator](std::uint64_t ticket) { coordinator.complete(ticket); });
-    engine.load_definitions(definitions.fetch());
+    auto defs = definitions.fetch();
+    check_warm(settings.warm, defs);
+    engine.load_definitions(std::move(defs));
 
-    Pipeline pipeline(engine, definitions);
+    Pipeline pipeline(engine, definitions, settings.warm);
     StreamOptions stream_options;
     stream_options.dsn = settings.dsn;
     stream_options.slot = settings.slot;
@@ -400,9 +454,13 @@ int run(const Settings& settings) {
     Stream stream(stream_options, coordinator, pipeline);
     pipeline.set_stream(&stream);
 
+    // Redis clients ask for docs on docsync:warm and docsync:touch in both live modes; with --live
+    // subscribers the subscriber set also decides which docs are live. With --live all every doc the
+    // engine knows is live, so a touch computes only a doc it did not know, and a warm always computes.
     std::unique_ptr<publish::RedisLiveness> liveness;
-    if (settings.live == LiveMode::Subscribers) {
+    if (settings.live == LiveMode::Subscribers || sink.kind == publish::SinkSpec::Kind::Redis) {
         publish::LivenessOptions liveness_options;
+        liveness_options.poll_subscribers = settings.live == LiveMode::Subscribers;
         liveness_options.poll_interval = settings.live_poll;
         liveness = publish::make_liveness(
             sink,
@@ -414,6 +472,14 @@ int run(const Settings& settings) {
 
     engine.start(settings.threads);
     if (liveness) liveness->start();
+    // A sink with no docs to keep current publishes nothing until a watched row changes: say so once.
+    if (settings.live == LiveMode::All && settings.warm.empty() && engine.stats().live_docs == 0)
+        log_info("engine", std::string(sink.kind == publish::SinkSpec::Kind::Stdout
+                                           ? "stdout holds no docs the worker could keep current"
+                                           : "the sink holds no docs yet") +
+                               ": a doc is published when a row it watches changes, or at start when --warm names it" +
+                               (sink.kind == publish::SinkSpec::Kind::Redis ? " (or when a client asks on docsync:warm)"
+                                                                            : ""));
 
     std::mutex mutex;
     std::condition_variable wake;

@@ -54,7 +54,7 @@ err=$("$root/usr/bin/docsync-worker" --config "$root/usr/share/doc/docsync-worke
 rc=$?
 set -e
 [ $rc -eq 2 ] || fail "invalid setting exited $rc, not 2"
-[ "$err" = 'docsync-worker: --max-retained-wal "1XB": unknown size unit; use B, kB, MB, GB or TB, e.g. 1GB or 512kB' ] ||
+[ "$err" = 'docsync-worker: --max-retained-wal "1XB": unknown size unit "XB"; use B, kB, MB, GB or TB, e.g. 1GB or 512kB' ] ||
   fail "unexpected error line: $err"
 
 echo "--- make install DESTDIR=… PREFIX=…"

@@ -292,7 +292,8 @@ TEST_CASE("redis: an unreachable Redis at start is a clear error naming the addr
     } catch (const Error& e) {
         std::string message = e.what();
         CHECK(message.find("127.0.0.1:" + std::to_string(port)) != std::string::npos);
-        CHECK(message.find("start Redis there or fix --sink") != std::string::npos);
+        CHECK(message.rfind("--sink: cannot connect to Redis at 127.0.0.1:", 0) == 0);
+        CHECK(message.find("start Redis there, or fix HOST:PORT in --sink") != std::string::npos);
     }
 }
 

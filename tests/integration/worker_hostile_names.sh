@@ -65,7 +65,7 @@ SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r
  WHERE r.rolname = 'READER'
    AND s.query NOT LIKE 'SELECT jsonb_build_object($2, h."x"" , ""y", $3, h."v""; --") FROM %'
    AND s.query NOT LIKE 'SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $1'
-   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$1, n\.nspname, c\.relname\))'
+   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT pg_catalog\.current_database\(\), \(SELECT system_identifier FROM pg_catalog\.pg_control_system\(\)\)::text, pg_catalog\.pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$1, n\.nspname, c\.relname\))'
 SQL
 )
 others=$(sql "${others_sql//READER/$reader_role}")

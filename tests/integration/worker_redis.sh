@@ -2,8 +2,10 @@
 # The Redis sink through the whole worker, against a real redis-server (appendonly, fsync always):
 # a subscriber receives each new doc and GET returns the current one; CLIENT PAUSE WRITE holds
 # confirmed_flush_lsn back until the pause ends; a kill -9 and restart of Redis in the middle of a
-# workload loses nothing; with --live subscribers only subscribed channels are computed and a
-# PUBLISH docsync:warm computes a missing doc.
+# workload loses nothing; with --live all (the default) docsync:warm and docsync:touch compute a doc
+# Redis lacks; with --live subscribers only subscribed channels are computed and a PUBLISH
+# docsync:warm computes a missing doc; a Redis that wants a password stops the start with a line
+# naming --sink and the fix.
 set -euo pipefail
 test_name=redis
 # shellcheck source=lib/worker_env.bash
@@ -36,6 +38,18 @@ start_redis
 
 echo "--live all: a subscriber receives each new doc, GET returns the current one"
 start_worker --sink "redis://127.0.0.1:$redis_port" --live all
+# PUBLISH answers how many clients received the message: the worker's listener, once subscribed.
+receivers=0
+for _ in $(seq 1 100); do
+  receivers=$(rc PUBLISH docsync:warm db:item:5)
+  [ "$receivers" = 1 ] && break
+  sleep 0.1
+done
+[ "$receivers" = 1 ] || fail "PUBLISH docsync:warm reached $receivers receivers with --live all: the worker does not listen"
+[ "$(rc PUBLISH docsync:touch db:item:6)" = 1 ] || fail "PUBLISH docsync:touch reached no receiver with --live all"
+for _ in $(seq 1 100); do [ -n "$(redis_doc db:item:5)" ] && [ -n "$(redis_doc db:item:6)" ] && break; sleep 0.1; done
+[ "$(redis_doc_is_current db:item:5 "$(item 5)")" = t ] || fail "docsync:warm db:item:5 with --live all: $(rc GET db:item:5)"
+[ "$(redis_doc_is_current db:item:6 "$(item 6)")" = t ] || fail "docsync:touch db:item:6 with --live all: $(rc GET db:item:6)"
 rc SUBSCRIBE db:item:1 >"$tmp/sub_item.out" 2>&1 &
 extra_pids+=("$!")
 sleep 0.5
@@ -107,4 +121,25 @@ rc PUBLISH docsync:warm db:sub:5 >/dev/null
 for _ in $(seq 1 100); do [ -n "$(redis_doc db:sub:5)" ] && break; sleep 0.1; done
 [ "$(redis_doc_is_current db:sub:5 "SELECT jsonb_build_object('id', id, 'v', v) FROM sub WHERE id = 5")" = t ] ||
   fail "PUBLISH docsync:warm db:sub:5 did not compute it: $(rc GET db:sub:5)"
+stop_worker
+
+echo "a Redis that wants a password: the start fails on one line naming --sink and the fix"
+rc CONFIG SET requirepass docsync-test >/dev/null
+# start_sink_check SINK: the worker's exit status and its last log line (the error).
+start_sink_check() {
+  local code=0
+  "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
+    --status-dir "$status_dir" --sink "$1" >/dev/null 2>"$tmp/sink_error.log" || code=$?
+  echo "$code $(tail -n 1 "$tmp/sink_error.log")"
+}
+out=$(start_sink_check "redis://127.0.0.1:$redis_port")
+case "$out" in
+  "1 "*"--sink: Redis at 127.0.0.1:$redis_port/0 requires a password (NOAUTH"*"give it in --sink redis://:PASSWORD@HOST:PORT"*) ;;
+  *) fail "no password: $out" ;;
+esac
+out=$(start_sink_check "redis://:wrong@127.0.0.1:$redis_port")
+case "$out" in
+  "1 "*"--sink: AUTH failed on Redis at 127.0.0.1:$redis_port/0: WRONGPASS"*"fix [USER]:PASSWORD@ in --sink"*) ;;
+  *) fail "a wrong password: $out" ;;
+esac
 echo "ok ($calls doc queries of 'sub' for 19 row changes with one subscriber)"

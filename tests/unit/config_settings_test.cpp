@@ -75,6 +75,7 @@ TEST_CASE("defaults apply when a setting is given nowhere") {
     CHECK(s.log_file.empty());
     CHECK(s.log_level == LogLevel::Info);
     CHECK(s.threads == 4);
+    CHECK(s.warm.empty());
 }
 
 TEST_CASE("every setting is read from its flag") {
@@ -83,7 +84,7 @@ TEST_CASE("every setting is read from its flag") {
                     "--max-doc-bytes", "512kB", "--max-keys", "50", "--max-retained-wal", "64MB", "--status-dir",
                     "/tmp/st", "--status-interval", "1s", "--max-pending-txns", "7", "--max-pending-bytes", "1MB",
                     "--allow-unsafe-pool", "--log-format", "json", "--log-file", "/tmp/w.log", "--log-level",
-                    "debug", "--threads", "3"});
+                    "debug", "--threads", "3", "--warm", "db:order:42"});
     REQUIRE_MESSAGE(p.run, p.error);
     const Settings& s = p.settings;
     CHECK(s.slot == "shop_docs");
@@ -105,6 +106,7 @@ TEST_CASE("every setting is read from its flag") {
     CHECK(s.log_file == "/tmp/w.log");
     CHECK(s.log_level == LogLevel::Debug);
     CHECK(s.threads == 3);
+    CHECK(s.warm == std::vector<std::string>{"db:order:42"});
 }
 
 TEST_CASE("threads default to the pool size wherever the pool size comes from") {
@@ -186,7 +188,8 @@ TEST_CASE("--help lists every setting with its default, the precedence rule and 
     for (auto flag : {"--dsn", "--pool-dsn", "--slot", "--create-slot", "--sink", "--live ", "--live-poll", "--pool ",
                       "--statement-timeout", "--max-doc-bytes", "--max-keys", "--max-retained-wal", "--status-dir",
                       "--status-interval", "--max-pending-txns", "--max-pending-bytes", "--config",
-                      "--allow-unsafe-pool", "--log-format", "--log-file", "--log-level", "--threads", "--version"})
+                      "--allow-unsafe-pool", "--log-format", "--log-file", "--log-level", "--threads", "--warm",
+                      "--version"})
         CHECK_MESSAGE(p.output.find(flag) != std::string::npos, flag);
     for (auto value : {"[docsync]", "[1GB]", "[/run/docsync]", "[5s]", "[10000]", "[1MB]", "[256MB]", "[100000]",
                        "[text]", "[info]", "[all]", "[stdout]", "[10s]"})
@@ -229,10 +232,10 @@ TEST_CASE("invalid settings exit 2 with one line naming the setting and the fix"
         {{kDsn, kPoolDsn, "--log-level", "loud"}, {}, "docsync-worker: --log-level \"loud\": unknown log level"},
         {{kDsn, kPoolDsn, "--threads", "4x"}, {}, "docsync-worker: --threads \"4x\": not a whole number"},
         {{kDsn, kPoolDsn, "--status-interval", "1ms"}, {}, "docsync-worker: --status-interval \"1ms\": out of range; give a duration from 10ms to 10min"},
-        {{kDsn, kPoolDsn}, {"DOCSYNC_MAX_KEYS=-5"}, "docsync-worker: DOCSYNC_MAX_KEYS=\"-5\": not a number: no sign allowed"},
-        {{kDsn, kPoolDsn, "--bogus"}, {}, "docsync-worker: The following argument was not expected: --bogus; run docsync-worker --help"},
-        {{kDsn, kPoolDsn, "stray"}, {}, "docsync-worker: The following argument was not expected: stray"},
-        {{kDsn, kPoolDsn, "--pool"}, {}, "docsync-worker: --pool: 1 required TEXT missing"},
+        {{kDsn, kPoolDsn}, {"DOCSYNC_MAX_KEYS=-5"}, "docsync-worker: DOCSYNC_MAX_KEYS=\"-5\": not a whole number: no sign allowed"},
+        {{kDsn, kPoolDsn, "--bogus"}, {}, "docsync-worker: unknown option --bogus; docsync-worker --help lists the settings"},
+        {{kDsn, kPoolDsn, "stray"}, {}, "docsync-worker: unexpected argument \"stray\": settings are given as --name VALUE"},
+        {{kDsn, kPoolDsn, "--pool"}, {}, "docsync-worker: --pool needs a value, e.g. --pool 4"},
         {{kDsn, kPoolDsn, "--config", "/nonexistent/docsync.json"}, {}, "docsync-worker: config file \"/nonexistent/docsync.json\": cannot open (No such file or directory); give a readable file"},
         {{kDsn, kPoolDsn}, {"DOCSYNC_CONFIG="}, "docsync-worker: --config: must not be empty"},
     };
@@ -251,7 +254,8 @@ TEST_CASE("an invalid value in the config file names the file and the key") {
     auto p = parse({kDsn, kPoolDsn, "--config", file.path});
     CHECK(p.exit_code == 2);
     CHECK(p.error == "docsync-worker: config file \"" + file.path +
-                         "\": \"max-retained-wal\": \"1 gigabyte\": unknown size unit; use B, kB, MB, GB or TB, e.g. 1GB or 512kB");
+                         "\": \"max-retained-wal\": \"1 gigabyte\": unknown size unit \"gigabyte\"; did you mean 1GB? (units: B, kB, MB, GB, "
+                         "TB)");
     // A value the flag overrides is not read, so it cannot fail.
     CHECK(parse({kDsn, kPoolDsn, "--config", file.path, "--max-retained-wal", "1GB"}).run);
 }
@@ -287,7 +291,7 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 23);
+    CHECK(rows == 24);
 }
 
 TEST_CASE("an unopenable log file is an invalid setting naming the file and the fix") {
@@ -299,4 +303,88 @@ TEST_CASE("an unopenable log file is an invalid setting naming the file and the 
     auto ok = parse({kDsn, kPoolDsn, "--log-level", "error"});
     CHECK(apply_log_settings(ok.settings).empty());
     set_log_level(LogLevel::Info);
+}
+
+TEST_CASE("command line mistakes name the option and the fix on one line, exit 2") {
+    struct Case {
+        std::vector<std::string> args;
+        std::string expected;  // the whole line
+    };
+    std::vector<Case> cases = {
+        {{"--max-retaind-wal", "1GB"}, "unknown option --max-retaind-wal; did you mean --max-retained-wal?"},
+        {{"--max_retained_wal=1GB"}, "unknown option --max_retained_wal; did you mean --max-retained-wal?"},
+        {{"-slot", "s"}, "unknown option -slot; did you mean --slot?"},
+        {{"-x"}, "unknown option -x; docsync-worker --help lists the settings"},
+        {{"--create-slot", "yes"},
+         "--create-slot takes no separate value (\"yes\"): write --create-slot to turn it on, or --create-slot=false "
+         "to turn it off"},
+        {{"--pool"}, "--pool needs a value, e.g. --pool 4"},
+        {{"--pool", "--slot", "s"}, "--pool needs a value, e.g. --pool 4"},
+        {{"--statement-timeout"}, "--statement-timeout needs a value, e.g. --statement-timeout 5s"},
+        {{"--slot"}, "--slot needs a value, as in --slot NAME"},
+        {{"--pool", "four"}, "--pool \"four\": not a whole number; give digits only, e.g. 4"},
+        {{"--max-keys", "4k"}, "--max-keys \"4k\": not a whole number; give digits only, e.g. 4"},
+        {{"--slot", "a", "--slot", "b"}, "--slot is given twice (\"a\", then \"b\"); keep one"},
+        {{"--sink", "stdout", "dbname=app"},
+         "unexpected argument \"dbname=app\": a value that holds spaces needs quotes, e.g. --dsn "
+         "'host=/run/postgresql dbname=app'"},
+        {{"--live-poll", "5sec"},
+         "--live-poll \"5sec\": unknown duration unit \"sec\"; did you mean 5s? (units: ms, s, min, h, d)"},
+        {{"--max-retained-wal", "1G"},
+         "--max-retained-wal \"1G\": unknown size unit \"G\"; did you mean 1GB? (units: B, kB, MB, GB, TB)"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args{kDsn, kPoolDsn};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        auto p = parse(args);
+        INFO(c.expected);
+        CHECK_FALSE(p.run);
+        CHECK(p.exit_code == 2);
+        CHECK(is_one_line(p.error));
+        CHECK(p.error == "docsync-worker: " + c.expected);
+    }
+    // Odd arguments are still one line.
+    for (std::string odd : std::vector<std::string>{"--", "-", "---", "-=", "--=x", "--a\nb", "-\x01"}) {
+        auto p = parse({kDsn, kPoolDsn, odd});
+        CHECK(p.exit_code == 2);
+        CHECK_MESSAGE(is_one_line(p.error), p.error);
+    }
+    // A switch still takes =false, and a value may start with one dash.
+    CHECK_FALSE(parse({kDsn, kPoolDsn, "--create-slot=no"}).settings.create_slot);
+    CHECK(parse({kDsn, kPoolDsn, "--max-keys", "-5"}).error.find("no sign allowed") != std::string::npos);
+}
+
+TEST_CASE("--warm takes doc channels: repeated flags, one per line in the environment, an array in the file") {
+    auto p = parse({kDsn, kPoolDsn, "--warm", "db:order:42", "--warm=db:order:7"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.warm == std::vector<std::string>{"db:order:42", "db:order:7"});
+
+    p = parse({kDsn, kPoolDsn}, {"DOCSYNC_WARM=db:order:1\ndb:pair:a b:%3A\n"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.warm == std::vector<std::string>{"db:order:1", "db:pair:a b:%3A"});
+
+    TempConfig file(R"({"warm": ["db:order:3", "db:order:4"]})");
+    p = parse({kDsn, kPoolDsn, "--config", file.path});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.warm == std::vector<std::string>{"db:order:3", "db:order:4"});
+    // The flags win over the file as a whole.
+    p = parse({kDsn, kPoolDsn, "--config", file.path, "--warm", "db:order:9"});
+    CHECK(p.settings.warm == std::vector<std::string>{"db:order:9"});
+
+    // A pattern cannot be resolved into docs: it is refused, saying why and how to list channels.
+    p = parse({kDsn, kPoolDsn, "--warm", "db:order:1", "--warm", "db:post:*"});
+    CHECK(p.exit_code == 2);
+    CHECK(is_one_line(p.error));
+    CHECK(p.error.rfind("docsync-worker: --warm \"db:post:*\": a pattern cannot be warmed: docsync cannot list which "
+                        "docs of a query exist",
+                        0) == 0);
+    CHECK(p.error.find("--warm db:post:42") != std::string::npos);
+    CHECK(p.error.find("docsync.channel('post', id::text)") != std::string::npos);
+    p = parse({kDsn, kPoolDsn, "--warm", "order:42"});
+    CHECK(p.error.rfind("docsync-worker: --warm \"order:42\": not a doc channel; give db:<query>:<value>", 0) == 0);
+    p = parse({kDsn, kPoolDsn, "--warm", "db:order:50%"});
+    CHECK(p.error.find("not a doc channel") != std::string::npos);
+    TempConfig bad(R"({"warm": ["db:order:1", 2]})");
+    p = parse({kDsn, kPoolDsn, "--config", bad.path});
+    CHECK(p.error.find("\"warm\": expected an array of strings") != std::string::npos);
 }

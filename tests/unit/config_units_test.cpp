@@ -18,7 +18,23 @@ TEST_CASE("sizes take B, kB, MB, GB and TB as powers of 1024; a bare number is b
     CHECK(parse_size("16 MB") == 16ull << 20);
     CHECK(parse_size(" 1gb ") == 1ull << 30);
     CHECK(parse_size("1KiB") == 1024);
-    CHECK(parse_size("3G") == 3ull << 30);
+    CHECK(parse_size("3GiB") == 3ull << 30);
+}
+
+TEST_CASE("other spellings of the units are refused, naming the one to write") {
+    CHECK_THROWS_WITH_AS(parse_size("3G"), "unknown size unit \"G\"; did you mean 3GB? (units: B, kB, MB, GB, TB)", SettingError);
+    CHECK_THROWS_WITH_AS(parse_size("16k"), doctest::Contains("did you mean 16kB?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_size("2m"), doctest::Contains("did you mean 2MB?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("5sec"), "unknown duration unit \"sec\"; did you mean 5s? (units: ms, s, min, h, d)",
+                         SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("2 minutes"), doctest::Contains("did you mean 2min?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("1hr"), doctest::Contains("did you mean 1h?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("3days"), doctest::Contains("did you mean 3d?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("20msec"), doctest::Contains("did you mean 20ms?"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("5m"), "\"m\" is ambiguous; write 5min for minutes or 5ms for milliseconds",
+                         SettingError);
+    // A unit is shown quoted, control bytes escaped: the message stays one line.
+    CHECK_THROWS_WITH_AS(parse_size("1X\nY"), doctest::Contains("unknown size unit \"X\\x0aY\""), SettingError);
 }
 
 TEST_CASE("a malformed size is refused with the fix") {
@@ -41,7 +57,7 @@ TEST_CASE("durations take ms, s, min, h and d, and require a unit") {
     CHECK(parse_duration(" 10 s ") == 10s);
     CHECK(parse_duration("0s") == 0ms);
     CHECK_THROWS_WITH_AS(parse_duration("5"), doctest::Contains("without a unit; add ms, s, min, h or d"), SettingError);
-    CHECK_THROWS_WITH_AS(parse_duration("5m"), doctest::Contains("unknown duration unit"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_duration("5m"), doctest::Contains("ambiguous"), SettingError);
     CHECK_THROWS_WITH_AS(parse_duration("5 fortnights"), doctest::Contains("unknown duration unit"), SettingError);
     CHECK_THROWS_WITH_AS(parse_duration("0.5s"), doctest::Contains("smaller unit"), SettingError);
     CHECK_THROWS_WITH_AS(parse_duration("999999999999999999d"), doctest::Contains("too large"), SettingError);
@@ -51,7 +67,7 @@ TEST_CASE("counts are plain digits and booleans take the usual spellings") {
     CHECK(parse_count("10000") == 10000);
     CHECK(parse_count(" 4 ") == 4);
     CHECK_THROWS_WITH_AS(parse_count("4k"), doctest::Contains("digits only"), SettingError);
-    CHECK_THROWS_WITH_AS(parse_count("four"), doctest::Contains("not a number"), SettingError);
+    CHECK_THROWS_WITH_AS(parse_count("four"), "not a whole number; give digits only, e.g. 4", SettingError);
     for (auto t : {"true", "TRUE", "yes", "on", "1"}) CHECK(parse_bool(t));
     for (auto f : {"false", "No", "off", "0"}) CHECK_FALSE(parse_bool(f));
     CHECK_THROWS_WITH_AS(parse_bool("maybe"), doctest::Contains("give true or false"), SettingError);

@@ -71,6 +71,18 @@ TEST_CASE("a query's refusal and fingerprint are read when present, empty when n
               .find("\"generation\" must be") != std::string::npos);
 }
 
+TEST_CASE("watches that do not resolve are read for the log, never as watches") {
+    Definitions d = parse_definitions(R"({"generation": 1, "queries": [
+        {"name": "r", "sql": "SELECT 1", "params": ["id"], "search_path": null}], "watches": [],
+        "unresolved": [{"query": "r", "id": 7, "problem": "table shop.r1 does not exist: run …"}]})");
+    CHECK(d.watches.empty());
+    REQUIRE(d.unresolved.size() == 1);
+    CHECK(d.unresolved[0] == "watch 7 of query \"r\": table shop.r1 does not exist: run …");
+    CHECK(parse_definitions(R"({"generation":1,"queries":[],"watches":[]})").unresolved.empty());
+    CHECK(error_of(R"({"generation":1,"queries":[],"watches":[],"unresolved":[{"query":"r","problem":"x"}]})")
+              .find("\"id\"") != std::string::npos);
+}
+
 TEST_CASE("the tables option lists each watched relation once with the union of its columns") {
     Definitions d = parse_definitions(kContractB);
     CHECK(plugin_tables(d) == "16384(1),16390(3),16400(1)");

@@ -564,6 +564,38 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     CHECK(engine.stats().live_docs == 3);
 }
 
+TEST_CASE("with --live all, warm computes a doc and keeps it live; touch computes only a doc not kept yet") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    FakeClock clock;
+    FakeRunner runner;
+    FakePublisher publisher;
+    publisher.retained = {"db:order:1"};
+    Engine engine(runner, publisher, clock, options, [](std::uint64_t) {});
+    engine.load_definitions(parse_definitions(kDefinitions));
+    engine.start(0);
+    engine.recompute_all_live(RecomputeReason::Startup);
+    while (engine.run_once()) {}
+    CHECK(publisher.count("db:order:1") == 1);
+
+    engine.warm("db:order:2");   // not in the sink: computed, live from now on
+    engine.touch("db:order:3");  // not kept yet: computed like a warm
+    engine.touch("db:order:1");  // kept current already: nothing to do
+    int n = 0;
+    while (engine.run_once()) ++n;
+    CHECK(n == 2);
+    CHECK(publisher.count("db:order:2") == 1);
+    CHECK(publisher.count("db:order:3") == 1);
+    CHECK(publisher.count("db:order:1") == 1);
+    CHECK(engine.stats().live_docs == 3);
+    clock.advance(600s);  // no lease or grace expires in this mode
+    engine.sync_live({}, true);
+    CHECK(engine.stats().live_docs == 3);
+    engine.warm("db:order:1");  // a warm always computes
+    CHECK(engine.run_once());
+    CHECK(publisher.count("db:order:1") == 2);
+}
+
 TEST_CASE("a doc's version is the later of the commits it completes and its compute's snapshot") {
     Harness h;
     h.engine.sync_live({"db:order:1"}, true);

@@ -1,4 +1,4 @@
-// The worker's settings: one table of settings drives the command line (CLI11), the JSON config file
+// The worker's settings: one table of settings drives the command line, the JSON config file
 // (RapidJSON), the DOCSYNC_* environment variables and --help, so the four cannot disagree.
 #include "config/settings.hpp"
 
@@ -14,10 +14,11 @@
 #include <memory>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
+
+#include "engine/channel.hpp"
 
 namespace docsync {
 
@@ -30,8 +31,9 @@ constexpr std::uint64_t GB = MB * 1024;
 constexpr std::uint64_t TB = GB * 1024;
 constexpr std::size_t max_config_bytes = 1 << 20;
 
-// How a setting's text is read; decides the JSON types its config key accepts.
-enum class Kind { Text, Flag, Size, Duration, Count, Choice };
+// How a setting's text is read; decides the JSON types its config key accepts. A List setting may be
+// given several times; its values travel as one text, one value per line.
+enum class Kind { Text, Flag, Size, Duration, Count, Choice, List };
 
 struct Spec {
     const char* name;        // long flag name without dashes; also the config key
@@ -39,7 +41,7 @@ struct Spec {
     const char* value_name;  // shown in --help: SIZE, DURATION, N, …
     const char* help;        // one sentence
     std::string (*show_default)(const Settings&);
-    void (*apply)(Settings&, std::string_view);
+    void (*apply)(Settings&, std::string_view);  // a List setting's apply adds one value
 };
 
 std::string lower(std::string_view text) {
@@ -54,8 +56,10 @@ std::string_view trim(std::string_view text) {
     return text;
 }
 
-// Splits "16 MB" into its leading digits and the rest (trimmed). Throws when there are no digits.
-std::pair<std::uint64_t, std::string> split_number(std::string_view text, const char* what, const char* example) {
+// Splits "16 MB" into its leading digits and the rest (trimmed, as written). Throws when there are no
+// digits; `unit` says whether the number takes a unit, for the fix.
+std::pair<std::uint64_t, std::string> split_number(std::string_view text, const char* what, const char* example,
+                                                   bool unit) {
     text = trim(text);
     std::size_t i = 0;
     std::uint64_t value = 0;
@@ -69,11 +73,12 @@ std::pair<std::uint64_t, std::string> split_number(std::string_view text, const 
     if (i == 0) {
         if (!text.empty() && (text[0] == '-' || text[0] == '+'))
             throw SettingError(std::string("not a ") + what + ": no sign allowed; give e.g. " + example);
+        if (!unit) throw SettingError(std::string("not a ") + what + "; give digits only, e.g. " + example);
         throw SettingError(std::string("not a ") + what + "; give a whole number with a unit, e.g. " + example);
     }
     if (i < text.size() && text[i] == '.')
         throw SettingError(std::string("not a ") + what + ": use a whole number with a smaller unit, e.g. " + example);
-    return {value, lower(trim(text.substr(i)))};
+    return {value, std::string(trim(text.substr(i)))};
 }
 
 std::uint64_t checked_multiply(std::uint64_t value, std::uint64_t unit, const char* what, const char* example) {
@@ -183,6 +188,27 @@ LogLevel log_level(std::string_view text) {
     throw SettingError("unknown log level; give debug, info, warning or error");
 }
 
+// A doc to compute at start: its channel, exactly as docsync.channel() spells it. A pattern cannot be
+// resolved: the definitions say how changed rows name docs, not which docs exist.
+std::string warm_channel(std::string_view text) {
+    std::string value(trim(text));
+    std::string query = "post";
+    if (value.rfind("db:", 0) == 0) {
+        auto end = value.find(':', 3);
+        std::string name = value.substr(3, end == std::string::npos ? std::string::npos : end - 3);
+        if (!name.empty() && name.find('*') == std::string::npos) query = name;
+    }
+    if (value.find('*') != std::string::npos)
+        throw SettingError("a pattern cannot be warmed: docsync cannot list which docs of a query exist (its params "
+                           "take any values); give one --warm per doc, with its channel, e.g. --warm db:" + query +
+                           ":42 (psql -Atc \"SELECT docsync.channel('" + query + "', id::text) FROM …\" lists them)");
+    ParsedChannel parsed;
+    if (value.rfind("db:", 0) != 0 || !parse_channel(value, parsed))
+        throw SettingError("not a doc channel; give db:<query>:<value>…, spelled as docsync.channel() spells it "
+                           "(':' and '%' in a value are %3A and %25), e.g. db:order:42");
+    return value;
+}
+
 
 std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
 
@@ -224,6 +250,11 @@ const std::vector<Spec>& specs() {
          [](Settings& s, std::string_view v) {
              s.live_poll = duration_in(v, std::chrono::milliseconds(10), std::chrono::hours(1));
          }},
+        {"warm", Kind::List, "CHANNEL",
+         "a doc to compute and publish at start, by its channel (db:order:42); repeat it for more docs. Without "
+         "it a doc is first published when a row it watches changes",
+         [](const Settings&) { return std::string("(none)"); },
+         [](Settings& s, std::string_view v) { s.warm.push_back(warm_channel(v)); }},
         {"pool", Kind::Count, "N", "reader connections for doc and keys queries",
          [](const Settings& s) { return std::to_string(s.pool); },
          [](Settings& s, std::string_view v) { s.pool = static_cast<unsigned>(count_in(v, 1, 1000)); }},
@@ -321,12 +352,13 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
-// "; did you mean "max-retained-wal"?" when a known setting is close, else the pointer to --help.
-std::string suggestion(std::string_view key) {
+// The setting whose name is closest to `key` (a typo, underscores for dashes), or nullptr.
+const Spec* closest_spec(std::string_view key) {
     std::string probe = lower(key);
     std::replace(probe.begin(), probe.end(), '_', '-');
     const Spec* best = nullptr;
-    std::size_t best_distance = 4;
+    // Close means fewer than 4 edits, and fewer than half the name's length: "x" is no typo of "dsn".
+    std::size_t best_distance = std::min<std::size_t>(4, probe.size() / 2 + 1);
     if (probe.size() <= 64) {
         for (const auto& spec : specs()) {
             auto d = edit_distance(probe, spec.name);
@@ -336,7 +368,12 @@ std::string suggestion(std::string_view key) {
             }
         }
     }
-    if (best) return std::string("; did you mean \"") + best->name + "\"?";
+    return best;
+}
+
+// "; did you mean "max-retained-wal"?" when a known setting is close, else the pointer to --help.
+std::string suggestion(std::string_view key) {
+    if (const Spec* best = closest_spec(key)) return std::string("; did you mean \"") + best->name + "\"?";
     return "; remove it (docsync-worker --help lists the settings)";
 }
 
@@ -355,6 +392,20 @@ std::string config_value_text(const Spec& spec, const rapidjson::Value& value) {
         case Kind::Duration:
             if (value.IsString()) return std::string(value.GetString(), value.GetStringLength());
             throw SettingError("expected a duration string with a unit, such as \"5s\" or \"250ms\"");
+        case Kind::List:
+            // An array of strings, one value per line of the setting's text; or one string.
+            if (value.IsArray()) {
+                std::string text;
+                for (rapidjson::SizeType i = 0; i < value.Size(); ++i) {
+                    if (!value[i].IsString()) throw SettingError("expected an array of strings");
+                    std::string item(value[i].GetString(), value[i].GetStringLength());
+                    if (item.find_first_of(std::string_view("\0\n", 2)) != std::string::npos)
+                        throw SettingError("a value holds a NUL or a line break; give one value per string");
+                    text += (i ? "\n" : "") + item;
+                }
+                return text;
+            }
+            [[fallthrough]];
         case Kind::Text:
         case Kind::Choice:
             if (value.IsString()) {
@@ -362,7 +413,7 @@ std::string config_value_text(const Spec& spec, const rapidjson::Value& value) {
                 if (text.find('\0') != std::string::npos) throw SettingError("contains a NUL character; remove it");
                 return text;
             }
-            throw SettingError("expected a string");
+            throw SettingError(spec.kind == Kind::List ? "expected an array of strings" : "expected a string");
     }
     throw SettingError("expected a string");
 }
@@ -407,8 +458,11 @@ std::string help_text() {
         << "--config or DOCSYNC_CONFIG ({\"max-retained-wal\": \"1GB\"}; unknown keys are errors).\n"
         << "Precedence: flag > environment variable > config file > default.\n"
         << "Flags as environment variables or config keys take true or false.\n"
-        << "Sizes: a whole number with B, kB, MB, GB or TB (powers of 1024); a bare number is bytes.\n"
-        << "Durations: a whole number with ms, s, min, h or d (a unit is required).\n"
+        << "Sizes: a whole number with B, kB, MB, GB or TB (powers of 1024; KiB, MiB, GiB, TiB too); a\n"
+        << "bare number is bytes. Durations: a whole number with ms, s, min, h or d (a unit is required).\n"
+        << "No other units: 1G and 5sec are refused, naming the spelling to use.\n"
+        << "A setting given several times (--warm) takes every value; as an environment variable, one per\n"
+        << "line; in the config file, an array of strings.\n"
         << "Invalid settings exit with status 2.\n";
     return out.str();
 }
@@ -431,6 +485,111 @@ std::string read_config_file(const std::string& path) {
     return text;
 }
 
+// The command line as given: each setting's values (a switch without a value is "true").
+struct CommandLine {
+    bool help = false;
+    bool version = false;
+    std::vector<std::vector<std::string>> values;  // per setting, in specs() order
+    std::string error;                             // the first problem, one line, without the program name
+};
+
+// How to write a setting with a value: "--pool 4" (its default, when that reads back) or "--dsn CONNINFO".
+std::string usage_of(const Spec& spec) {
+    std::string flag = std::string("--") + spec.name;
+    if (spec.kind == Kind::Size || spec.kind == Kind::Duration || spec.kind == Kind::Count || spec.kind == Kind::Choice) {
+        Settings defaults, probe;
+        std::string shown = spec.show_default(defaults);
+        try {
+            spec.apply(probe, shown);
+            return "e.g. " + flag + " " + shown;
+        } catch (const SettingError&) {
+        }
+    }
+    return "as in " + flag + " " + spec.value_name;
+}
+
+// An option as typed, for a message: quoted when it holds a control byte, so the message stays one line.
+std::string shown_option(const std::string& text) {
+    bool plain = std::none_of(text.begin(), text.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f;
+    });
+    return plain ? text : quote_text(text);
+}
+
+// Reads --name VALUE, --name=VALUE and switches (--name, --name=false). -h/--help and --version
+// anywhere win over everything else.
+CommandLine read_command_line(const std::vector<std::string>& args) {
+    const auto& table = specs();
+    CommandLine line;
+    line.values.resize(table.size());
+    for (const auto& arg : args) {
+        if (arg == "-h" || arg == "--help") {
+            line.help = true;
+            return line;
+        }
+        if (arg == "--version") {
+            line.version = true;
+            return line;
+        }
+    }
+    const std::string help = "docsync-worker --help lists the settings";
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        bool long_option = arg.size() > 2 && arg.rfind("--", 0) == 0;
+        if (!long_option && arg.size() > 1 && arg[0] == '-') {
+            auto letters = arg.find_first_not_of('-');
+            std::string name = letters == std::string::npos ? std::string() : arg.substr(letters);
+            name = name.substr(0, name.find('='));
+            const Spec* close = name.empty() ? nullptr : find_spec(name) ? find_spec(name) : closest_spec(name);
+            line.error = "unknown option " + shown_option(arg.substr(0, arg.find('='))) +
+                         (close ? std::string("; did you mean --") + close->name + "?" : "; " + help);
+            return line;
+        }
+        if (!long_option) {
+            line.error = "unexpected argument " + quote_text(arg) + ": ";
+            if (arg.find('=') != std::string::npos && i > 0)
+                line.error += "a value that holds spaces needs quotes, e.g. --dsn 'host=/run/postgresql dbname=app'";
+            else
+                line.error += "settings are given as --name VALUE (" + help + ")";
+            return line;
+        }
+        auto eq = arg.find('=');
+        std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+        const Spec* spec = find_spec(name);
+        if (!spec) {
+            const Spec* close = closest_spec(name);
+            line.error = "unknown option " + shown_option("--" + name) +
+                         (close ? std::string("; did you mean --") + close->name + "?" : "; " + help);
+            return line;
+        }
+        std::string value;
+        if (eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+        } else if (spec->kind == Kind::Flag) {
+            if (i + 1 < args.size() && (args[i + 1].empty() || args[i + 1][0] != '-')) {
+                line.error = "--" + name + " takes no separate value (" + quote_text(args[i + 1]) + "): write --" +
+                             name + " to turn it on, or --" + name + "=false to turn it off";
+                return line;
+            }
+            value = "true";
+        } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+            value = args[++i];
+        } else {
+            line.error = "--" + name + " needs a value, " + usage_of(*spec);
+            return line;
+        }
+        auto& values = line.values[static_cast<std::size_t>(spec - table.data())];
+        if (!values.empty() && spec->kind != Kind::List) {
+            line.error = "--" + name + " is given twice (" + quote_text(values.front()) + ", then " + quote_text(value) +
+                         "); keep one";
+            return line;
+        }
+        values.push_back(value);
+    }
+    return line;
+}
+
 ParsedSettings fail(std::string message) {
     ParsedSettings result;
     result.run = false;
@@ -443,28 +602,57 @@ ParsedSettings fail(std::string message) {
 
 std::uint64_t parse_size(std::string_view text) {
     constexpr const char* example = "1GB or 512kB";
-    auto [value, unit] = split_number(text, "size", example);
+    auto [value, written] = split_number(text, "size", example, true);
+    std::string unit = lower(written);
     std::uint64_t multiplier = 0;
     if (unit.empty() || unit == "b") multiplier = 1;
-    else if (unit == "kb" || unit == "kib" || unit == "k") multiplier = kB;
-    else if (unit == "mb" || unit == "mib" || unit == "m") multiplier = MB;
-    else if (unit == "gb" || unit == "gib" || unit == "g") multiplier = GB;
-    else if (unit == "tb" || unit == "tib" || unit == "t") multiplier = TB;
-    else throw SettingError("unknown size unit; use B, kB, MB, GB or TB, e.g. " + std::string(example));
+    else if (unit == "kb" || unit == "kib") multiplier = kB;
+    else if (unit == "mb" || unit == "mib") multiplier = MB;
+    else if (unit == "gb" || unit == "gib") multiplier = GB;
+    else if (unit == "tb" || unit == "tib") multiplier = TB;
+    else {
+        // Other spellings of the units are refused, naming the one to write.
+        static const std::pair<const char*, const char*> spellings[] = {
+            {"byte", "B"},      {"bytes", "B"},      {"k", "kB"},        {"kilobyte", "kB"}, {"kilobytes", "kB"},
+            {"m", "MB"},        {"megabyte", "MB"},  {"megabytes", "MB"}, {"g", "GB"},        {"gigabyte", "GB"},
+            {"gigabytes", "GB"}, {"t", "TB"},        {"terabyte", "TB"}, {"terabytes", "TB"}};
+        for (const auto& [spelled, canonical] : spellings)
+            if (unit == spelled)
+                throw SettingError("unknown size unit " + quote_text(written) + "; did you mean " + std::to_string(value) +
+                                   canonical + "? (units: B, kB, MB, GB, TB)");
+        throw SettingError("unknown size unit " + quote_text(written) + "; use B, kB, MB, GB or TB, e.g. " + std::string(example));
+    }
     return checked_multiply(value, multiplier, "size", example);
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
     constexpr const char* example = "5s, 250ms or 2min";
-    auto [value, unit] = split_number(text, "duration", example);
+    auto [value, written] = split_number(text, "duration", example, true);
+    std::string unit = lower(written);
     std::uint64_t multiplier = 0;
     if (unit == "ms") multiplier = 1;
-    else if (unit == "s" || unit == "sec") multiplier = 1000;
+    else if (unit == "s") multiplier = 1000;
     else if (unit == "min") multiplier = 60 * 1000;
     else if (unit == "h") multiplier = 3600 * 1000;
     else if (unit == "d") multiplier = 24 * 3600 * 1000;
     else if (unit.empty()) throw SettingError("duration without a unit; add ms, s, min, h or d, e.g. " + std::string(example));
-    else throw SettingError("unknown duration unit; use ms, s, min, h or d, e.g. " + std::string(example));
+    else if (unit == "m")
+        throw SettingError("\"m\" is ambiguous; write " + std::to_string(value) + "min for minutes or " +
+                           std::to_string(value) + "ms for milliseconds");
+    else {
+        // Other spellings of the units are refused, naming the one to write.
+        static const std::pair<const char*, const char*> spellings[] = {
+            {"msec", "ms"}, {"msecs", "ms"}, {"millisecond", "ms"}, {"milliseconds", "ms"}, {"sec", "s"},
+            {"secs", "s"}, {"second", "s"}, {"seconds", "s"}, {"mins", "min"}, {"minute", "min"},
+            {"minutes", "min"}, {"hr", "h"}, {"hrs", "h"}, {"hour", "h"}, {"hours", "h"}, {"day", "d"},
+            {"days", "d"}};
+        for (const auto& [spelled, canonical] : spellings)
+            if (unit == spelled)
+                throw SettingError("unknown duration unit " + quote_text(written) + "; did you mean " + std::to_string(value) +
+                                   canonical + "? (units: ms, s, min, h, d)");
+        throw SettingError("unknown duration unit " + quote_text(written) + "; use ms, s, min, h or d, e.g. " +
+                           std::string(example));
+    }
     auto ms = checked_multiply(value, multiplier, "duration", example);
     if (ms > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 1000))
         throw SettingError("duration too large; give a smaller one, e.g. " + std::string(example));
@@ -472,7 +660,7 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
 }
 
 std::uint64_t parse_count(std::string_view text) {
-    auto [value, rest] = split_number(text, "number", "4");
+    auto [value, rest] = split_number(text, "whole number", "4", false);
     if (!rest.empty()) throw SettingError("not a whole number; give digits only, e.g. 4");
     return value;
 }
@@ -576,35 +764,17 @@ std::string apply_log_settings(const Settings& settings) {
 }
 
 ParsedSettings parse_settings(int argc, const char* const* argv, const char* const* envp) {
-    // 1. The command line, through CLI11: every setting is captured as text when given.
-    CLI::App app{"docsync-worker"};
-    app.set_help_flag("-h,--help");
-    app.set_version_flag("--version", std::string(program) + " " + DOCSYNC_VERSION);
+    // 1. The command line: every setting is captured as text when given.
     const auto& table = specs();
-    std::vector<std::string> flag_values(table.size());
-    std::vector<CLI::Option*> options(table.size());
-    for (std::size_t i = 0; i < table.size(); ++i) {
-        std::string flag = std::string("--") + table[i].name;
-        if (table[i].kind == Kind::Flag) options[i] = app.add_flag(flag, flag_values[i], table[i].help);
-        else options[i] = app.add_option(flag, flag_values[i], table[i].help);
-    }
     std::vector<std::string> args;
-    for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i] ? argv[i] : "");
-    try {
-        app.parse(args);
-    } catch (const CLI::CallForHelp&) {
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i] ? argv[i] : "");
+    CommandLine line = read_command_line(args);
+    if (line.help || line.version) {
         ParsedSettings result;
-        result.output = help_text();
+        result.output = line.help ? help_text() : std::string(program) + " " + DOCSYNC_VERSION + "\n";
         return result;
-    } catch (const CLI::CallForVersion&) {
-        ParsedSettings result;
-        result.output = std::string(program) + " " + DOCSYNC_VERSION + "\n";
-        return result;
-    } catch (const CLI::ParseError& e) {
-        std::string what = e.what();
-        std::replace(what.begin(), what.end(), '\n', ' ');
-        return fail(what + "; run docsync-worker --help for the settings");
     }
+    if (!line.error.empty()) return fail(line.error);
 
     // 2. The environment: DOCSYNC_<NAME>.
     std::map<std::string, std::string> environment;
@@ -620,9 +790,10 @@ ParsedSettings parse_settings(int argc, const char* const* argv, const char* con
     std::vector<std::pair<std::string, std::string>> file_values;
     std::string config_path;
     auto config_index = static_cast<std::size_t>(find_spec("config") - table.data());
-    if (options[config_index]->count() > 0) config_path = flag_values[config_index];
+    bool config_flag = !line.values[config_index].empty();
+    if (config_flag) config_path = line.values[config_index].front();
     else if (auto it = environment.find("DOCSYNC_CONFIG"); it != environment.end()) config_path = it->second;
-    if (options[config_index]->count() > 0 || environment.count("DOCSYNC_CONFIG")) {
+    if (config_flag || environment.count("DOCSYNC_CONFIG")) {
         if (trim(config_path).empty())
             return fail("--config: must not be empty; give the path of a JSON config file, e.g. /etc/docsync/docsync.json");
         try {
@@ -639,24 +810,39 @@ ParsedSettings parse_settings(int argc, const char* const* argv, const char* con
     bool threads_given = false;
     for (std::size_t i = 0; i < table.size(); ++i) {
         const Spec& spec = table[i];
-        std::string value, source;
-        if (options[i]->count() > 0) {
-            value = flag_values[i];
-            source = std::string("--") + spec.name + " " + quote_text(value);
+        // The values of the source that wins, each with where it came from for a message. A List
+        // setting's environment variable and config key hold one value per line.
+        std::vector<std::pair<std::string, std::string>> given;  // (value, source)
+        auto split = [&](const std::string& text, const std::string& prefix) {
+            if (spec.kind != Kind::List) {
+                given.emplace_back(text, prefix + quote_text(text));
+                return;
+            }
+            std::size_t start = 0;
+            while (start <= text.size()) {
+                auto end = std::min(text.find('\n', start), text.size());
+                std::string item = text.substr(start, end - start);
+                if (!trim(item).empty()) given.emplace_back(item, prefix + quote_text(item));
+                start = end + 1;
+            }
+        };
+        if (!line.values[i].empty()) {
+            for (const auto& value : line.values[i])
+                given.emplace_back(value, std::string("--") + spec.name + " " + quote_text(value));
         } else if (auto it = environment.find(env_name(spec.name)); it != environment.end()) {
-            value = it->second;
-            source = it->first + "=" + quote_text(value);
+            split(it->second, it->first + "=");
         } else {
             auto found = std::find_if(file_values.begin(), file_values.end(),
                                       [&](const auto& kv) { return kv.first == spec.name; });
             if (found == file_values.end()) continue;
-            value = found->second;
-            source = "config file " + quote_text(config_path) + ": " + quote_text(spec.name) + ": " + quote_text(value);
+            split(found->second, "config file " + quote_text(config_path) + ": " + quote_text(spec.name) + ": ");
         }
-        try {
-            spec.apply(settings, value);
-        } catch (const SettingError& e) {
-            return fail(source + ": " + e.what());
+        for (const auto& [value, source] : given) {
+            try {
+                spec.apply(settings, value);
+            } catch (const SettingError& e) {
+                return fail(source + ": " + e.what());
+            }
         }
         if (std::string_view(spec.name) == "threads") threads_given = true;
     }

@@ -8,7 +8,9 @@
 //
 // Setting names are the long flag names without dashes: `--max-retained-wal 1GB`,
 // `DOCSYNC_MAX_RETAINED_WAL=1GB`, `{"max-retained-wal": "1GB"}`. Sizes take B, kB, MB, GB, TB
-// (powers of 1024, case-insensitive; a bare number is bytes); durations take ms, s, min, h, d.
+// (powers of 1024, case-insensitive, KiB… too; a bare number is bytes); durations take ms, s, min,
+// h, d; no other unit is accepted. `--warm` may be given several times (one channel per line in
+// DOCSYNC_WARM, an array in the config file).
 // Parsing touches no global state besides reading the config file: it is called once, from main.
 
 #include <chrono>
@@ -33,6 +35,7 @@ struct Settings {
     std::string sink = "stdout";      // stdout | file:/path | redis://host:port[/db]
     LiveMode live = LiveMode::All;    // which docs are kept current
     std::chrono::milliseconds live_poll{std::chrono::seconds(5)};          // subscriber poll period
+    std::vector<std::string> warm;                                         // channels computed at start
     unsigned pool = 4;                                                     // reader connections
     std::chrono::milliseconds statement_timeout{std::chrono::seconds(5)};  // per customer query
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
@@ -80,8 +83,9 @@ public:
 
 // Unit parsers, exposed for tests and the fuzz target. Each throws SettingError.
 // Sizes: "1GB", "512kB", "4096", "16 MB" (powers of 1024; B kB MB GB TB, case-insensitive; also KiB…).
+// Other units ("1G", "1PB") are refused, naming the spelling to use.
 std::uint64_t parse_size(std::string_view text);
-// Durations: "5s", "250ms", "2min", "1h", "1d" (a unit is required).
+// Durations: "5s", "250ms", "2min", "1h", "1d" (a unit is required; "5sec" and "5m" are refused).
 std::chrono::milliseconds parse_duration(std::string_view text);
 // Unsigned decimal counts: "10000".
 std::uint64_t parse_count(std::string_view text);

@@ -152,6 +152,20 @@ Definitions parse_definitions(std::string_view json) {
         }
         defs.watches.push_back(std::move(watch));
     }
+
+    if (doc.HasMember("unresolved")) {
+        const Value& unresolved = doc["unresolved"];
+        if (!unresolved.IsArray()) fail("top level", "\"unresolved\" must be an array");
+        for (rapidjson::SizeType i = 0; i < unresolved.Size(); ++i) {
+            std::string at = "unresolved[" + std::to_string(i) + "]";
+            const Value& u = unresolved[i];
+            if (!u.IsObject()) fail(at, "must be an object");
+            const Value& id = member(u, "id", at);
+            if (!id.IsUint64()) fail(at, "\"id\" must be a watch id");
+            defs.unresolved.push_back("watch " + std::to_string(id.GetUint64()) + " of query \"" +
+                                      string_member(u, "query", at) + "\": " + string_member(u, "problem", at));
+        }
+    }
     return defs;
 }
 

@@ -41,6 +41,10 @@ struct Definitions {
     std::uint64_t generation = 0;  // bumped by every definition change and watched-table DDL
     std::vector<DocQuery> queries;
     std::vector<Watch> watches;
+    // Watches whose table or columns do not resolve by name in this database (dropped or renamed
+    // unseen by docsync's event triggers, a partial restore): never used; each is "watch <id> of
+    // query \"<name>\": <problem, with the fix>", for the log.
+    std::vector<std::string> unresolved;
 
     // The query named `name`, or nullptr.
     const DocQuery* find_query(std::string_view name) const;

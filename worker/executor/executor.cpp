@@ -116,7 +116,7 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     for (unsigned i = 0; i < options_.pool_size; ++i) slots_.push_back(std::make_unique<Slot>());
     // The first connection is made now: an unreachable server or an unsafe role stops the start.
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
-                                        {{"application_name", options_.application_name}});
+                                        {{"application_name", options_.application_name}}, "--pool-dsn");
     pin(conn, pg::deadline_in(std::chrono::seconds(30)));
     require_harmless_role(conn, false, std::string("the pool role \"") + PQuser(conn.raw()) + "\"",
                           "doc queries are customer SQL and must run as a role that reaches no superuser, "
@@ -125,8 +125,13 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
                           "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
                           "on what the docs read (SELECT docsync.grant_reader('<role>'))",
                           options_.allow_unsafe_pool, "executor");
-    auto recovery = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(std::chrono::seconds(30)));
-    slots_[0]->standby = standby_ = recovery.get(0, 0) == "t";
+    // Which server and database the pool reaches (a standby shares its primary's system identifier).
+    auto identity = conn.exec("SELECT pg_catalog.current_database(), (SELECT system_identifier FROM "
+                              "pg_catalog.pg_control_system())::text, pg_catalog.pg_is_in_recovery()",
+                              pg::deadline_in(std::chrono::seconds(30)));
+    database_ = identity.get(0, 0);
+    system_identifier_ = identity.get(0, 1);
+    slots_[0]->standby = standby_ = identity.get(0, 2) == "t";
     slots_[0]->conn.emplace(std::move(conn));
 }
 
@@ -173,7 +178,7 @@ Executor::Lease Executor::acquire() {
     }
     try {
         auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
-                                            {{"application_name", options_.application_name}});
+                                            {{"application_name", options_.application_name}}, "--pool-dsn");
         pin(conn, pg::deadline_in(options_.connect_timeout));
         slot.standby = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(options_.connect_timeout)).get(0, 0) == "t";
         slot.conn.emplace(std::move(conn));
@@ -184,7 +189,7 @@ Executor::Lease Executor::acquire() {
         ++slot.failures;
         auto wait = options_.reconnect_backoff * std::min<unsigned>(1u << std::min(slot.failures, 6u), 50u);
         slot.next_attempt = SteadyClock::now() + wait;
-        lease.error = std::string("could not connect the pool: ") + e.what();
+        lease.error = e.what();
         log_warning("executor", lease.error);
     }
     return lease;

@@ -70,6 +70,10 @@ public:
 
     // Whether the pool's server was a hot standby when last seen.
     bool standby() const;
+    // The database the pool's first connection reached, and its server's system identifier (a
+    // standby's is its primary's).
+    const std::string& database() const { return database_; }
+    const std::string& system_identifier() const { return system_identifier_; }
 
     struct Slot;
 
@@ -92,6 +96,8 @@ private:
     std::condition_variable free_;
     std::vector<std::unique_ptr<Slot>> slots_;
     bool standby_ = false;
+    std::string database_;
+    std::string system_identifier_;
 };
 
 }  // namespace docsync

@@ -24,7 +24,131 @@ std::string trim(std::string text) {
     return text;
 }
 
+bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+// The quoted name after `word` in a server message: quoted_after(…role "x" does not exist…, "role")
+// is x; empty when there is none.
+std::string quoted_after(std::string_view message, std::string_view word) {
+    std::string key = std::string(word) + " \"";
+    auto at = message.find(key);
+    if (at == std::string_view::npos) return {};
+    auto open = at + key.size();
+    auto close = message.find('"', open);
+    if (close == std::string_view::npos) return {};
+    return std::string(message.substr(open, close - open));
+}
+
+// The pg_hba.conf line that admits the connection a "no pg_hba.conf entry for host …" message describes.
+std::string hba_line(std::string_view message) {
+    std::string host = quoted_after(message, "host");
+    std::string user = quoted_after(message, "user");
+    std::string database = quoted_after(message, "database");
+    if (user.empty() || database.empty()) return {};
+    if (host.empty() || host == "[local]") return "local " + database + " " + user + " scram-sha-256";
+    return "host " + database + " " + user + " " + host + (contains(host, ":") ? "/128" : "/32") + " scram-sha-256";
+}
+
+// Connect failure: "--pool-dsn: could not connect as user "r" to database "app": <libpq>; <fix>".
+Error connect_error(PGconn* conn, std::string_view setting, bool walsender, std::string reason) {
+    std::string message = setting.empty() ? std::string("could not connect") : std::string(setting) + ": could not connect";
+    if (conn && PQuser(conn) && PQdb(conn))
+        message += std::string(" as user \"") + PQuser(conn) + "\" to database \"" + PQdb(conn) + "\"";
+    if (reason.empty() && conn) reason = PQerrorMessage(conn);
+    reason = fold_message(reason);
+    if (reason.empty()) reason = "unknown libpq error";
+    message += ": " + reason;
+    if (auto fix = connect_fix(reason, setting, walsender); !fix.empty()) message += "; " + fix;
+    return Error(message, {}, true);
+}
+
 }  // namespace
+
+std::string fold_message(std::string_view message) {
+    std::string out;
+    std::size_t start = 0;
+    while (start <= message.size()) {
+        auto end = message.find('\n', start);
+        if (end == std::string_view::npos) end = message.size();
+        std::string_view line = message.substr(start, end - start);
+        start = end + 1;
+        // Collapse indentation and runs of blanks; skip a line that only points at a position.
+        std::string folded;
+        bool blank = true;
+        for (char c : line) {
+            bool space = c == ' ' || c == '\t' || c == '\r';
+            if (space) {
+                if (!blank) folded.push_back(' ');
+                blank = true;
+            } else {
+                folded.push_back(c);
+                blank = false;
+            }
+        }
+        while (!folded.empty() && folded.back() == ' ') folded.pop_back();
+        if (folded.empty() || folded.find_first_not_of('^') == std::string::npos) continue;
+        if (!out.empty()) {
+            char last = out.back();
+            if (last != '.' && last != ':' && last != '?' && last != '!' && last != ';') out.push_back('.');
+            out.push_back(' ');
+        }
+        out += folded;
+    }
+    return out;
+}
+
+std::string connect_fix(std::string_view message, std::string_view setting, bool walsender) {
+    std::string in = setting.empty() ? std::string("the connection string") : std::string(setting);
+    std::string user = quoted_after(message, "user");
+    std::string role = user.empty() ? std::string("<role>") : user;
+    if (contains(message, "password authentication failed"))
+        return "the password is wrong: correct it in ~/.pgpass (or the file PGPASSFILE names; lines "
+               "host:port:database:user:password, mode 0600) or in password=… of " + in;
+    if (contains(message, "no password supplied"))
+        return "the server asks for a password and none was given: put it in ~/.pgpass (or the file PGPASSFILE "
+               "names; lines host:port:database:user:password, mode 0600) or password=… in " + in;
+    if (contains(message, "Peer authentication failed") || contains(message, "Ident authentication failed"))
+        return "peer authentication admits only the OS user named \"" + role + "\": run the worker as that user, map "
+               "its OS user in pg_ident.conf, or connect over TCP (host=127.0.0.1) with a password in " + in;
+    if (contains(message, "no pg_hba.conf entry") || contains(message, "pg_hba.conf rejects connection")) {
+        std::string line = hba_line(message);
+        std::string fix = contains(message, "rejects") ? "a reject line in pg_hba.conf matches first: put a line that "
+                                                         "admits it above that one"
+                                                       : "no pg_hba.conf line admits it: add one";
+        if (!line.empty()) fix += ", such as \"" + line + "\"";
+        fix += ", then reload (SELECT pg_reload_conf())";
+        if (walsender)
+            fix += "; a logical replication connection matches the lines for its database, not the "
+                   "`replication` lines";
+        return fix;
+    }
+    if (contains(message, "must be superuser or replication role to start walsender"))
+        return "the role may not stream: ALTER ROLE " + role + " REPLICATION, or connect " + in +
+               " as the replication role (CREATE ROLE docsync_repl LOGIN REPLICATION)";
+    if (contains(message, "is not permitted to log in"))
+        return "ALTER ROLE " + quoted_after(message, "role") + " LOGIN, or connect " + in + " as a LOGIN role";
+    if (std::string name = quoted_after(message, "role");
+        !name.empty() && contains(message, "role \"" + name + "\" does not exist"))
+        return "create the role (CREATE ROLE " + name + " LOGIN …) or fix user= in " + in;
+    if (std::string name = quoted_after(message, "database");
+        !name.empty() && contains(message, "database \"" + name + "\" does not exist"))
+        return "create the database, or fix dbname= in " + in + " (psql -l lists the databases)";
+    if (contains(message, "Connection refused") || contains(message, "Is the server running"))
+        return "no server listens there: start PostgreSQL, or fix host= and port= in " + in;
+    if (contains(message, "could not translate host name") || contains(message, "Name or service not known"))
+        return "the host name does not resolve: fix host= in " + in;
+    if (contains(message, "timeout expired") || contains(message, "timed out"))
+        return "the server did not answer in time: check host= and port= in " + in +
+               ", and that no firewall drops the connection";
+    if (contains(message, "too many clients") || contains(message, "connection slots are reserved"))
+        return "the server's max_connections is reached: raise it, or lower --pool";
+    if (contains(message, "exceeds max_wal_senders"))
+        return "the server's max_wal_senders is reached: raise it (each worker streams on one walsender)";
+    if (contains(message, "the database system is"))
+        return "the server is starting, stopping or recovering: the worker retries until it accepts connections";
+    if (contains(message, "SSL"))
+        return "check sslmode= and the certificate settings in " + in + " against the server's ssl setting";
+    return "check host=, port=, dbname= and user= in " + in;
+}
 
 bool CancelHandle::cancel() const {
     if (!cancel_) return false;
@@ -40,6 +164,7 @@ Error error_from(PGconn* conn, const PGresult* result, std::string_view context)
         message = trim(PQresultErrorMessage(result));
     }
     if (message.empty() && conn) message = trim(PQerrorMessage(conn));
+    message = fold_message(message);
     if (message.empty()) message = "unknown libpq error";
     bool lost = conn == nullptr || PQstatus(conn) != CONNECTION_OK;
     if (!context.empty()) message = std::string(context) + ": " + message;
@@ -47,27 +172,32 @@ Error error_from(PGconn* conn, const PGresult* result, std::string_view context)
 }
 
 Connection Connection::connect(const std::string& conninfo, Deadline deadline,
-                               const std::vector<std::pair<std::string, std::string>>& overrides) {
+                               const std::vector<std::pair<std::string, std::string>>& overrides,
+                               std::string_view setting) {
     std::vector<const char*> keys{"dbname"};
     std::vector<const char*> values{conninfo.c_str()};
+    bool walsender = false;
     for (const auto& [k, v] : overrides) {
         keys.push_back(k.c_str());
         values.push_back(v.c_str());
+        if (k == "replication") walsender = true;
     }
     keys.push_back(nullptr);
     values.push_back(nullptr);
     // expand_dbname = 1: the first dbname value may be a whole connection string or URI.
     Connection c(PQconnectStartParams(keys.data(), values.data(), 1));
     if (!c.conn_) throw Error("could not allocate a libpq connection", {}, true);
-    if (PQstatus(c.conn_.get()) == CONNECTION_BAD) throw error_from(c.conn_.get(), nullptr, "could not connect");
+    if (PQstatus(c.conn_.get()) == CONNECTION_BAD) throw connect_error(c.conn_.get(), setting, walsender, {});
     for (;;) {
         auto state = PQconnectPoll(c.conn_.get());
         if (state == PGRES_POLLING_OK) break;
-        if (state == PGRES_POLLING_FAILED) throw error_from(c.conn_.get(), nullptr, "could not connect");
-        if (!c.wait_socket(state == PGRES_POLLING_WRITING, deadline))
-            throw Error("could not connect: timed out", "08001", true);
+        if (state == PGRES_POLLING_FAILED) throw connect_error(c.conn_.get(), setting, walsender, {});
+        if (!c.wait_socket(state == PGRES_POLLING_WRITING, deadline)) {
+            Error timeout = connect_error(c.conn_.get(), setting, walsender, "timed out");
+            throw Error(timeout.what(), "08001", true);
+        }
     }
-    if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw error_from(c.conn_.get(), nullptr, "could not connect");
+    if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw connect_error(c.conn_.get(), setting, walsender, {});
     return c;
 }
 
@@ -113,7 +243,7 @@ Result Connection::start_copy(const std::string& sql, Deadline deadline) {
         int rc = PQflush(conn);
         if (rc == 0) break;
         if (rc < 0 || !wait_socket(true, deadline))
-            throw Error("could not send the command: " + trim(PQerrorMessage(conn)), {}, true);
+            throw Error("could not send the command: " + fold_message(PQerrorMessage(conn)), {}, true);
     }
     while (PQisBusy(conn)) {
         if (!wait_socket(false, deadline)) throw Error("the server did not answer " + sql + " in time", "57014", true);
@@ -160,7 +290,7 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         int rc = PQflush(conn);
         if (rc == 0) break;
         if (rc < 0 || (!wait_socket(true, deadline) && timed_out())) {
-            *error = Error("could not send the query: " + trim(PQerrorMessage(conn)), {}, true);
+            *error = Error("could not send the query: " + fold_message(PQerrorMessage(conn)), {}, true);
             return {};
         }
     }

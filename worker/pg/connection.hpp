@@ -62,9 +62,13 @@ class Connection {
 public:
     // Connects without blocking past `deadline` (PQconnectStartParams + PQconnectPoll + poll()).
     // `conninfo` is a libpq connection string or URI; `overrides` are extra keyword/value pairs that
-    // win over it (e.g. replication=database, application_name). Throws docsync::Error.
+    // win over it (e.g. replication=database, application_name). `setting` names where the connection
+    // string came from (--dsn, --pool-dsn) in the error. Throws docsync::Error (transient) with one
+    // line: the setting, the role and database, libpq's reason folded onto one line, and the likely
+    // fix (connect_fix).
     static Connection connect(const std::string& conninfo, Deadline deadline,
-                              const std::vector<std::pair<std::string, std::string>>& overrides = {});
+                              const std::vector<std::pair<std::string, std::string>>& overrides = {},
+                              std::string_view setting = {});
 
     Connection(Connection&&) noexcept = default;
     Connection& operator=(Connection&&) noexcept = default;
@@ -122,7 +126,18 @@ private:
 // round trip, so it works on replication connections too. Throws like exec().
 void pin_text_forms(Connection& conn, Deadline deadline);
 
-// The error of a failed result (or of the connection when `result` is null), with its SQLSTATE.
+// The error of a failed result (or of the connection when `result` is null), with its SQLSTATE and
+// its message folded onto one line (fold_message).
 Error error_from(PGconn* conn, const PGresult* result, std::string_view context = {});
+
+// A libpq or server message on one line: lines joined as sentences, indentation and runs of blanks
+// collapsed, the caret line under a query position ("      ^") dropped.
+std::string fold_message(std::string_view message);
+
+// The likely fix for a failed connection, from libpq's (untranslated) message, or empty when the
+// message is not one it knows. `setting` names the connection string in the advice ("--dsn");
+// `walsender` says the connection asked for replication=database, whose pg_hba.conf line names its
+// database (a logical walsender matches the database's lines, never `replication`'s).
+std::string connect_fix(std::string_view message, std::string_view setting, bool walsender);
 
 }  // namespace docsync::pg

@@ -23,16 +23,16 @@ bool is_doc_channel(std::string_view channel) { return channel.size() > 3 && cha
 
 RedisLiveness::RedisLiveness(RedisAddress address, LivenessCallbacks callbacks, LivenessOptions options)
     : address_(std::move(address)), callbacks_(std::move(callbacks)), options_(options) {
-    if (!callbacks_.sync_live || !callbacks_.warm || !callbacks_.touch)
-        throw Error("RedisLiveness needs the sync_live, warm and touch callbacks");
+    if ((options_.poll_subscribers && !callbacks_.sync_live) || !callbacks_.warm || !callbacks_.touch)
+        throw Error("RedisLiveness needs the warm and touch callbacks, and sync_live when it polls");
 }
 
 RedisLiveness::~RedisLiveness() { stop(); }
 
 void RedisLiveness::start() {
     std::lock_guard lock(mutex_);
-    if (poller_.joinable() || stopping_) return;
-    poller_ = std::thread([this] { poll_loop(); });
+    if (listener_.joinable() || stopping_) return;
+    if (options_.poll_subscribers) poller_ = std::thread([this] { poll_loop(); });
     listener_ = std::thread([this] { listen_loop(); });
 }
 

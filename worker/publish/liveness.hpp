@@ -1,10 +1,12 @@
 #pragma once
-// Liveness from the subscribers themselves, for `--live subscribers` with the Redis sink.
+// What Redis clients ask of the worker: the subscriber set for `--live subscribers`, and the docs
+// they ask for on `docsync:warm` and `docsync:touch` in either live mode.
 //
 // Two threads, each with its own connection:
-//   - the poller runs `PUBSUB CHANNELS db:*` every poll interval and calls
-//     `sync_live(channels, true)`; when a poll fails it calls `sync_live({}, false)` (an incomplete
-//     poll only adds, never drops, so the engine keeps what it has);
+//   - the poller (only with `poll_subscribers`, i.e. `--live subscribers`) runs
+//     `PUBSUB CHANNELS db:*` every poll interval and calls `sync_live(channels, true)`; when a poll
+//     fails it calls `sync_live({}, false)` (an incomplete poll only adds, never drops, so the engine
+//     keeps what it has);
 //   - the listener subscribes to `docsync:warm` and `docsync:touch` and calls `warm(channel)` /
 //     `touch(channel)` for each message whose payload is a `db:` channel (others are logged and
 //     ignored).
@@ -31,6 +33,7 @@ struct LivenessCallbacks {
 };
 
 struct LivenessOptions {
+    bool poll_subscribers = true;                   // --live subscribers: run the poller too
     std::chrono::milliseconds poll_interval{5000};  // --live-poll
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds command_timeout{5000};
@@ -48,7 +51,7 @@ public:
     RedisLiveness(const RedisLiveness&) = delete;
     RedisLiveness& operator=(const RedisLiveness&) = delete;
 
-    // Starts both threads; the first poll runs at once.
+    // Starts the listener, and the poller when it polls; the first poll runs at once.
     void start();
     // Stops both threads within about 200 ms plus one command timeout. Idempotent.
     void stop();

@@ -71,9 +71,25 @@ RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
     try {
         conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
     } catch (const Error& e) {
-        throw Error(std::string(e.what()) + "; start Redis there or fix --sink redis://HOST:PORT[/DB]", {}, true);
+        // The failing step's reply says which part of --sink to fix.
+        std::string text = e.what();
+        std::string fix = "start Redis there, or fix HOST:PORT in --sink redis://HOST:PORT[/DB]";
+        if (text.find("AUTH failed") != std::string::npos) {
+            if (text.find("without any password configured") != std::string::npos)
+                fix = "this Redis has no password: remove the PASSWORD@ part from --sink";
+            else
+                fix = "Redis refused the user or password: fix [USER]:PASSWORD@ in --sink "
+                      "redis://[USER]:PASSWORD@HOST:PORT";
+        } else if (text.find("SELECT failed") != std::string::npos) {
+            fix = "this Redis has no such database (see its `databases` setting): fix /DB in --sink";
+        }
+        throw Error("--sink: " + text + "; " + fix, {}, true);
     }
     auto reply = conn->command({"SCRIPT", "LOAD", kScript});
+    if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOAUTH", 0) == 0)
+        throw Error("--sink: Redis at " + address_.display() + " requires a password (" + reply_text(reply.get()) +
+                        "): give it in --sink redis://:PASSWORD@HOST:PORT (USER:PASSWORD@ for an ACL user)",
+                    {}, true);
     if (reply->type != REDIS_REPLY_STRING)
         throw Error("Redis at " + address_.display() + " refused the docsync script: " + reply_text(reply.get()) +
                     "; docsync needs Redis 5 or newer with Lua scripting (EVAL) allowed");

@@ -29,8 +29,10 @@ SinkSpec parse_sink(std::string_view value);
 // a read-only or full path, Redis unreachable).
 std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options = {});
 
-// The liveness source for `--live subscribers`: only a Redis sink has subscribers to ask. Throws
-// docsync::Error saying so for any other sink. Not started: call start().
+// What Redis clients ask for: with `options.poll_subscribers` the subscriber set of `--live
+// subscribers`, and in both modes the docs asked for on docsync:warm and docsync:touch. Only a Redis
+// sink has clients to ask: throws docsync::Error saying so for any other sink. Not started: call
+// start().
 std::unique_ptr<RedisLiveness> make_liveness(const SinkSpec& spec, LivenessCallbacks callbacks,
                                              LivenessOptions options = {});
 

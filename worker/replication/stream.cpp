@@ -230,7 +230,8 @@ void Stream::run() {
 Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     const auto cmd_deadline = [&] { return pg::deadline_in(options_.connect_timeout); };
     auto conn = pg::Connection::connect(options_.dsn, cmd_deadline(),
-                                        {{"replication", "database"}, {"application_name", options_.application_name}});
+                                        {{"replication", "database"}, {"application_name", options_.application_name}},
+                                        "--dsn");
 
     pg::pin_text_forms(conn, cmd_deadline());  // keys print as the pool and docsync.channel() print them
 
@@ -568,7 +569,8 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
             try {
                 if (!valve_conn)
                     valve_conn = std::make_unique<pg::Connection>(
-                        pg::Connection::connect(options_.dsn, cmd_deadline(), {{"application_name", options_.application_name + " valve"}}));
+                        pg::Connection::connect(options_.dsn, cmd_deadline(), {{"application_name", options_.application_name + " valve"}},
+                                                "--dsn"));
                 auto r = valve_conn->exec(
                     "SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint, wal_status "
                     "FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
