@@ -70,6 +70,13 @@ start_server() {
     { tail -n 20 "$dir/server.log" >&2; die "the server in $dir did not start"; }
 }
 
+# The status directory: any test's worker writes there (mode 1777), and the server, owning it, may
+# remove any file in it (docsync.forget_slot), as a status directory the README sets up allows.
+status_dir() {
+  mkdir -p "$1/status" && chmod 1777 "$1/status"
+  if [ "$(id -u)" -eq 0 ]; then chown "$server_user" "$1/status"; fi
+}
+
 new_cluster_dir() {
   local dir
   dir=$(mktemp -d "${TMPDIR:-/tmp}/docsync-pg.XXXXXX")
@@ -91,7 +98,7 @@ cmd_start() {
   stage_server "$dir/root"
   [ $install -eq 1 ] && install_extension "$dir"
   [ "$(id -u)" -eq 0 ] && chown -R "$server_user" "$dir/socket" && chown "$server_user" "$dir"
-  as_server "$(bin "$dir")/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+  as_server "$(bin "$dir")/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; die "initdb failed"; }
   port=$(free_port)
   {
@@ -111,7 +118,7 @@ cmd_start() {
     fi
   } >>"$dir/data/postgresql.conf"
   echo "host replication all 127.0.0.1/32 trust" >>"$dir/data/pg_hba.conf"
-  mkdir -p "$dir/status" && chmod 1777 "$dir/status"
+  status_dir "$dir"
   cat >"$dir/cluster.env" <<ENV
 export PGHOST='$dir/socket'
 export PGPORT='$port'
@@ -144,7 +151,7 @@ cmd_standby() {
     echo "hot_standby = on"
     echo "docsync.status_dir = '$dir/status'"
   } >>"$dir/data/postgresql.conf"
-  mkdir -p "$dir/status" && chmod 1777 "$dir/status"
+  status_dir "$dir"
   sed -e "s|^export PGHOST=.*|export PGHOST='$dir/socket'|" -e "s|^export PGPORT=.*|export PGPORT='$port'|" \
       -e "s|$primary|$dir|g" "$primary/cluster.env" >"$dir/cluster.env"
   start_server "$dir"

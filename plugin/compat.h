@@ -36,6 +36,15 @@
 	((change)->data.tp.oldtuple ? &(change)->data.tp.oldtuple->tuple : (HeapTuple) NULL)
 #endif
 
+/* A logical decoding message. PostgreSQL 17 added whether to flush the WAL at once. */
+#if PG_VERSION_NUM >= 170000
+#define DOCSYNC_LOG_LOGICAL_MESSAGE(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional), false)
+#else
+#define DOCSYNC_LOG_LOGICAL_MESSAGE(prefix, message, size, transactional) \
+	LogLogicalMessage((prefix), (message), (size), (transactional))
+#endif
+
 /*
  * Progress reports. Before PostgreSQL 16 the output plugin itself must report progress, with a flag
  * saying whether the transaction was skipped, and must do so now and then inside long transactions

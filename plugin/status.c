@@ -2,7 +2,9 @@
  *
  * status.c
  *		Reads the workers' status files (layout: shared/docsync_status.h) for the docsync.status and
- *		docsync.query_stats views, and defines the docsync.status_dir setting.
+ *		docsync.query_stats views, and defines the docsync.status_dir setting. Also removes the files
+ *		of a slot no worker serves any more (docsync.forget_slot), and says what is wrong with the
+ *		server's output_plugin_libraries for docsync (docsync.output_plugin_problem).
  *
  * Files are read with pread() only, never mapped: a file truncated under a mapping would kill this
  * backend with SIGBUS and make the postmaster restart the whole server. Each file is read as seq,
@@ -18,19 +20,26 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "replication/slot.h"
 #include "storage/fd.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "docsync.h"
 #include "docsync_status.h"
@@ -56,6 +65,8 @@ typedef struct StatusRead
 PG_FUNCTION_INFO_V1(docsync_status_files);
 PG_FUNCTION_INFO_V1(docsync_status_file_queries);
 PG_FUNCTION_INFO_V1(docsync_status_directory);
+PG_FUNCTION_INFO_V1(docsync_forget_slot);
+PG_FUNCTION_INFO_V1(docsync_output_plugin_problem);
 
 /* ---- helpers ---- */
 
@@ -508,4 +519,309 @@ Datum
 docsync_status_directory(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(cstring_to_text(docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT));
+}
+
+/* ---- docsync.forget_slot(slot, database) ---- */
+
+/* The database name as the worker writes it in file names: '/', '%', control bytes and a leading '.' as %XX. */
+static char *
+escape_database(const char *database)
+{
+	StringInfoData out;
+	const unsigned char *p;
+
+	initStringInfo(&out);
+	for (p = (const unsigned char *) database; *p; p++)
+	{
+		if (*p == '/' || *p == '%' || *p < 0x20 || *p == 0x7F || (p == (const unsigned char *) database && *p == '.'))
+			appendStringInfo(&out, "%%%02X", *p);
+		else
+			appendStringInfoChar(&out, (char) *p);
+	}
+	return out.data;
+}
+
+/*
+ * docsync.forget_slot(slot, database): removes the status and lock files of a slot no worker serves,
+ * so docsync.status stops showing it (a misspelt --slot, a slot dropped for good). Refuses while a
+ * worker holds the lock file, while the slot exists in that database, and while the status file's
+ * heartbeat is fresh. Returns the paths removed. EXECUTE is granted to no one: superusers, or whom
+ * they grant it.
+ */
+Datum
+docsync_forget_slot(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *dir_path = docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT;
+	char	   *slot;
+	char	   *database;
+	char	   *stem;
+	char	   *paths[2];
+	bool		exists[2];
+	ReplicationSlot *s;
+	bool		slot_found = false;
+	int			active_pid = 0;
+	Oid			slot_db = InvalidOid;
+	int			lock_fd = -1;
+	struct stat st;
+	int			i;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("docsync.forget_slot needs a slot name and a database name")));
+	slot = NameStr(*PG_GETARG_NAME(0));
+	database = NameStr(*PG_GETARG_NAME(1));
+	/* a slot name is lower case letters, digits and '_': never a path */
+	ReplicationSlotValidateName(slot, ERROR);
+	if (database[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("docsync.forget_slot needs a database name")));
+
+	stem = psprintf("%s/%s.%s", dir_path, escape_database(database), slot);
+	paths[0] = psprintf("%s%s", stem, STATUS_SUFFIX);
+	paths[1] = psprintf("%s.lock", stem);
+	for (i = 0; i < 2; i++)
+		exists[i] = lstat(paths[i], &st) == 0;
+
+	/*
+	 * A running worker holds the lock file with flock() for its lifetime. Taking the lock here (a read
+	 * descriptor suffices) proves that no worker on this host holds it, and keeps one from starting
+	 * on the slot until both files are gone. The descriptor is closed at the end, or by the abort.
+	 */
+	if (exists[1])
+		lock_fd = OpenTransientFile(paths[1], O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		int			save_errno = errno;
+		char		pid[32] = {0};
+		ssize_t		n = pread(lock_fd, pid, sizeof(pid) - 1, 0);
+
+		while (n > 0 && (pid[n - 1] == '\n' || pid[n - 1] == ' '))
+			pid[--n] = '\0';
+		errno = save_errno;
+		if (save_errno == EWOULDBLOCK)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("docsync-worker pid %s serves slot \"%s\" of database \"%s\": it holds %s",
+							n > 0 ? pid : "unknown", slot, database, paths[1]),
+					 errhint("Stop that worker first.")));
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not lock \"%s\": %m", paths[1])));
+	}
+
+	/* The slot itself: while it exists in that database, its row stays and says so. */
+	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+	s = SearchNamedReplicationSlot(slot, false);
+	if (s != NULL)
+	{
+		SpinLockAcquire(&s->mutex);
+		slot_found = s->in_use;
+		active_pid = s->active_pid;
+		slot_db = s->data.database;
+		SpinLockRelease(&s->mutex);
+	}
+	LWLockRelease(ReplicationSlotControlLock);
+	if (slot_found && OidIsValid(slot_db))
+	{
+		char	   *slot_db_name = get_database_name(slot_db);
+
+		if (slot_db_name != NULL && strcmp(slot_db_name, database) == 0)
+		{
+			if (active_pid != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_IN_USE),
+						 errmsg("replication slot \"%s\" of database \"%s\" is active for PID %d", slot, database, active_pid),
+						 errhint("Stop the client streaming it first.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("replication slot \"%s\" of database \"%s\" still exists", slot, database),
+					 errdetail("Its docsync.status row stays while the slot exists; the slot also holds WAL back."),
+					 errhint("If no worker is to use it, drop it first: SELECT pg_drop_replication_slot('%s');", slot)));
+		}
+	}
+
+	if (!exists[0] && !exists[1])
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no status file for slot \"%s\" of database \"%s\" in docsync.status_dir", slot, database),
+				 errdetail("docsync.status_dir is %s.", dir_path),
+				 errhint("docsync.status names the database and slot of every status file it shows.")));
+
+	/* A worker on another host sharing the directory: a fresh heartbeat means it may still run. */
+	if (exists[0])
+	{
+		StatusRead read;
+
+		read_status_file(paths[0], &read);
+		if (read.error == NULL && read.file->body.state != DOCSYNC_STATE_STOPPED)
+		{
+			int64		now_us = (int64) GetCurrentTimestamp() +
+				(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+			const char *state = docsync_status_state_name(read.file->body.state);
+
+			if (now_us - read.file->body.heartbeat_us < (int64) DOCSYNC_STATUS_STALE_MS * 1000)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_IN_USE),
+						 errmsg("the worker of slot \"%s\" of database \"%s\" (pid %d, state %s) wrote its status file less than %d s ago",
+								slot, database, read.file->body.pid, state ? state : "unknown",
+								DOCSYNC_STATUS_STALE_MS / 1000),
+						 errhint("Stop that worker first; once docsync.status shows it stopped, forget the slot.")));
+		}
+	}
+
+	/* The status file first, the lock file last: still locked, so no worker starts in between. */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	for (i = 0; i < 2; i++)
+	{
+		Datum		value;
+		bool		isnull = false;
+
+		if (!exists[i])
+			continue;
+		if (unlink(paths[i]) != 0 && errno != ENOENT)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not remove \"%s\": %m", paths[i]),
+					 errhint("The server's operating system user needs write access to the status directory %s; "
+							 "or remove the files as the worker's operating system user: rm -f '%s' '%s'",
+							 dir_path, paths[0], paths[1])));
+		value = CStringGetTextDatum(paths[i]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	if (lock_fd >= 0)
+		CloseTransientFile(lock_fd);
+	return (Datum) 0;
+}
+
+/* ---- docsync.output_plugin_problem() ---- */
+
+/* An entry of output_plugin_libraries as ALTER SYSTEM SET takes it: bare when it can be, else quoted. */
+static void
+append_list_item(StringInfo buf, const char *item)
+{
+	const char *p;
+	bool		bare = (item[0] >= 'a' && item[0] <= 'z') || item[0] == '_';
+
+	for (p = item; *p && bare; p++)
+		bare = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	if (buf->len > 0)
+		appendStringInfoString(buf, ", ");
+	appendStringInfoString(buf, bare ? item : quote_literal_cstr(item));
+}
+
+/* Whether an entry was meant to name docsync: spaces around it, another case, a path or a suffix. */
+static bool
+means_docsync(const char *item)
+{
+	char	   *trimmed = pstrdup(item);
+	char	   *start = trimmed;
+	char	   *end;
+	char	   *slash;
+	char	   *p;
+
+	while (*start == ' ' || *start == '\t')
+		start++;
+	end = start + strlen(start);
+	while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	if ((slash = strrchr(start, '/')) != NULL)
+		start = slash + 1;
+	if (strlen(start) > 3 && strcmp(start + strlen(start) - 3, ".so") == 0)
+		start[strlen(start) - 3] = '\0';
+	for (p = start; *p; p++)
+		*p = pg_ascii_tolower((unsigned char) *p);
+	return strcmp(start, "docsync") == 0;
+}
+
+/*
+ * docsync.output_plugin_problem(): NULL when the server lets REPLICATION roles decode with docsync
+ * (docsync is listed in output_plugin_libraries, or the server has no such setting); otherwise what
+ * is wrong with the setting and the ALTER SYSTEM command that fixes it, keeping the other entries.
+ * The list is split exactly as the server splits it (SplitGUCList: quoted names keep commas and
+ * spaces, case is kept), so a list set as one quoted string is seen as the one name it is.
+ */
+Datum
+docsync_output_plugin_problem(PG_FUNCTION_ARGS)
+{
+	const char *value = GetConfigOption("output_plugin_libraries", true, false);
+	char	   *raw;
+	List	   *names = NIL;
+	ListCell   *lc;
+	StringInfoData fix;
+	StringInfoData problem;
+	const char *one_string = NULL;
+	const char *near_miss = NULL;
+
+	if (value == NULL)
+		PG_RETURN_NULL();
+	raw = pstrdup(value);
+	if (!SplitGUCList(raw, ',', &names))
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("output_plugin_libraries (%s) is not a list of names: "
+												  "run ALTER SYSTEM SET output_plugin_libraries = pgoutput, test_decoding, docsync; SELECT pg_reload_conf();",
+												  value)));
+	foreach(lc, names)
+	{
+		if (strcmp((const char *) lfirst(lc), "docsync") == 0)
+			PG_RETURN_NULL();
+	}
+
+	/* The fix: every entry kept, one set as a quoted list split into its names, docsync added. */
+	initStringInfo(&fix);
+	foreach(lc, names)
+	{
+		const char *item = (const char *) lfirst(lc);
+
+		if (strchr(item, ',') != NULL)
+		{
+			char	   *copy = pstrdup(item);
+			char	   *part;
+			char	   *save = NULL;
+
+			if (one_string == NULL)
+				one_string = item;
+			for (part = strtok_r(copy, ",", &save); part != NULL; part = strtok_r(NULL, ",", &save))
+			{
+				char	   *end;
+
+				while (*part == ' ' || *part == '\t')
+					part++;
+				end = part + strlen(part);
+				while (end > part && (end[-1] == ' ' || end[-1] == '\t'))
+					*--end = '\0';
+				if (*part == '\0' || means_docsync(part))
+					continue;
+				append_list_item(&fix, part);
+			}
+		}
+		else if (means_docsync(item))
+		{
+			if (near_miss == NULL)
+				near_miss = item;
+		}
+		else if (item[0] != '\0')
+			append_list_item(&fix, item);
+	}
+	append_list_item(&fix, "docsync");
+
+	initStringInfo(&problem);
+	if (one_string != NULL)
+		appendStringInfo(&problem,
+						 "output_plugin_libraries holds one name, \"%s\": the list was set as one quoted string, so the "
+						 "server allows no library named docsync and refuses to decode with it for a role without superuser; "
+						 "set the names as a list, unquoted or each quoted",
+						 one_string);
+	else if (near_miss != NULL)
+		appendStringInfo(&problem,
+						 "output_plugin_libraries lists \"%s\", not docsync (names must match exactly: no spaces, capitals, "
+						 "path or suffix), so the server refuses to decode with docsync for a role without superuser",
+						 near_miss);
+	else
+		appendStringInfo(&problem,
+						 "docsync is not in output_plugin_libraries (%s), so the server refuses to decode with it for a role without superuser",
+						 value[0] ? value : "empty");
+	appendStringInfo(&problem, ": run ALTER SYSTEM SET output_plugin_libraries = %s; SELECT pg_reload_conf();", fix.data);
+	PG_RETURN_TEXT_P(cstring_to_text(problem.data));
 }

@@ -18,6 +18,9 @@ BEGIN
 END
 $$;
 
+-- The schema is the extension's own member, so DROP EXTENSION drops it with its privileges and
+-- leaves nothing behind (a leftover schema in template1 would break every later restore).
+CREATE SCHEMA docsync;
 COMMENT ON SCHEMA docsync IS 'docsync: live JSON documents computed from SQL queries';
 
 -------------------------------------------------------------------------------
@@ -49,23 +52,24 @@ COMMENT ON TABLE docsync.query_defs IS 'docsync doc queries (use docsync.define_
 
 -- Watches: which row changes of which table affect which docs. A direct watch maps table columns
 -- to the doc params in $n order (keys_sql null); a reverse-index watch feeds the changed row's
--- columns to keys_sql, whose rows are doc params. Columns are kept by name (what pg_dump restores)
--- and by attnum (what renames keep); the DDL trigger follows renames, the row trigger below resolves
--- names to attnums.
+-- columns to keys_sql, whose rows are doc params. A watch names its table and columns, never by OID
+-- or attnum: names are what pg_dump, a restore into another database and logical replication keep,
+-- and every reader resolves them in this database (docsync.watch_targets). The DDL event trigger
+-- follows renames; a name that no longer resolves is reported, never remapped.
 CREATE SEQUENCE docsync.watch_defs_id_seq;
 CREATE TABLE docsync.watch_defs (
   id              bigint PRIMARY KEY DEFAULT nextval('docsync.watch_defs_id_seq'),
   query           text NOT NULL REFERENCES docsync.query_defs (name) ON UPDATE CASCADE ON DELETE CASCADE,
-  relid           regclass NOT NULL,
+  table_schema    name NOT NULL,
+  table_name      name NOT NULL,
   columns         name[] NOT NULL,
-  attnums         int2[] NOT NULL DEFAULT '{}',
   keys_sql        text,
   allow_broadcast boolean NOT NULL DEFAULT false,
   defined_by      name NOT NULL DEFAULT current_user,
   defined_at      timestamptz NOT NULL DEFAULT now()
 );
 ALTER SEQUENCE docsync.watch_defs_id_seq OWNED BY docsync.watch_defs.id;
-CREATE INDEX ON docsync.watch_defs (relid);
+CREATE INDEX ON docsync.watch_defs (table_schema, table_name);
 CREATE INDEX ON docsync.watch_defs (query);
 COMMENT ON TABLE docsync.watch_defs IS 'docsync watches: table changes that affect docs (use docsync.watch)';
 
@@ -79,17 +83,48 @@ CREATE TABLE docsync.worker_state (
 );
 COMMENT ON TABLE docsync.worker_state IS 'docsync doc-version generation per replication slot';
 
+-- What docsync.grant_reader granted, so docsync.revoke_reader and DROP EXTENSION take back exactly
+-- that. Named, not by OID, like watches.
+CREATE TABLE docsync.reader_grants (
+  role        name NOT NULL,
+  kind        text NOT NULL CHECK (kind IN ('schema', 'table')),
+  schema_name name NOT NULL,
+  table_name  name,             -- null for a schema
+  columns     name[],           -- null: the whole table
+  granted_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE docsync.reader_grants IS 'grants made by docsync.grant_reader (undo with docsync.revoke_reader)';
+
+-- docsync's tables hold this database's own state. A FOR ALL TABLES publication includes them (a
+-- publication cannot leave tables out), so a subscriber's apply and table-sync workers skip their
+-- rows: REPLICA triggers fire only under session_replication_role = replica, and
+-- docsync.skip_replicated lets everyone else's rows through.
+CREATE FUNCTION docsync.skip_replicated() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_skip_replicated';
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['query_defs', 'watch_defs', 'worker_state', 'reader_grants'] LOOP
+    EXECUTE format('CREATE TRIGGER skip_replicated BEFORE INSERT OR UPDATE OR DELETE ON docsync.%I
+                      FOR EACH ROW EXECUTE FUNCTION docsync.skip_replicated()', t);
+    EXECUTE format('ALTER TABLE docsync.%I ENABLE REPLICA TRIGGER skip_replicated', t);
+  END LOOP;
+END
+$$;
+
 SELECT pg_catalog.pg_extension_config_dump('docsync.query_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.reader_grants', '');
 
 -- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
 -- below do; clients that compute channel names with docsync.channel() need only USAGE).
 -- docsync_admin reads the definition tables but never writes them: only the API functions do, as
 -- the extension's owner, after checking the caller's rights (see docsync_api_call in sqlapi.c).
 GRANT USAGE ON SCHEMA docsync TO docsync_admin;
-GRANT SELECT ON docsync.query_defs, docsync.watch_defs TO docsync_admin;
+GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants TO docsync_admin;
 
 -- C helpers (plugin/sqlapi.c).
 CREATE FUNCTION docsync.channel(query text, VARIADIC "values" text[])
@@ -138,11 +173,9 @@ SELECT pg_catalog.setval('docsync.def_generation_seq', 1);
 CREATE VIEW docsync.def_generation AS SELECT s.last_value AS generation FROM docsync.def_generation_seq s;
 COMMENT ON VIEW docsync.def_generation IS 'the definitions generation, raised by every definition change and by DDL a doc query depends on';
 GRANT SELECT ON docsync.def_generation TO docsync_admin;
+-- nextval on the sequence, and pg_logical_emit_message(true, 'docsync.definitions', <value>) (plugin/ddl.c)
 CREATE FUNCTION docsync.next_generation() RETURNS bigint
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-  SELECT g FROM nextval('docsync.def_generation_seq') g
-   CROSS JOIN LATERAL pg_logical_emit_message(true, 'docsync.definitions', g::text) m
-$$;
+LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'docsync_next_generation';
 
 -- A definition changed: bump the generation. Row triggers, so a statement that changes no row
 -- (the sql_drop trigger's DELETE when no watched table was dropped) bumps nothing; TRUNCATE has
@@ -163,31 +196,40 @@ CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.query_defs
 CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
 
--- Resolves a watch's column names to attnums (at definition, at restore, after a followed rename).
-CREATE FUNCTION docsync.resolve_watch_columns() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  col name;
-  num int2;
-  nums int2[] := '{}';
-BEGIN
-  FOREACH col IN ARRAY NEW.columns LOOP
-    SELECT a.attnum INTO num FROM pg_attribute a
-     WHERE a.attrelid = NEW.relid AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-      RAISE EXCEPTION 'column "%" of table % does not exist', col, NEW.relid
-        USING ERRCODE = 'undefined_column',
-              DETAIL = format('A docsync watch of query "%s" maps this column.', NEW.query),
-              HINT = format('Name an existing column of %s.', NEW.relid);
-    END IF;
-    nums := nums || num;
-  END LOOP;
-  NEW.attnums := nums;
-  RETURN NEW;
-END
-$$;
-CREATE TRIGGER resolve_columns BEFORE INSERT OR UPDATE OF columns, relid ON docsync.watch_defs
-  FOR EACH ROW EXECUTE FUNCTION docsync.resolve_watch_columns();
+-- Every watch resolved by name in this database: relid and attnums (what the plugin and the worker
+-- use), or the problem when its table or a column does not resolve (dropped or renamed while the
+-- event triggers did not fire, a restore of part of a database): such a watch is never used, and
+-- docsync.watches, docsync.watched_tables and the worker report it.
+CREATE VIEW docsync.watch_targets AS
+  SELECT w.id, w.query, w.table_schema, w.table_name, w.columns, w.keys_sql, w.allow_broadcast,
+         w.defined_by, w.defined_at, t.relid,
+         CASE WHEN t.relid IS NOT NULL AND m.missing IS NULL THEN coalesce(m.nums, '{}') END AS attnums,
+         CASE
+           WHEN t.relid IS NULL THEN
+             format('table %I.%I does not exist: it was dropped or renamed while docsync''s event triggers did not fire (session_replication_role = replica, or a partial restore); run %s and watch the table it is now',
+                    w.table_schema, w.table_name, u.unwatch)
+           WHEN m.missing IS NOT NULL THEN
+             format('column(s) %s of %I.%I do not exist: dropped or renamed while docsync''s event triggers did not fire; run %s and watch the columns it has now',
+                    m.missing, w.table_schema, w.table_name, u.unwatch)
+         END AS problem
+    FROM docsync.watch_defs w
+    LEFT JOIN LATERAL (
+      SELECT c.oid::regclass AS relid
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = w.table_schema AND c.relname = w.table_name AND c.relkind IN ('r', 'p')) t ON true
+    CROSS JOIN LATERAL (
+      SELECT array_agg(a.attnum ORDER BY u.ord) FILTER (WHERE a.attnum IS NOT NULL) AS nums,
+             string_agg(quote_ident(u.col), ', ' ORDER BY u.ord) FILTER (WHERE a.attnum IS NULL) AS missing
+        FROM unnest(w.columns) WITH ORDINALITY AS u(col, ord)
+        LEFT JOIN pg_attribute a
+          ON a.attrelid = t.relid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped) m
+    CROSS JOIN LATERAL (
+      SELECT format('SELECT docsync.unwatch(%L, %L, %s)', w.query, format('%I.%I', w.table_schema, w.table_name),
+                    CASE WHEN w.keys_sql IS NULL THEN format('params => %L', w.columns)
+                         ELSE format('keys_sql => %L', w.keys_sql) END) AS unwatch) u;
+COMMENT ON VIEW docsync.watch_targets IS
+  'every watch resolved by name: its table''s regclass and the columns'' attnums, or why it does not resolve';
+
 
 -- Raises unless the role calling the API may change definitions.
 CREATE FUNCTION docsync.require_admin(action text) RETURNS void
@@ -344,7 +386,7 @@ CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
-  w docsync.watch_defs;
+  w record;
   msg text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = refusal.query;
@@ -356,13 +398,14 @@ BEGIN
                   quote_ident(q.defined_by), q.name);
   END IF;
   FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.query = q.name AND to_regrole(quote_ident(x.defined_by)) IS NULL LOOP
-    RETURN format('the definer %s of its watch on %s no longer exists: unwatch and watch it again',
-                  quote_ident(w.defined_by), w.relid);
+    RETURN format('the definer %s of its watch on %I.%I no longer exists: unwatch and watch it again',
+                  quote_ident(w.defined_by), w.table_schema, w.table_name);
   END LOOP;
   BEGIN
     PERFORM docsync.check_query_rights(format('doc query "%s"', q.name), q.sql, q.search_path,
                                        to_regrole(quote_ident(q.defined_by)));
-    FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.query = q.name ORDER BY x.id LOOP
+    -- a watch that does not resolve is never used (docsync.watch_targets reports it)
+    FOR w IN SELECT * FROM docsync.watch_targets x WHERE x.query = q.name AND x.problem IS NULL ORDER BY x.id LOOP
       PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
                                          to_regrole(quote_ident(w.defined_by)));
     END LOOP;
@@ -473,7 +516,7 @@ BEGIN
     RETURNING * INTO existing;
     -- the watches' keys must still have the (new) params' types
     PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql)
-       FROM docsync.watch_defs w WHERE w.query = _define_query.name ORDER BY w.id;
+       FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
     VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name)
@@ -651,6 +694,7 @@ DECLARE
   rel regclass;
   q docsync.query_defs;
   cls pg_catalog.pg_class;
+  nsp name;
   cols text[];
   col text;
   info record;
@@ -668,6 +712,7 @@ BEGIN
   END IF;
 
   SELECT * INTO cls FROM pg_class WHERE oid = rel;
+  nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
   IF cls.relkind NOT IN ('r', 'p') THEN
     RAISE EXCEPTION '% is not a table', rel
       USING ERRCODE = 'wrong_object_type',
@@ -773,16 +818,17 @@ BEGIN
   PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, q.search_path, caller);
 
   IF EXISTS (SELECT FROM docsync.watch_defs w
-              WHERE w.query = _watch.query AND w.relid = rel AND w.columns = cols::name[]
-                AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql) THEN
+              WHERE w.query = _watch.query AND w.table_schema = nsp AND w.table_name = cls.relname
+                AND w.columns = cols::name[] AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql) THEN
     RAISE EXCEPTION 'docsync query "%" already watches % this way', query, rel
       USING ERRCODE = 'duplicate_object',
             DETAIL = 'An identical watch exists.',
             HINT = format('To change it, remove it with docsync.unwatch(%L, %L) first.', query, rel::text);
   END IF;
 
-  INSERT INTO docsync.watch_defs (query, relid, columns, keys_sql, allow_broadcast, defined_by)
-  VALUES (_watch.query, rel, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false), caller::name)
+  INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, defined_by)
+  VALUES (_watch.query, nsp, cls.relname, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false),
+          caller::name)
   RETURNING id INTO new_id;
   RETURN new_id;
 END
@@ -801,12 +847,34 @@ RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   rel regclass;
+  parts text[];
   n integer;
 BEGIN
   PERFORM docsync.require_admin('define docsync watches');
-  rel := docsync.resolve_table("table", search_path);
+  BEGIN
+    rel := docsync.resolve_table("table", search_path);
+  EXCEPTION WHEN undefined_table THEN
+    -- a watch whose table no longer exists (docsync.watches shows its problem) is named as it was
+    BEGIN
+      parts := parse_ident("table");
+    EXCEPTION WHEN OTHERS THEN
+      parts := NULL;
+    END;
+    IF cardinality(parts) IN (1, 2) THEN
+      DELETE FROM docsync.watch_defs w
+       USING docsync.watch_targets t
+       WHERE t.id = w.id AND t.relid IS NULL AND w.query = _unwatch.query
+         AND w.table_name = parts[cardinality(parts)] AND (cardinality(parts) = 1 OR w.table_schema = parts[1]);
+      GET DIAGNOSTICS n = ROW_COUNT;
+      IF n > 0 THEN
+        RETURN n;
+      END IF;
+    END IF;
+  END;
+  rel := coalesce(rel, docsync.resolve_table("table", search_path));
   DELETE FROM docsync.watch_defs w
-   WHERE w.query = _unwatch.query AND w.relid = rel
+   USING docsync.watch_targets t
+   WHERE t.id = w.id AND w.query = _unwatch.query AND t.relid = rel
      AND (_unwatch.params IS NULL OR (w.keys_sql IS NULL AND w.columns = _unwatch.params::name[]))
      AND (_unwatch.keys_sql IS NULL OR w.keys_sql = _unwatch.keys_sql);
   GET DIAGNOSTICS n = ROW_COUNT;
@@ -850,47 +918,80 @@ COMMENT ON FUNCTION docsync.drop_query(text) IS 'drop a doc query and its watche
 -- DDL
 -------------------------------------------------------------------------------
 
--- Whether DDL touched anything but temporary objects while docsync has doc queries: then it may have
--- changed what a doc query reads (a column's type, a view's definition, a partition), and the
--- generation is raised so the worker compares each query's dependencies (docsync.fingerprint) and
--- recomputes the docs of those that changed.
-CREATE FUNCTION docsync.ddl_matters(schemas text[]) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT EXISTS (SELECT FROM docsync.query_defs)
-     AND EXISTS (SELECT FROM unnest(schemas) n WHERE n IS NULL OR n NOT LIKE 'pg\_temp%')
-$$;
+-- DDL can change what a doc query reads (a column's type, a view's definition, a partition) or
+-- what a watch names. The event triggers are C (plugin/ddl.c): while docsync has doc queries, DDL in
+-- their WHEN TAG lists that touched anything but temporary objects raises the generation, so the
+-- worker compares each query's dependencies (docsync.fingerprint) and recomputes the docs of those
+-- that changed. They lock no row and run no SQL unless the DDL renames or drops something a watch
+-- may name; then they call the helpers below as the extension's owner.
 
--- ddl_command_end: follow column renames of watched tables (attnums are stable) and raise the
--- generation in-stream. Only for the commands that can change what a doc query reads (the WHEN TAG
--- list below): never for GRANT, COMMENT or CREATE INDEX.
-CREATE FUNCTION docsync.on_ddl_command_end() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Follows a rename the current DDL made (kind: column, table, schema, set schema), by name: the old
+-- name comes from the statement itself. A column renamed on a parent is renamed on its inheritance
+-- children too. ALTER TABLE … SET SCHEMA written without the old schema moves the watches of the
+-- first schema on the statement's search_path (path) whose watched table of that name no longer
+-- exists.
+CREATE FUNCTION docsync._follow_rename(kind text, rel oid, old_schema text, old_name text, new_name text,
+                                       path oid[])
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  touched oid[];
+  nsp name;
+  cur name;
 BEGIN
-  IF NOT docsync.ddl_matters(ARRAY(SELECT c.schema_name FROM pg_event_trigger_ddl_commands() c)) THEN
-    RETURN;
-  END IF;
-  SELECT array_agg(DISTINCT w.relid::oid) INTO touched
-    FROM pg_event_trigger_ddl_commands() c
-    JOIN docsync.watch_defs w
-      ON c.classid = 'pg_class'::regclass
-     AND w.relid::oid IN (c.objid, coalesce(pg_partition_root(c.objid), c.objid));
-  IF touched IS NOT NULL THEN
-    UPDATE docsync.watch_defs w
-       SET columns = cur.names
-      FROM (SELECT w2.id, array_agg(a.attname ORDER BY u.ord) AS names
-              FROM docsync.watch_defs w2
-              CROSS JOIN LATERAL unnest(w2.attnums) WITH ORDINALITY AS u(num, ord)
-              JOIN pg_attribute a ON a.attrelid = w2.relid AND a.attnum = u.num AND NOT a.attisdropped
-             WHERE w2.relid::oid = ANY (touched)
-             GROUP BY w2.id) cur
-     WHERE w.id = cur.id AND w.columns IS DISTINCT FROM cur.names
-       AND cardinality(cur.names) = cardinality(w.attnums);
-  END IF;
-  PERFORM docsync.next_generation();
+  SELECT n.nspname, c.relname INTO nsp, cur
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = rel;
+  CASE kind
+    WHEN 'column' THEN
+      UPDATE docsync.watch_defs w SET columns = array_replace(w.columns, old_name::name, new_name::name)
+        FROM (WITH RECURSIVE tree(relid) AS (
+                SELECT rel
+                UNION
+                SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.relid)
+              SELECT n.nspname, c.relname
+                FROM tree t JOIN pg_class c ON c.oid = t.relid JOIN pg_namespace n ON n.oid = c.relnamespace) r
+       WHERE w.table_schema = r.nspname AND w.table_name = r.relname AND old_name::name = ANY (w.columns);
+    WHEN 'table' THEN
+      UPDATE docsync.watch_defs w SET table_name = cur
+       WHERE w.table_schema = nsp AND w.table_name = old_name::name;
+    WHEN 'schema' THEN
+      UPDATE docsync.watch_defs w SET table_schema = new_name::name WHERE w.table_schema = old_name::name;
+    WHEN 'set schema' THEN
+      UPDATE docsync.watch_defs w SET table_schema = nsp
+       WHERE w.table_name = cur
+         AND w.table_schema = coalesce(old_schema::name, (
+               SELECT n.nspname
+                 FROM unnest(path) WITH ORDINALITY AS s(oid, ord) JOIN pg_namespace n ON n.oid = s.oid
+                WHERE n.nspname <> nsp
+                  AND EXISTS (SELECT FROM docsync.watch_defs x WHERE x.table_schema = n.nspname AND x.table_name = cur)
+                  AND to_regclass(format('%I.%I', n.nspname, cur)) IS NULL
+                ORDER BY s.ord LIMIT 1));
+  END CASE;
 END
 $$;
+
+-- A watched table, or a column a watch maps, was dropped (names: the dropped object's address).
+-- Its watches can never fire again: remove them, with a WARNING naming each.
+CREATE FUNCTION docsync._forget_dropped(names text[], identity text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  gone record;
+BEGIN
+  FOR gone IN
+    DELETE FROM docsync.watch_defs w
+     WHERE w.table_schema = names[1] AND w.table_name = names[2]
+       AND (cardinality(names) = 2 OR names[3]::name = ANY (w.columns))
+    RETURNING w.query
+  LOOP
+    RAISE WARNING 'removed a watch of docsync query "%": % was dropped', gone.query, identity
+      USING DETAIL = 'Changes to a dropped table or column can no longer affect its docs.',
+            HINT = 'Check the query in docsync.queries, and watch its new tables with docsync.watch().';
+  END LOOP;
+END
+$$;
+
+CREATE FUNCTION docsync.on_ddl_command_end() RETURNS event_trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_ddl_command_end';
+-- never for GRANT, COMMENT, CREATE INDEX or anything else that cannot change what a doc reads
 CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
   WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER VIEW', 'CREATE VIEW', 'ALTER MATERIALIZED VIEW',
                'CREATE MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE FUNCTION', 'ALTER FUNCTION',
@@ -898,31 +999,8 @@ CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
                'ALTER EXTENSION')
   EXECUTE FUNCTION docsync.on_ddl_command_end();
 
--- sql_drop: a watched table, or a column a watch maps, was dropped. Its watches can never fire
--- again; remove them (with a WARNING naming each) so definitions stay consistent. Any other drop
--- (a partition, a view or function a doc query uses) raises the generation like other DDL.
 CREATE FUNCTION docsync.on_sql_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  gone record;
-BEGIN
-  IF NOT docsync.ddl_matters(ARRAY(SELECT d.schema_name FROM pg_event_trigger_dropped_objects() d)) THEN
-    RETURN;
-  END IF;
-  FOR gone IN
-    DELETE FROM docsync.watch_defs w
-     USING pg_event_trigger_dropped_objects() d
-     WHERE d.classid = 'pg_class'::regclass AND d.objid = w.relid::oid
-       AND (d.objsubid = 0 OR d.objsubid = ANY (w.attnums))
-    RETURNING w.query, d.object_identity
-  LOOP
-    RAISE WARNING 'removed a watch of docsync query "%": % was dropped', gone.query, gone.object_identity
-      USING DETAIL = 'Changes to a dropped table or column can no longer affect its docs.',
-            HINT = 'Check the query in docsync.queries, and watch its new tables with docsync.watch().';
-  END LOOP;
-  PERFORM docsync.next_generation();
-END
-$$;
+LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_sql_drop';
 CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
   WHEN TAG IN ('DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP FUNCTION',
                'DROP TYPE', 'DROP DOMAIN', 'DROP RULE', 'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED',
@@ -982,7 +1060,9 @@ END
 $$;
 
 -- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null; and
--- "fingerprint": what its docs depend on besides rows (docsync.fingerprint).
+-- "fingerprint": what its docs depend on besides rows (docsync.fingerprint). Watches are resolved by
+-- name in this database; those that do not resolve are left out of "watches" and listed in
+-- "unresolved" with the problem, for the worker to report.
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT jsonb_build_object(
@@ -993,17 +1073,21 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'fingerprint', docsync.fingerprint(q.name)) ORDER BY q.name)
                          FROM docsync.query_defs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
-                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', n.nspname, 'table', c.relname,
+                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
                           'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
                           'keys_sql', w.keys_sql,
                           'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
                           'allow_broadcast', w.allow_broadcast) ORDER BY w.query, w.id)
-                         FROM docsync.watch_defs w
+                         FROM docsync.watch_targets w
                          JOIN pg_class c ON c.oid = w.relid
                          JOIN pg_namespace n ON n.oid = c.relnamespace
                          CROSS JOIN LATERAL (
                            SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
-                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m), '[]'))
+                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m
+                        WHERE w.problem IS NULL), '[]'),
+    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', w.problem)
+                                             ORDER BY w.query, w.id)
+                              FROM docsync.watch_targets w WHERE w.problem IS NOT NULL), '[]'))
 $$;
 COMMENT ON FUNCTION docsync.worker_definitions() IS 'all definitions as one jsonb, for docsync-worker';
 
@@ -1013,9 +1097,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     FROM (SELECT r.relid,
                  r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
                                                       FROM (SELECT DISTINCT unnest(w.attnums) AS n
-                                                              FROM docsync.watch_defs w
-                                                             WHERE w.relid::oid = r.relid) a) || ')', '') AS entry
-            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_defs w) r) e
+                                                              FROM docsync.watch_targets w
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL) a) || ')', '') AS entry
+            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
 $$;
 COMMENT ON FUNCTION docsync.plugin_tables() IS
   'the output plugin''s tables option for the current definitions: OID(attnum,…) entries';
@@ -1066,7 +1150,8 @@ DECLARE
   watched regclass[];
   k text;
 BEGIN
-  SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched FROM docsync.watch_defs w WHERE w.query = q.name;
+  SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched
+    FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NULL;
   reads := docsync.tables_read(q.sql, q.search_path);
   SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
     FROM unnest(reads) r WHERE NOT r = ANY (watched);
@@ -1081,13 +1166,17 @@ CREATE VIEW docsync.queries AS
          q.params,
          q.sql,
          q.search_path,
-         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid) FROM docsync.watch_defs w WHERE w.query = q.name),
-                  '{}') AS watched_tables,
+         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid) FROM docsync.watch_targets w
+                    WHERE w.query = q.name AND w.problem IS NULL), '{}') AS watched_tables,
          chk.unwatched AS unwatched_tables,
          CASE
            WHEN chk.problem IS NOT NULL THEN
              format('the doc query no longer prepares (%s): fix it with docsync.define_query(%L, …, or_replace => true)',
                     chk.problem, q.name)
+           WHEN EXISTS (SELECT FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL) THEN
+             (SELECT format('a watch does not resolve, so changes it maps never reach the docs: %s',
+                            string_agg(w.problem, '; ' ORDER BY w.id))
+                FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL)
            WHEN cardinality(chk.unwatched) > 0 THEN
              format('reads %s, which no watch covers: its docs go stale when they change; watch them with docsync.watch(%L, …)',
                     array_to_string(chk.unwatched, ', '), q.name)
@@ -1101,45 +1190,57 @@ COMMENT ON VIEW docsync.queries IS
   'one row per doc query, with its watched tables, what no watch covers, its definer, and why the worker refuses it';
 
 CREATE VIEW docsync.watches AS
-  SELECT w.id, w.query, w.relid AS "table",
+  SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
          CASE WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
-         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at
-    FROM docsync.watch_defs w;
-COMMENT ON VIEW docsync.watches IS 'one row per watch';
+         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at, w.problem
+    FROM docsync.watch_targets w;
+COMMENT ON VIEW docsync.watches IS
+  'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve';
+
+-- What keeps the server from decoding with docsync for a role without superuser: NULL when docsync
+-- is in output_plugin_libraries (split as the server splits it) or the server has no such setting;
+-- otherwise the problem, a list set as one quoted string included, and the ALTER SYSTEM that fixes it.
+CREATE FUNCTION docsync.output_plugin_problem() RETURNS text
+AS 'MODULE_PATHNAME', 'docsync_output_plugin_problem'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION docsync.output_plugin_problem() IS
+  'NULL when the server lets REPLICATION roles decode with docsync; otherwise what is wrong with output_plugin_libraries and the fix';
+GRANT EXECUTE ON FUNCTION docsync.output_plugin_problem() TO docsync_admin, pg_monitor;
 
 CREATE VIEW docsync.watched_tables AS
   WITH t AS (
-    SELECT w.relid,
+    SELECT w.table_schema, w.table_name,
+           min(w.relid::oid)::regclass AS relid,
            array_agg(DISTINCT w.query ORDER BY w.query) AS queries,
            (SELECT array_agg(DISTINCT u.col) FROM docsync.watch_defs w2, unnest(w2.columns) u(col)
-             WHERE w2.relid = w.relid) AS cols
-      FROM docsync.watch_defs w GROUP BY w.relid)
+             WHERE w2.table_schema = w.table_schema AND w2.table_name = w.table_name) AS cols,
+           string_agg(DISTINCT w.problem, '; ') AS problems
+      FROM docsync.watch_targets w GROUP BY w.table_schema, w.table_name)
   SELECT t.relid AS "table",
-         n.nspname AS schema,
-         c.relname AS name,
+         t.table_schema AS schema,
+         t.table_name AS name,
          coalesce((SELECT array_agg(a.attname ORDER BY a.attnum) FROM pg_attribute a
-                    WHERE a.attrelid = t.relid AND a.attname = ANY (t.cols)), '{}') AS columns,
+                    WHERE a.attrelid = t.relid AND a.attname = ANY (t.cols) AND a.attnum > 0
+                      AND NOT a.attisdropped), '{}') AS columns,
          CASE c.relreplident WHEN 'd' THEN 'default' WHEN 'f' THEN 'full'
                              WHEN 'i' THEN 'index' WHEN 'n' THEN 'nothing' END AS replica_identity,
          t.queries,
          nullif(concat_ws('; ',
+           t.problems,
            (SELECT string_agg(format('%s of %s %s outside its REPLICA IDENTITY (%s): a delete, or an update changing %s, cannot name the old doc; run ALTER TABLE %s REPLICA IDENTITY FULL',
                                      array_to_string(g.missing, ', '), g.leaf,
                                      CASE WHEN cardinality(g.missing) = 1 THEN 'is' ELSE 'are' END,
                                      g.identity,
                                      CASE WHEN cardinality(g.missing) = 1 THEN 'it' ELSE 'them' END, g.leaf), '; ')
-              FROM docsync.identity_gaps(t.relid, t.cols) g),
+              FROM docsync.identity_gaps(t.relid, t.cols) g WHERE t.relid IS NOT NULL),
            CASE WHEN c.relpersistence = 'u' THEN
              format('%s is UNLOGGED: its changes are never decoded; run ALTER TABLE %s SET LOGGED', t.relid, t.relid) END,
-           CASE WHEN NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = t.relid AND i.indisprimary) THEN
+           CASE WHEN t.relid IS NOT NULL AND NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = t.relid AND i.indisprimary) THEN
              format('%s has no primary key: add one (or a REPLICA IDENTITY USING INDEX) so changes name their rows', t.relid) END,
-           CASE WHEN current_setting('output_plugin_libraries', true) IS NOT NULL
-                 AND NOT 'docsync' = ANY (string_to_array(replace(current_setting('output_plugin_libraries', true), ' ', ''), ',')) THEN
-             'docsync is not in output_plugin_libraries, so the server refuses to decode with it: run ALTER SYSTEM SET output_plugin_libraries = pgoutput, test_decoding, docsync; SELECT pg_reload_conf();' END
+           docsync.output_plugin_problem()
          ), '') AS warning
     FROM t
-    JOIN pg_class c ON c.oid = t.relid
-    JOIN pg_namespace n ON n.oid = c.relnamespace;
+    LEFT JOIN pg_class c ON c.oid = t.relid;
 COMMENT ON VIEW docsync.watched_tables IS
   'one row per watched table: the columns the plugin emits, its replica identity, and what is wrong';
 
@@ -1157,7 +1258,7 @@ DECLARE
   r pg_roles;
   def docsync.query_defs;
   problem text;
-  stmt text;
+  g record;
   sys record;
 BEGIN
   SELECT * INTO r FROM pg_roles WHERE rolname = role;
@@ -1209,13 +1310,16 @@ BEGIN
             DETAIL = 'grant_reader never grants anything in pg_catalog or information_schema beyond what PUBLIC may read.',
             HINT = 'Read what you need through a view owned by a role that may read it, or drop the query that reads the catalog (see docsync.queries).';
   END LOOP;
-  FOR stmt IN
+  -- what is not yet granted to the role itself (a privilege it holds directly, whoever granted it,
+  -- is left as it is); each grant made is recorded for docsync.revoke_reader
+  FOR g IN
     WITH t AS (
       SELECT n.rel, c.relnamespace,
              bool_or(has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT')) AS whole,
-             (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+             (SELECT array_agg(a.attname ORDER BY a.attnum)
                 FROM pg_attribute a
                WHERE a.attrelid = n.rel AND a.attnum > 0 AND NOT a.attisdropped
+                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
                  AND EXISTS (SELECT FROM docsync_reader_needs n2
                               WHERE n2.rel = n.rel
                                 AND has_column_privilege(to_regrole(quote_ident(n2.definer)), n.rel, a.attnum, 'SELECT'))) AS cols
@@ -1223,23 +1327,77 @@ BEGIN
         JOIN pg_class c ON c.oid = n.rel
        WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
        GROUP BY n.rel, c.relnamespace)
-    SELECT format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role)
+    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::name AS table_name, NULL::name[] AS cols,
+           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role) AS stmt
       FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
+     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'USAGE')
      GROUP BY ns.nspname
     UNION ALL
-    SELECT CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
-                ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I', t.cols, t.rel, role) END
-      FROM t WHERE t.whole OR t.cols IS NOT NULL
-    ORDER BY 1
+    SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
+           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
+                ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I',
+                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, role) END
+      FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace ns ON ns.oid = c.relnamespace
+     WHERE CASE WHEN t.whole
+                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
+                ELSE t.cols IS NOT NULL END
+    ORDER BY 5
   LOOP
-    EXECUTE stmt;
-    RETURN NEXT stmt;
+    EXECUTE g.stmt;
+    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns)
+    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols);
+    RETURN NEXT g.stmt;
   END LOOP;
   DROP TABLE docsync_reader_needs;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
   'grant the worker''s pool role SELECT on what the doc and keys queries read, within what their definers may read; returns the GRANTs run';
+
+-- Undoes what grant_reader granted to a role (or to every role, when role is null: DROP EXTENSION),
+-- and only that: privileges the role held before, from anyone, stay. Objects renamed or dropped
+-- since are skipped with a NOTICE.
+CREATE FUNCTION docsync.revoke_reader(role text) RETURNS SETOF text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  g docsync.reader_grants;
+  stmt text;
+BEGIN
+  FOR g IN DELETE FROM docsync.reader_grants x WHERE revoke_reader.role IS NULL OR x.role = revoke_reader.role
+           RETURNING * LOOP
+    IF to_regrole(quote_ident(g.role)) IS NULL THEN
+      CONTINUE;
+    END IF;
+    IF g.kind = 'schema' THEN
+      IF to_regnamespace(quote_ident(g.schema_name)) IS NULL THEN
+        RAISE NOTICE 'schema % no longer exists: nothing to revoke', quote_ident(g.schema_name);
+        CONTINUE;
+      END IF;
+      stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, g.role);
+    ELSE
+      IF to_regclass(format('%I.%I', g.schema_name, g.table_name)) IS NULL THEN
+        RAISE NOTICE 'table %.% no longer exists under that name: revoke by hand if it was renamed',
+                     quote_ident(g.schema_name), quote_ident(g.table_name);
+        CONTINUE;
+      END IF;
+      stmt := CASE WHEN g.columns IS NULL
+                   THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, g.role)
+                   ELSE format('REVOKE SELECT (%s) ON TABLE %I.%I FROM %I',
+                               (SELECT string_agg(quote_ident(c), ', ') FROM unnest(g.columns) c),
+                               g.schema_name, g.table_name, g.role) END;
+    END IF;
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END LOOP;
+  IF role IS NOT NULL AND NOT FOUND AND to_regrole(quote_ident(role)) IS NULL THEN
+    RAISE EXCEPTION 'role "%" does not exist', role
+      USING ERRCODE = 'undefined_object', DETAIL = 'revoke_reader revokes what grant_reader granted to a role.',
+            HINT = 'See the roles granted to in docsync.reader_grants.';
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION docsync.revoke_reader(text) IS
+  'revoke what docsync.grant_reader granted to a role (null: to every role); returns the REVOKEs run';
 
 -- The worker's replication role (--dsn): reads definitions and advances generations. The
 -- REPLICATION attribute itself is the DBA's: ALTER ROLE … REPLICATION.
@@ -1261,7 +1419,7 @@ BEGIN
   END IF;
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
-    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.def_generation TO %I', role),
+    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
     format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
@@ -1272,19 +1430,35 @@ $$;
 COMMENT ON FUNCTION docsync.grant_replication(text) IS
   'grant the worker''s replication role what it reads and calls in the docsync schema; returns the GRANTs run';
 
-REVOKE ALL ON FUNCTION docsync.advance_generation(name, text, integer, bigint, boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.worker_definitions() FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.plugin_tables() FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.grant_reader(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.grant_replication(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.on_ddl_command_end() FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.on_sql_drop() FROM PUBLIC;
-REVOKE ALL ON FUNCTION docsync.check_definer(text, text, regrole), docsync.api_caller(), docsync.refusal(text),
-  docsync.fingerprint(text), docsync.query_depends(text, text), docsync.next_generation(), docsync.ddl_matters(text[]),
-  docsync._define_query(text, text, text[], boolean, text), docsync._watch(text, text, text[], text, text[], boolean, text),
-  docsync._unwatch(text, text, text[], text, text), docsync._drop_query(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text),
-  docsync.fingerprint(text) TO docsync_admin;
+-- Before DROP EXTENSION docsync: take back what grant_reader granted, and warn about each docsync
+-- slot of this database, which outlives the extension and keeps holding WAL until it is dropped.
+CREATE FUNCTION docsync._before_drop() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  stmt text;
+  s record;
+BEGIN
+  FOR stmt IN SELECT docsync.revoke_reader(NULL) LOOP
+    RAISE NOTICE 'docsync: %', stmt;
+  END LOOP;
+  FOR s IN SELECT r.slot_name, r.active_pid,
+                  pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn)) AS held
+             FROM pg_replication_slots r
+            WHERE r.plugin = 'docsync' AND r.database = current_database()
+            ORDER BY r.slot_name LOOP
+    RAISE WARNING 'replication slot "%" of docsync stays after DROP EXTENSION and holds % of WAL', s.slot_name, s.held
+      USING DETAIL = CASE WHEN s.active_pid IS NOT NULL
+                          THEN format('A docsync-worker (pid %s) still streams it.', s.active_pid)
+                          ELSE 'The server keeps every WAL segment the slot has not confirmed until the slot is dropped.' END,
+            HINT = format('Stop its docsync-worker, then run: SELECT pg_drop_replication_slot(%L);', s.slot_name);
+  END LOOP;
+END
+$$;
+CREATE FUNCTION docsync.on_drop_extension() RETURNS event_trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_drop_extension';
+CREATE EVENT TRIGGER docsync_drop_extension ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION')
+  EXECUTE FUNCTION docsync.on_drop_extension();
 
 -------------------------------------------------------------------------------
 -- end of the SQL API part; status views follow
@@ -1342,13 +1516,14 @@ WITH files AS (
            pg_catalog.statement_timestamp() AS now,
            docsync.status_directory() AS dir,
            -- servers with output_plugin_libraries let a role without superuser use only listed plugins
-           coalesce('docsync' = ANY (pg_catalog.string_to_array(
-                        pg_catalog.replace(pg_catalog.current_setting('output_plugin_libraries', true), ' ', ''), ',')),
-                    true) AS plugin_allowed
+           docsync.output_plugin_problem() AS plugin_problem
 ), joined AS (
     SELECT coalesce(s.database, f.database) AS database,
            coalesce(s.slot_name, f.slot_name) AS slot_name,
            s.slot_name IS NOT NULL AS slot_exists,
+           -- a file's slot name taken by a slot of another database (or another plugin)
+           (SELECT coalesce(o.database::text, '(none: a physical slot)') FROM pg_catalog.pg_replication_slots o
+             WHERE s.slot_name IS NULL AND o.slot_name = f.slot_name) AS slot_elsewhere,
            coalesce(s.active, false) AS slot_active,
            s.active_pid AS walsender_pid,
            s.wal_status,
@@ -1372,7 +1547,7 @@ WITH files AS (
            CASE WHEN f.recompute IS NOT NULL THEN
                 f.recompute_done / nullif(extract(epoch FROM coalesce(f.recompute_finished_at, v.now) - f.recompute_started_at), 0)
            END::double precision AS recompute_rate,
-           f.last_error, f.last_error_at, v.dir, v.plugin_allowed, v.now
+           f.last_error, f.last_error_at, v.dir, v.plugin_problem, v.now
       FROM slots s
       FULL JOIN files f ON f.slot_name = s.slot_name AND f.database = s.database
      CROSS JOIN server v
@@ -1434,18 +1609,24 @@ SELECT j.database,
   LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = j.walsender_pid
  CROSS JOIN LATERAL (
     SELECT * FROM (VALUES
-      (1, NOT j.plugin_allowed, 'plugin not allowed',
-       'docsync is not listed in output_plugin_libraries, so a worker role without superuser cannot stream; add it there and reload'),
+      (1, j.plugin_problem IS NOT NULL, 'plugin not allowed', j.plugin_problem),
       (2, NOT j.has_file AND j.slot_active, 'unknown',
-       pg_catalog.format('slot is active (walsender pid %s) but no status file for it is in %s: run the worker with --status-dir on a directory the server shares',
+       pg_catalog.format('slot is active (walsender pid %s) but no status file for it is in %s: the server reads docsync.status_dir (postgresql.conf, then reload) '
+                         'and the worker writes to its --status-dir; set both to one directory the server and the worker share',
                          j.walsender_pid, j.dir)),
       (3, NOT j.has_file, 'stopped',
-       pg_catalog.format('no worker: the slot is inactive and no status file for it is in %s', j.dir)),
+       pg_catalog.format('no worker: the slot is inactive and no status file for it is in %s (docsync.status_dir, which must name the worker''s --status-dir)', j.dir)),
       (4, j.has_file AND NOT j.file_ok, 'unknown',
        pg_catalog.format('status file %s not trusted: %s', j.status_file, j.read_error)),
+      -- a stale file: its slot is gone (a misspelt --slot, a slot dropped for good) or is another database's
       (5, NOT j.slot_exists AND j.worker_state = 'stopped', 'stopped',
-       pg_catalog.format('slot %s does not exist; worker pid %s was last seen at %s UTC', j.slot_name, j.worker_pid,
-                         pg_catalog.to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'))),
+       pg_catalog.format('stale status file: slot %s does not exist in database %s%s; worker pid %s was last seen at %s UTC. '
+                         'If no worker is to use this slot here (a misspelt --slot, a slot dropped for good), forget it: SELECT docsync.forget_slot(%L%s);',
+                         j.slot_name, j.database,
+                         CASE WHEN j.slot_elsewhere IS NOT NULL THEN pg_catalog.format(' (a slot of that name belongs to database %s)', j.slot_elsewhere) ELSE '' END,
+                         j.worker_pid, pg_catalog.to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'),
+                         j.slot_name,
+                         CASE WHEN j.database IS DISTINCT FROM pg_catalog.current_database() THEN pg_catalog.format(', %L', j.database) ELSE '' END)),
       (6, NOT j.slot_exists, 'failing',
        pg_catalog.format('worker pid %s reports on slot %s, which does not exist', j.worker_pid, j.slot_name)),
       (7, j.worker_state = 'stopped' AND j.state = 'stopped', 'stopped',
@@ -1496,7 +1677,33 @@ SELECT q.database, q.slot_name, q.query, q.recomputes, q.failures,
   FROM docsync.status_file_queries() q;
 COMMENT ON VIEW docsync.query_stats IS 'per doc query counters reported by each running or last-run worker';
 
+-- Forgetting a slot removes files: superusers only, unless one grants it.
+CREATE FUNCTION docsync.forget_slot(slot name, database name DEFAULT pg_catalog.current_database())
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'docsync_forget_slot'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION docsync.forget_slot(name, name) IS
+  'removes the status and lock files of a slot no worker serves (refused while the slot exists or a worker holds it), so docsync.status stops showing it; returns the files removed';
+REVOKE ALL ON FUNCTION docsync.forget_slot(name, name) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() TO pg_monitor;
 GRANT USAGE ON SCHEMA docsync TO pg_monitor;
 GRANT SELECT ON docsync.status, docsync.query_stats TO pg_monitor;
+
+-- Functions: PUBLIC may run only docsync.channel(), which clients use to name docs, and the API
+-- functions, which refuse, saying why and how to get the right, anyone who is neither a superuser
+-- nor a member of docsync_admin. docsync_admin runs what the definition views call; the worker's
+-- roles get theirs from grant_replication; pg_monitor reads the status views (above).
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
+  docsync.define_query(text, text, text[], boolean, text),
+  docsync.watch(text, text, text[], text, text[], boolean, text), docsync.unwatch(text, text, text[], text, text),
+  docsync.drop_query(text)
+  TO PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text),
+  docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
+  docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
+  docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text)
+  TO docsync_admin;
+GRANT SELECT ON docsync.watch_targets TO docsync_admin;

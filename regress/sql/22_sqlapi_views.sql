@@ -57,7 +57,23 @@ SELECT "table", schema, name, columns, replica_identity, queries, warning
 SET output_plugin_libraries = pgoutput, test_decoding;
 SELECT name, warning LIKE '%docsync is not in output_plugin_libraries%' AS warns
   FROM docsync.watched_tables ORDER BY name;
+-- the list is split as the server splits it: one quoted string is one name, and the warning says so
+-- with the ALTER SYSTEM that fixes it, keeping the other names; a quoted name and a list of quoted names
+-- are fine; a name that only resembles docsync is named
+SET output_plugin_libraries = 'pgoutput, test_decoding, docsync';
+SELECT current_setting('output_plugin_libraries') AS setting, docsync.output_plugin_problem() AS problem;
+SELECT name, position(docsync.output_plugin_problem() IN warning) > 0 AS warns
+  FROM docsync.watched_tables ORDER BY name;
+SET output_plugin_libraries = pgoutput, 'test_decoding, wal2json, docsync';
+SELECT current_setting('output_plugin_libraries') AS setting, docsync.output_plugin_problem() AS problem;
+SET output_plugin_libraries = 'pgoutput', 'test_decoding', 'docsync';
+SELECT current_setting('output_plugin_libraries') AS setting, docsync.output_plugin_problem() AS problem;
+SET output_plugin_libraries = pgoutput, "docsync";
+SELECT current_setting('output_plugin_libraries') AS setting, docsync.output_plugin_problem() AS problem;
+SET output_plugin_libraries = pgoutput, "Docsync", '$libdir/wal2json';
+SELECT current_setting('output_plugin_libraries') AS setting, docsync.output_plugin_problem() AS problem;
 RESET output_plugin_libraries;
+SELECT docsync.output_plugin_problem() IS NULL AS allowed_after_reset;
 
 -- plugin_tables(): OID(attnum,…) entries, union of columns per table, ordered by OID
 SELECT docsync.plugin_tables() =

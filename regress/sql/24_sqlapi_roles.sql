@@ -70,6 +70,23 @@ SELECT cost FROM app.products;
 RESET ROLE;
 SELECT docsync.drop_query('product');
 SELECT docsync.grant_reader('regress_no_such_role');
+
+-- revoke_reader takes back what grant_reader granted, and only that: a grant the DBA made before
+-- (SELECT on app.orders, given directly) stays, and grant_reader neither repeated nor recorded it
+CREATE ROLE regress_reader2 LOGIN;
+GRANT USAGE ON SCHEMA app TO regress_reader2;
+GRANT SELECT ON app.orders TO regress_reader2;
+SELECT docsync.grant_reader('regress_reader2');
+SELECT role, kind, schema_name, table_name, columns FROM docsync.reader_grants ORDER BY role, kind, table_name;
+SELECT docsync.revoke_reader('regress_reader2');
+SELECT has_table_privilege('regress_reader2', 'app.orders', 'SELECT') AS kept_orders,
+       has_table_privilege('regress_reader2', 'app.customers', 'SELECT') AS customers,
+       has_schema_privilege('regress_reader2', 'app', 'USAGE') AS kept_usage;
+SELECT count(*) AS left_recorded FROM docsync.reader_grants WHERE role = 'regress_reader2';
+SELECT docsync.revoke_reader('regress_reader2') AS nothing_more;
+SELECT docsync.revoke_reader('regress_no_such_role');
+DROP OWNED BY regress_reader2;
+DROP ROLE regress_reader2;
 CREATE ROLE regress_bad_reader BYPASSRLS;
 SELECT docsync.grant_reader('regress_bad_reader');
 DROP ROLE regress_bad_reader;

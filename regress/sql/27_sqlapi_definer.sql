@@ -54,7 +54,7 @@ SELECT name, defined_by, refused FROM docsync.queries ORDER BY name;
 
 -- the definition tables are written only through the API
 UPDATE docsync.query_defs SET sql = 'COPY (SELECT 1) TO STDOUT';
-INSERT INTO docsync.watch_defs (query, relid, columns) VALUES ('echo', 'def.secrets', '{ssn}');
+INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns) VALUES ('echo', 'def', 'secrets', '{ssn}');
 DELETE FROM docsync.watch_defs;
 SELECT docsync._define_query('x', 'SELECT to_jsonb(1)', '{}', false, 'def');
 SELECT docsync.check_definer('SELECT 1', NULL, 'postgres');

@@ -43,6 +43,9 @@ SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputed
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_noslot --pid 1008
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_recomputing --pid 1009 --live 10000 --recompute startup:4000:10000:10
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_recomputed --pid 1010 --live 500 --recompute valve:500:500:30:28
+-- a worker started on a misspelt slot, and one whose slot name belongs to another database
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_typo --pid 1011 --state stopped --heartbeat-age 30
+\! $FIXTURE --dir "$STATUS_DIR" --database regress_status_elsewhere --slot regress_status_exited --pid 1012 --state stopped --heartbeat-age 30
 
 -- one row per slot or file; liveness from heartbeat age and the slot's active_pid
 SELECT slot_name, slot_active, worker_pid, worker_state, health, live_docs, read_error IS NOT NULL AS untrusted
@@ -90,10 +93,31 @@ SELECT query, recomputes, failures, mean_compute_ms, last_error, last_error_at I
  WHERE slot_name = 'regress_status_fresh'
  ORDER BY query;
 
--- a server that restricts output plugins and does not list docsync
+-- a server that restricts output plugins and does not list docsync, or lists it in one quoted string
 SET output_plugin_libraries = 'pgoutput';
 SELECT health, reason FROM docsync.status WHERE slot_name = 'regress_status_fresh';
+SET output_plugin_libraries = 'pgoutput, test_decoding, docsync';
+SELECT health, reason FROM docsync.status WHERE slot_name = 'regress_status_fresh';
 RESET output_plugin_libraries;
+
+-- a stale file: its slot does not exist in its database, and the reason gives the fix
+SELECT database, slot_name, health, regexp_replace(reason, 'at [0-9-]+ [0-9:]+ UTC', 'at … UTC') AS reason
+  FROM docsync.status
+ WHERE slot_name IN ('regress_status_typo', 'regress_status_exited')
+ ORDER BY database, slot_name;
+
+-- forgetting a slot removes its files, and only when no worker can be serving it
+SELECT docsync.forget_slot('regress_status_exited');
+SELECT docsync.forget_slot('regress_status_noslot');
+SELECT docsync.forget_slot('regress_status_missing');
+SELECT docsync.forget_slot('../regress_status_typo');
+SELECT docsync.forget_slot(NULL);
+SELECT regexp_replace(f, '^/\S+/', '…/') AS removed FROM docsync.forget_slot('regress_status_typo') f;
+SELECT regexp_replace(f, '^/\S+/', '…/') AS removed FROM docsync.forget_slot('regress_status_exited', 'regress_status_elsewhere') f;
+SELECT count(*) AS forgotten_rows_left FROM docsync.status
+ WHERE slot_name = 'regress_status_typo' OR database = 'regress_status_elsewhere';
+SELECT has_function_privilege('public', 'docsync.forget_slot(name, name)', 'EXECUTE') AS public_forgets,
+       has_function_privilege('pg_monitor', 'docsync.forget_slot(name, name)', 'EXECUTE') AS monitor_forgets;
 
 -- pg_monitor reads the views; others do not
 SELECT has_table_privilege('pg_monitor', 'docsync.status', 'SELECT') AS monitor_status,
@@ -104,6 +128,7 @@ CREATE ROLE regress_status_monitor IN ROLE pg_monitor;
 CREATE ROLE regress_status_nobody;
 SET ROLE regress_status_monitor;
 SELECT count(*) > 0 AS monitor_sees_rows FROM docsync.status WHERE slot_name LIKE 'regress_status%';
+SELECT docsync.forget_slot('regress_status_gone');
 SET ROLE regress_status_nobody;
 SELECT count(*) FROM docsync.status;
 RESET ROLE;

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# pg_dump of a database with docsync definitions, restored into a second database (custom format
-# with pg_restore, and plain SQL with psql), keeps every definition: queries with their search_path,
-# watches on the same tables and columns (attnums re-resolved: the restored table has no dropped
-# columns), the worker's per-slot generations, and the watch id sequence.
+# pg_dump of a database with docsync definitions, restored into other databases (custom format with
+# pg_restore, plain SQL with psql, and split: --schema-only then --data-only --disable-triggers),
+# keeps every definition: queries with their search_path, watches on the same tables and columns
+# (watches are kept by name, so attnums resolve anew: the restored table has no dropped columns),
+# the worker's per-slot generations, and the watch id sequence. Watches that no longer resolve in
+# the source (a table dropped and a column renamed with session_replication_role = replica, so the
+# event triggers did not fire) and watches on a schema left out of the dump (pg_dump -N) come back
+# and are reported by name; they never fail the restore of the other watches.
 # Needs a running server: PGHOST/PGPORT (packaging/dev-cluster.sh) and DOCSYNC_PG_BINDIR.
 set -euo pipefail
 
@@ -12,12 +16,14 @@ export PGUSER=${PGUSER:-postgres}
 src=docsync_dump_src_$$
 dst_custom=docsync_dump_custom_$$
 dst_plain=docsync_dump_plain_$$
+dst_split=docsync_dump_split_$$
+dst_partial=docsync_dump_partial_$$
 work=$(mktemp -d)
 chmod 755 "$work"
 
 psql_() { timeout 60 "$bindir/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 cleanup() {
-  for db in "$src" "$dst_custom" "$dst_plain"; do
+  for db in "$src" "$dst_custom" "$dst_plain" "$dst_split" "$dst_partial"; do
     timeout 60 "$bindir/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true
   done
   rm -rf "$work"
@@ -48,7 +54,27 @@ SELECT docsync.watch('order', 'products',
 SELECT docsync.define_query('count', 'SELECT jsonb_build_object(''n'', count(*)) FROM orders');
 SELECT docsync.watch('count', 'orders', params => ARRAY[]::text[]);
 SELECT docsync.advance_generation('dump_slot', '7000000000000000001', 1, 41, false);
+-- watches that no longer resolve: their table dropped, their column renamed, unseen by the event
+-- triggers; and a watch on a schema pg_dump -N leaves out
+CREATE TABLE shop.r1 (id int PRIMARY KEY);
+CREATE TABLE shop.r2 (id int PRIMARY KEY, c int);
+CREATE SCHEMA aux;
+CREATE TABLE aux.a1 (id int PRIMARY KEY);
+SELECT docsync.define_query('r', 'SELECT to_jsonb(x) FROM (SELECT $1::int AS id) x', params => ARRAY['id']);
+SELECT docsync.watch('r', 'r1', params => ARRAY['id']);
+SELECT docsync.watch('r', 'r2', params => ARRAY['c'], allow_broadcast => true);
+SELECT docsync.watch('r', 'aux.a1', params => ARRAY['id']);
+SET session_replication_role = replica;
+DROP TABLE shop.r1;
+ALTER TABLE shop.r2 RENAME COLUMN c TO c2;
+RESET session_replication_role;
 SQL
+problems() {
+  psql_ -d "$1" -At -c "SELECT string_agg(format('%s.%s %s', table_schema, table_name, columns), ' ' ORDER BY id)
+                          FROM docsync.watches WHERE problem IS NOT NULL"
+}
+[ "$(problems "$src")" = "shop.r1 {id} shop.r2 {c}" ] ||
+  fail "fixture: the dangling watches are not reported in the source: $(problems "$src")"
 
 # What must survive, with OIDs and attnums written as names (attnums may differ after a restore:
 # they are checked against the catalog separately).
@@ -75,7 +101,7 @@ SELECT string_agg(format('%s|%s|%s', name, (SELECT array_agg(t::text ORDER BY t:
 SQL
 }
 customer_attnum() {
-  psql_ -d "$1" -At -c "SELECT attnums[1] FROM docsync.watch_defs WHERE columns = '{customer_id}'"
+  psql_ -d "$1" -At -c "SELECT attnums[1] FROM docsync.watches WHERE columns = '{customer_id}'"
 }
 before=$(snapshot "$src")
 [ "$(customer_attnum "$src")" = 4 ] || fail "fixture: expected customer_id at attnum 4 in the source database"
@@ -88,8 +114,12 @@ psql_ -d postgres -c "CREATE DATABASE $dst_custom"
 timeout 120 "$bindir/pg_restore" --exit-on-error -d "$dst_custom" "$work/db.dump"
 psql_ -d postgres -c "CREATE DATABASE $dst_plain"
 psql_ -d "$dst_plain" -f "$work/db.sql" >/dev/null
+# split restore: the tables first, then the data with every trigger disabled (docsync's included)
+psql_ -d postgres -c "CREATE DATABASE $dst_split"
+timeout 120 "$bindir/pg_restore" --exit-on-error --schema-only -d "$dst_split" "$work/db.dump"
+timeout 120 "$bindir/pg_restore" --exit-on-error --data-only --disable-triggers -d "$dst_split" "$work/db.dump"
 
-for dst in "$dst_custom" "$dst_plain"; do
+for dst in "$dst_custom" "$dst_plain" "$dst_split"; do
   after=$(snapshot "$dst")
   if [ "$after" != "$before" ]; then
     diff <(echo "$before") <(echo "$after") >&2 || true
@@ -99,9 +129,10 @@ for dst in "$dst_custom" "$dst_plain"; do
   [ "$(customer_attnum "$dst")" = 3 ] || fail "watch of customer_id not re-resolved to attnum 3 in $dst"
   # attnums agree with the restored catalog, and the plugin option names the right columns
   psql_ -d "$dst" -At -c "
-    SELECT count(*) FROM docsync.watch_defs w, unnest(w.columns, w.attnums) u(col, num)
-     WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = w.relid AND a.attname = u.col AND a.attnum = u.num)" |
+    SELECT count(*) FROM docsync.watches w, unnest(w.columns, w.attnums) u(col, num) WHERE w.problem IS NULL AND
+       NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = w.\"table\" AND a.attname = u.col AND a.attnum = u.num)" |
     grep -qx 0 || fail "watch attnums do not match the restored tables in $dst"
+  [ "$(problems "$dst")" = "shop.r1 {id} shop.r2 {c}" ] || fail "dangling watches not reported by name in $dst: $(problems "$dst")"
   # the restored definitions keep working: the id sequence continues, DDL is followed
   psql_ -d "$dst" -At <<'SQL' | tail -n 1 | grep -qx 't|state2' || fail "definitions in $dst do not keep working"
 SET search_path = shop;
@@ -114,9 +145,20 @@ SELECT docsync.watch('order', 'orders', params => ARRAY['state2']) > (SELECT bef
 ALTER TABLE orders RENAME COLUMN state2 TO state3;
 ALTER TABLE orders RENAME COLUMN state3 TO state2;
 SELECT count(*) = 2 AND bool_and(id > (SELECT before FROM m)), max(columns[1]) FROM docsync.watch_defs
- WHERE columns = '{state2}' OR (query = 'count' AND relid = 'orders'::regclass);
+ WHERE columns = '{state2}' OR (query = 'count' AND table_name = 'orders');
 SQL
 done
+
+# a dump that leaves a schema out: its watches come back, reported, and nothing binds elsewhere
+"$bindir/pg_dump" -d "$src" -Fc -N aux -f "$work/partial.dump"
+psql_ -d postgres -c "CREATE DATABASE $dst_partial"
+timeout 120 "$bindir/pg_restore" --exit-on-error -d "$dst_partial" "$work/partial.dump"
+[ "$(problems "$dst_partial")" = "shop.r1 {id} shop.r2 {c} aux.a1 {id}" ] ||
+  fail "watch of the left-out schema not reported: $(problems "$dst_partial")"
+psql_ -d "$dst_partial" -At -c "SELECT count(*) FROM docsync.watch_defs" | grep -qx 8 ||
+  fail "a watch went missing from the partial restore"
+psql_ -d "$dst_partial" -At -c "SELECT d -> 'unresolved' @> '[{\"query\": \"r\"}]' FROM docsync.worker_definitions() d" |
+  grep -qx t || fail "worker_definitions() does not list the unresolved watches"
 
 # the cluster-wide role was reused, not recreated
 psql_ -d postgres -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 'docsync_admin'" | grep -qx 1 ||

@@ -3,7 +3,9 @@
 # streaming with its pid and walsender; a failing doc query shows in docsync.query_stats with its
 # error and turns the health to failing; a second worker for the same slot is refused naming the
 # owner's pid; after kill -9 the row turns `stopped` once the heartbeat is stale and the slot
-# inactive, keeping the last values; a new worker takes over.
+# inactive, keeping the last values; a new worker takes over. docsync.forget_slot refuses while the
+# worker serves the slot; a worker started on a misspelt slot leaves a stale row saying how to forget
+# it, and forget_slot removes its files and the row.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh and DOCSYNC_WORKER.
 set -euo pipefail
 test_name=status_it
@@ -35,6 +37,11 @@ wait_for 10 "SELECT failures >= 1 AND recomputes >= 8 AND last_error LIKE '%divi
 wait_for 10 "SELECT health = 'failing' AND reason LIKE 'error % ago: %division by zero%' AND permanent_failures >= 1 FROM docsync.status WHERE slot_name = '$slot'" ||
   fail "health: $(row)"
 
+echo "forget_slot refuses while the worker serves the slot, naming its pid"
+out=$(sql "SELECT docsync.forget_slot('$slot')" 2>&1) && fail "forget_slot removed the files of a running worker: $out"
+echo "$out" | grep -q "docsync-worker pid $worker_pid serves slot \"$slot\"" || fail "forget_slot refusal does not name pid $worker_pid: $out"
+[ -f "$status_dir/$db.$slot.status" ] || fail "the refused forget_slot removed the status file"
+
 echo "a second worker on the same slot is refused, naming the owner's pid"
 set +e
 timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
@@ -59,4 +66,22 @@ sql "SELECT reason FROM docsync.status WHERE slot_name = '$slot'" | grep -q "wor
 echo "a new worker takes the slot over once the old one is gone"
 start_worker
 wait_for 30 "SELECT worker_pid = $worker_pid AND worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$slot'" || fail "the restarted worker does not show: $(row)"
+
+echo "a worker started on a misspelt slot leaves a stale row; forget_slot removes it"
+typo=${slot}x
+forget_typo_files() { rm -f "$status_dir/$db.$typo".*; }
+cleanup_hooks+=(forget_typo_files)
+set +e
+timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$typo" \
+  --sink "file:$tmp/typo.jsonl" --status-dir "$status_dir" >"$tmp/typo.out" 2>"$tmp/typo.err"
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the worker on a missing slot exited $rc"
+typo_row() { sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$typo'"; }
+wait_for 10 "SELECT health = 'stopped' AND reason LIKE 'stale status file: slot $typo does not exist in database $db;%forget it: SELECT docsync.forget_slot(''$typo'');'
+             FROM docsync.status WHERE slot_name = '$typo'" || fail "the misspelt slot's row: $(typo_row)"
+removed=$(sql "SELECT string_agg(f, ' ') FROM docsync.forget_slot('$typo') f")
+[ "$removed" = "$status_dir/$db.$typo.status $status_dir/$db.$typo.lock" ] || fail "forget_slot removed: $removed"
+[ "$(sql "SELECT count(*) FROM docsync.status WHERE slot_name = '$typo'")" = 0 ] || fail "the forgotten slot still shows: $(typo_row)"
+[ "$(sql "SELECT worker_state FROM docsync.status WHERE slot_name = '$slot'")" = streaming ] || fail "the running worker's row changed: $(row)"
 echo "ok"

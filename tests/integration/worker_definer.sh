@@ -29,7 +29,7 @@ sql "SELECT docsync.watch('good', 't', params => ARRAY['id'])" >/dev/null
 grant_reader
 # Around the API: only a superuser can still write the definition tables.
 sql "INSERT INTO docsync.query_defs (name, sql, params, search_path) VALUES ('copier', 'COPY (SELECT g FROM generate_series(1, 1000000) g) TO STDOUT', '{id}', 'public')"
-sql "INSERT INTO docsync.watch_defs (query, relid, columns) VALUES ('copier', 't', '{id}')"
+sql "INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns) VALUES ('copier', 'public', 't', '{id}')"
 [ "$(sql "SELECT refused FROM docsync.queries WHERE name = 'copier'")" = "query must be a SELECT" ] ||
   fail "docsync.queries does not show why copier is refused: $(sql "SELECT refused FROM docsync.queries WHERE name = 'copier'")"
 
@@ -64,7 +64,7 @@ echo "a definer's revoked SELECT refuses its query from the next reload on"
 
 # A stored query whose text nests 200 000 levels deep: checked iteratively, published, no crash.
 sql "INSERT INTO docsync.query_defs (name, sql, params, search_path) VALUES ('deep', \$q\$SELECT repeat('[', 200000) || repeat(']', 200000) WHERE \$1::int > 0\$q\$, '{id}', 'public')"
-sql "INSERT INTO docsync.watch_defs (query, relid, columns) VALUES ('deep', 't', '{id}')"
+sql "INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns) VALUES ('deep', 'public', 't', '{id}')"
 sql "UPDATE t SET v = 3 WHERE id = 1"
 settle 30
 kill -0 "$worker_pid" 2>/dev/null || fail "the worker died on a deeply nested doc"

@@ -3,7 +3,7 @@
 # stream and that table's changes reach their docs; define_query(..., or_replace => true) changes a
 # query and its live docs are recomputed without any row change; a new query on a new table is
 # served; ALTER TABLE ... RENAME of a watched table keeps its docs flowing (the worker names tables
-# by OID).
+# by OID); a watch whose table was dropped unseen by the event triggers is logged as not used.
 set -euo pipefail
 test_name=definitions
 # shellcheck source=lib/worker_env.bash
@@ -69,5 +69,17 @@ sql "UPDATE label SET label = 'renamed' WHERE id = 3"
 settle 30
 for _ in $(seq 1 100); do [ "$(last_doc db:acct:3 | jq -r .label)" = renamed ] && break; sleep 0.1; done
 [ "$(doc_equals_query db:acct:3 "$(fresh 3 ", 'version', 2")")" = t ] || fail "after RENAME, a label change: db:acct:3 is $(last_doc db:acct:3)"
+echo "a watch whose table is dropped unseen by the event triggers is reported by the worker, and the rest flows"
+sql "CREATE TABLE ghost (id int PRIMARY KEY)"
+sql "SELECT docsync.watch('note', 'ghost', params => ARRAY['id'])" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "SET session_replication_role = replica" -c "DROP TABLE ghost"
+sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body, 'v', 2) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'], or_replace => true)" >/dev/null
+sql "UPDATE note SET body = 'still' WHERE id = 1"
+settle 30
+for _ in $(seq 1 100); do [ "$(last_doc db:note:1 | jq -r .body)" = still ] && break; sleep 0.1; done
+[ "$(last_doc db:note:1 | jq -r .body)" = still ] || fail "db:note:1 stopped flowing: $(last_doc db:note:1)"
+grep -q 'not used: watch [0-9]* of query \\"note\\": table public.ghost does not exist' "$tmp/worker.log" ||
+  grep -q 'not used: watch [0-9]* of query "note": table public.ghost does not exist' "$tmp/worker.log" ||
+  fail "the worker did not report the dangling watch: $(grep -i ghost "$tmp/worker.log" | head -3)"
 kill -0 "$worker_pid" || fail "the worker exited"
 echo "ok"
