@@ -318,6 +318,17 @@ call_helper(const char *name, int nargs, Oid *types, Datum *args, bool *nulls)
 	PG_END_TRY();
 }
 
+/* Raises unless called by the event trigger `trigger`: the function is no one's to call directly. */
+static void
+require_event_trigger(FunctionCallInfo fcinfo, const char *function, const char *trigger)
+{
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("docsync.%s() is an event trigger function", function),
+				 errhint("It runs from the event trigger %s; do not call it.", trigger)));
+}
+
 /*
  * docsync._follow_rename(kind, relid, old_schema, old_name, new_name, path): watches name their
  * table and columns, so a rename the DDL just made is followed by name, from the statement itself.
@@ -359,11 +370,7 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 	Oid			relid = InvalidOid;
 	bool		persistent = false;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("docsync.on_ddl_command_end() is an event trigger function"),
-				 errhint("It runs from the event trigger docsync_ddl_command_end; do not call it.")));
+	require_event_trigger(fcinfo, "on_ddl_command_end", "docsync_ddl_command_end");
 	trigger = (EventTriggerData *) fcinfo->context;
 	if (in_own_extension_script() || !has_doc_queries())
 		PG_RETURN_NULL();
@@ -444,11 +451,7 @@ docsync_on_sql_drop(PG_FUNCTION_ARGS)
 	EventObjects objects;
 	bool		persistent = false;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("docsync.on_sql_drop() is an event trigger function"),
-				 errhint("It runs from the event trigger docsync_sql_drop; do not call it.")));
+	require_event_trigger(fcinfo, "on_sql_drop", "docsync_sql_drop");
 	if (in_own_extension_script() || !has_doc_queries())
 		PG_RETURN_NULL();
 
@@ -493,11 +496,7 @@ docsync_on_drop_extension(PG_FUNCTION_ARGS)
 	DropStmt   *stmt;
 	ListCell   *lc;
 
-	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("docsync.on_drop_extension() is an event trigger function"),
-				 errhint("It runs from the event trigger docsync_drop_extension; do not call it.")));
+	require_event_trigger(fcinfo, "on_drop_extension", "docsync_drop_extension");
 	trigger = (EventTriggerData *) fcinfo->context;
 	if (!IsA(trigger->parsetree, DropStmt))
 		PG_RETURN_NULL();

@@ -20,6 +20,16 @@ $$;
 
 -- The schema is the extension's own member, so DROP EXTENSION drops it with its privileges and
 -- leaves nothing behind (a leftover schema in template1 would break every later restore).
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'docsync') THEN
+    RAISE EXCEPTION 'schema "docsync" already exists in database "%"', pg_catalog.current_database()
+      USING ERRCODE = 'duplicate_schema',
+            DETAIL = 'CREATE EXTENSION docsync creates that schema and owns it; one left from an earlier install, or made by hand, is in the way.',
+            HINT = 'If it holds nothing you need, run DROP SCHEMA docsync CASCADE; otherwise rename it: ALTER SCHEMA docsync RENAME TO docsync_old;';
+  END IF;
+END
+$$;
 CREATE SCHEMA docsync;
 COMMENT ON SCHEMA docsync IS 'docsync: live JSON documents computed from SQL queries';
 

@@ -51,27 +51,9 @@ start=$(date +%s)
 psql -d "$db" -c "CALL bench_workload($n)"
 echo "workload: $n order transactions + $n unwatched-only transactions in $(( $(date +%s) - start ))s"
 
-PGOPTIONS="-c bench.reps=$reps" psql -d "$db" <<'SQL'
-\pset footer off
--- Each repetition decodes through every plugin in turn (round robin, so a load change on the
--- machine hits them alike); per plugin the best repetition counts. CPU time is the backend's own
--- (from /proc/self/schedstat), which other load on the machine does not inflate; wall time is shown too.
-CREATE TEMP TABLE plugins (plugin text, q text);
-INSERT INTO plugins VALUES
-  ('docsync (binary)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
-      'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
-  ('docsync (text)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_docsync', NULL, NULL,
-      'format', 'text', 'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
-  ('floor: docsync, nothing watched', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
-      'tables', 'public.no_such_table')$$),
-  ('pgoutput proto 1', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
-      'proto_version', '1', 'publication_names', 'bench_pub')$$),
-  ('pgoutput proto 2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
-      'proto_version', '2', 'publication_names', 'bench_pub')$$),
-  ('wal2json v2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_wal2json', NULL, NULL,
-      'format-version', '2', 'add-tables', 'public.orders,public.order_items')$$),
-  ('test_decoding', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_test_decoding', NULL, NULL,
-      'skip-empty-xacts', '1')$$);
+# One round-robin measurement of the queries in temp table plugins (plugin, q) into temp table runs:
+# rows, bytes, the backend's CPU ms (from /proc/self/schedstat) and wall ms, bench.reps times.
+measure=$(cat <<'SQL'
 CREATE TEMP TABLE runs (plugin text, rows bigint, bytes bigint, cpu_ms numeric, wall_ms numeric);
 CREATE FUNCTION pg_temp.cpu_ns() RETURNS numeric LANGUAGE sql AS
   $$SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric$$;
@@ -93,6 +75,34 @@ BEGIN
     END LOOP;
   END LOOP;
 END $$;
+SQL
+)
+
+{
+  cat <<'SQL'
+\pset footer off
+-- Each repetition decodes through every plugin in turn (round robin, so a load change on the
+-- machine hits them alike); per plugin the best repetition counts. CPU time is the backend's own
+-- (from /proc/self/schedstat), which other load on the machine does not inflate; wall time is shown too.
+CREATE TEMP TABLE plugins (plugin text, q text);
+INSERT INTO plugins VALUES
+  ('docsync (binary)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
+      'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('docsync (text)', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_docsync', NULL, NULL,
+      'format', 'text', 'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
+  ('floor: docsync, nothing watched', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_docsync', NULL, NULL,
+      'tables', 'public.no_such_table')$$),
+  ('pgoutput proto 1', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
+      'proto_version', '1', 'publication_names', 'bench_pub')$$),
+  ('pgoutput proto 2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_binary_changes('bench_pgoutput', NULL, NULL,
+      'proto_version', '2', 'publication_names', 'bench_pub')$$),
+  ('wal2json v2', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_wal2json', NULL, NULL,
+      'format-version', '2', 'add-tables', 'public.orders,public.order_items')$$),
+  ('test_decoding', $$SELECT count(*), sum(octet_length(data)) FROM pg_logical_slot_peek_changes('bench_test_decoding', NULL, NULL,
+      'skip-empty-xacts', '1')$$);
+SQL
+  echo "$measure"
+  cat <<'SQL'
 CREATE TEMP TABLE results AS
   SELECT plugin, max(rows) AS rows, max(bytes) AS bytes, round(min(cpu_ms), 1) AS cpu_ms,
          round(min(wall_ms), 1) AS wall_ms FROM runs GROUP BY plugin;
@@ -107,6 +117,7 @@ SELECT round(d.bytes::numeric / p.bytes, 2) AS "docsync/pgoutput bytes (target <
   FROM results d, results p, results w
  WHERE d.plugin = 'docsync (binary)' AND p.plugin = 'pgoutput proto 1' AND w.plugin = 'wal2json v2';
 SQL
+} | PGOPTIONS="-c bench.reps=$reps" psql -d "$db"
 
 [ "$churn" -gt 0 ] || exit 0
 psql -d "$db" <<'SQL' >/dev/null
@@ -129,7 +140,8 @@ start=$(date +%s)
 psql -d "$db" -c "SET synchronous_commit = off" -c "CALL bench_churn($churn)"
 echo "churn: $churn cycles of CREATE TABLE / INSERT / DROP TABLE in $(( $(date +%s) - start ))s"
 
-PGOPTIONS="-c bench.reps=$reps" psql -d "$db" <<'SQL'
+{
+  cat <<'SQL'
 \pset footer off
 CREATE TEMP TABLE plugins (plugin text, q text);
 INSERT INTO plugins VALUES
@@ -137,32 +149,15 @@ INSERT INTO plugins VALUES
       'tables', 'public.orders(id, customer_id, status), public.order_items(id, order_id, product_id, qty)')$$),
   ('pgoutput proto 1', $$SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM pg_logical_slot_peek_binary_changes('bench_churn_pgoutput', NULL, NULL,
       'proto_version', '1', 'publication_names', 'bench_pub')$$);
-CREATE TEMP TABLE runs (plugin text, rows bigint, bytes bigint, cpu_s numeric, wall_s numeric);
-CREATE FUNCTION pg_temp.cpu_ns() RETURNS numeric LANGUAGE sql AS
-  $$SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::numeric$$;
-DO $$
-DECLARE
-  p record;
-  t0 timestamptz;
-  c0 numeric;
-  n bigint;
-  b bigint;
-BEGIN
-  FOR r IN 1..current_setting('bench.reps')::int LOOP
-    FOR p IN SELECT * FROM plugins LOOP
-      c0 := pg_temp.cpu_ns();
-      t0 := clock_timestamp();
-      EXECUTE p.q INTO n, b;
-      INSERT INTO runs VALUES (p.plugin, n, b, (pg_temp.cpu_ns() - c0) / 1e9,
-                               extract(epoch FROM clock_timestamp() - t0));
-    END LOOP;
-  END LOOP;
-END $$;
+SQL
+  echo "$measure"
+  cat <<'SQL'
 SELECT plugin AS "table churn: plugin", max(rows) AS rows, max(bytes) AS bytes,
-       round(min(cpu_s), 3) AS decode_cpu_s, round(min(wall_s), 3) AS decode_wall_s
+       round(min(cpu_ms) / 1000, 3) AS decode_cpu_s, round(min(wall_ms) / 1000, 3) AS decode_wall_s
   FROM runs GROUP BY plugin ORDER BY plugin;
-SELECT round(min(cpu_s) FILTER (WHERE plugin = 'docsync (binary)') /
-             min(cpu_s) FILTER (WHERE plugin = 'pgoutput proto 1'), 2)
+SELECT round(min(cpu_ms) FILTER (WHERE plugin = 'docsync (binary)') /
+             min(cpu_ms) FILTER (WHERE plugin = 'pgoutput proto 1'), 2)
          AS "churn: docsync/pgoutput time (target <= 1.2)"
   FROM runs;
 SQL
+} | PGOPTIONS="-c bench.reps=$reps" psql -d "$db"

@@ -9,7 +9,8 @@
 #     within lock_timeout and leaves a valid index;
 #   - DROP EXTENSION docsync: drops the docsync schema (and its pg_init_privs rows), revokes what
 #     grant_reader granted, and warns about each docsync slot with the WAL it holds and how to drop
-#     it; the extension can be created again at once.
+#     it; the extension can be created again at once, and a schema docsync in its way is named with
+#     the fix.
 # Needs a running server: PGHOST/PGPORT (packaging/dev-cluster.sh) and DOCSYNC_PG_BINDIR.
 set -euo pipefail
 
@@ -112,4 +113,9 @@ init_privs_after=$(psql_ -At -c "SELECT count(*) FROM pg_init_privs")
                    WHERE i.classoid = 'pg_namespace'::regclass AND n.oid IS NULL")" = 0 ] ||
   fail "a pg_init_privs row of a dropped schema is left"
 psql_ -c "SET client_min_messages = warning" -c "CREATE EXTENSION docsync" || fail "CREATE EXTENSION after DROP failed"
+# a schema of that name in the way is named, with the fix
+psql_ -c "DROP EXTENSION docsync" -c "CREATE SCHEMA docsync" 2>/dev/null
+psql_ -c "CREATE EXTENSION docsync" 2>"$work/create.log" && fail "CREATE EXTENSION over a leftover schema succeeded"
+grep -q 'HINT:  If it holds nothing you need, run DROP SCHEMA docsync CASCADE' "$work/create.log" ||
+  fail "no fix for a leftover schema: $(cat "$work/create.log")"
 echo "sql_good_guest: ok"
