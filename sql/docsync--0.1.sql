@@ -249,7 +249,7 @@ BEGIN
     RAISE EXCEPTION 'permission denied to %', action
       USING ERRCODE = 'insufficient_privilege',
             DETAIL = format('Role "%s" is neither a superuser nor a member of docsync_admin.', docsync.api_caller()),
-            HINT = format('A superuser can run: GRANT docsync_admin TO %s;', docsync.api_caller());
+            HINT = format('A superuser can run: GRANT docsync_admin TO %s; (docsync_admin is cluster-wide: it makes a role a definer in every database of this cluster that has docsync)', docsync.api_caller());
   END IF;
 END
 $$;
