@@ -26,6 +26,7 @@
 #include "engine/channel.hpp"
 #include "engine/definitions.hpp"
 #include "engine/engine.hpp"
+#include "executor/definitions_reader.hpp"
 #include "executor/executor.hpp"
 #include "pg/connection.hpp"
 #include "progress/coordinator.hpp"
@@ -81,19 +82,12 @@ public:
     Definitions fetch() {
         for (int attempt = 1;; ++attempt) {
             try {
-                auto result = connection().exec("SELECT docsync.worker_definitions()::text",
-                                                pg::deadline_in(kControlTimeout));
-                Definitions definitions = parse_definitions(result.get(0, 0));
+                Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
                 for (const auto& problem : definitions.unresolved)
                     log_warning("definitions", "not used: " + problem);
                 return definitions;
             } catch (const Error& e) {
-                if (!e.transient() || attempt >= 5) {
-                    if (e.sqlstate() == "42501")
-                        throw Error(std::string(e.what()) +
-                                    " (grant the --dsn role what it reads: SELECT docsync.grant_replication('<role>'))");
-                    throw;
-                }
+                if (!e.transient() || attempt >= 5) throw;
                 log_warning("definitions", std::string("reading definitions failed, retrying: ") + e.what());
                 conn_.reset();
                 std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));

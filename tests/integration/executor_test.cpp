@@ -352,6 +352,21 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
         sql1(other, R"(CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb LANGUAGE sql AS
             $$ SELECT '{"generation": 2}'::jsonb $$)");
         CHECK_THROWS_AS(read_definitions(other, pg::deadline_in(10s)), Error);
+        // A role without EXECUTE on it is told the grant recipe.
+        sql1(other, "REVOKE ALL ON FUNCTION docsync.worker_definitions() FROM PUBLIC");
+        sql1(other, "DROP ROLE IF EXISTS docsync_exec_nodefs_role");
+        sql1(other, "CREATE ROLE docsync_exec_nodefs_role");
+        sql1(other, "GRANT USAGE ON SCHEMA docsync TO docsync_exec_nodefs_role");
+        sql1(other, "SET ROLE docsync_exec_nodefs_role");
+        try {
+            read_definitions(other, pg::deadline_in(10s));
+            FAIL("expected an error");
+        } catch (const Error& e) {
+            CHECK(e.sqlstate() == "42501");
+            CHECK(std::string(e.what()).find("docsync.grant_replication(") != std::string::npos);
+        }
+        sql1(other, "RESET ROLE");
     }
     sql1(db, "DROP DATABASE docsync_exec_nodefs");
+    sql1(db, "DROP ROLE IF EXISTS docsync_exec_nodefs_role");
 }

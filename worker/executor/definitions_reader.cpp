@@ -13,6 +13,10 @@ Definitions read_definitions(pg::Connection& connection, pg::Deadline deadline) 
             throw Error("docsync.worker_definitions() does not exist in this database: run CREATE EXTENSION docsync "
                         "(or ALTER EXTENSION docsync UPDATE) in the database --dsn connects to",
                         error.sqlstate());
+        if (error.sqlstate() == "42501")
+            throw Error(std::string("could not read the definitions: ") + error.what() +
+                            " (grant the --dsn role what it reads: SELECT docsync.grant_replication('<role>'))",
+                        error.sqlstate());
         throw Error(std::string("could not read the definitions: ") + error.what(), error.sqlstate(), error.transient());
     }
     if (result.rows() != 1 || result.columns() != 1 || result.is_null(0, 0))
