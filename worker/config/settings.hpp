@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/defaults.hpp"
 #include "common/log.hpp"
 
 namespace docsync {
@@ -41,11 +42,11 @@ struct Settings {
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
     std::uint64_t max_doc_bytes = 1ull << 20;                              // doc size cap
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
-    std::uint64_t max_retained_wal = 1ull << 30;                           // WAL safety valve
+    std::uint64_t max_retained_wal = defaults::kMaxRetainedWal;            // WAL safety valve
     std::string status_dir = "/run/docsync";                               // status file directory
-    std::chrono::milliseconds status_interval{std::chrono::seconds(10)};   // standby status updates
-    std::uint64_t max_pending_txns = 100000;                               // backpressure: txns
-    std::uint64_t max_pending_bytes = 256ull << 20;                        // backpressure: bytes
+    std::chrono::milliseconds status_interval{defaults::kStatusInterval};  // standby status updates
+    std::uint64_t max_pending_txns = defaults::kMaxPendingTxns;            // backpressure: txns
+    std::uint64_t max_pending_bytes = defaults::kMaxPendingBytes;          // backpressure: bytes
     std::string config;                                                    // JSON config file, if any
     bool allow_unsafe_pool = false;   // skip the pool role check (throwaway setups only)
     LogFormat log_format = LogFormat::Text;

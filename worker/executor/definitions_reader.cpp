@@ -2,6 +2,7 @@
 #include "executor/definitions_reader.hpp"
 
 #include "common/error.hpp"
+#include "common/sqlstate.hpp"
 
 namespace docsync {
 
@@ -9,11 +10,11 @@ Definitions read_definitions(pg::Connection& connection, pg::Deadline deadline) 
     Error error("");
     auto result = connection.try_exec("SELECT docsync.worker_definitions()::text", {}, deadline, &error);
     if (!result) {
-        if (error.sqlstate() == "3F000" || error.sqlstate() == "42883")
+        if (error.sqlstate() == sqlstate::kInvalidSchemaName || error.sqlstate() == sqlstate::kUndefinedFunction)
             throw Error("docsync.worker_definitions() does not exist in this database: run CREATE EXTENSION docsync "
                         "(or ALTER EXTENSION docsync UPDATE) in the database --dsn connects to",
                         error.sqlstate());
-        if (error.sqlstate() == "42501")
+        if (error.sqlstate() == sqlstate::kInsufficientPrivilege)
             throw Error(std::string("could not read the definitions: ") + error.what() +
                             " (grant the --dsn role what it reads: SELECT docsync.grant_replication('<role>'))",
                         error.sqlstate());

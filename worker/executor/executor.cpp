@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/sqlstate.hpp"
 #include "common/log.hpp"
 #include "common/lsn.hpp"
 #include "executor/json_check.hpp"
@@ -259,7 +260,8 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const Visibilit
         sqlstate = e.sqlstate();
         error = what + " failed: " + e.what();
         kind = e.transient() ? OutcomeKind::Transient : OutcomeKind::Permanent;
-        if (sqlstate == "57014") error = what + " timed out after " + millis(options_.statement_timeout) + " ms (" + e.what() + ")";
+        if (sqlstate == docsync::sqlstate::kQueryCanceled)
+            error = what + " timed out after " + millis(options_.statement_timeout) + " ms (" + e.what() + ")";
     }
     // Leave the session as it was pinned: no transaction, no advisory locks.
     if (conn.ok()) {

@@ -1,4 +1,5 @@
 // RAII over libpq with client-side deadlines.
+#include "common/sqlstate.hpp"
 #include "pg/connection.hpp"
 
 #include <poll.h>
@@ -194,7 +195,7 @@ Connection Connection::connect(const std::string& conninfo, Deadline deadline,
         if (state == PGRES_POLLING_FAILED) throw connect_error(c.conn_.get(), setting, walsender, {});
         if (!c.wait_socket(state == PGRES_POLLING_WRITING, deadline)) {
             Error timeout = connect_error(c.conn_.get(), setting, walsender, "timed out");
-            throw Error(timeout.what(), "08001", true);
+            throw Error(timeout.what(), sqlstate::kUnableToConnect, true);
         }
     }
     if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw connect_error(c.conn_.get(), setting, walsender, {});
@@ -246,7 +247,8 @@ Result Connection::start_copy(const std::string& sql, Deadline deadline) {
             throw Error("could not send the command: " + fold_message(PQerrorMessage(conn)), {}, true);
     }
     while (PQisBusy(conn)) {
-        if (!wait_socket(false, deadline)) throw Error("the server did not answer " + sql + " in time", "57014", true);
+        if (!wait_socket(false, deadline))
+            throw Error("the server did not answer " + sql + " in time", sqlstate::kQueryCanceled, true);
         if (!PQconsumeInput(conn)) throw error_from(conn, nullptr);
     }
     Result first(PQgetResult(conn));
@@ -314,7 +316,8 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH) {
             copied = true;
             if (!end_copy(status, deadline)) {
-                *error = Error("the statement started a COPY that did not end; dropping the connection", "0A000", true);
+                *error = Error("the statement started a COPY that did not end; dropping the connection",
+                               sqlstate::kFeatureNotSupported, true);
                 return {};
             }
         }
@@ -322,14 +325,15 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
     if (copied) {
         *error = Error("the statement started a COPY, which docsync never runs on this connection; doc and keys "
                        "queries are SELECTs",
-                       "0A000", false);
+                       sqlstate::kFeatureNotSupported, false);
         return {};
     }
     auto status = last.status();
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return last;
     *error = error_from(conn, last.raw());
-    if (cancelled && error->sqlstate() == "57014")
-        *error = Error("statement timed out on the client-side deadline and was cancelled", "57014", false);
+    if (cancelled && error->sqlstate() == sqlstate::kQueryCanceled)
+        *error = Error("statement timed out on the client-side deadline and was cancelled", sqlstate::kQueryCanceled,
+                       false);
     return {};
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/sqlstate.hpp"
 #include "common/log.hpp"
 #include "docsync_wire.h"
 #include "pg/connection.hpp"
@@ -287,7 +288,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     } else if (!options_.create_slot && !valve_recreate) {
         throw Error("replication slot \"" + options_.slot + "\" does not exist; start the worker once with "
                     "--create-slot to create it (or SELECT pg_create_logical_replication_slot('" + options_.slot +
-                    "', 'docsync'))", "42704", false);
+                    "', 'docsync'))", sqlstate::kUndefinedObject, false);
     }
     if (recreate) {
         conn.exec_simple("DROP_REPLICATION_SLOT " + quote_ident(options_.slot) + " WAIT", cmd_deadline());
@@ -380,8 +381,9 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
             conn.start_copy(start_sql, cmd_deadline());
             break;
         } catch (const Error& e) {
-            if (e.sqlstate() != "55006") {
-                if (e.sqlstate() == "55000" && std::string_view(e.what()).find("can no longer") != std::string_view::npos)
+            if (e.sqlstate() != sqlstate::kObjectInUse) {
+                if (e.sqlstate() == sqlstate::kObjectNotInPrerequisiteState &&
+                    std::string_view(e.what()).find("can no longer") != std::string_view::npos)
                     return Outcome::Valve;  // invalidated between the check and the start
                 if (e.transient()) throw;
                 throw Error(std::string("could not start streaming from slot \"") + options_.slot + "\": " + e.what(),
@@ -395,7 +397,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                                 " (still after " + std::to_string(active_grace.count()) +
                                 " ms); another docsync-worker or pg_recvlogical is streaming it: stop it, or end it "
                                 "with SELECT pg_terminate_backend(" + holder.active_pid + ")",
-                            "55006", false);
+                            sqlstate::kObjectInUse, false);
             }
             log_info(kComponent, std::string("waiting for the slot: ") + e.what());
             pollfd pfd{wake_fd_, POLLIN, 0};
@@ -473,7 +475,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
     auto handle_message = [&](const char* buf, int len) {
         if (len < 1) throw Error("empty replication message");
         if (buf[0] == 'k') {
-            if (len < 18) throw Error("truncated keepalive message", "08P01", true);
+            if (len < 18) throw Error("truncated keepalive message", sqlstate::kProtocolViolation, true);
             Lsn wal_end = get64(buf + 1);
             bool reply = buf[17] != 0;
             local.keepalives++;
@@ -482,8 +484,9 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
             if (reply) send_status(false);
             return;
         }
-        if (buf[0] != 'w') throw Error(std::string("unexpected replication message type ") + buf[0], "08P01", true);
-        if (len < 25) throw Error("truncated XLogData message", "08P01", true);
+        if (buf[0] != 'w')
+            throw Error(std::string("unexpected replication message type ") + buf[0], sqlstate::kProtocolViolation, true);
+        if (len < 25) throw Error("truncated XLogData message", sqlstate::kProtocolViolation, true);
         Lsn wal_start = get64(buf + 1);
         Lsn wal_end = get64(buf + 9);
         received = std::max(received, wal_end);
@@ -550,7 +553,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                 if (n == -1) {  // the server ended the copy: its final result says why
                     pg::Result end(PQgetResult(raw));
                     if (end.status() == PGRES_FATAL_ERROR) throw pg::error_from(raw, end.raw(), "replication stream ended");
-                    throw Error("the server ended the replication stream", "08006", true);
+                    throw Error("the server ended the replication stream", sqlstate::kConnectionFailure, true);
                 }
                 if (n == -2) throw pg::error_from(raw, nullptr, "replication stream");
                 std::unique_ptr<char, decltype(&PQfreemem)> owned(buf, &PQfreemem);
@@ -599,7 +602,8 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
                 // The server says so (57P0x; a refused connection carries only its message, which may
                 // be translated); failing to connect three checks in a row is taken the same way.
                 const std::string& state = e.sqlstate();
-                bool shutting_down = state == "57P01" || state == "57P02" || state == "57P03" ||
+                bool shutting_down = state == sqlstate::kAdminShutdown || state == sqlstate::kCrashShutdown ||
+                                     state == sqlstate::kCannotConnectNow ||
                                      std::string_view(e.what()).find("the database system is shutting down") !=
                                          std::string_view::npos;
                 if (shutting_down || ++control_failures >= 3) {
@@ -620,7 +624,7 @@ Stream::Outcome Stream::run_session(bool valve_recreate, SessionInfo& info) {
         auto until = std::min(next_status, next_valve);
         pollfd fds[2] = {{PQsocket(raw), static_cast<short>((paused ? 0 : POLLIN) | (rc == 1 ? POLLOUT : 0)), 0},
                          {wake_fd_, POLLIN, 0}};
-        if (fds[0].fd < 0) throw Error("the replication connection has no socket", "08006", true);
+        if (fds[0].fd < 0) throw Error("the replication connection has no socket", sqlstate::kConnectionFailure, true);
         int timeout = buffered ? 0 : paused ? std::min(poll_timeout_ms(until), 50) : poll_timeout_ms(until);
         int n = ::poll(fds, 2, timeout);
         if (n < 0 && errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);

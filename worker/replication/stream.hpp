@@ -36,6 +36,7 @@
 #include <optional>
 #include <string>
 
+#include "common/defaults.hpp"
 #include "common/lsn.hpp"
 #include "progress/coordinator.hpp"
 #include "replication/records.hpp"
@@ -52,18 +53,20 @@ struct StreamOptions {
     std::function<std::optional<std::string>()> tables;
     // The highest generation the sink already holds (Publisher::max_generation); the generation floor.
     std::function<std::uint64_t()> generation_floor;
-    std::chrono::milliseconds status_interval{10000};  // standby status updates at least this often
+    // standby status updates at least this often
+    std::chrono::milliseconds status_interval{defaults::kStatusInterval};
     std::chrono::milliseconds connect_timeout{10000};  // per connection attempt and per command
     std::chrono::milliseconds slot_create_timeout{120000};  // waits for running transactions to end
-    std::size_t max_pending_txns = 10000;               // backpressure caps
-    std::size_t max_pending_bytes = 256u << 20;
+    std::size_t max_pending_txns = defaults::kMaxPendingTxns;  // backpressure caps
+    std::size_t max_pending_bytes = defaults::kMaxPendingBytes;
     std::chrono::milliseconds backoff_initial{200};     // reconnect backoff: doubles, capped, jittered
     std::chrono::milliseconds backoff_max{15000};
     // How long "slot is active" is retried: wal_sender_timeout (read from the server) plus this margin,
     // unless slot_active_timeout is set.
     std::chrono::milliseconds slot_active_margin{5000};
     std::optional<std::chrono::milliseconds> slot_active_timeout;
-    std::uint64_t max_retained_wal = 1ull << 30;  // the safety valve's threshold in bytes; 0 disables it
+    // the safety valve's threshold in bytes; 0 disables it
+    std::uint64_t max_retained_wal = defaults::kMaxRetainedWal;
     // How often the control check runs on a separate connection: the valve's look at the slot, and
     // whether the server still accepts connections (a shutting-down server waits for this stream).
     std::chrono::milliseconds valve_interval{10000};
