@@ -34,12 +34,12 @@ export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 step "build: extension (PGXS, warnings are errors)"
 make -s clean >/dev/null 2>&1
-make -s PG_CONFIG="$PG_CONFIG" || exit 1
+make -s PG_CONFIG="$PG_CONFIG" WERROR=yes || exit 1
 
 step "build: worker and tests (CMake, ASan+UBSan)"
 mkdir -p "$(dirname "$build")"
 # -O1 -g1: sanitizer reports keep their stack traces and the build takes a fraction of -O2 -g.
-cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DDOCSYNC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >"$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log"; exit 1; }
 cmake --build "$build" -j "$jobs" || exit 1
