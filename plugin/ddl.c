@@ -94,68 +94,72 @@ docsync_next_generation(PG_FUNCTION_ARGS)
 }
 
 /*
- * Whether docsync has any doc query. Read with SnapshotSelf: committed rows and this transaction's
- * own, without an MVCC snapshot, so a serializable migration takes no predicate lock on
- * docsync.query_defs and cannot fail to serialise with a definition change.
+ * Whether a docsync table has a row that `match` accepts (any row when NULL). Read with SnapshotSelf:
+ * committed rows and this transaction's own, without an MVCC snapshot, so a serializable migration
+ * takes no predicate lock on docsync's tables and cannot fail to serialise with a definition change.
  */
 static bool
-has_doc_queries(void)
+any_row(const char *table, bool (*match) (Relation rel, TupleTableSlot *slot, const void *arg), const void *arg)
 {
-	Oid			relid = docsync_relation("query_defs");
+	Oid			relid = docsync_relation(table);
 	Relation	rel;
 	TableScanDesc scan;
 	TupleTableSlot *slot;
-	bool		found;
+	bool		found = false;
 
 	if (!OidIsValid(relid))
 		return false;
 	rel = table_open(relid, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, SnapshotSelf, 0, NULL);
-	found = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	while (!found && table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		found = match == NULL || match(rel, slot, arg);
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, AccessShareLock);
 	return found;
 }
 
+/* Whether docsync has any doc query. */
+static bool
+has_doc_queries(void)
+{
+	return any_row("query_defs", NULL, NULL);
+}
+
+/* A table's schema and name; either NULL matches any. */
+typedef struct TableName
+{
+	const char *schema;
+	const char *table;
+} TableName;
+
+static bool
+watch_names(Relation rel, TupleTableSlot *slot, const void *arg)
+{
+	const TableName *name = (const TableName *) arg;
+	AttrNumber	schema_att = attnameAttNum(rel, "table_schema", false);
+	AttrNumber	table_att = attnameAttNum(rel, "table_name", false);
+	bool		isnull;
+
+	if (schema_att == InvalidAttrNumber || table_att == InvalidAttrNumber)
+		elog(ERROR, "docsync.watch_defs has no table_schema or table_name column");
+	return (name->schema == NULL ||
+			strcmp(NameStr(*DatumGetName(slot_getattr(slot, schema_att, &isnull))), name->schema) == 0) &&
+		(name->table == NULL ||
+		 strcmp(NameStr(*DatumGetName(slot_getattr(slot, table_att, &isnull))), name->table) == 0);
+}
+
 /*
- * Whether a watch names a table of this schema and name (either NULL: any), read like
- * has_doc_queries(). Keeps DDL on tables no watch names from running any SQL.
+ * Whether a watch names a table of this schema and name (either NULL: any). Keeps DDL on tables no
+ * watch names from running any SQL.
  */
 static bool
 any_watch(const char *schema, const char *table)
 {
-	Oid			relid = docsync_relation("watch_defs");
-	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	AttrNumber	schema_att;
-	AttrNumber	table_att;
-	bool		found = false;
+	TableName	name = {schema, table};
 
-	if (!OidIsValid(relid))
-		return false;
-	rel = table_open(relid, AccessShareLock);
-	schema_att = attnameAttNum(rel, "table_schema", false);
-	table_att = attnameAttNum(rel, "table_name", false);
-	if (schema_att == InvalidAttrNumber || table_att == InvalidAttrNumber)
-		elog(ERROR, "docsync.watch_defs has no table_schema or table_name column");
-	slot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, SnapshotSelf, 0, NULL);
-	while (!found && table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		bool		isnull;
-		Datum		s = slot_getattr(slot, schema_att, &isnull);
-		Datum		t = slot_getattr(slot, table_att, &isnull);
-
-		found = (schema == NULL || strcmp(NameStr(*DatumGetName(s)), schema) == 0) &&
-			(table == NULL || strcmp(NameStr(*DatumGetName(t)), table) == 0);
-	}
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, AccessShareLock);
-	return found;
+	return any_row("watch_defs", watch_names, &name);
 }
 
 /* Whether a watch names this relation, or (it has inheritance children) may name one of them. */

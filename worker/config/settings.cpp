@@ -534,6 +534,11 @@ CommandLine read_command_line(const std::vector<std::string>& args) {
         }
     }
     const std::string help = "docsync-worker --help lists the settings";
+    // "unknown option --x; did you mean --y?" when a setting is close, else the pointer to --help.
+    auto unknown = [&](const std::string& shown, const Spec* close) {
+        return "unknown option " + shown_option(shown) +
+               (close ? std::string("; did you mean --") + close->name + "?" : "; " + help);
+    };
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
         bool long_option = arg.size() > 2 && arg.rfind("--", 0) == 0;
@@ -541,9 +546,9 @@ CommandLine read_command_line(const std::vector<std::string>& args) {
             auto letters = arg.find_first_not_of('-');
             std::string name = letters == std::string::npos ? std::string() : arg.substr(letters);
             name = name.substr(0, name.find('='));
-            const Spec* close = name.empty() ? nullptr : find_spec(name) ? find_spec(name) : closest_spec(name);
-            line.error = "unknown option " + shown_option(arg.substr(0, arg.find('='))) +
-                         (close ? std::string("; did you mean --") + close->name + "?" : "; " + help);
+            const Spec* close = name.empty() ? nullptr : find_spec(name);
+            if (!close && !name.empty()) close = closest_spec(name);
+            line.error = unknown(arg.substr(0, arg.find('=')), close);
             return line;
         }
         if (!long_option) {
@@ -558,9 +563,7 @@ CommandLine read_command_line(const std::vector<std::string>& args) {
         std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
         const Spec* spec = find_spec(name);
         if (!spec) {
-            const Spec* close = closest_spec(name);
-            line.error = "unknown option " + shown_option("--" + name) +
-                         (close ? std::string("; did you mean --") + close->name + "?" : "; " + help);
+            line.error = unknown("--" + name, closest_spec(name));
             return line;
         }
         std::string value;
