@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The slow suites, run by `packaging/run-tests.sh --full` after the CI suite (which with --full has
-# already run the long ctest scripts, tests/integration/*_long.sh: the long fault runs and the Debian
+# already run the long ctest scripts, tests/scenarios/*_long.sh: the long fault runs and the Debian
 # package build, so they are not repeated here):
 #   packaging/full-suites.sh [BUILD-DIR]
 #   1. valgrind: the extension's regress suite once with the server under valgrind memcheck
@@ -49,7 +49,7 @@ run_tsan() {
      fi
    done
    for t in worker_hostile_sessions worker_hostile_names; do
-     if DOCSYNC_WORKER="$tsan_build/docsync-worker" bash "tests/integration/$t.sh" >"$tsan_build/$t.log" 2>&1; then
+     if DOCSYNC_WORKER="$tsan_build/docsync-worker" bash "tests/scenarios/$t.sh" >"$tsan_build/$t.log" 2>&1; then
        echo "tsan $t: ok"
      else
        echo "tsan $t: FAILED (log $tsan_build/$t.log)"; tail -n 60 "$tsan_build/$t.log"; rc=1

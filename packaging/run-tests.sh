@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every docsync test on this machine, as root or as a user who can install nothing new:
 #   packaging/run-tests.sh          the CI suite: extension + worker built with ASan+UBSan, a throwaway
-#                                   cluster, `make installcheck` (regress/), `ctest` (unit and
-#                                   integration), each fuzz target for a short bounded time
+#                                   cluster, `make installcheck` (regress/), `ctest` (unit,
+#                                   integration and scenario), each fuzz target for a short bounded time
 #   packaging/run-tests.sh --full   also the long suites: the `long` ctest scripts (the long fault
 #                                   runs, the Debian package build), each fuzz target for 600 s, then
 #                                   packaging/full-suites.sh: the regress suite with the server under

@@ -88,7 +88,7 @@ ALTER TABLE holders RENAME COLUMN name TO title;
 SELECT funcname, calls FROM pg_stat_xact_user_functions WHERE schemaname = 'docsync' ORDER BY funcname;
 COMMIT;
 -- DDL in a serializable transaction raises the generation without error (the two-session cases are
--- in tests/integration/sql_good_guest.sh)
+-- in tests/scenarios/sql_good_guest.sh)
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 ALTER TABLE holders ADD COLUMN y1 int;
 COMMIT;

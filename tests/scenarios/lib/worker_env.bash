@@ -1,4 +1,4 @@
-# Shared by tests/integration/worker_*.sh: a private database with docsync and pg_stat_statements,
+# Shared by tests/scenarios/worker_*.sh: a private database with docsync and pg_stat_statements,
 # the two least-privilege roles, the real docsync-worker with a JSONL sink, and bounded waits.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh (PGHOST, PGPORT, ...)
 # and DOCSYNC_WORKER (ctest passes both; by hand: DOCSYNC_WORKER=build/dev/docsync-worker).

@@ -1,4 +1,4 @@
-# A private redis-server for the integration tests (worker_redis.sh, faults_*.sh): its own port and
+# A private redis-server for the scenarios (worker_redis.sh, faults_*.sh): its own port and
 # data directory under $tmp, appendonly with an fsync per write, so acknowledged docs survive a
 # restart of Redis. Sourced after the caller has set `tmp` and defined `fail`; the caller's cleanup
 # must call stop_redis (it also ends a stopped, SIGSTOPped or hung server).
