@@ -7,24 +7,10 @@
  * Only watched relations (the `tables` option, plus the extension's own tables) emit anything, and
  * only their listed columns. A transaction's BEGIN is written before its first emitted record and its
  * COMMIT after the last, so a transaction whose changes are all filtered out emits nothing. Records
- * are written in the binary format of shared/docsync_wire.h or, with format 'text', one readable line
- * each (documented below and in the README). Each record is built in ctx->out and written at once;
- * values are converted in a per-change memory context reset after every change, so plugin memory
- * stays bounded whatever the size of a transaction.
- *
- * Text format: one line per record, with no volatile values (xids, LSNs, times, OIDs):
- *		BEGIN
- *		RELATION schema.name replident <d|f|n|i>: col <type oid>[ identity][ missing], …
- *		INSERT schema.name new(col=value …)
- *		UPDATE schema.name new(col=value …) old(col=value …)
- *		DELETE schema.name old(col=value …)
- *		TRUNCATE schema.name[, schema.name …][ CASCADE][ RESTART IDENTITY]
- *		MESSAGE transactional|nontransactional 'prefix' 'content'
- *		COMMIT
- * A value is a quoted literal ('' for a quote; \\ \n \r \t and \xNN for backslash and control bytes)
- * or one of NULL, TOAST (unchanged out-of-line value), SAME (old value equal to the new one) and
- * UNKNOWN. Identifiers are double-quoted unless they match [a-z_][a-z0-9_]*; a column without a name
- * (a listed attnum the relation does not have) is shown as "#attnum".
+ * are written in the binary format or, with format 'text', as one readable line each: both are
+ * specified in shared/docsync_wire.h. Each record is built in ctx->out and written at once; values
+ * are converted in a per-change memory context reset after every change, so plugin memory stays
+ * bounded whatever the size of a transaction.
  *
  *-------------------------------------------------------------------------
  */

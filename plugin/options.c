@@ -26,6 +26,7 @@ StaticAssertDecl(DOCSYNC_TABLES_MAX_ATTNUM == MaxAttrNumber, "the tables grammar
 
 static void option_once(bool *seen, DefElem *elem);
 static bool option_bool(DefElem *elem);
+static bool option_choice(DefElem *elem, const char *when_true, const char *when_false, const char *hint);
 
 /* Parses the plugin options into *options; defaults first, then each option once. */
 void
@@ -76,15 +77,7 @@ docsync_parse_options(DocsyncOptions *options, List *defelems)
 		else if (strcmp(elem->defname, "format") == 0)
 		{
 			option_once(&seen_format, elem);
-			if (value != NULL && strcmp(value, "binary") == 0)
-				options->binary = true;
-			else if (value != NULL && strcmp(value, "text") == 0)
-				options->binary = false;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value \"%s\" for docsync option \"format\"", value ? value : ""),
-						 errhint("Use \"binary\" or \"text\".")));
+			options->binary = option_choice(elem, "binary", "text", "Use \"binary\" or \"text\".");
 		}
 		else if (strcmp(elem->defname, "messages") == 0)
 		{
@@ -94,15 +87,8 @@ docsync_parse_options(DocsyncOptions *options, List *defelems)
 		else if (strcmp(elem->defname, "origin") == 0)
 		{
 			option_once(&seen_origin, elem);
-			if (value != NULL && strcmp(value, "any") == 0)
-				options->origin_none = false;
-			else if (value != NULL && strcmp(value, "none") == 0)
-				options->origin_none = true;
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid value \"%s\" for docsync option \"origin\"", value ? value : ""),
-						 errhint("Use \"any\" to emit every change or \"none\" to skip changes replicated from elsewhere.")));
+			options->origin_none = option_choice(elem, "none", "any",
+												 "Use \"any\" to emit every change or \"none\" to skip changes replicated from elsewhere.");
 		}
 		else if (strcmp(elem->defname, "tables") == 0)
 		{
@@ -238,4 +224,21 @@ option_bool(DefElem *elem)
 				 errmsg("invalid value \"%s\" for docsync option \"%s\"", value, elem->defname),
 				 errhint("Use a boolean: true or false.")));
 	return result;
+}
+
+/* An option with two words for its values: true for when_true, false for when_false. */
+static bool
+option_choice(DefElem *elem, const char *when_true, const char *when_false, const char *hint)
+{
+	char	   *value = elem->arg ? strVal(elem->arg) : NULL;
+
+	if (value != NULL && strcmp(value, when_true) == 0)
+		return true;
+	if (value != NULL && strcmp(value, when_false) == 0)
+		return false;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid value \"%s\" for docsync option \"%s\"", value ? value : "", elem->defname),
+			 errhint("%s", hint)));
+	pg_unreachable();
 }

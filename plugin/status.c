@@ -440,18 +440,28 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-/* docsync.status_files(): one row per status file, trusted fields or the reason they are not. */
-Datum
-docsync_status_files(PG_FUNCTION_ARGS)
+/*
+ * The body of both set-returning functions: the rows emit makes of every status file, after checking
+ * that the SQL declaration has the columns the C side fills.
+ */
+static Datum
+status_file_rows(FunctionCallInfo fcinfo, const char *function, int columns,
+				 void (*emit) (void *arg, const char *file_name, StatusRead *read))
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != STATUS_FILES_COLS)
-		elog(ERROR, "docsync.status_files() declared with %d columns, expected %d",
-			 rsinfo->setDesc->natts, STATUS_FILES_COLS);
-	for_each_status_file(emit_status_file, rsinfo);
+	if (rsinfo->setDesc->natts != columns)
+		elog(ERROR, "%s declared with %d columns, expected %d", function, rsinfo->setDesc->natts, columns);
+	for_each_status_file(emit, rsinfo);
 	return (Datum) 0;
+}
+
+/* docsync.status_files(): one row per status file, trusted fields or the reason they are not. */
+Datum
+docsync_status_files(PG_FUNCTION_ARGS)
+{
+	return status_file_rows(fcinfo, "docsync.status_files()", STATUS_FILES_COLS, emit_status_file);
 }
 
 /* ---- docsync.status_file_queries() ---- */
@@ -504,14 +514,7 @@ emit_status_queries(void *arg, const char *file_name, StatusRead *read)
 Datum
 docsync_status_file_queries(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != QUERY_COLS)
-		elog(ERROR, "docsync.status_file_queries() declared with %d columns, expected %d",
-			 rsinfo->setDesc->natts, QUERY_COLS);
-	for_each_status_file(emit_status_queries, rsinfo);
-	return (Datum) 0;
+	return status_file_rows(fcinfo, "docsync.status_file_queries()", QUERY_COLS, emit_status_queries);
 }
 
 /* docsync.status_directory(): the directory in force (docsync.status_dir). */

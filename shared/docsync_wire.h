@@ -1,6 +1,8 @@
 /*
  * docsync_wire.h
- *      The docsync binary wire format: the records the output plugin emits and the worker decodes.
+ *      The docsync wire format: the records the output plugin emits and the worker decodes, in
+ *      binary and in the plugin's text format. This comment is the one specification of both; the
+ *      plugin (plugin/decode.c), the worker's decoder and the documentation refer to it.
  *
  * Plain C99, shared by the plugin (C, inside the server) and the worker (C++). Nothing here includes
  * PostgreSQL or C++ headers.
@@ -25,8 +27,11 @@
  *                 projected column: uv attnum (in the watched relation), str name, uv type oid,
  *                 u8 column flags (DOCSYNC_COL_*). Sent before the first change (or TRUNCATE) of a
  *                 relation in a stream and again after any invalidation of it (ALTER, RENAME,
- *                 TRUNCATE, …); a later RELATION for the same relid replaces the earlier one.
- *                 Partitions of one watched root share the root's RELATION. For a missing
+ *                 TRUNCATE, …), so the stream stays right across DDL, even in the middle of a
+ *                 transaction; a later RELATION for the same relid replaces the earlier one.
+ *                 A change to a partition is reported as its topmost watched ancestor, with the
+ *                 columns mapped by name (a partition's column order may differ): partitions of one
+ *                 watched root share the root's RELATION. For a missing
  *                 column (DOCSYNC_COL_MISSING) attnum is 0 when it was listed by name, name is ""
  *                 when it was listed by attnum, and type oid is 0.
  *   'I' INSERT    uv relid, tuple new
@@ -47,20 +52,25 @@
  *   old tuple (UPDATE): TEXT or NULL when the server logged the old value and it differs from the new
  *     one; SAME when the old value is known equal to the new one (it was logged and is equal, or it is
  *     a replica identity column and the server logged no old tuple because the key did not change);
- *     UNKNOWN when the server did not log it (not part of the replica identity).
+ *     UNKNOWN when the server did not log it (not part of the replica identity). So when an UPDATE
+ *     carries no old tuple, the identity columns are SAME and the others UNKNOWN; under REPLICA
+ *     IDENTITY FULL every old value is known.
  *   old tuple (DELETE): TEXT, NULL or UNKNOWN (not logged).
  *   UNKNOWN is also used for a listed column that does not exist in the relation (a typo, or DDL since
  *   the definitions were made); its RELATION entry carries DOCSYNC_COL_MISSING.
  *
  * Transactions. BEGIN comes before the first emitted change of a transaction and COMMIT after its
  * last; a transaction none of whose changes pass the filter emits nothing at all. Subtransactions are
- * folded into their top-level transaction (rolled-back ones emit nothing). Tables of the extension's
- * own schema (docsync) are always emitted, with every column.
+ * folded into their top-level transaction (rolled-back ones emit nothing). Only watched relations
+ * emit changes, and only their listed columns; tables of the extension's own schema (docsync) are
+ * always emitted, with every column, so the worker sees definition changes at their exact place in
+ * the stream.
  *
  * Text format (plugin option format 'text', for tests and people; not for machines that need the
- * volatile values): the same records, one line each, with no xids, LSNs, times or relids:
+ * volatile values): the same records, one line each, with no xids, LSNs, times or relids (the
+ * lsn and xid columns of pg_logical_slot_get_changes and its kin have those):
  *   BEGIN
- *   RELATION schema.name replident <c>: col <type oid>[ identity][ missing], …
+ *   RELATION schema.name replident <d|f|n|i>: col <type oid>[ identity][ missing], …
  *   INSERT schema.name new(col=value …)
  *   UPDATE schema.name new(col=value …) old(col=value …)
  *   DELETE schema.name old(col=value …)
@@ -68,10 +78,19 @@
  *   MESSAGE transactional|nontransactional 'prefix' 'content'
  *   COMMIT
  * A value is a single-quoted literal ('' for a quote; \\, \n, \r, \t, and \xNN for other bytes below
- * 0x20 and 0x7f; other bytes as they are) or NULL, TOAST, SAME or UNKNOWN. Identifiers are written
- * as they are when they match [a-z_][a-z0-9_]*, else double-quoted with "" for a quote; a missing
- * column listed by attnum is written "#attnum". tests/wire_golden.txt pairs real binary records (hex)
- * with their text lines.
+ * 0x20 and 0x7f; other bytes as they are), so a record is always one line, or NULL, TOAST, SAME or
+ * UNKNOWN. Identifiers are written as they are when they match [a-z_][a-z0-9_]*, else double-quoted
+ * with "" for a quote; a missing column listed by attnum is written "#attnum". For example:
+ *   BEGIN
+ *   RELATION public.orders replident d: id 23 identity, status 25
+ *   INSERT public.orders new(id='1' status='new')
+ *   UPDATE public.orders new(id='1' status='paid') old(id=SAME status=UNKNOWN)
+ *   DELETE public.orders old(id='1' status=UNKNOWN)
+ *   TRUNCATE public.orders, public.order_items CASCADE
+ *   MESSAGE transactional 'docsync.reload' 'now'
+ *   COMMIT
+ * tests/wire_golden.txt pairs real binary records (hex) with their text lines; tests/wire_golden.sh
+ * regenerates it from a live slot.
  */
 #ifndef DOCSYNC_WIRE_H
 #define DOCSYNC_WIRE_H

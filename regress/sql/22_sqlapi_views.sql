@@ -85,7 +85,7 @@ SELECT docsync.plugin_tables() =
                ('fx.events'::regclass::oid, 'fx.events'::regclass::oid || '(3)')) v(oid, e);
 SELECT regexp_replace(docsync.plugin_tables(), '[0-9]{4,}', 'OID', 'g') AS plugin_tables_shape;
 
--- worker_definitions(): contract B
+-- worker_definitions(): contract B (docs/design.md)
 SELECT jsonb_typeof(d -> 'generation') AS generation, (d -> 'generation')::bigint = (SELECT generation FROM docsync.def_generation) AS current
   FROM docsync.worker_definitions() d;
 SELECT q - 'fingerprint' AS q, length(q ->> 'fingerprint') AS fingerprint_length

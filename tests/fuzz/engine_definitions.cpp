@@ -1,5 +1,5 @@
-// Fuzz target: parse_definitions (contract B's JSON) must refuse bad input with docsync::Error, never
-// crash, and whatever it accepts must yield a tables option.
+// Fuzz target: parse_definitions (contract B's JSON, docs/design.md) must refuse bad input with
+// docsync::Error, never crash, and whatever it accepts must yield a tables option.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

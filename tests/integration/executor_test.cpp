@@ -339,7 +339,7 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
         } catch (const Error& e) {
             CHECK(std::string(e.what()).find("CREATE EXTENSION docsync") != std::string::npos);
         }
-        // A stand-in with contract B's shape, in a database without the extension.
+        // A stand-in with contract B's shape (docs/design.md), in a database without the extension.
         sql1(other, "CREATE SCHEMA docsync");
         sql1(other, R"(CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb LANGUAGE sql AS $$
             SELECT '{"generation": 2, "queries": [{"name": "order", "sql": "SELECT 1", "params": ["id"],

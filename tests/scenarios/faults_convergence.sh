@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Convergence under worker crashes (invariants 1 and 2): a seeded randomized workload (inserts,
-# updates that move items between orders, deletes, truncates, multi-statement transactions,
-# rolled-back subtransactions, a hot row, product price changes that reach orders through a
-# reverse index, unwatched traffic) runs while the real worker is kill -9ed at random moments and
-# restarted. After the workload stops and the worker drains, every order's current doc in the sink
-# (its last JSONL line, or the value Redis retains) equals a fresh run of its query (null for a
-# deleted order), and no acknowledgement in any run's debug log passed a transaction that had not
-# completed.
+# Convergence under worker crashes (invariants 1 and 2, docs/design.md): a seeded randomized
+# workload (inserts, updates that move items between orders, deletes, truncates, multi-statement
+# transactions, rolled-back subtransactions, a hot row, product price changes that reach orders
+# through a reverse index, unwatched traffic) runs while the real worker is kill -9ed at random
+# moments and restarted. After the workload stops and the worker drains, every order's current doc
+# in the sink (its last JSONL line, or the value Redis retains) equals a fresh run of its query
+# (null for a deleted order), and no acknowledgement in any run's debug log passed a transaction
+# that had not completed.
 #   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  crashes (default 3)
 #   DOCSYNC_FAULT_LONG=1  the long version, faults_convergence_long.sh (12 crashes, a longer workload)
 #   DOCSYNC_FAULT_SINK=redis  the Redis sink, faults_redis_convergence.sh and its _long.sh

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Statement timeouts on every pool connection (invariant 7) against the real worker: a session holds
-# an ACCESS EXCLUSIVE lock on products, which every doc query reads, while orders and their items keep
-# changing, so every compute on every one of the --pool 2 connections waits until --statement-timeout
-# (1 s) cancels it. Timeouts are permanent outcomes, so while the lock is held:
+# Statement timeouts on every pool connection (invariant 7, docs/design.md) against the real worker:
+# a session holds an ACCESS EXCLUSIVE lock on products, which every doc query reads, while orders
+# and their items keep changing, so every compute on every one of the --pool 2 connections waits
+# until --statement-timeout (1 s) cancels it. Timeouts are permanent outcomes, so while the lock is
+# held:
 # - every pool connection is seen waiting for the lock at once,
 # - the slot keeps advancing past the changes made under the lock (their transactions complete),
 # - docsync.query_stats and docsync.status show the timeout (SQLSTATE 57014) and health 'failing'.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Publisher outages against the real worker with the Redis sink (invariants 1, 2 and 7): while a
-# seeded randomized workload keeps committing, redis-server is stopped for DOCSYNC_FAULT_OUTAGE
-# seconds (10 here, 30 in faults_redis_outage_long.sh) twice: first SIGSTOPped (a hung server: the
-# kernel still accepts connections, no reply ever comes), then shut down and restarted on the same
-# port and data directory (refused connections, then a reconnect). During each outage:
+# Publisher outages against the real worker with the Redis sink (invariants 1, 2 and 7,
+# docs/design.md): while a seeded randomized workload keeps committing, redis-server is stopped for
+# DOCSYNC_FAULT_OUTAGE seconds (10 here, 30 in faults_redis_outage_long.sh) twice: first SIGSTOPped
+# (a hung server: the kernel still accepts connections, no reply ever comes), then shut down and
+# restarted on the same port and data directory (refused connections, then a reconnect). During each
+# outage:
 # - confirmed_flush_lsn never reaches the end of a marker transaction committed just after the
 #   outage began (its doc cannot have been retained; its commit's end LSN is read with pg_walinspect),
 # - the worker does not exit and docsync.status shows it streaming with transient retries rising,

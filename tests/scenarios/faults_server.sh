@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Server faults against the real worker (invariants 1, 2 and 6): while a seeded randomized workload
-# runs, the server is restarted with `pg_ctl restart -m fast` and `-m immediate` (crash recovery),
-# and the walsender is terminated with pg_terminate_backend; the worker reconnects by itself and,
-# once drained, every order's last published doc equals a fresh run of its query. Then the WAL
-# safety valve: with --max-retained-wal 2MB, the doc query blocked behind a table lock (so its
-# transaction cannot complete and the slot cannot be acknowledged) and unwatched WAL traffic, the
-# valve fires, the slot is recreated, the generation rises, and after the lock goes every live
-# doc converges. No acknowledgement in any run's debug log passed an incomplete transaction.
+# Server faults against the real worker (invariants 1, 2 and 6, docs/design.md): while a seeded
+# randomized workload runs, the server is restarted with `pg_ctl restart -m fast` and `-m immediate`
+# (crash recovery), and the walsender is terminated with pg_terminate_backend; the worker reconnects
+# by itself and, once drained, every order's last published doc equals a fresh run of its query.
+# Then the WAL safety valve: with --max-retained-wal 2MB, the doc query blocked behind a table lock
+# (so its transaction cannot complete and the slot cannot be acknowledged) and unwatched WAL
+# traffic, the valve fires, the slot is recreated, the generation rises, and after the lock goes
+# every live doc converges. No acknowledgement in any run's debug log passed an incomplete
+# transaction.
 #   DOCSYNC_FAULT_SEED=N replays a seed; DOCSYNC_TEST_FULL=1 repeats each server fault 3 times.
 set -uo pipefail
 # shellcheck source=faults_common.bash

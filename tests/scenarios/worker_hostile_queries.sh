@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Invariant 7 through the whole worker, with the recommended pool role (docsync.grant_reader):
-# doc queries that try to write, that switch default_transaction_read_only off and then write, that
-# sleep past --statement-timeout, that return two rows, and that return 10 MB each end as a permanent
-# outcome visible in docsync.query_stats and docsync.status, while another query on the same table
-# keeps publishing and confirmed_flush_lsn keeps advancing. Then the start-up check of the pool
-# role: SUPERUSER, REPLICATION, pg_read_server_files and pg_signal_backend members, a role two
-# memberships from a superuser, and a table owner are refused with a message naming the path and exit
-# status 1; so is a superuser --dsn role; --allow-unsafe-pool starts with a loud warning.
+# Invariant 7 (docs/design.md) through the whole worker, with the recommended pool role
+# (docsync.grant_reader): doc queries that try to write, that switch default_transaction_read_only
+# off and then write, that sleep past --statement-timeout, that return two rows, and that return
+# 10 MB each end as a permanent outcome visible in docsync.query_stats and docsync.status, while
+# another query on the same table keeps publishing and confirmed_flush_lsn keeps advancing. Then the
+# start-up check of the pool role: SUPERUSER, REPLICATION, pg_read_server_files and
+# pg_signal_backend members, a role two memberships from a superuser, and a table owner are refused
+# with a message naming the path and exit status 1; so is a superuser --dsn role;
+# --allow-unsafe-pool starts with a loud warning.
 set -euo pipefail
 test_name=hostile
 # shellcheck source=lib/worker_env.bash

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Invariant 7 against customer SQL that reaches past its own transaction, through the whole worker
-# with the recommended pool role (docsync.grant_reader), on a pool of 3 connections:
+# Invariant 7 (docs/design.md) against customer SQL that reaches past its own transaction, through
+# the whole worker with the recommended pool role (docsync.grant_reader), on a pool of 3
+# connections:
 #   - a doc query that takes a session-level advisory lock and leaves it behind: every compute ends
 #     with pg_advisory_unlock_all(), so computes of the same doc query on the other pooled
 #     connections never wait for it and no advisory lock outlives a compute;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Invariant 4 through the whole worker: one row updated 5 000 times, each in its own transaction,
-# while the real worker streams the slot. After it drains, the published doc equals a fresh run of
-# the doc query, and the doc query ran (pg_stat_statements, the reader role's calls) for at most a
-# few percent of the changes: changes that arrive during a compute coalesce into one more round.
+# Invariant 4 (docs/design.md) through the whole worker: one row updated 5 000 times, each in its
+# own transaction, while the real worker streams the slot. After it drains, the published doc equals
+# a fresh run of the doc query, and the doc query ran (pg_stat_statements, the reader role's calls)
+# for at most a few percent of the changes: changes that arrive during a compute coalesce into one
+# more round.
 set -euo pipefail
 test_name=hot_row
 # shellcheck source=lib/worker_env.bash

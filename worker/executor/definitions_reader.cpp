@@ -1,4 +1,4 @@
-// Reading contract B's document from the extension.
+// Reading contract B's document (docs/design.md) from the extension.
 #include "executor/definitions_reader.hpp"
 
 #include "common/error.hpp"

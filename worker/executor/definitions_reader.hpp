@@ -1,5 +1,5 @@
 #pragma once
-// Reads the definitions from the extension (contract B) over the worker's --dsn connection.
+// Reads the definitions from the extension (contract B, docs/design.md) over the worker's --dsn connection.
 
 #include "engine/definitions.hpp"
 #include "pg/connection.hpp"

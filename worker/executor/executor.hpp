@@ -5,9 +5,9 @@
 // idle_in_transaction_session_timeout, application_name); the pool role is checked harmless at
 // start. Every compute runs in its own BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY transaction
 // with the query's stored search_path (SET LOCAL), checks that its snapshot includes what it
-// completes (invariant 3: pg_current_snapshot() on a primary, pg_last_wal_replay_lsn() before BEGIN
-// on a standby), runs the customer's SQL under a client-side deadline enforced with PQcancel, and
-// ends with ROLLBACK and pg_advisory_unlock_all().
+// completes (invariant 3, docs/design.md: pg_current_snapshot() on a primary,
+// pg_last_wal_replay_lsn() before BEGIN on a standby), runs the customer's SQL under a client-side
+// deadline enforced with PQcancel, and ends with ROLLBACK and pg_advisory_unlock_all().
 //
 // Threads: run_doc and run_keys may be called from any number of threads at once; each call borrows
 // one pooled connection for its whole compute. Lost connections are replaced with backoff.

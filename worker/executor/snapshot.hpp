@@ -1,6 +1,6 @@
 #pragma once
 // pg_current_snapshot()'s text form, "xmin:xmax:xip1,xip2,…" (full 64-bit xids), and the visibility
-// test of invariant 3 for transactions known to have committed.
+// test of invariant 3 (docs/design.md) for transactions known to have committed.
 
 #include <cstdint>
 #include <optional>

@@ -50,7 +50,7 @@ public:
     std::optional<std::string> lost_docs() override;
 
     const RedisAddress& address() const { return address_; }
-    // The Lua script (for the README and tests).
+    // The Lua script (for the tests; docs/internals.md describes it).
     static const char* script();
 
 private:
