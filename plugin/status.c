@@ -402,13 +402,13 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 		values[i++] = count_datum(b->dirty_depth);
 		values[i++] = count_datum(b->in_flight);
 		values[i++] = count_datum(b->live_docs);
-		values[i++] = count_datum(b->total_changes);
-		values[i++] = count_datum(b->total_recomputes);
-		values[i++] = count_datum(b->total_publishes);
-		values[i++] = count_datum(b->total_permanent_failures);
-		values[i++] = count_datum(b->total_transient_retries);
-		values[i++] = count_datum(b->total_valve_resets);
-		values[i++] = count_datum(b->total_not_visible_retries);
+		values[i++] = count_datum(b->changes);
+		values[i++] = count_datum(b->recomputes);
+		values[i++] = count_datum(b->publishes);
+		values[i++] = count_datum(b->permanent_failures);
+		values[i++] = count_datum(b->transient_retries);
+		values[i++] = count_datum(b->valve_resets);
+		values[i++] = count_datum(b->not_visible_retries);
 		if (b->recompute_reason == DOCSYNC_RECOMPUTE_NONE)
 		{
 			/* no recompute of every live doc since start: reason, counts and times are NULL */
@@ -492,7 +492,7 @@ emit_status_queries(void *arg, const char *file_name, StatusRead *read)
 		values[i++] = field_text(b->slot, sizeof(b->slot));
 		values[i++] = field_text(qc->name, sizeof(qc->name));
 		values[i++] = count_datum(qc->recomputes);
-		values[i++] = count_datum(qc->failures);
+		values[i++] = count_datum(qc->permanent_failures);
 		if (qc->recomputes > 0)
 			values[i] = Float8GetDatum((double) qc->compute_us_total / (double) qc->recomputes / 1000.0);
 		else

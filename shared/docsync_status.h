@@ -106,8 +106,8 @@ docsync_status_recompute_name(uint32_t reason)
 typedef struct DocsyncStatusQuery
 {
 	char		name[DOCSYNC_STATUS_NAME_LEN];	/* query name; empty: unused entry */
-	uint64_t	recomputes;			/* computes finished, failed ones included */
-	uint64_t	failures;			/* computes that ended in a permanent failure */
+	uint64_t	recomputes;		/* computes finished, failed ones included */
+	uint64_t	permanent_failures; /* computes that ended in a permanent failure */
 	uint64_t	compute_us_total;	/* time spent in computes; mean = total / recomputes */
 	int64_t		last_error_us;		/* time of last_error, 0: none */
 	char		last_error[DOCSYNC_STATUS_ERROR_LEN];	/* last permanent failure, with SQLSTATE */
@@ -130,13 +130,13 @@ typedef struct DocsyncStatusBody
 	uint64_t	dirty_depth;		/* docs waiting for a recompute */
 	uint64_t	in_flight;			/* computes running */
 	uint64_t	live_docs;			/* docs kept current */
-	uint64_t	total_changes;		/* row changes handled since start */
-	uint64_t	total_recomputes;	/* computes finished since start */
-	uint64_t	total_publishes;	/* docs published since start */
-	uint64_t	total_permanent_failures;	/* computes that failed for good */
-	uint64_t	total_transient_retries;	/* computes retried after a transient failure */
-	uint64_t	total_valve_resets;	/* WAL safety valve slot recreations */
-	uint64_t	total_not_visible_retries;	/* computes retried because a commit was not visible yet */
+	uint64_t	changes;			/* row changes handled since start */
+	uint64_t	recomputes;			/* computes finished since start */
+	uint64_t	publishes;			/* docs published since start */
+	uint64_t	permanent_failures;	/* computes that failed for good */
+	uint64_t	transient_retries;	/* computes retried after a transient failure */
+	uint64_t	valve_resets;		/* WAL safety valve slot recreations */
+	uint64_t	not_visible_retries; /* computes retried because a commit was not visible yet */
 	uint32_t	recompute_reason;	/* DocsyncStatusRecompute of the last recompute of every live doc */
 	uint32_t	recompute_padding;	/* zero */
 	uint64_t	recompute_total;	/* live docs it started with */

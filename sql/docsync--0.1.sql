@@ -1499,7 +1499,7 @@ COMMENT ON FUNCTION docsync.status_files() IS
 
 CREATE FUNCTION docsync.status_file_queries(
     OUT database text, OUT slot_name text, OUT query text, OUT recomputes bigint,
-    OUT failures bigint, OUT mean_compute_ms double precision, OUT last_error text,
+    OUT permanent_failures bigint, OUT mean_compute_ms double precision, OUT last_error text,
     OUT last_error_at timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'docsync_status_file_queries'
@@ -1681,7 +1681,7 @@ COMMENT ON VIEW docsync.status IS
   'one row per docsync slot or status file: is the worker up, how far behind, how much WAL held, what failed last';
 
 CREATE VIEW docsync.query_stats AS
-SELECT q.database, q.slot_name, q.query, q.recomputes, q.failures,
+SELECT q.database, q.slot_name, q.query, q.recomputes, q.permanent_failures,
        round(q.mean_compute_ms::numeric, 3)::double precision AS mean_compute_ms,
        q.last_error, q.last_error_at
   FROM docsync.status_file_queries() q;

@@ -7,12 +7,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,16 +21,16 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "config/settings.hpp"
-#include "engine/channel.hpp"
+#include "config/warm.hpp"
 #include "engine/definitions.hpp"
 #include "engine/engine.hpp"
-#include "executor/definitions_reader.hpp"
+#include "executor/definitions_source.hpp"
 #include "executor/executor.hpp"
-#include "pg/connection.hpp"
 #include "progress/coordinator.hpp"
 #include "publish/sink.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
+#include "status/snapshot.hpp"
 
 extern char** environ;
 
@@ -40,143 +38,6 @@ namespace docsync {
 namespace {
 
 using namespace std::chrono_literals;
-
-constexpr auto kControlTimeout = 30s;
-
-// The database a connection reached and its server's system identifier (a hot standby shares its
-// primary's).
-struct DatabaseIdentity {
-    std::string database;
-    std::string system_identifier;
-};
-
-// Reads the definitions over an ordinary connection on --dsn, reconnecting when it was lost. Used
-// at start (main thread) and then only by the stream thread.
-class DefinitionsSource {
-public:
-    explicit DefinitionsSource(std::string dsn) : dsn_(std::move(dsn)) {}
-
-    // The database --dsn reaches (its name names the status file) and its server, checking that the
-    // extension is installed.
-    DatabaseIdentity identity() {
-        auto result = connection().exec(
-            "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync'), "
-            "(SELECT system_identifier FROM pg_catalog.pg_control_system())::text",
-            pg::deadline_in(kControlTimeout));
-        std::string name(result.get(0, 0));
-        if (result.get(0, 1) != "t")
-            throw Error("the docsync extension is not installed in database \"" + name +
-                        "\": run CREATE EXTENSION docsync there (as a superuser), then define doc queries");
-        return {name, std::string(result.get(0, 2))};
-    }
-
-    // The --dsn role holds the slot and reads definitions: like the pool role, it must reach no
-    // superuser and nothing else dangerous, except REPLICATION, which it needs.
-    void check_role(bool allow_unsafe) {
-        require_harmless_role(connection(), true, "the replication role of --dsn",
-                              "connect --dsn as a role with REPLICATION and nothing more (CREATE ROLE docsync_repl "
-                              "LOGIN REPLICATION; SELECT docsync.grant_replication('docsync_repl'))",
-                              allow_unsafe, "definitions");
-    }
-
-    Definitions fetch() {
-        for (int attempt = 1;; ++attempt) {
-            try {
-                Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
-                for (const auto& problem : definitions.unresolved)
-                    log_warning("definitions", "not used: " + problem);
-                return definitions;
-            } catch (const Error& e) {
-                if (!e.transient() || attempt >= 5) throw;
-                log_warning("definitions", std::string("reading definitions failed, retrying: ") + e.what());
-                conn_.reset();
-                std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
-            }
-        }
-    }
-
-    // A commit is decoded before it is visible to new snapshots (invariant 3): before reading the
-    // definitions a transaction changed, wait until that transaction is visible, or the read returns
-    // the old definitions and the change is lost until the next session. However long it takes (a
-    // synchronous-replication stall): the stream, and so the slot, wait with it, and waiting() says
-    // what for, for docsync.status.
-    void wait_visible(std::uint64_t xid) {
-        auto started = std::chrono::steady_clock::now();
-        auto next_log = started + kControlTimeout;
-        auto pause = std::chrono::milliseconds(5);
-        for (;;) {
-            try {
-                auto result = connection().exec("SELECT pg_visible_in_snapshot($1::text::xid8, pg_current_snapshot())",
-                                                {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
-                if (result.get(0, 0) == "t") break;
-            } catch (const Error& e) {
-                if (!e.transient()) throw;
-                conn_.reset();
-            }
-            auto now = std::chrono::steady_clock::now();
-            if (now >= next_log) {
-                auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - started).count();
-                std::string what = "waiting " + std::to_string(waited) + " s for transaction " + std::to_string(xid) +
-                                   ", which changed the definitions, to become visible (a synchronous replication "
-                                   "stall, or a commit still in progress): the stream waits with it";
-                log_warning("definitions", what);
-                std::lock_guard lock(waiting_mutex_);
-                waiting_ = what;
-                next_log = now + kControlTimeout;
-            }
-            std::this_thread::sleep_for(pause);
-            pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::milliseconds(200));
-        }
-        std::lock_guard lock(waiting_mutex_);
-        if (!waiting_.empty()) log_info("definitions", "transaction " + std::to_string(xid) + " is visible now");
-        waiting_.clear();
-    }
-
-    // What the stream waits for now (wait_visible), or empty.
-    std::string waiting() const {
-        std::lock_guard lock(waiting_mutex_);
-        return waiting_;
-    }
-
-private:
-    pg::Connection& connection() {
-        if (!conn_ || !conn_->ok()) {
-            conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
-                                                  {{"application_name", "docsync-worker control"}}, "--dsn"));
-            pg::pin_text_forms(*conn_, pg::deadline_in(kControlTimeout));
-        }
-        return *conn_;
-    }
-
-    std::string dsn_;
-    std::optional<pg::Connection> conn_;
-    mutable std::mutex waiting_mutex_;
-    std::string waiting_;
-};
-
-// Each --warm channel must name a defined doc query, with one value per param.
-void check_warm(const std::vector<std::string>& channels, const Definitions& defs) {
-    for (const auto& channel : channels) {
-        ParsedChannel parsed;
-        if (!parse_channel(channel, parsed)) throw Error("--warm \"" + channel + "\" is not a doc channel");
-        const DocQuery* query = defs.find_query(parsed.query);
-        if (!query) {
-            std::string names;
-            for (const auto& q : defs.queries) names += (names.empty() ? "" : ", ") + q.name;
-            throw Error("--warm \"" + channel + "\": no doc query is named \"" + parsed.query + "\" (" +
-                        (names.empty() ? std::string("none is defined") : "defined: " + names) +
-                        "); fix the channel: SELECT docsync.channel('<query>', '<value>') spells one");
-        }
-        if (query->params.size() != parsed.values.size()) {
-            std::string params;
-            for (const auto& p : query->params) params += (params.empty() ? "" : ", ") + p;
-            throw Error("--warm \"" + channel + "\": doc query \"" + query->name + "\" takes " +
-                        std::to_string(query->params.size()) + " value(s) (" + params + "), the channel gives " +
-                        std::to_string(parsed.values.size()) + "; fix the channel: SELECT docsync.channel('" +
-                        query->name + "', …) spells it");
-        }
-    }
-}
 
 // Hands stream records to the engine and keeps the definitions and the plugin's `tables` current.
 class Pipeline final : public StreamHandler {
@@ -272,121 +133,62 @@ private:
     std::uint64_t xid_ = 0;  // of the transaction being decoded
 };
 
-status::WorkerState worker_state(StreamState state, bool draining, std::uint64_t sessions) {
-    if (draining) return status::WorkerState::Draining;
+// The stream's state in the status view's terms.
+status::StreamPhase stream_phase(StreamState state) {
     switch (state) {
         case StreamState::Streaming:
-        case StreamState::Paused: return status::WorkerState::Streaming;
+        case StreamState::Paused: return status::StreamPhase::Streaming;
         case StreamState::Connecting:
-        case StreamState::Backoff:
-            return sessions > 0 ? status::WorkerState::Reconnecting : status::WorkerState::Starting;
+        case StreamState::Backoff: return status::StreamPhase::Connecting;
         case StreamState::Stopped:
-        case StreamState::Failed: return status::WorkerState::Stopped;
+        case StreamState::Failed: return status::StreamPhase::Ended;
         case StreamState::Idle: break;
     }
-    return status::WorkerState::Starting;
+    return status::StreamPhase::Idle;
 }
 
-// What the status thread remembers between snapshots: when the acknowledged position last moved,
-// and when each error was first seen.
-struct StatusHistory {
-    Lsn lsn = 0;
-    status::WallTime at{};
-    // When errors were first seen (to the status interval): the stream's last error, each query's
-    // failure count, and the most recent error of any kind, which docsync.status shows.
-    std::string stream_error;
-    std::map<std::string, std::pair<std::uint64_t, status::WallTime>> query_errors;
-    std::uint64_t transient_failures = 0;  // the engine's count when its last retried failure was seen
-    std::string last_error;
-    status::WallTime last_error_at{};
-};
-
-// The engine's recompute progress on the wall clock (the engine's times are on `clock`).
-status::RecomputeStatus recompute_status(const RecomputeProgress& p, const Clock& clock) {
-    status::RecomputeStatus r;
-    r.reason = static_cast<std::uint32_t>(p.reason);
-    if (p.reason == RecomputeReason::None) return r;
-    r.id = p.id;
-    r.total = p.total;
-    r.done = p.done;
-    auto wall_now = std::chrono::system_clock::now();
-    auto steady_now = clock.now().time_since_epoch();
-    auto wall = [&](std::int64_t ns) {
-        return wall_now - std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                              steady_now - std::chrono::nanoseconds(ns));
-    };
-    r.started_at = wall(p.started_ns);
-    if (p.finished_ns) r.finished_at = wall(p.finished_ns);
-    return r;
-}
-
-status::StatusSnapshot snapshot(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                                const Engine& engine, const Clock& clock, bool draining, const std::string& fatal,
-                                const std::string& waiting, StatusHistory& history) {
+// What the status thread reads from the stream, the coordinator and the engine, as the plain values
+// the status component takes.
+status::Readings read_status(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
+                             const Engine& engine, const Clock& clock) {
     auto s = stream.stats();
-    if (s.sent_flush_lsn != history.lsn) {
-        history.lsn = s.sent_flush_lsn;
-        history.at = std::chrono::system_clock::now();
-    }
-    auto c = coordinator.stats();
+    status::Readings r;
+    r.phase = stream_phase(s.state);
+    r.sessions = s.sessions;
+    r.reconnects = s.reconnects;
+    r.totals.valve_resets = s.valve_resets;
+    r.generation = s.generation;
+    r.received_lsn = s.received_lsn;
+    r.acked_lsn = s.sent_flush_lsn;
+    r.stream_error = s.last_error;
+    r.open_txns = coordinator.stats().pending_groups;
     auto e = engine.stats();
-    status::StatusSnapshot snap;
-    snap.state = fatal.empty() ? worker_state(s.state, draining, s.sessions) : status::WorkerState::Stopped;
-    snap.generation = s.generation;
-    snap.received_lsn = s.received_lsn;
-    snap.acked_lsn = s.sent_flush_lsn;
-    snap.acked_at = history.at;
-    snap.open_txns = c.pending_groups;
-    snap.dirty_depth = e.dirty_depth();
-    snap.in_flight = e.in_flight;
-    snap.live_docs = e.live_docs;
-    snap.total_changes = e.changes;
-    snap.total_recomputes = e.computes;
-    snap.total_publishes = e.published;
-    snap.total_permanent_failures = e.permanent_failures;
-    snap.total_transient_retries = e.transient_failures + s.reconnects;
-    snap.total_valve_resets = s.valve_fired;
-    snap.total_not_visible_retries = e.not_visible;
-    snap.recompute = recompute_status(e.recompute, clock);
-    auto now = std::chrono::system_clock::now();
-    auto note_error = [&](const std::string& message) {
-        history.last_error = message;
-        history.last_error_at = now;
-    };
-    if (s.last_error != history.stream_error) {
-        history.stream_error = s.last_error;
-        if (!s.last_error.empty()) note_error(s.last_error);
-    }
-    for (const auto& q : e.queries) {
-        status::QueryCounters counters;
-        counters.name = q.name;
-        counters.recomputes = q.computes;
-        counters.failures = q.errors;
-        counters.compute_us_total = q.compute_ns / 1000;
-        if (!q.last_error.empty())
-            counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
-                                  (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
-        auto& [seen, at] = history.query_errors[q.name];
-        if (q.errors != seen) {
-            seen = q.errors;
-            at = now;
-            // A permanent failure of a doc query is the last error of the worker too.
-            if (!counters.last_error.empty()) note_error(counters.last_error);
-        }
-        counters.last_error_at = at;
-        snap.queries.push_back(std::move(counters));
-    }
-    // A retried failure (a sink outage, a lost pool connection) is the worker's last error too: it
-    // holds the slot until it clears.
-    if (e.transient_failures != history.transient_failures) {
-        history.transient_failures = e.transient_failures;
-        if (!e.last_transient_error.empty()) note_error(e.last_transient_error);
-    }
-    if (!waiting.empty()) note_error(waiting);  // fresh at every snapshot while it lasts
-    if (!fatal.empty() && history.last_error != fatal) note_error(fatal);
-    snap.last_error = history.last_error;
-    snap.last_error_at = history.last_error_at;
-    return snap;
+    r.dirty_depth = e.dirty_depth();
+    r.in_flight = e.in_flight;
+    r.live_docs = e.live_docs;
+    r.totals.changes = e.changes;
+    r.totals.recomputes = e.recomputes;
+    r.totals.publishes = e.publishes;
+    r.totals.permanent_failures = e.permanent_failures;
+    r.totals.transient_retries = e.transient_retries;
+    r.last_transient_error = e.last_transient_error;
+    r.totals.not_visible_retries = e.not_visible_retries;
+    r.recompute = {.reason = static_cast<std::uint32_t>(e.recompute.reason),
+                   .id = e.recompute.id,
+                   .total = e.recompute.total,
+                   .done = e.recompute.done,
+                   .started_ns = e.recompute.started_ns,
+                   .finished_ns = e.recompute.finished_ns,
+                   .now_ns = std::chrono::nanoseconds(clock.now().time_since_epoch()).count()};
+    for (auto& q : e.queries)
+        r.queries.push_back({.name = std::move(q.name),
+                             .recomputes = q.recomputes,
+                             .permanent_failures = q.permanent_failures,
+                             .compute_ns = q.compute_ns,
+                             .last_error = std::move(q.last_error),
+                             .last_sqlstate = std::move(q.last_sqlstate),
+                             .last_channel = std::move(q.last_channel)});
+    return r;
 }
 
 int run(const Settings& settings) {
@@ -480,7 +282,15 @@ int run(const Settings& settings) {
     bool stream_done = false;
     bool draining = false;
     std::string fatal;
-    StatusHistory history;
+    // The board's snapshot of what the components report and of the worker's own condition.
+    status::StatusHistory history;
+    auto publish_status = [&](bool draining_now, const std::string& error, const std::string& waiting) {
+        status::Readings readings = read_status(stream, coordinator, engine, clock);
+        readings.draining = draining_now;
+        readings.fatal = error;
+        readings.waiting = waiting;
+        board.publish(history.snapshot(readings, std::chrono::system_clock::now()));
+    };
 
     std::thread stream_thread([&] {
         try {
@@ -546,7 +356,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, clock, false, {}, definitions.waiting(), history));
+            publish_status(false, {}, definitions.waiting());
             lock.lock();
             wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
         }
@@ -571,7 +381,7 @@ int run(const Settings& settings) {
         std::unique_lock lock(mutex);
         if (draining) {
             lock.unlock();
-            board.publish(snapshot(stream, coordinator, engine, clock, true, {}, definitions.waiting(), history));
+            publish_status(true, {}, definitions.waiting());
             engine.stop();  // running computes end; their completions acknowledge
             stream.stop();  // a final status update, then run() returns
             lock.lock();
@@ -598,7 +408,7 @@ int run(const Settings& settings) {
         std::lock_guard lock(mutex);
         error = fatal;
     }
-    board.publish(snapshot(stream, coordinator, engine, clock, false, error, {}, history));
+    publish_status(false, error, {});
     if (!error.empty()) {
         log_error("worker", error);
         return 1;

@@ -88,7 +88,7 @@ SELECT health, regexp_replace(reason, '[0-9]+ docs/s, about [0-9]+ s left', '…
   FROM docsync.status WHERE slot_name = 'regress_status_recomputing';
 
 -- per-query counters, a failing query with its error
-SELECT query, recomputes, failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known
+SELECT query, recomputes, permanent_failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known
   FROM docsync.query_stats
  WHERE slot_name = 'regress_status_fresh'
  ORDER BY query;

@@ -223,9 +223,9 @@ TEST_CASE("hostile doc queries fail as outcomes while other docs keep updating a
     engine.stop();
     for (const auto& q : stats.queries) {
         if (q.name == "good") {
-            CHECK(q.errors == 0);
+            CHECK(q.permanent_failures == 0);
         } else {
-            CHECK_MESSAGE(q.errors >= 1, q.name);
+            CHECK_MESSAGE(q.permanent_failures >= 1, q.name);
             CHECK_MESSAGE(q.last_error.find("\"" + q.name + "\"") != std::string::npos, q.last_error);
         }
     }

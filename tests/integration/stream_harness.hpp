@@ -7,7 +7,7 @@
 //     COMMIT's ticket at once, except the ones it is told to hold back
 //   - StreamRunner: a Stream on its own thread, stopped and joined on destruction
 //   - plugin_emits_records(): whether the installed plugin already emits records for a watched table
-//   - restart_server(): pg_ctl restart of the dev cluster
+//   - restart_server(): pg_ctl restart of the dev cluster; pg_ctl_command() for other pg_ctl actions
 
 #include <doctest/doctest.h>
 
@@ -119,19 +119,25 @@ inline bool plugin_emits_records() {
     return emits;
 }
 
-// Restarts the dev cluster's server (PGDATA of DOCSYNC_CLUSTER_DIR) with pg_ctl: mode "fast" or
-// "immediate" (a crash: the slot comes back from its last checkpointed state).
-inline void restart_server(const std::string& mode = "fast") {
+// The shell command that runs pg_ctl on the dev cluster's server (PGDATA of DOCSYNC_CLUSTER_DIR)
+// as the server's user, waiting up to 60 s, with the shutdown `mode`; append the action.
+inline std::string pg_ctl_command(const std::string& mode) {
     const char* dir = std::getenv("DOCSYNC_CLUSTER_DIR");
     const char* bindir = std::getenv("DOCSYNC_PG_BINDIR");
     REQUIRE_MESSAGE((dir && bindir), "DOCSYNC_CLUSTER_DIR and DOCSYNC_PG_BINDIR come from packaging/dev-cluster.sh");
-    std::string pg_ctl = std::string(bindir) + "/pg_ctl -D " + dir + "/data -l " + dir + "/server.log -w -t 60 -m " + mode;
     std::string as_server = ::geteuid() == 0 ? "runuser -u postgres -- " : "";
+    return as_server + bindir + "/pg_ctl -D " + dir + "/data -l " + dir + "/server.log -w -t 60 -m " + mode;
+}
+
+// Restarts the dev cluster's server with pg_ctl: mode "fast" or "immediate" (a crash: the slot comes
+// back from its last checkpointed state).
+inline void restart_server(const std::string& mode = "fast") {
+    std::string pg_ctl = pg_ctl_command(mode);
     std::string cmd;
     if (mode == "immediate")  // restart -m immediate leaves the server stopped on some versions: stop, then start
-        cmd = as_server + pg_ctl + " stop >/dev/null && " + as_server + pg_ctl + " start >/dev/null";
+        cmd = pg_ctl + " stop >/dev/null && " + pg_ctl + " start >/dev/null";
     else
-        cmd = as_server + pg_ctl + " restart >/dev/null";
+        cmd = pg_ctl + " restart >/dev/null";
     REQUIRE(std::system(cmd.c_str()) == 0);
 }
 

@@ -217,7 +217,7 @@ TEST_CASE("the safety valve fires mid-stream when an incomplete transaction hold
     exec1(c, "INSERT INTO stream_valve_live_t VALUES (1, 'x')");
     REQUIRE(wait_until([&] { return handler.commit_count() == 1; }, 30s));
     unwatched_wal(c, 4 << 20);
-    REQUIRE(wait_until([&] { return runner.stream.stats().valve_fired == 1 && runner.streaming(); }, 30s));
+    REQUIRE(wait_until([&] { return runner.stream.stats().valve_resets == 1 && runner.streaming(); }, 30s));
     REQUIRE(handler.session_count() == 2);
     auto second = handler.with_lock([&] { return handler.sessions[1]; });
     CHECK(second.valve_fired);
@@ -228,7 +228,7 @@ TEST_CASE("the safety valve fires mid-stream when an incomplete transaction hold
     exec1(c, "INSERT INTO stream_valve_live_t VALUES (2, 'x')");
     REQUIRE(wait_until([&] { return handler.commit_count() == 2; }, 30s));
     CHECK(wait_for_confirmed(c, "stream_valve_live", handler.with_lock([&] { return handler.commits[1].end_lsn; }), 30s));
-    CHECK(runner.stream.stats().valve_fired == 1);
+    CHECK(runner.stream.stats().valve_resets == 1);
     runner.stop();
     CHECK(runner.error().empty());
     drop_slot(c, "stream_valve_live");

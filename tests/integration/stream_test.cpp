@@ -1,9 +1,11 @@
 // The replication stream against the real server: slot checks and creation, acknowledgements on an
 // idle slot, reconnects after pg_terminate_backend and server restarts, "slot is active", the WAL
-// safety valve, and — once the plugin emits records — acknowledgements held by an incomplete
-// transaction and redelivered transactions handled once.
+// safety valve (also for a slot invalidated just before START_REPLICATION), leaving a server that
+// refuses new connections while it shuts down, the generation, and — once the plugin emits records —
+// acknowledgements held by an incomplete transaction and redelivered transactions handled once.
 #include <doctest/doctest.h>
 
+#include "../unit/log_capture.hpp"
 #include "stream_harness.hpp"
 
 using namespace docsync;
@@ -20,7 +22,40 @@ void make_wal(pg::Connection& c, std::size_t bytes) {
         exec1(c, "INSERT INTO stream_busy(pad) SELECT repeat('x', 1000) FROM generate_series(1, 500)");
 }
 
-std::uint64_t valve_count(StreamRunner& r) { return r.stream.stats().valve_fired; }
+std::uint64_t valve_count(StreamRunner& r) { return r.stream.stats().valve_resets; }
+
+// Has the server invalidate the inactive `slot` (wal_status = lost): a small max_slot_wal_keep_size,
+// WAL past it and checkpoints. Returns whether it did within a minute.
+bool invalidate_slot(const std::string& slot) {
+    auto c = sql();
+    exec1(c, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
+    exec1(c, "SELECT pg_reload_conf()");
+    bool lost = wait_until([&] {
+        make_wal(c, 512 << 10);
+        exec1(c, "SELECT pg_switch_wal()");
+        exec1(c, "CHECKPOINT");
+        return slot_row(c, slot).wal_status == "lost";
+    }, 60s, 10ms);
+    exec1(c, "ALTER SYSTEM RESET max_slot_wal_keep_size");
+    exec1(c, "SELECT pg_reload_conf()");
+    return lost;
+}
+
+// Invalidates the slot when the first session starts: after the stream checked the slot, before
+// its START_REPLICATION.
+class InvalidatingHandler : public RecordingHandler {
+public:
+    InvalidatingHandler(DeliveryProgressCoordinator& coordinator, std::string slot)
+        : RecordingHandler(coordinator), slot_(std::move(slot)) {}
+    void on_session(const SessionInfo& session) override {
+        if (session_count() == 0) invalidated = invalidate_slot(slot_);
+        RecordingHandler::on_session(session);
+    }
+    std::atomic<bool> invalidated{false};
+
+private:
+    std::string slot_;
+};
 
 }  // namespace
 
@@ -215,17 +250,7 @@ TEST_CASE("the valve also fires when the server invalidated the slot (wal_status
         StreamRunner runner(options, coordinator, handler);
         REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
     }
-    exec1(c, "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'");
-    exec1(c, "SELECT pg_reload_conf()");
-    bool lost = wait_until([&] {
-        make_wal(c, 512 << 10);
-        exec1(c, "SELECT pg_switch_wal()");
-        exec1(c, "CHECKPOINT");
-        return slot_row(c, "stream_lost").wal_status == "lost";
-    }, 60s, 10ms);
-    exec1(c, "ALTER SYSTEM RESET max_slot_wal_keep_size");
-    exec1(c, "SELECT pg_reload_conf()");
-    REQUIRE(lost);
+    REQUIRE(invalidate_slot("stream_lost"));
 
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
@@ -238,6 +263,62 @@ TEST_CASE("the valve also fires when the server invalidated the slot (wal_status
     CHECK(slot_row(c, "stream_lost").wal_status != "lost");
     runner.stop();
     drop_slot(c, "stream_lost");
+}
+
+TEST_CASE("a slot the server invalidates between the slot check and START_REPLICATION fires the valve") {
+    auto c = sql();
+    drop_slot(c, "stream_lost_start");
+    exec1(c, "SELECT pg_create_logical_replication_slot('stream_lost_start', 'docsync')");
+    DeliveryProgressCoordinator coordinator;
+    InvalidatingHandler handler(coordinator, "stream_lost_start");
+    StreamRunner runner(test_options("stream_lost_start"), coordinator, handler);
+    REQUIRE(wait_until([&] { return (handler.session_count() >= 2 && runner.streaming()) || runner.done(); }, 90s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    REQUIRE(handler.invalidated);
+    auto sessions = handler.with_lock([&] { return handler.sessions; });
+    REQUIRE(sessions.size() == 2);
+    CHECK_FALSE(sessions[0].valve_fired);  // the slot was fine when it was checked
+    CHECK(sessions[1].valve_fired);
+    CHECK(sessions[1].slot_created);
+    CHECK(valve_count(runner) == 1);
+    CHECK(slot_row(c, "stream_lost_start").wal_status != "lost");
+    runner.stop();
+    CHECK(runner.error().empty());
+    drop_slot(c, "stream_lost_start");
+}
+
+TEST_CASE("a server that refuses new connections because it is shutting down is left at the first control check") {
+    // A smart shutdown waits for the connection held below and meanwhile refuses new ones (57P03):
+    // the control check's connection is refused, and the stream leaves at once rather than after
+    // three failed checks.
+    {
+        auto c = sql();
+        drop_slot(c, "stream_refused");
+    }
+    test::LogCapture log;
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    auto options = test_options("stream_refused");
+    options.create_slot = true;
+    options.valve_interval = 3s;  // the first check comes after the shutdown began
+    std::optional<pg::Connection> held = sql();
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    REQUIRE(std::system((pg_ctl_command("smart") + " -W stop >/dev/null").c_str()) == 0);
+    bool left = wait_until([&] { return log.count("the server is shutting down; leaving the stream") > 0; }, 10s);
+    int failed_checks = log.count("new connections to the server fail");
+    // Let the server stop (fast, should the stream still hold it), then start it again.
+    held.reset();
+    [[maybe_unused]] int stopped = std::system((pg_ctl_command("fast") + " stop >/dev/null 2>&1").c_str());
+    REQUIRE(std::system((pg_ctl_command("fast") + " start >/dev/null").c_str()) == 0);
+    CHECK(left);
+    CHECK(failed_checks == 0);
+    REQUIRE(wait_until([&] { return handler.session_count() >= 2 && runner.streaming(); }, 60s));
+    runner.stop();
+    CHECK(runner.error().empty());
+    auto c = sql();
+    drop_slot(c, "stream_refused");
 }
 
 TEST_CASE("a long customer transaction pinning restart_lsn does not fire the valve") {

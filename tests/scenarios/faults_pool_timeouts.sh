@@ -75,7 +75,7 @@ while [ $((SECONDS - t0)) -lt "$hold" ] || [ "$advances" -lt 2 ] || [ -z "$statu
     mark=
   fi
   if [ -z "$status_seen" ]; then
-    qs=$(sql "SELECT failures, last_error FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'order'")
+    qs=$(sql "SELECT permanent_failures, last_error FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'order'")
     st=$(sql "SELECT health, last_error FROM docsync.status WHERE slot_name = '$slot'")
     case $qs in *'timed out'*'SQLSTATE 57014'*)
       case $st in failing*'timed out'*) status_seen="query_stats: $qs; status: $st" ;; esac ;;

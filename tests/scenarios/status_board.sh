@@ -31,7 +31,7 @@ wait_for 10 "SELECT walsender_pid IS NOT NULL AND heartbeat_age_seconds < 5 AND 
   fail "walsender, heartbeat, live docs or changes wrong: $(row)"
 
 echo "a failing doc query shows in docsync.query_stats with its error, and makes the health failing"
-wait_for 10 "SELECT failures >= 1 AND recomputes >= 8 AND last_error LIKE '%division by zero%22012%' AND last_error LIKE '%db:order:7%'
+wait_for 10 "SELECT permanent_failures >= 1 AND recomputes >= 8 AND last_error LIKE '%division by zero%22012%' AND last_error LIKE '%db:order:7%'
              AND last_error_at > now() - interval '1 min' AND mean_compute_ms > 0 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'order'" ||
   fail "query_stats: $(sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'")"
 wait_for 10 "SELECT health = 'failing' AND reason LIKE 'error % ago: %division by zero%' AND permanent_failures >= 1 FROM docsync.status WHERE slot_name = '$slot'" ||

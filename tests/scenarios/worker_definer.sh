@@ -41,7 +41,7 @@ settle 30
 [ "$(doc_equals_query db:good:1 "$good")" = t ] || fail "db:good:1 is $(last_doc db:good:1), not current"
 [ "$(doc_equals_query db:mine:1 "$mine")" = t ] || fail "db:mine:1 is $(last_doc db:mine:1), not current"
 [ -z "$(last_doc db:copier:1)" ] || fail "db:copier:1 was published"
-wait_for 15 "SELECT failures >= 1 AND last_error LIKE '%is refused: query must be a SELECT%' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'copier'" ||
+wait_for 15 "SELECT permanent_failures >= 1 AND last_error LIKE '%is refused: query must be a SELECT%' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'copier'" ||
   fail "copier was not refused: $(sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'")"
 echo "a COPY written around the API was refused; the other queries published"
 

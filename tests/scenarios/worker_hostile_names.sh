@@ -54,7 +54,7 @@ for n in $(sql "SELECT n FROM keys ORDER BY n"); do
           WHERE h.\"x\"\" , \"\"y\" = (SELECT key FROM keys WHERE n = $n)"
   [ "$(doc_equals_query "$channel" "$fresh")" = t ] || fail "key $n: $channel is $(last_doc "$channel"), not current"
 done
-[ "$(sql "SELECT failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'h'")" = 0 ] ||
+[ "$(sql "SELECT permanent_failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'h'")" = 0 ] ||
   fail "query h failed: $(sql "SELECT last_error FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'h'")"
 echo "every doc equals a fresh run of its query"
 

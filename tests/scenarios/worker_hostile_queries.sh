@@ -57,7 +57,7 @@ echo "the good query kept publishing and the slot kept advancing through three r
 
 stats() { sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'"; }
 check_failed() { # QUERY LIKE-PATTERN
-  wait_for 15 "SELECT failures >= 1 AND last_error LIKE '$2' AND last_error_at > now() - interval '1 min' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = '$1'" ||
+  wait_for 15 "SELECT permanent_failures >= 1 AND last_error LIKE '$2' AND last_error_at > now() - interval '1 min' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = '$1'" ||
     fail "query $1 did not fail as expected ($2): $(stats)"
 }
 check_failed writes '%read-only transaction%'
@@ -65,7 +65,7 @@ check_failed escapes '%read-only transaction%'
 check_failed sleeps '%timed out%'
 check_failed tworows '%row%'
 check_failed huge '%bytes%'
-[ "$(sql "SELECT failures = 0 AND recomputes >= 3 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'good'")" = t ] ||
+[ "$(sql "SELECT permanent_failures = 0 AND recomputes >= 3 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'good'")" = t ] ||
   fail "the good query failed or did not run: $(stats)"
 [ "$(sql "SELECT count(*) FROM scribbles")" = 0 ] || fail "a doc query wrote to scribbles"
 for q in writes escapes sleeps tworows huge; do
@@ -74,7 +74,7 @@ done
 [ "$(sql "SELECT permanent_failures >= 5 AND last_error LIKE 'doc query %' AND last_error_at > now() - interval '1 min'
                 AND worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$slot'")" = t ] ||
   fail "docsync.status does not show the failures: $(sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$slot'")"
-echo "every hostile query failed visibly: $(sql "SELECT string_agg(query || ': ' || left(last_error, 90), E'\n  ' ORDER BY query) FROM docsync.query_stats WHERE slot_name = '$slot' AND failures > 0")"
+echo "every hostile query failed visibly: $(sql "SELECT string_agg(query || ': ' || left(last_error, 90), E'\n  ' ORDER BY query) FROM docsync.query_stats WHERE slot_name = '$slot' AND permanent_failures > 0")"
 stop_worker
 
 # The pool role check at start. Each attempt uses a fresh slot name so nothing is left behind.

@@ -102,7 +102,7 @@ done
 echo "three rounds: every doc of good and locker current, the slot advanced each time"
 
 # (a) the advisory lock never outlived a compute.
-[ "$(sql "SELECT failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'locker'")" = 0 ] ||
+[ "$(sql "SELECT permanent_failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'locker'")" = 0 ] ||
   fail "locker failed: $(stats)"
 [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
            WHERE l.locktype = 'advisory' AND a.usename = '$reader_role'")" = 0 ] ||
@@ -111,7 +111,7 @@ echo "three rounds: every doc of good and locker current, the slot advanced each
 echo "advisory locks taken by a doc query never outlived its compute"
 
 check_failed() { # QUERY LIKE-PATTERN
-  wait_for 20 "SELECT failures >= 1 AND last_error LIKE '$2' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = '$1'" ||
+  wait_for 20 "SELECT permanent_failures >= 1 AND last_error LIKE '$2' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = '$1'" ||
     fail "query $1 did not fail as expected ($2): $(stats)"
   [ -z "$(last_doc "db:$1:1")" ] || fail "db:$1:1 was published: $(last_doc "db:$1:1" | head -c 200)"
 }
@@ -133,7 +133,7 @@ check_failed ksleeps '%timed out%'
 check_failed khuge '%over --max-keys (100)%'
 check_failed kwide '%returned 2 columns; query "kwide" takes 1 params%'
 echo "refused: $(sql "SELECT string_agg(query || ': ' || left(last_error, 110), E'\n  ' ORDER BY query)
-                       FROM docsync.query_stats WHERE slot_name = '$slot' AND failures > 0")"
+                       FROM docsync.query_stats WHERE slot_name = '$slot' AND permanent_failures > 0")"
 
 # The slot keeps moving after all of that, and good stays current.
 sql "UPDATE t SET v = v + 10 WHERE id = 3"

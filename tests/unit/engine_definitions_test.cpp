@@ -1,4 +1,4 @@
-// parse_definitions (contract B), plugin_tables (contract A) and parse_channel.
+// parse_definitions (contract B, docs/design.md), plugin_tables (contract A) and parse_channel.
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// pg_current_snapshot() parsing and the committed-xid visibility test (invariant 3).
+// pg_current_snapshot() parsing and the committed-xid visibility test (invariant 3, docs/design.md).
 #include <doctest/doctest.h>
 
 #include "executor/snapshot.hpp"

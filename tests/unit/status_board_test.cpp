@@ -68,13 +68,13 @@ TEST_CASE("a published snapshot reads back field by field") {
     s.dirty_depth = 12;
     s.in_flight = 2;
     s.live_docs = 1000;
-    s.total_changes = 5000;
-    s.total_recomputes = 4000;
-    s.total_publishes = 3999;
-    s.total_permanent_failures = 1;
-    s.total_transient_retries = 4;
-    s.total_valve_resets = 0;
-    s.total_not_visible_retries = 9;
+    s.totals.changes = 5000;
+    s.totals.recomputes = 4000;
+    s.totals.publishes = 3999;
+    s.totals.permanent_failures = 1;
+    s.totals.transient_retries = 4;
+    s.totals.valve_resets = 0;
+    s.totals.not_visible_retries = 9;
     auto started = std::chrono::system_clock::now() - std::chrono::seconds(10);
     s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}};
     s.last_error = "query \"order\": division by zero (22012)";
@@ -98,12 +98,12 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.dirty_depth == 12);
     CHECK(b.in_flight == 2);
     CHECK(b.live_docs == 1000);
-    CHECK(b.total_changes == 5000);
-    CHECK(b.total_recomputes == 4000);
-    CHECK(b.total_publishes == 3999);
-    CHECK(b.total_permanent_failures == 1);
-    CHECK(b.total_transient_retries == 4);
-    CHECK(b.total_not_visible_retries == 9);
+    CHECK(b.changes == 5000);
+    CHECK(b.recomputes == 4000);
+    CHECK(b.publishes == 3999);
+    CHECK(b.permanent_failures == 1);
+    CHECK(b.transient_retries == 4);
+    CHECK(b.not_visible_retries == 9);
     CHECK(b.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
     CHECK(b.recompute_total == 10000);
     CHECK(b.recompute_done == 4000);
@@ -115,7 +115,7 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.queries_omitted == 0);
     CHECK(std::string(b.queries[0].name) == "order");
     CHECK(b.queries[0].recomputes == 4000);
-    CHECK(b.queries[0].failures == 1);
+    CHECK(b.queries[0].permanent_failures == 1);
     CHECK(b.queries[0].compute_us_total == 8000000);
     CHECK(std::string(b.queries[0].last_error) == "division by zero (22012)");
     auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -245,7 +245,7 @@ TEST_CASE("a reader racing the writer never trusts a torn body") {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
         for (std::uint64_t i = 1; !done && std::chrono::steady_clock::now() < until; ++i) {
             // Every field carries i: a mix of two updates shows as unequal fields.
-            s.received_lsn = s.acked_lsn = s.dirty_depth = s.live_docs = s.total_changes = i;
+            s.received_lsn = s.acked_lsn = s.dirty_depth = s.live_docs = s.totals.changes = i;
             for (auto& q : s.queries) q.name = "q" + std::to_string(i), q.recomputes = i;
             board.publish(s);
         }
@@ -262,7 +262,7 @@ TEST_CASE("a reader racing the writer never trusts a torn body") {
         ++ok;
         const auto& b = r.file.body;
         auto i = b.received_lsn;
-        bool consistent = b.acked_lsn == i && b.dirty_depth == i && b.live_docs == i && b.total_changes == i;
+        bool consistent = b.acked_lsn == i && b.dirty_depth == i && b.live_docs == i && b.changes == i;
         for (const auto& q : b.queries)
             consistent = consistent && (i == 0 ? q.recomputes == 0 : q.recomputes == i && std::string(q.name) == "q" + std::to_string(i));
         REQUIRE(consistent);

@@ -1,4 +1,4 @@
-// Parsing contract B's definitions JSON with RapidJSON.
+// Parsing contract B's definitions JSON (docs/design.md) with RapidJSON.
 #include "engine/definitions.hpp"
 
 #include <rapidjson/document.h>

@@ -1,6 +1,6 @@
 #pragma once
 // The definitions the worker runs on: doc queries and the watches that map row changes to docs,
-// parsed from docsync.worker_definitions() (contract B: one jsonb document).
+// parsed from docsync.worker_definitions() (contract B in docs/design.md: one jsonb document).
 
 #include <cstdint>
 #include <optional>

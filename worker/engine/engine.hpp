@@ -10,17 +10,18 @@
 // may call sync_live, touch, warm, recompute_all_live and stats. The worker threads started by
 // start() call the Runner and the Publisher, and call `complete` (never under the engine's mutex).
 //
-// Coalescing (invariant 4): a doc is computed by at most one thread at a time; a change that
-// arrives while it computes marks it dirty again, which schedules exactly one more round however
-// many changes arrive; and rounds of one doc start at least min_round_interval apart.
+// Coalescing (invariant 4 (docs/design.md)): a doc is computed by at most one thread at a time; a
+// change that arrives while it computes marks it dirty again, which schedules exactly one more round
+// however many changes arrive; and rounds of one doc start at least min_round_interval apart.
 //
-// Completion (invariant 1 and 2): every transaction gets a sequence number at BEGIN. A doc records
-// the oldest sequence waiting for its next compute (and the one its running compute will satisfy),
-// the xids that compute must see, and the highest COMMIT end LSN it handled. A ticket completes when
-// no doc, keys lookup or definitions reload holds its sequence or an earlier one: tickets complete
-// in stream order, which is what the contiguous acknowledgement needs, and the engine keeps 8 bytes
-// per waiting transaction plus 8 bytes per (transaction, dirtied doc) pair for the visibility check.
-// A transaction that dirtied nothing completes at once, in on_commit.
+// Completion (invariants 1 and 2): every transaction that waits on something gets a sequence
+// number at its COMMIT. A doc records the oldest sequence waiting for its next compute (and the one
+// its running compute will satisfy), the xids that compute must see, and the highest COMMIT end LSN
+// it handled. A ticket completes when no doc, keys lookup or definitions reload holds its sequence
+// or an earlier one (engine/ticket_ledger.hpp): tickets complete in stream order, which is what the
+// contiguous acknowledgement needs, and the engine keeps 8 bytes per waiting transaction plus 8
+// bytes per (transaction, dirtied doc) pair for the visibility check. A transaction that dirtied
+// nothing completes at once, in on_commit.
 
 #include <chrono>
 #include <cstdint>
@@ -50,18 +51,38 @@ struct EngineOptions {
     // after a quiet spell is computed at once; a hot doc is computed at most once per interval
     // however many changes arrive, so a stream decoded in real time coalesces too.
     std::chrono::milliseconds min_round_interval{100};
-    std::chrono::milliseconds not_visible_backoff{5};           // first retry; doubles up to 40×
-    std::chrono::milliseconds transient_backoff{100};           // first retry; doubles up to 100×
-    std::chrono::milliseconds permanent_backoff{std::chrono::seconds(1)};  // doubles up to 300×
+    // Retries back off: the first wait doubles with each consecutive failure, up to the first wait
+    // times the cap.
+    // A compute or keys lookup whose snapshot does not yet include what it completes: the server is
+    // about to catch up (a standby replaying, a commit becoming visible), so retry soon.
+    std::chrono::milliseconds not_visible_backoff{5};
+    std::uint32_t not_visible_backoff_cap = 40;  // at most 200 ms
+    // An infrastructure fault (a pool connection, a sink that takes no writes): it holds the slot,
+    // so keep trying, but do not hammer what is down.
+    std::chrono::milliseconds transient_backoff{100};
+    std::uint32_t transient_backoff_cap = 100;  // at most 10 s
+    // A doc whose query failed for good is retried off the ack path, rarely: a query that fails
+    // every time must not cost a round every second.
+    std::chrono::milliseconds permanent_backoff{std::chrono::seconds(1)};
+    std::uint32_t permanent_backoff_cap = 300;  // at most 5 minutes
+    // An idle worker looks at the clock at least this often (retries and leases come due with no
+    // notification; the clock may be a test's own).
+    std::chrono::milliseconds idle_wake{50};
+    // How often an idle worker drops the docs whose leases expired.
+    std::chrono::milliseconds lease_check_interval{std::chrono::seconds(1)};
+    // A transaction asks once for a keys lookup of the same watch and key values among its last
+    // this many: a row changed again and again in one transaction costs one lookup, and a big
+    // transaction stays linear.
+    std::size_t lookup_dedupe_window = 64;
 };
 
 // Per doc query, for the status view.
 struct QueryStats {
     std::string name;
-    std::uint64_t computes = 0;   // doc queries run
-    std::uint64_t published = 0;  // docs published
-    std::uint64_t errors = 0;     // permanent outcomes (query errors, timeouts, size and keys caps)
-    std::uint64_t compute_ns = 0;  // time spent in doc queries that ran (by the engine's clock)
+    std::uint64_t recomputes = 0;          // doc queries run
+    std::uint64_t publishes = 0;           // docs published
+    std::uint64_t permanent_failures = 0;  // query errors, timeouts, size and keys caps
+    std::uint64_t compute_ns = 0;          // time in doc queries that ran (by the engine's clock)
     std::string last_error;
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
@@ -84,18 +105,18 @@ struct RecomputeProgress {
 };
 
 struct EngineStats {
-    std::uint64_t dirty_docs = 0;    // live docs awaiting a compute (not counting running ones)
-    std::uint64_t keys_queued = 0;   // keys lookups waiting or running
-    std::uint64_t in_flight = 0;     // doc computes running
+    std::uint64_t dirty_docs = 0;           // live docs awaiting a compute (not counting running ones)
+    std::uint64_t keys_queued = 0;          // keys lookups waiting or running
+    std::uint64_t in_flight = 0;            // doc computes running
     std::uint64_t live_docs = 0;
-    std::uint64_t waiting_txns = 0;  // registered transactions not yet complete
-    std::uint64_t changes = 0;       // row changes handled
-    std::uint64_t broadcasts = 0;    // changes (or truncates) that dirtied every live doc of a query
-    std::uint64_t computes = 0;      // doc queries run
-    std::uint64_t keys_lookups = 0;  // keys queries run
-    std::uint64_t published = 0;
-    std::uint64_t not_visible = 0;         // computes requeued by the visibility check
-    std::uint64_t transient_failures = 0;  // computes, lookups or publishes retried
+    std::uint64_t waiting_txns = 0;         // registered transactions not yet complete
+    std::uint64_t changes = 0;              // row changes handled
+    std::uint64_t broadcasts = 0;           // changes (or truncates) that dirtied every live doc of a query
+    std::uint64_t recomputes = 0;           // doc queries run
+    std::uint64_t keys_lookups = 0;         // keys queries run
+    std::uint64_t publishes = 0;
+    std::uint64_t not_visible_retries = 0;  // computes requeued by the visibility check
+    std::uint64_t transient_retries = 0;    // computes, lookups or publishes retried
     // What the last of them said (a sink that takes no docs, a pool connection fault), naming the
     // doc or table; empty: none since start. Transient failures hold the slot, so status must
     // show them: a Redis outage is otherwise only a growing lag.
@@ -132,7 +153,7 @@ public:
     void on_message(const MessageRecord& message);
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
 
-    // The generation of the doc versions published from now on (contract C).
+    // The generation of the doc versions published from now on (contract C (docs/design.md)).
     void set_generation(std::uint64_t generation);
 
     // Liveness (subscribers mode). Listed channels are leased (newly live ones are computed); with
@@ -160,9 +181,8 @@ public:
     EngineStats stats() const;
     std::uint64_t dirty_depth() const { return stats().dirty_depth(); }
 
-    struct Impl;
-
 private:
+    class Impl;  // engine_impl.hpp
     std::unique_ptr<Impl> impl_;
 };
 

@@ -35,9 +35,9 @@ struct KeysQuery {
     std::string refused;      // its doc query's refusal: lookups are refused with it
 };
 
-// What a compute must see (invariant 3). On a primary every xid in `xids` must be visible in the
-// compute's snapshot; on a standby replay must have passed `max_end_lsn`. Otherwise the outcome is
-// NotVisible and the engine requeues the compute with a short backoff.
+// What a compute must see (invariant 3, docs/design.md). On a primary every xid in `xids` must be
+// visible in the compute's snapshot; on a standby replay must have passed `max_end_lsn`. Otherwise
+// the outcome is NotVisible and the engine requeues the compute with a short backoff.
 struct Visibility {
     std::vector<std::uint64_t> xids;  // full 64-bit xids
     Lsn max_end_lsn = 0;

@@ -119,7 +119,7 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                         {{"application_name", options_.application_name}}, "--pool-dsn");
     pin(conn, pg::deadline_in(std::chrono::seconds(30)));
-    require_harmless_role(conn, false, std::string("the pool role \"") + PQuser(conn.raw()) + "\"",
+    require_harmless_role(conn, false, std::string("the pool role \"") + conn.user() + "\"",
                           "doc queries are customer SQL and must run as a role that reaches no superuser, "
                           "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
                           "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "

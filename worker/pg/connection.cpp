@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace docsync::pg {
@@ -49,20 +50,75 @@ std::string hba_line(std::string_view message) {
     return "host " + database + " " + user + " " + host + (contains(host, ":") ? "/128" : "/32") + " scram-sha-256";
 }
 
-// Connect failure: "--pool-dsn: could not connect as user "r" to database "app": <libpq>; <fix>".
+bool is_sqlstate(std::string_view code) {
+    return code.size() == 5 && std::all_of(code.begin(), code.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z');
+           });
+}
+
+// Connection attempts run with verbose errors, the one way libpq shows the SQLSTATE of an error the
+// server sends before the connection is up: "…failed: FATAL:  57P03: the database system is shutting
+// down", then a "LOCATION:  …" line. Takes the SQLSTATE out of each error (returning the last one's:
+// the attempt that ended the connect) and drops the LOCATION lines, which leaves the message as the
+// default verbosity prints it.
+std::string take_sqlstate(std::string& message) {
+    std::string sqlstate;
+    std::string out;
+    std::size_t start = 0;
+    while (start < message.size()) {
+        auto end = message.find('\n', start);
+        auto stop = end == std::string::npos ? message.size() : end + 1;
+        std::string_view line(message.data() + start, stop - start);
+        start = stop;
+        if (line.starts_with("LOCATION:  ")) continue;
+        // "<severity>:  <SQLSTATE>: <message>"
+        for (auto at = line.find(":  "); at != std::string_view::npos; at = line.find(":  ", at + 1)) {
+            if (!is_sqlstate(line.substr(at + 3, 5)) || line.substr(at + 8, 2) != ": ") continue;
+            sqlstate = line.substr(at + 3, 5);
+            out += line.substr(0, at + 3);
+            line.remove_prefix(at + 10);
+            break;
+        }
+        out += line;
+    }
+    message = std::move(out);
+    return sqlstate;
+}
+
+// Prints a notice the server sends while connecting as libpq's default receiver would at the default
+// verbosity, which the connect's verbose errors (take_sqlstate) would otherwise change.
+void print_notice(void*, const PGresult* notice) {
+    std::unique_ptr<char, decltype(&PQfreemem)> text(
+        PQresultVerboseErrorMessage(notice, PQERRORS_DEFAULT, PQSHOW_CONTEXT_ERRORS), &PQfreemem);
+    if (text) std::fputs(text.get(), stderr);
+}
+
+// Connect failure: "--pool-dsn: could not connect as user "r" to database "app": <libpq>; <fix>",
+// with the server's SQLSTATE when the server refused the connection.
 Error connect_error(PGconn* conn, std::string_view setting, bool walsender, std::string reason) {
     std::string message = setting.empty() ? std::string("could not connect") : std::string(setting) + ": could not connect";
     if (conn && PQuser(conn) && PQdb(conn))
         message += std::string(" as user \"") + PQuser(conn) + "\" to database \"" + PQdb(conn) + "\"";
     if (reason.empty() && conn) reason = PQerrorMessage(conn);
+    std::string sqlstate = take_sqlstate(reason);
     reason = fold_message(reason);
     if (reason.empty()) reason = "unknown libpq error";
     message += ": " + reason;
     if (auto fix = connect_fix(reason, setting, walsender); !fix.empty()) message += "; " + fix;
-    return Error(message, {}, true);
+    return Error(message, sqlstate, true);
 }
 
 }  // namespace
+
+std::string conninfo_problem(const std::string& conninfo) {
+    char* err = nullptr;
+    std::unique_ptr<PQconninfoOption, decltype(&PQconninfoFree)> options(PQconninfoParse(conninfo.c_str(), &err),
+                                                                          &PQconninfoFree);
+    if (options) return {};
+    std::string message = err ? fold_message(err) : "out of memory";
+    if (err) PQfreemem(err);
+    return message;
+}
 
 std::string fold_message(std::string_view message) {
     std::string out;
@@ -189,6 +245,9 @@ Connection Connection::connect(const std::string& conninfo, Deadline deadline,
     Connection c(PQconnectStartParams(keys.data(), values.data(), 1));
     if (!c.conn_) throw Error("could not allocate a libpq connection", {}, true);
     if (PQstatus(c.conn_.get()) == CONNECTION_BAD) throw connect_error(c.conn_.get(), setting, walsender, {});
+    // Verbose errors for the SQLSTATE of a refusal (take_sqlstate); notices print as usual.
+    PQsetErrorVerbosity(c.conn_.get(), PQERRORS_VERBOSE);
+    PQnoticeReceiver libpq_receiver = PQsetNoticeReceiver(c.conn_.get(), print_notice, nullptr);
     for (;;) {
         auto state = PQconnectPoll(c.conn_.get());
         if (state == PGRES_POLLING_OK) break;
@@ -198,6 +257,8 @@ Connection Connection::connect(const std::string& conninfo, Deadline deadline,
             throw Error(timeout.what(), sqlstate::kUnableToConnect, true);
         }
     }
+    PQsetErrorVerbosity(c.conn_.get(), PQERRORS_DEFAULT);
+    PQsetNoticeReceiver(c.conn_.get(), libpq_receiver, nullptr);  // the default receiver takes no argument
     if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw connect_error(c.conn_.get(), setting, walsender, {});
     return c;
 }

@@ -65,7 +65,8 @@ public:
     // win over it (e.g. replication=database, application_name). `setting` names where the connection
     // string came from (--dsn, --pool-dsn) in the error. Throws docsync::Error (transient) with one
     // line: the setting, the role and database, libpq's reason folded onto one line, and the likely
-    // fix (connect_fix).
+    // fix (connect_fix); it carries the server's SQLSTATE when the server refused the connection
+    // (57P03 while it starts or stops, 28P01 for a wrong password, …).
     static Connection connect(const std::string& conninfo, Deadline deadline,
                               const std::vector<std::pair<std::string, std::string>>& overrides = {},
                               std::string_view setting = {});
@@ -96,6 +97,7 @@ public:
     Result start_copy(const std::string& sql, Deadline deadline);
 
     int backend_pid() const { return PQbackendPID(conn_.get()); }
+    std::string user() const { return PQuser(conn_.get()); }  // the role the session logged in as
 
     bool ok() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
     std::unique_ptr<CancelHandle> cancel_handle() const { return std::make_unique<CancelHandle>(PQgetCancel(conn_.get())); }
@@ -129,6 +131,10 @@ void pin_text_forms(Connection& conn, Deadline deadline);
 // The error of a failed result (or of the connection when `result` is null), with its SQLSTATE and
 // its message folded onto one line (fold_message).
 Error error_from(PGconn* conn, const PGresult* result, std::string_view context = {});
+
+// Why `conninfo` is not a connection string libpq accepts (its message, on one line), or empty when
+// it is one. Parses only: nothing connects.
+std::string conninfo_problem(const std::string& conninfo);
 
 // A libpq or server message on one line: lines joined as sentences, indentation and runs of blanks
 // collapsed, the caret line under a query position ("      ^") dropped.

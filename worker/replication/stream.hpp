@@ -3,26 +3,30 @@
 // (replication=database), decodes each record and hands it to a handler, and acknowledges upstream
 // only what the delivery progress coordinator says is durable.
 //
-// A session: connect, IDENTIFY_SYSTEM, check (or, when asked, create) the slot, raise the generation
-// (docsync.advance_generation, contract C), start a new coordinator epoch, START_REPLICATION with the
-// plugin options, then a non-blocking CopyBoth loop (PQgetCopyData async + poll()). Keepalives that
+// A session (Stream::Session, replication/session.hpp): connect, IDENTIFY_SYSTEM, check (or, when
+// asked, create) the slot, raise the generation (docsync.advance_generation, contract C in
+// docs/design.md), start a new coordinator epoch, START_REPLICATION with the plugin options, then a
+// non-blocking CopyBoth loop (pg::CopyBoth: the messages libpq holds, then poll()). Keepalives that
 // ask for a reply are answered at once; standby status updates go out every status_interval and as
-// soon as the acknowledged position moves. Every COMMIT is registered with the coordinator (in stream
-// order, before the handler sees it) and its ticket handed to the handler, which completes it once
-// the transaction's work is durable. A keepalive's WAL end is acknowledged only when nothing is
-// registered and pending and no transaction is open. Transactions whose COMMIT starts before the
-// acknowledged position (the server resends them after a reconnect) are skipped: they were handled.
+// soon as the acknowledged position moves. Every COMMIT is registered with the coordinator (in
+// stream order, before the handler sees it) and its ticket handed to the handler, which completes
+// it once the transaction's work is durable. A keepalive's WAL end is acknowledged only when
+// nothing is registered and pending and no transaction is open. Transactions whose COMMIT starts
+// before the acknowledged position (the server resends them after a reconnect) are skipped: they
+// were handled.
 //
 // Connection loss and server restarts end the session; the next one starts after a capped exponential
 // backoff with jitter from the slot's own position (LOGICAL 0/0), under a new epoch. "Slot is active"
-// (55006) is retried for wal_sender_timeout plus a margin, then is an error naming the holder's pid.
+// (55006) is retried every half second for wal_sender_timeout plus a margin, then is an error naming
+// the holder's pid.
 // Over the pending caps (transactions, bytes) the stream stops reading the socket but keeps sending
 // status updates.
 //
 // The WAL safety valve polls, over a separate ordinary connection, the WAL the worker has not
 // acknowledged (pg_current_wal_lsn() - confirmed_flush_lsn) and wal_status; above max_retained_wal,
-// or when the slot was invalidated (lost), it drops and recreates the slot, raises the generation
-// (force) and starts a session flagged `valve_fired` so the wiring recomputes every live doc.
+// or when the slot was invalidated (lost, also found at the session's start), it drops and recreates
+// the slot, raises the generation (force) and starts a session flagged `valve_fired` so the wiring
+// recomputes every live doc. The same check leaves the stream when the server is shutting down.
 //
 // Threads: run() is the stream thread; it owns both connections, the decoder and calls the handler.
 // acknowledge(), stop(), request_restart() and stats() may be called from any thread.
@@ -105,7 +109,7 @@ struct StreamStats {
     StreamState state = StreamState::Idle;
     std::uint64_t sessions = 0;
     std::uint64_t reconnects = 0;
-    std::uint64_t valve_fired = 0;
+    std::uint64_t valve_resets = 0;
     std::uint64_t generation = 0;
     std::uint64_t records = 0;
     std::uint64_t bytes = 0;
@@ -143,13 +147,24 @@ public:
     StreamStats stats() const;
 
 private:
+    // One connection from IDENTIFY_SYSTEM to its end (replication/session.hpp).
     class Session;
+    // How a Session ended: stop(), request_restart(), the connection lost (or left for a shutting-down
+    // server: reconnect after a backoff), or the safety valve fired (recreate the slot at once).
     enum class Outcome { Stopped, Restart, Lost, Valve };
 
-    Outcome run_session(bool valve_recreate, SessionInfo& info);
     void wake();
+    // Reads the wake-ups that arrived so far, so the next poll() sleeps again.
+    void drain_wake();
+    // Sleeps up to `timeout_ms` or until woken, then drains the wake-ups.
+    void wait_wake(int timeout_ms);
     void set_state(StreamState state);
     void record_error(const std::string& message);
+    template <class Update>
+    void update_stats(Update update) {
+        std::lock_guard lock(stats_mutex_);
+        update(stats_);
+    }
 
     StreamOptions options_;
     DeliveryProgressCoordinator& coordinator_;

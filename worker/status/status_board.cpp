@@ -153,13 +153,13 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
     body.dirty_depth = s.dirty_depth;
     body.in_flight = s.in_flight;
     body.live_docs = s.live_docs;
-    body.total_changes = s.total_changes;
-    body.total_recomputes = s.total_recomputes;
-    body.total_publishes = s.total_publishes;
-    body.total_permanent_failures = s.total_permanent_failures;
-    body.total_transient_retries = s.total_transient_retries;
-    body.total_valve_resets = s.total_valve_resets;
-    body.total_not_visible_retries = s.total_not_visible_retries;
+    body.changes = s.totals.changes;
+    body.recomputes = s.totals.recomputes;
+    body.publishes = s.totals.publishes;
+    body.permanent_failures = s.totals.permanent_failures;
+    body.transient_retries = s.totals.transient_retries;
+    body.valve_resets = s.totals.valve_resets;
+    body.not_visible_retries = s.totals.not_visible_retries;
     body.recompute_reason = s.recompute.reason;
     body.recompute_total = s.recompute.total;
     body.recompute_done = s.recompute.done;
@@ -175,7 +175,7 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
         auto& out = body.queries[i];
         copy_field(out.name, sizeof out.name, q.name);
         out.recomputes = q.recomputes;
-        out.failures = q.failures;
+        out.permanent_failures = q.permanent_failures;
         out.compute_us_total = q.compute_us_total;
         out.last_error_us = q.last_error.empty() ? 0 : to_us(q.last_error_at);
         copy_field(out.last_error, sizeof out.last_error, q.last_error);
@@ -394,14 +394,15 @@ void StatusBoard::log_locked(const StatusSnapshot& s) {
     }
     if (options_.summary_interval.count() > 0 && now - last_summary_ >= options_.summary_interval) {
         last_summary_ = now;
+        const Totals& t = s.totals;
         log_info("status", std::string(state_name(s.state)) + ": received " + format_lsn(s.received_lsn) + ", acked " +
                                format_lsn(s.acked_lsn) + ", open txns " + std::to_string(s.open_txns) + ", dirty " +
                                std::to_string(s.dirty_depth) + ", in flight " + std::to_string(s.in_flight) +
-                               ", live docs " + std::to_string(s.live_docs) + ", changes " +
-                               std::to_string(s.total_changes) + ", recomputes " + std::to_string(s.total_recomputes) +
-                               ", publishes " + std::to_string(s.total_publishes) + ", failures " +
-                               std::to_string(s.total_permanent_failures) + ", retries " +
-                               std::to_string(s.total_transient_retries));
+                               ", live docs " + std::to_string(s.live_docs) + ", changes " + std::to_string(t.changes) +
+                               ", recomputes " + std::to_string(t.recomputes) + ", publishes " +
+                               std::to_string(t.publishes) + ", permanent failures " +
+                               std::to_string(t.permanent_failures) + ", transient retries " +
+                               std::to_string(t.transient_retries));
     }
 }
 

@@ -4,8 +4,9 @@
 // docsync.status view, and holds the slot's lock file for the worker's lifetime so a second worker
 // for the same slot is refused.
 //
-// The board never reaches into other components: the wiring fills a StatusSnapshot from the stream,
-// the coordinator and Engine::stats() and hands it over at least every 500 ms and on state changes.
+// The board never reaches into other components: the wiring reads the stream, the coordinator and
+// Engine::stats() into plain values, StatusHistory (status/snapshot.hpp) makes a StatusSnapshot of
+// them, and the wiring hands it over at least every 500 ms and on state changes.
 // publish() takes only the board's own mutex (never one the hot path waits on) and writes the file
 // through a Boost.Interprocess mapping under a seqlock, so readers never block the writer.
 //
@@ -42,11 +43,11 @@ using WallTime = std::chrono::system_clock::time_point;
 // Counters of one doc query.
 struct QueryCounters {
     std::string name;
-    std::uint64_t recomputes = 0;        // computes finished, failed ones included
-    std::uint64_t failures = 0;          // permanent failures
-    std::uint64_t compute_us_total = 0;  // time spent computing, microseconds
-    std::string last_error;              // last permanent failure (with SQLSTATE), empty: none
-    WallTime last_error_at{};            // epoch: none
+    std::uint64_t recomputes = 0;          // computes finished, failed ones included
+    std::uint64_t permanent_failures = 0;
+    std::uint64_t compute_us_total = 0;    // time spent computing, microseconds
+    std::string last_error;                // last permanent failure (with SQLSTATE), empty: none
+    WallTime last_error_at{};              // epoch: none
 };
 
 // The last recompute of every live doc (startup or WAL safety valve).
@@ -59,7 +60,19 @@ struct RecomputeStatus {
     WallTime finished_at{};  // epoch: still running
 };
 
-// Everything the worker reports, filled by the wiring. Plain values, no references into components.
+// The running totals since the worker started, each named alike in the engine, the status file and
+// the docsync.status view.
+struct Totals {
+    std::uint64_t changes = 0;              // row changes handled
+    std::uint64_t recomputes = 0;           // computes finished, failed ones included
+    std::uint64_t publishes = 0;            // docs published
+    std::uint64_t permanent_failures = 0;   // computes that failed for good
+    std::uint64_t transient_retries = 0;    // computes, lookups, publishes and sessions retried
+    std::uint64_t valve_resets = 0;         // slots recreated by the WAL safety valve
+    std::uint64_t not_visible_retries = 0;  // computes retried because a commit was not visible yet
+};
+
+// Everything the worker reports (made by StatusHistory). Plain values, no references into components.
 struct StatusSnapshot {
     WorkerState state = WorkerState::Starting;
     std::uint64_t generation = 0;
@@ -70,13 +83,7 @@ struct StatusSnapshot {
     std::uint64_t dirty_depth = 0;
     std::uint64_t in_flight = 0;
     std::uint64_t live_docs = 0;
-    std::uint64_t total_changes = 0;
-    std::uint64_t total_recomputes = 0;
-    std::uint64_t total_publishes = 0;
-    std::uint64_t total_permanent_failures = 0;
-    std::uint64_t total_transient_retries = 0;
-    std::uint64_t total_valve_resets = 0;
-    std::uint64_t total_not_visible_retries = 0;
+    Totals totals;
     RecomputeStatus recompute;
     std::string last_error;  // last error of any kind, empty: none
     WallTime last_error_at{};

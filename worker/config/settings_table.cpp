@@ -1,0 +1,334 @@
+// The settings table: every setting's name, kind, help text, default and reader, in --help order;
+// finding a setting by name (and the closest one to a typo), and the --help text.
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <sstream>
+
+#include "config/settings.hpp"
+#include "config/spec.hpp"
+#include "engine/channel.hpp"
+#include "pg/connection.hpp"
+
+namespace docsync::config {
+
+namespace {
+
+// --- per-setting readers: each throws SettingError saying what is wrong and the fix ---
+
+void require_range(std::uint64_t value, std::uint64_t min, std::uint64_t max, const std::string& shown_min,
+                   const std::string& shown_max) {
+    if (value < min || value > max)
+        throw SettingError("out of range; give a value from " + shown_min + " to " + shown_max);
+}
+
+std::uint64_t size_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
+    auto value = parse_size(text);
+    require_range(value, min, max, format_size(min), format_size(max));
+    return value;
+}
+
+std::chrono::milliseconds duration_in(std::string_view text, std::chrono::milliseconds min,
+                                      std::chrono::milliseconds max) {
+    auto value = parse_duration(text);
+    if (value < min || value > max)
+        throw SettingError("out of range; give a duration from " + format_duration(min) + " to " + format_duration(max));
+    return value;
+}
+
+std::uint64_t count_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
+    auto value = parse_count(text);
+    require_range(value, min, max, std::to_string(min), std::to_string(max));
+    return value;
+}
+
+std::string non_empty(std::string_view text, const char* example) {
+    if (trim(text).empty()) throw SettingError(std::string("must not be empty; give e.g. ") + example);
+    return std::string(text);
+}
+
+std::string connection_string(std::string_view text, const char* example) {
+    std::string value = non_empty(text, example);
+    if (std::string problem = pg::conninfo_problem(value); !problem.empty())
+        throw SettingError("not a libpq connection string (" + problem + "); give e.g. " + example);
+    return value;
+}
+
+std::string sink_spec(std::string_view text) {
+    std::string value(trim(text));
+    const char* fix = "; give stdout, file:/path/docs.jsonl or redis://127.0.0.1:6379";
+    if (value == "stdout") return value;
+    if (value.rfind("file:", 0) == 0) {
+        if (value.size() == 5) throw SettingError(std::string("file sink without a path") + fix);
+        return value;
+    }
+    if (value.rfind("redis://", 0) == 0) {
+        if (value.size() == 8) throw SettingError(std::string("redis sink without a host") + fix);
+        return value;
+    }
+    throw SettingError(std::string("unknown sink") + fix);
+}
+
+std::string slot_name(std::string_view text) {
+    std::string value(text);
+    bool ok = !value.empty() && value.size() <= 63;
+    for (char c : value)
+        if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
+            ok = false;
+    if (!ok)
+        throw SettingError("not a slot name; use 1 to 63 lower case letters, digits and underscores, e.g. docsync");
+    return value;
+}
+
+LogLevel log_level(std::string_view text) {
+    auto value = lower(trim(text));
+    if (value == "debug") return LogLevel::Debug;
+    if (value == "info") return LogLevel::Info;
+    if (value == "warning" || value == "warn") return LogLevel::Warning;
+    if (value == "error") return LogLevel::Error;
+    throw SettingError("unknown log level; give debug, info, warning or error");
+}
+
+// A doc to compute at start: its channel, exactly as docsync.channel() spells it. A pattern cannot be
+// resolved: the definitions say how changed rows name docs, not which docs exist.
+std::string warm_channel(std::string_view text) {
+    std::string value(trim(text));
+    std::string query = "post";
+    if (value.rfind("db:", 0) == 0) {
+        auto end = value.find(':', 3);
+        std::string name = value.substr(3, end == std::string::npos ? std::string::npos : end - 3);
+        if (!name.empty() && name.find('*') == std::string::npos) query = name;
+    }
+    if (value.find('*') != std::string::npos)
+        throw SettingError("a pattern cannot be warmed: docsync cannot list which docs of a query exist (its params "
+                           "take any values); give one --warm per doc, with its channel, e.g. --warm db:" + query +
+                           ":42 (psql -Atc \"SELECT docsync.channel('" + query + "', id::text) FROM …\" lists them)");
+    ParsedChannel parsed;
+    if (value.rfind("db:", 0) != 0 || !parse_channel(value, parsed))
+        throw SettingError("not a doc channel; give db:<query>:<value>…, spelled as docsync.channel() spells it "
+                           "(':' and '%' in a value are %3A and %25), e.g. db:order:42");
+    return value;
+}
+
+std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+}  // namespace
+
+// The settings, in --help order. Ranges are wide: they reject values that cannot work, not
+// unusual ones.
+const std::vector<Spec>& specs() {
+    static const std::vector<Spec> table = {
+        {"dsn", Kind::Text, "CONNINFO",
+         "libpq connection string of a role with REPLICATION: streams the slot and reads definitions",
+         [](const Settings&) { return std::string("required"); },
+         [](Settings& s, std::string_view v) {
+             s.dsn = connection_string(v, "'host=/run/postgresql dbname=app user=docsync_repl'");
+         }},
+        {"pool-dsn", Kind::Text, "CONNINFO",
+         "libpq connection string of the SELECT-only reader role that runs the doc queries; may be a hot "
+         "standby",
+         [](const Settings&) { return std::string("required"); },
+         [](Settings& s, std::string_view v) {
+             s.pool_dsn = connection_string(v, "'host=/run/postgresql dbname=app user=docsync_reader'");
+         }},
+        {"slot", Kind::Text, "NAME", "logical replication slot the worker consumes",
+         [](const Settings& s) { return s.slot; }, [](Settings& s, std::string_view v) { s.slot = slot_name(v); }},
+        {"create-slot", Kind::Flag, "", "create the slot when it does not exist",
+         [](const Settings& s) { return std::string(s.create_slot ? "true" : "false"); },
+         [](Settings& s, std::string_view v) { s.create_slot = parse_bool(v); }},
+        {"sink", Kind::Text, "SINK", "where docs are published: stdout, file:/path/docs.jsonl or redis://host:port",
+         [](const Settings& s) { return s.sink; }, [](Settings& s, std::string_view v) { s.sink = sink_spec(v); }},
+        {"live", Kind::Choice, "all|subscribers",
+         "which docs are kept current: every doc the sink holds, or only docs with subscribers",
+         [](const Settings& s) { return std::string(s.live == LiveMode::All ? "all" : "subscribers"); },
+         [](Settings& s, std::string_view v) {
+             auto value = lower(trim(v));
+             if (value == "all") s.live = LiveMode::All;
+             else if (value == "subscribers") s.live = LiveMode::Subscribers;
+             else throw SettingError("unknown live mode; give all or subscribers");
+         }},
+        {"live-poll", Kind::Duration, "DURATION", "how often the subscriber set is polled (--live subscribers)",
+         [](const Settings& s) { return format_duration(s.live_poll); },
+         [](Settings& s, std::string_view v) {
+             s.live_poll = duration_in(v, std::chrono::milliseconds(10), std::chrono::hours(1));
+         }},
+        {"warm", Kind::List, "CHANNEL",
+         "a doc to compute and publish at start, by its channel (db:order:42); repeat it for more docs. Without "
+         "it a doc is first published when a row it watches changes",
+         [](const Settings&) { return std::string("(none)"); },
+         [](Settings& s, std::string_view v) { s.warm.push_back(warm_channel(v)); }},
+        {"pool", Kind::Count, "N", "reader connections for doc and keys queries",
+         [](const Settings& s) { return std::to_string(s.pool); },
+         [](Settings& s, std::string_view v) { s.pool = static_cast<unsigned>(count_in(v, 1, 1000)); }},
+        {"statement-timeout", Kind::Duration, "DURATION",
+         "statement_timeout of every doc and keys query (also enforced client-side)",
+         [](const Settings& s) { return format_duration(s.statement_timeout); },
+         [](Settings& s, std::string_view v) {
+             s.statement_timeout = duration_in(v, std::chrono::milliseconds(1), std::chrono::hours(24));
+         }},
+        {"drain-timeout", Kind::Duration, "DURATION",
+         "longest a SIGTERM drain may take; past it (a sink that does not take writes) the worker exits 1, leaving "
+         "what it could not publish unacknowledged",
+         [](const Settings& s) { return format_duration(s.drain_timeout); },
+         [](Settings& s, std::string_view v) {
+             s.drain_timeout = duration_in(v, std::chrono::seconds(1), std::chrono::hours(1));
+         }},
+        {"max-doc-bytes", Kind::Size, "SIZE", "largest doc published; larger ones are recorded as errors",
+         [](const Settings& s) { return format_size(s.max_doc_bytes); },
+         [](Settings& s, std::string_view v) { s.max_doc_bytes = size_in(v, 1, GB); }},
+        {"max-keys", Kind::Count, "N", "most keys one reverse-index lookup may return; more is an error, never truncated",
+         [](const Settings& s) { return std::to_string(s.max_keys); },
+         [](Settings& s, std::string_view v) { s.max_keys = count_in(v, 1, 100000000); }},
+        {"max-retained-wal", Kind::Size, "SIZE",
+         "unacknowledged WAL that fires the safety valve: recreate the slot and recompute every live doc",
+         [](const Settings& s) { return format_size(s.max_retained_wal); },
+         [](Settings& s, std::string_view v) { s.max_retained_wal = size_in(v, 1, 1024 * TB); }},
+        {"status-dir", Kind::Text, "DIR", "directory of the status file the docsync.status view reads",
+         [](const Settings& s) { return s.status_dir; },
+         [](Settings& s, std::string_view v) { s.status_dir = non_empty(v, "/run/docsync"); }},
+        {"status-interval", Kind::Duration, "DURATION",
+         "interval of standby status updates to the server; keep it below wal_sender_timeout",
+         [](const Settings& s) { return format_duration(s.status_interval); },
+         [](Settings& s, std::string_view v) {
+             s.status_interval = duration_in(v, std::chrono::milliseconds(10), std::chrono::minutes(10));
+         }},
+        {"max-pending-txns", Kind::Count, "N",
+         "transactions decoded but not yet complete before the worker stops reading the stream",
+         [](const Settings& s) { return std::to_string(s.max_pending_txns); },
+         [](Settings& s, std::string_view v) { s.max_pending_txns = count_in(v, 1, 100000000); }},
+        {"max-pending-bytes", Kind::Size, "SIZE", "bytes of those pending transactions before the worker stops reading",
+         [](const Settings& s) { return format_size(s.max_pending_bytes); },
+         [](Settings& s, std::string_view v) { s.max_pending_bytes = size_in(v, kB, TB); }},
+        {"config", Kind::Text, "FILE", "JSON config file whose keys are these settings' long names",
+         [](const Settings& s) { return show_text(s.config); },
+         [](Settings& s, std::string_view v) { s.config = non_empty(v, "/etc/docsync/docsync.json"); }},
+        {"allow-unsafe-pool", Kind::Flag, "",
+         "run even when the pool role is not harmless (throwaway setups only; logged loudly)",
+         [](const Settings& s) { return std::string(s.allow_unsafe_pool ? "true" : "false"); },
+         [](Settings& s, std::string_view v) { s.allow_unsafe_pool = parse_bool(v); }},
+        {"log-format", Kind::Choice, "text|json", "log lines as text or as one JSON object per line",
+         [](const Settings& s) { return std::string(s.log_format == LogFormat::Text ? "text" : "json"); },
+         [](Settings& s, std::string_view v) {
+             auto value = lower(trim(v));
+             if (value == "text") s.log_format = LogFormat::Text;
+             else if (value == "json") s.log_format = LogFormat::Json;
+             else throw SettingError("unknown log format; give text or json");
+         }},
+        {"log-file", Kind::Text, "FILE", "append the log to this file instead of stderr; reopened on SIGHUP",
+         [](const Settings& s) { return s.log_file.empty() ? std::string("(stderr)") : s.log_file; },
+         [](Settings& s, std::string_view v) { s.log_file = non_empty(v, "/var/log/docsync/worker.log"); }},
+        {"log-level", Kind::Choice, "LEVEL", "lowest level logged: debug, info, warning or error",
+         [](const Settings& s) { return std::string(log_level_name(s.log_level)); },
+         [](Settings& s, std::string_view v) { s.log_level = log_level(v); }},
+        {"threads", Kind::Count, "N", "compute threads running doc and keys queries",
+         [](const Settings&) { return std::string("the value of --pool"); },
+         [](Settings& s, std::string_view v) { s.threads = static_cast<unsigned>(count_in(v, 1, 1024)); }},
+    };
+    return table;
+}
+
+const Spec* find_spec(std::string_view name) {
+    for (const auto& spec : specs())
+        if (name == spec.name) return &spec;
+    return nullptr;
+}
+
+std::string env_name(std::string_view name) {
+    std::string out = "DOCSYNC_";
+    for (char c : name) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    return out;
+}
+
+const Spec* closest_spec(std::string_view key) {
+    std::string probe = lower(key);
+    std::replace(probe.begin(), probe.end(), '_', '-');
+    const Spec* best = nullptr;
+    // Close means fewer than 4 edits, and fewer than half the name's length: "x" is no typo of "dsn".
+    std::size_t best_distance = std::min<std::size_t>(4, probe.size() / 2 + 1);
+    if (probe.size() <= 64) {
+        for (const auto& spec : specs()) {
+            auto d = edit_distance(probe, spec.name);
+            if (d < best_distance) {
+                best_distance = d;
+                best = &spec;
+            }
+        }
+    }
+    return best;
+}
+
+std::string suggestion(std::string_view key) {
+    if (const Spec* best = closest_spec(key)) return std::string("; did you mean \"") + best->name + "\"?";
+    return "; remove it (docsync-worker --help lists the settings)";
+}
+
+}  // namespace docsync::config
+
+namespace docsync {
+
+std::string settings_help() {
+    Settings defaults;
+    std::ostringstream out;
+    out << "docsync-worker: keeps JSON documents computed from PostgreSQL current.\n\n"
+        << "Usage: docsync-worker --dsn CONNINFO --pool-dsn CONNINFO [settings]\n\n"
+        << "Settings (default in brackets):\n";
+    for (const auto& spec : config::specs()) {
+        std::string left = std::string("  --") + spec.name;
+        if (spec.kind != config::Kind::Flag) left += std::string(" ") + spec.value_name;
+        out << left;
+        if (left.size() < 34) out << std::string(34 - left.size(), ' ');
+        else out << "\n" << std::string(34, ' ');
+        // The description, wrapped at 100 columns under its column.
+        std::istringstream words(std::string(spec.help) + " [" + spec.show_default(defaults) + "]");
+        std::size_t column = 34;
+        std::string word;
+        bool first = true;
+        while (words >> word) {
+            if (!first && column + 1 + word.size() > 100) {
+                out << "\n" << std::string(34, ' ');
+                column = 34;
+                first = true;
+            }
+            if (!first) {
+                out << ' ';
+                ++column;
+            }
+            out << word;
+            column += word.size();
+            first = false;
+        }
+        out << "\n";
+    }
+    out << "  -h, --help                      print this help and exit\n"
+        << "  --version                       print the version and exit\n\n"
+        << "Every setting can also be given as an environment variable DOCSYNC_<NAME> (upper case, dashes\n"
+        << "as underscores: DOCSYNC_MAX_RETAINED_WAL=1GB) or as a key of the JSON config file named by\n"
+        << "--config or DOCSYNC_CONFIG ({\"max-retained-wal\": \"1GB\"}; unknown keys are errors).\n"
+        << "Precedence: flag > environment variable > config file > default.\n"
+        << "Flags as environment variables or config keys take true or false.\n"
+        << "Sizes: a whole number with B, kB, MB, GB or TB (powers of 1024; KiB, MiB, GiB, TiB too); a\n"
+        << "bare number is bytes. Durations: a whole number with ms, s, min, h or d (a unit is required).\n"
+        << "No other units: 1G and 5sec are refused, naming the spelling to use.\n"
+        << "A setting given several times (--warm) takes every value; as an environment variable, one per\n"
+        << "line; in the config file, an array of strings.\n"
+        << "Invalid settings exit with status 2.\n";
+    return out.str();
+}
+
+}  // namespace docsync

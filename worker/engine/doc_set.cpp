@@ -1,0 +1,289 @@
+// The docs the engine knows; see doc_set.hpp.
+#include "engine/doc_set.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/log.hpp"
+#include "engine/channel.hpp"
+
+namespace docsync {
+
+Entry* DocSet::find_or_create(const std::string& channel, bool create) {
+    auto it = docs_.find(channel);
+    if (it != docs_.end()) return &*it;
+    if (!create) return nullptr;
+    ParsedChannel parsed;
+    if (!parse_channel(channel, parsed)) {
+        log_warning("engine", "ignoring channel \"" + channel + "\": not a db:<query>:<values> channel");
+        return nullptr;
+    }
+    std::uint16_t query = catalog_.resolve(parsed);
+    if (query == kNoQuery) {
+        log_debug("engine", "ignoring channel \"" + channel + "\": no such query with that many params");
+        return nullptr;
+    }
+    auto [created, inserted] = docs_.try_emplace(channel);
+    created->second.query = query;
+    return &*created;
+}
+
+void DocSet::schedule(Entry& entry) {
+    Doc& doc = entry.second;
+    doc.set(DocFlags::Dirty);
+    if (doc.has_any(DocFlags::Queued | DocFlags::InFlight | DocFlags::Txn)) return;
+    if (doc.has(DocFlags::Delayed)) {
+        // A doc retried after a permanent failure is not on the ack path; new waiters are.
+        if (!doc.has(DocFlags::OffAck) || doc.pending_seq == 0) return;
+        doc.clear(DocFlags::Delayed | DocFlags::OffAck);
+    }
+    Nanos interval = to_nanos(options_.min_round_interval);
+    if (doc.last_start && interval > 0) {
+        Nanos due = doc.last_start + interval;
+        if (now() < due) {  // a hot doc: its next round waits for the interval
+            doc.retry_at = due;
+            doc.set(DocFlags::Delayed);
+            delayed_.emplace(due, entry.first);
+            wake_.notify_one();
+            return;
+        }
+    }
+    doc.set(DocFlags::Queued);
+    ready_.push_back(&entry);
+    wake_.notify_one();
+}
+
+void DocSet::delay(const std::string& channel, Doc& doc, std::chrono::milliseconds wait, bool off_ack) {
+    doc.retry_at = now() + to_nanos(wait);
+    doc.set(DocFlags::Delayed | DocFlags::Dirty);
+    doc.clear(DocFlags::OffAck);
+    if (off_ack) doc.set(DocFlags::OffAck);
+    delayed_.emplace(doc.retry_at, channel);
+}
+
+void DocSet::make_live(Entry& entry) {
+    if (!entry.second.has(DocFlags::Live)) {
+        entry.second.set(DocFlags::Live);
+        schedule(entry);  // it may have missed changes while it was not live
+    }
+}
+
+void DocSet::protect(Doc& doc) {
+    Nanos t = now();
+    doc.grace_until = t + to_nanos(options_.touch_grace);
+    doc.lease_until = std::max(doc.lease_until, t + to_nanos(options_.lease));
+}
+
+void DocSet::abandon(Doc& doc) {
+    ledger_.settle(doc.pending_seq);
+    doc.xids.clear();
+    doc.clear(DocFlags::Dirty);
+    walk_unflag(doc);
+}
+
+void DocSet::sync_live(const std::vector<std::string>& channels, bool complete) {
+    Nanos t = now();
+    Nanos lease = to_nanos(options_.lease);
+    std::vector<Doc*> listed;
+    for (const auto& channel : channels) {
+        Entry* entry = find_or_create(channel, true);
+        if (!entry) continue;
+        entry->second.lease_until = t + lease;
+        make_live(*entry);
+        listed.push_back(&entry->second);
+    }
+    if (complete && !options_.live_all) {
+        std::sort(listed.begin(), listed.end());
+        for (auto& [channel, doc] : docs_) {
+            if (!doc.has(DocFlags::Live) || doc.grace_until > t) continue;
+            if (!std::binary_search(listed.begin(), listed.end(), &doc)) doc.clear(DocFlags::Live);
+        }
+    }
+    drop_expired(t);
+    sweep();
+}
+
+void DocSet::drop_expired(Nanos t) {
+    if (options_.live_all) return;
+    for (auto& [channel, doc] : docs_) {
+        if (doc.has(DocFlags::Live) && doc.lease_until <= t && doc.grace_until <= t)
+            doc.clear(DocFlags::Live);
+    }
+}
+
+void DocSet::sweep() {
+    constexpr DocFlags kBusy =
+        DocFlags::Live | DocFlags::Queued | DocFlags::InFlight | DocFlags::Txn | DocFlags::Delayed;
+    for (auto it = docs_.begin(); it != docs_.end();) {
+        if (!it->second.has_any(kBusy)) {
+            abandon(it->second);
+            it = docs_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void DocSet::reindex(const std::vector<std::string>& changed, std::uint64_t seq) {
+    for (auto& entry : docs_) {
+        Doc& doc = entry.second;
+        ParsedChannel parsed;
+        doc.query = parse_channel(entry.first, parsed) ? catalog_.resolve(parsed) : kNoQuery;
+        if (doc.query == kNoQuery) {
+            doc.clear(DocFlags::Live);  // its query is gone
+            continue;
+        }
+        if (doc.has(DocFlags::Live) &&
+            std::find(changed.begin(), changed.end(), parsed.query) != changed.end()) {
+            ledger_.wait(doc.pending_seq, seq);
+            schedule(entry);
+        }
+    }
+}
+
+void DocSet::forget_waiters() {
+    for (auto& [channel, doc] : docs_) {
+        doc.pending_seq = 0;
+        doc.flight_seq = 0;
+    }
+}
+
+void DocSet::promote_due(Nanos t) {
+    while (!delayed_.empty() && delayed_.begin()->first <= t) {
+        auto node = delayed_.extract(delayed_.begin());
+        auto it = docs_.find(node.mapped());
+        if (it == docs_.end()) continue;
+        Doc& doc = it->second;
+        if (!doc.has(DocFlags::Delayed) || doc.retry_at != node.key()) continue;  // superseded
+        doc.clear(DocFlags::Delayed | DocFlags::OffAck);
+        schedule(*it);
+    }
+}
+
+Nanos DocSet::next_due() const {
+    return delayed_.empty() ? std::numeric_limits<Nanos>::max() : delayed_.begin()->first;
+}
+
+bool DocSet::take(DocJob& job) {
+    while (!ready_.empty()) {
+        Entry* entry = ready_.front();
+        Doc& doc = entry->second;
+        ready_.pop_front();
+        doc.clear(DocFlags::Queued);
+        if (doc.has(DocFlags::Txn)) continue;  // rescheduled at COMMIT
+        if (!doc.has(DocFlags::Live)) {
+            abandon(doc);
+            continue;
+        }
+        if (!doc.has(DocFlags::Dirty)) continue;
+        doc.set(DocFlags::InFlight);
+        doc.clear(DocFlags::Dirty);
+        job.previous_start = doc.last_start;
+        doc.last_start = now();
+        ledger_.hand_over(doc.pending_seq, doc.flight_seq);
+        job.entry = entry;
+        job.channel = entry->first;
+        job.xids = std::move(doc.xids);
+        doc.xids.clear();
+        job.query = doc.query;
+        job.lsn = doc.lsn;
+        job.walk_id = 0;
+        if (doc.has(DocFlags::Walk)) {
+            doc.clear(DocFlags::Walk);
+            --walk_flagged_;
+            ++walk_running_;
+            job.walk_id = walk_.id;
+        }
+        ++in_flight_;
+        return true;
+    }
+    return false;
+}
+
+bool DocSet::end_compute(const DocJob& job) {
+    --in_flight_;
+    job.entry->second.clear(DocFlags::InFlight);
+    bool walk_job = job.walk_id != 0 && job.walk_id == walk_.id;
+    if (walk_job) --walk_running_;
+    return walk_job;
+}
+
+void DocSet::published(Entry& entry, bool walk_job) {
+    Doc& doc = entry.second;
+    ledger_.settle(doc.flight_seq);
+    doc.failures = 0;
+    if (doc.has(DocFlags::Dirty)) schedule(entry);
+    if (walk_job) walk_settle();
+}
+
+void DocSet::retry(Entry& entry, const DocJob& job, std::chrono::milliseconds wait, bool walk_job,
+                   bool round) {
+    Doc& doc = entry.second;
+    if (!round) doc.last_start = job.previous_start;
+    if (walk_job) {  // not done yet: the retry counts for the walk
+        doc.set(DocFlags::Walk);
+        ++walk_flagged_;
+    }
+    // The running compute's waiters wait for the next one; its xids must be seen by it too.
+    ledger_.hand_over(doc.flight_seq, doc.pending_seq);
+    doc.xids.insert(doc.xids.begin(), job.xids.begin(), job.xids.end());
+    ++doc.failures;
+    delay(job.channel, doc, wait, false);
+}
+
+void DocSet::failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job) {
+    Doc& doc = entry.second;
+    ledger_.settle(doc.flight_seq);
+    ++doc.failures;
+    bool waiters = doc.pending_seq != 0;
+    delay(entry.first, doc, wait, true);
+    if (waiters) schedule(entry);
+    if (walk_job) walk_settle();
+}
+
+void DocSet::start_walk(RecomputeReason reason) {
+    // A new id: computes of an earlier walk still running no longer count.
+    walk_ = RecomputeProgress{reason, walk_.id + 1, 0, 0, now(), 0};
+    walk_flagged_ = 0;
+    walk_running_ = 0;
+    for (auto& entry : docs_) {
+        Doc& doc = entry.second;
+        doc.clear(DocFlags::Walk);
+        if (!doc.has(DocFlags::Live)) continue;
+        doc.set(DocFlags::Walk);
+        ++walk_flagged_;
+        schedule(entry);
+    }
+    walk_.total = walk_flagged_;
+    walk_settle();
+}
+
+RecomputeProgress DocSet::walk_progress() const {
+    RecomputeProgress out = walk_;
+    if (!out.finished_ns) out.done = walk_.total - walk_flagged_ - walk_running_;
+    return out;
+}
+
+void DocSet::walk_unflag(Doc& doc) {
+    if (!doc.has(DocFlags::Walk)) return;
+    doc.clear(DocFlags::Walk);
+    --walk_flagged_;
+    walk_settle();
+}
+
+void DocSet::walk_settle() {
+    if (walk_.finished_ns == 0 && walk_flagged_ == 0 && walk_running_ == 0) {
+        walk_.done = walk_.total;
+        walk_.finished_ns = now();
+    }
+}
+
+void DocSet::count(std::uint64_t& live, std::uint64_t& dirty) const {
+    for (const auto& [channel, doc] : docs_) {
+        if (!doc.has(DocFlags::Live)) continue;
+        ++live;
+        if (doc.has(DocFlags::Dirty)) ++dirty;
+    }
+}
+
+}  // namespace docsync

@@ -1,0 +1,134 @@
+#pragma once
+// The docs the engine knows and where the work on each stands: live or not, waiting in the ready
+// queue or for a retry time, computing; and the progress of the recompute of every live doc (the
+// "walk"). Not thread-safe: the engine calls it under its mutex.
+//
+// Coalescing (invariant 4 (docs/design.md)) happens here: a doc is queued at most once and
+// computed by one thread at a time; a change that arrives while it computes marks it dirty again,
+// which schedules exactly one more round, and rounds of one doc start at least min_round_interval
+// apart.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "engine/catalog.hpp"
+#include "engine/doc.hpp"
+#include "engine/engine.hpp"
+#include "engine/ticket_ledger.hpp"
+
+namespace docsync {
+
+// A doc compute taken from the ready queue.
+struct DocJob {
+    Entry* entry = nullptr;
+    std::string channel;
+    std::uint16_t query = kNoQuery;
+    std::vector<std::uint64_t> xids;  // what the compute must see
+    Lsn lsn = 0;                      // the doc's highest COMMIT end LSN handled (0: none yet)
+    Nanos previous_start = 0;         // when the compute before this one started
+    std::uint64_t walk_id = 0;        // the walk this compute counts for, 0: none
+};
+
+class DocSet {
+public:
+    DocSet(const Clock& clock, const EngineOptions& options, const Catalog& catalog, TicketLedger& ledger,
+           std::condition_variable& wake)
+        : clock_(clock), options_(options), catalog_(catalog), ledger_(ledger), wake_(wake) {}
+
+    // The doc for `channel`, creating it when `create`. nullptr when unknown (or the channel names
+    // no defined query with that many params).
+    Entry* find_or_create(const std::string& channel, bool create);
+
+    // Calls f(entry) for every live doc of query `query`.
+    template <class F>
+    void for_each_live(std::uint16_t query, F f) {
+        for (auto& entry : docs_)
+            if (entry.second.query == query && entry.second.has(DocFlags::Live)) f(entry);
+    }
+
+    // Marks the doc dirty and puts it where a worker finds it (unless it already is, or runs, or
+    // waits for the open transaction's COMMIT).
+    void schedule(Entry& entry);
+    // Makes the doc live; a doc that was not is scheduled: it may have missed changes meanwhile.
+    void make_live(Entry& entry);
+    // A subscriber asked for the doc (touch, warm): renew its lease and protect it from a poll that
+    // may predate the subscriber.
+    void protect(Doc& doc);
+    // Nobody waits for the doc any more (it stopped being live): its waiters are released, what
+    // its next compute had to do is forgotten, and the walk counts it as done.
+    void abandon(Doc& doc);
+
+    // A liveness poll (Engine::sync_live).
+    void sync_live(const std::vector<std::string>& channels, bool complete);
+    // Docs whose lease and grace both ended by `t` stop being live (never with --live all).
+    void drop_expired(Nanos t);
+    // Erases docs that are neither live nor busy.
+    void sweep();
+    // The definitions changed: every doc is pointed at its query again (a doc whose query is gone
+    // stops being live), and the live docs of the `changed` queries are scheduled, `seq` waiting.
+    void reindex(const std::vector<std::string>& changed, std::uint64_t seq);
+    // A new stream epoch: no doc has waiters any more.
+    void forget_waiters();
+
+    // Schedules the delayed docs due by `t`.
+    void promote_due(Nanos t);
+    // When the next delayed doc is due; the largest Nanos when none waits.
+    Nanos next_due() const;
+    bool has_ready() const { return !ready_.empty(); }
+    // Takes the next dirty live doc from the ready queue and marks it in flight; false when none.
+    bool take(DocJob& job);
+
+    // The compute `job` ran ended; returns whether it counts for the running walk. Then exactly one
+    // of published, retry or failed records its outcome.
+    bool end_compute(const DocJob& job);
+    // Published: its waiters are done; a change that arrived meanwhile is one more round.
+    void published(Entry& entry, bool walk_job);
+    // Not done (not visible yet, or a transient failure): the compute's waiters and what it had to
+    // see wait for the next one, after `wait`. `round`: false when the compute was no round of the
+    // doc (it could not see what it completes), so pacing counts from the round before it.
+    void retry(Entry& entry, const DocJob& job, std::chrono::milliseconds wait, bool walk_job, bool round);
+    // Failed for good: a recorded outcome, so its waiters are done; the doc is retried after `wait`
+    // off the ack path, and sooner when new waiters came meanwhile.
+    void failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job);
+
+    // The recompute of every live doc: each is scheduled, and counts as done once it has an
+    // outcome or stops being live. A new walk restarts the count.
+    void start_walk(RecomputeReason reason);
+    RecomputeProgress walk_progress() const;
+
+    // Gauges for stats: live docs, the dirty ones among them, computes running.
+    void count(std::uint64_t& live, std::uint64_t& dirty) const;
+    std::uint64_t running() const { return in_flight_; }
+
+private:
+    Nanos now() const { return to_nanos(clock_.now()); }
+    void delay(const std::string& channel, Doc& doc, std::chrono::milliseconds wait, bool off_ack);
+    // A doc the walk counts needs it no more (an outcome, or it stopped being live).
+    void walk_unflag(Doc& doc);
+    void walk_settle();
+
+    const Clock& clock_;
+    const EngineOptions& options_;
+    const Catalog& catalog_;
+    TicketLedger& ledger_;
+    std::condition_variable& wake_;
+
+    DocMap docs_;
+    std::deque<Entry*> ready_;
+    std::multimap<Nanos, std::string> delayed_;  // retry time → channel
+    std::uint64_t in_flight_ = 0;
+
+    // The walk: docs flagged DocFlags::Walk wait for it, walk_running_ of its docs compute now;
+    // done = total - flagged - running. walk_.id tells its jobs from an earlier walk's.
+    RecomputeProgress walk_;
+    std::uint64_t walk_flagged_ = 0;
+    std::uint64_t walk_running_ = 0;
+};
+
+}  // namespace docsync

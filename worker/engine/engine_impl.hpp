@@ -1,0 +1,121 @@
+#pragma once
+// The engine's core, private to worker/engine/: the pieces it is made of and the one mutex that
+// guards them all. engine.cpp holds the stream, definitions and liveness side; compute.cpp the
+// worker side (taking work, running it through the Runner and the Publisher, recording outcomes).
+//
+// The pieces, each keeping its own state: Catalog (the definitions in force), ChangePlans and
+// resolve_change (which docs a change names), OpenTxn (what the open transaction dirtied), DocSet
+// (the docs and their work), LookupQueue (keys lookups) and TicketLedger (which tickets may
+// complete). The core joins them: it keeps the counters, the stream's epoch and positions, and
+// completes tickets outside the mutex.
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/catalog.hpp"
+#include "engine/doc_set.hpp"
+#include "engine/engine.hpp"
+#include "engine/key_resolution.hpp"
+#include "engine/lookups.hpp"
+#include "engine/open_txn.hpp"
+#include "engine/ticket_ledger.hpp"
+
+namespace docsync {
+
+class Engine::Impl : private KeyTargets {
+public:
+    Impl(Runner& runner, Publisher& publisher, const Clock& clock, EngineOptions options,
+         std::function<void(std::uint64_t)> complete);
+
+    // engine.cpp: the stream thread's calls and liveness, as Engine's.
+    void load_definitions(Definitions definitions);
+    const Definitions& definitions() const { return catalog_.definitions(); }
+    void on_begin(const BeginRecord& begin);
+    void on_relation(const RelationRecord& relation);
+    void on_change(const ChangeRecord& change);
+    void on_truncate(const TruncateRecord& truncate);
+    void on_message(const MessageRecord& message);
+    bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
+    void set_generation(std::uint64_t generation);
+    void sync_live(const std::vector<std::string>& channels, bool complete);
+    void touch(const std::string& channel);
+    void warm(const std::string& channel);
+    void recompute_all_live(RecomputeReason reason);
+    void reset_stream();
+    EngineStats stats() const;
+
+    // compute.cpp: the workers, as Engine's.
+    void start(unsigned threads);
+    void stop();
+    bool run_once();
+
+private:
+    // One unit of work a worker took: a keys lookup or a doc compute.
+    struct Job {
+        bool is_lookup = false;
+        Lookup lookup;
+        DocJob doc;
+        std::shared_ptr<const Definitions> defs;  // the definitions the doc compute runs on
+        DocVersion version;
+    };
+
+    // What a change names (KeyTargets), recorded for the open transaction.
+    void broadcast(std::uint16_t query) override;
+    void direct(std::uint16_t query, const SqlArgs& key) override;
+    void lookup(std::uint16_t watch, const SqlArgs& key) override;
+
+    Nanos now() const { return to_nanos(clock_.now()); }
+    // Schedules what the open transaction dirtied; appends the tickets complete now to `done`.
+    bool commit(const CommitRecord& commit, std::uint64_t ticket, std::vector<std::uint64_t>& done);
+    // Appends the tickets nothing holds any more to `done`, counting them.
+    void collect_completed(std::vector<std::uint64_t>& done);
+    // Completes tickets: never under the mutex.
+    void finish(const std::vector<std::uint64_t>& done);
+    // Completes the tickets no doc, lookup or reload holds any more, outside the mutex.
+    void complete_finished(std::unique_lock<std::mutex>& lock);
+    // A failure that is retried: counted, kept for status as "<what> failed: <error>", and logged
+    // when `log`.
+    void record_transient(const std::string& what, const std::string& error, bool log);
+    // A failure that is an outcome (its transactions complete): counted, and kept in the query's
+    // statistics (when it still has them) naming `channel`.
+    void record_permanent(QueryStats* stats, const std::string& channel, const std::string& error,
+                          const std::string& sqlstate);
+
+    // compute.cpp
+    bool take(Job& job);
+    void run(Job& job, std::unique_lock<std::mutex>& lock);
+    void run_doc(Job& job, std::unique_lock<std::mutex>& lock);
+    void run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock);
+    Nanos next_due() const;
+    void worker_loop();
+
+    Runner& runner_;
+    Publisher& publisher_;
+    const Clock& clock_;
+    const EngineOptions options_;
+    const std::function<void(std::uint64_t)> complete_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::vector<std::thread> threads_;
+    bool stopping_ = false;
+
+    Catalog catalog_;
+    ChangePlans plans_;
+    TicketLedger ledger_;
+    DocSet docs_;
+    LookupQueue lookups_;
+    OpenTxn txn_;
+    bool docs_turn_ = false;              // take() alternates lookups and docs when both wait
+    std::uint64_t generation_ = 0;        // of the doc versions published (contract C (docs/design.md))
+    Lsn handled_lsn_ = 0;                 // highest COMMIT end LSN handled
+    std::uint64_t epoch_ = 1;             // the stream epoch (reset_stream starts a new one)
+    std::uint64_t definitions_hold_ = 0;  // the sequence of a definitions transaction awaiting its reload
+    EngineStats counters_;                // the running totals (the gauges are computed in stats())
+};
+
+}  // namespace docsync

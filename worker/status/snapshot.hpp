@@ -1,0 +1,114 @@
+#pragma once
+// The status snapshot: what the board publishes, made from the figures the status thread reads from
+// the stream, the coordinator and the engine, plus what the thread remembers between readings (when
+// the acknowledged position last moved, when each error was first seen).
+//
+// The wiring copies those figures into Readings as plain values, so this component links none of
+// the components it reports on. StatusHistory::snapshot() decides the rest: the worker's state, the
+// most recent error of any kind and when it was first seen, the recompute's wall-clock times.
+//
+//   status::StatusHistory history;
+//   board.publish(history.snapshot(readings, std::chrono::system_clock::now()));
+//
+// Threads: one StatusHistory belongs to one thread (the status thread).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/lsn.hpp"
+#include "status/status_board.hpp"
+
+namespace docsync::status {
+
+// Where the stream is, in the terms the status view tells apart.
+enum class StreamPhase {
+    Idle,        // not started yet
+    Connecting,  // connecting, or backing off before the next attempt
+    Streaming,   // streaming, or paused by backpressure
+    Ended,       // stopped or failed
+};
+
+// One doc query's figures as the engine counts them.
+struct QueryReading {
+    std::string name;
+    std::uint64_t recomputes = 0;
+    std::uint64_t permanent_failures = 0;
+    std::uint64_t compute_ns = 0;          // time spent computing
+    std::string last_error;                // empty: none
+    std::string last_sqlstate;             // of last_error, empty: none
+    std::string last_channel;              // the doc (or "keys:<table>") of last_error, empty: none
+};
+
+// The last recompute of every live doc as the engine tracks it: its times are nanoseconds of the
+// engine's clock, and now_ns is that clock when read, so they can be put on the wall clock.
+struct RecomputeReading {
+    std::uint32_t reason = DOCSYNC_RECOMPUTE_NONE;  // DocsyncStatusRecompute
+    std::uint64_t id = 0;
+    std::uint64_t total = 0;
+    std::uint64_t done = 0;
+    std::int64_t started_ns = 0;
+    std::int64_t finished_ns = 0;  // 0: still running
+    std::int64_t now_ns = 0;
+};
+
+// What the status thread read at one moment.
+struct Readings {
+    // The stream's.
+    StreamPhase phase = StreamPhase::Idle;
+    std::uint64_t sessions = 0;  // sessions started so far
+    std::uint64_t reconnects = 0;
+    std::uint64_t generation = 0;
+    Lsn received_lsn = 0;
+    Lsn acked_lsn = 0;  // the flush position sent upstream
+    std::string stream_error;  // the stream's last error, empty: none
+    // The coordinator's.
+    std::uint64_t open_txns = 0;
+    // The engine's.
+    std::uint64_t dirty_depth = 0;
+    std::uint64_t in_flight = 0;
+    std::uint64_t live_docs = 0;
+    // The totals: the engine's, but valve_resets, the stream's; the stream's reconnects are added
+    // to transient_retries in the snapshot.
+    Totals totals;
+    std::string last_transient_error;  // what the last retried failure said, empty: none
+    RecomputeReading recompute;
+    std::vector<QueryReading> queries;
+    // The worker's: draining after a signal, the error it ends with, what the stream waits for.
+    bool draining = false;
+    std::string fatal;
+    std::string waiting;
+};
+
+// The board's state for a reading: stopped once the worker ends with an error, draining after a
+// signal, else the stream's phase (connecting is `reconnecting` once a session has run).
+WorkerState worker_state(const Readings& readings);
+
+// The recompute's progress with its times on the wall clock, `now` being the reading's moment.
+RecomputeStatus recompute_status(const RecomputeReading& recompute, WallTime now);
+
+// What the status thread remembers between snapshots.
+class StatusHistory {
+public:
+    // The snapshot of `readings`, taken at `now`. An error counts from the first snapshot that
+    // shows it (to the status interval); a wait (Readings::waiting) is fresh at every snapshot
+    // while it lasts.
+    StatusSnapshot snapshot(const Readings& readings, WallTime now);
+
+private:
+    // When the acknowledged position last moved.
+    Lsn lsn_ = 0;
+    WallTime lsn_at_{};
+    // What the errors were when last seen: the stream's last error, each query's failure count
+    // (and when it changed), the engine's count of retried failures.
+    std::string stream_error_;
+    std::map<std::string, std::pair<std::uint64_t, WallTime>> query_errors_;
+    std::uint64_t transient_retries_ = 0;
+    // The most recent error of any kind, which docsync.status shows.
+    std::string last_error_;
+    WallTime last_error_at_{};
+};
+
+}  // namespace docsync::status
