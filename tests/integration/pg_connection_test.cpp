@@ -44,6 +44,62 @@ TEST_CASE("the client-side deadline cancels a long statement") {
     CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);
 }
 
+TEST_CASE("a pipeline answers every statement in order, in one exchange") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto steps = c.pipeline({{"BEGIN", {}},
+                             {"SELECT $1::int * 2", {"21"}},
+                             {"SELECT current_setting('transaction_isolation')", {}, true},
+                             {"ROLLBACK", {}, true}},
+                            deadline_in(10s));
+    REQUIRE(steps.size() == 4);
+    for (const auto& step : steps) CHECK_FALSE(step.error);
+    CHECK(steps[1].result.get(0, 0) == "42");
+    CHECK(steps[2].result.get(0, 0) == "read committed");
+    CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);  // out of pipeline mode again
+}
+
+TEST_CASE("a failed statement skips the rest of its group, and the next group runs") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto steps = c.pipeline({{"BEGIN", {}},
+                             {"SELECT 1/0", {}},
+                             {"SELECT 'not run'", {}, true},
+                             {"ROLLBACK", {}},
+                             {"SELECT pg_advisory_unlock_all()", {}, true}},
+                            deadline_in(10s));
+    REQUIRE(steps[1].error);
+    CHECK(steps[1].error->sqlstate() == "22012");
+    REQUIRE(steps[2].error);
+    CHECK(steps[2].error->sqlstate().empty());
+    CHECK_FALSE(steps[3].error);
+    CHECK_FALSE(steps[4].error);
+    CHECK(c.exec("SELECT pg_current_xact_id_if_assigned() IS NULL", deadline_in(10s)).get(0, 0) == "t");
+}
+
+TEST_CASE("the client-side deadline cancels a pipeline's long statement, and its cleanup group still runs") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto started = std::chrono::steady_clock::now();
+    auto steps = c.pipeline({{"BEGIN", {}},
+                             {"SELECT pg_advisory_lock(42), pg_sleep(30)", {}, true},
+                             {"ROLLBACK", {}},
+                             {"SELECT pg_advisory_unlock_all()", {}, true}},
+                            deadline_in(300ms));
+    CHECK(std::chrono::steady_clock::now() - started < 10s);
+    REQUIRE(steps[1].error);
+    CHECK(steps[1].error->sqlstate() == "57014");
+    CHECK_FALSE(steps[1].error->transient());
+    CHECK_FALSE(steps[2].error);
+    CHECK_FALSE(steps[3].error);
+    CHECK(c.exec("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+                 deadline_in(10s))
+              .get(0, 0) == "0");
+}
+
+TEST_CASE("a pipeline must end with a sync") {
+    auto c = Connection::connect("", deadline_in(10s));
+    CHECK_THROWS_AS(c.pipeline({{"SELECT 1", {}}}, deadline_in(10s)), Error);
+    CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);
+}
+
 TEST_CASE("a terminated session is a transient error") {
     auto c = Connection::connect("", deadline_in(10s));
     auto other = Connection::connect("", deadline_in(10s));

@@ -203,23 +203,23 @@ void Executor::give_back(std::size_t index, bool keep) {
     free_.notify_one();
 }
 
-template <typename Body>
-OutcomeKind Executor::in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
-                                 std::string& error, std::string& sqlstate, Lsn& snapshot_lsn, Body&& body) {
+template <typename Check>
+OutcomeKind Executor::in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
+                                 const Visibility& need, const std::string& what, std::string& error,
+                                 std::string& sqlstate, Lsn& snapshot_lsn, Check&& check) {
     Lease lease = acquire();
     if (!lease.slot->conn) {
         error = what + ": " + lease.error;
         return OutcomeKind::Transient;
     }
     pg::Connection& conn = *lease.slot->conn;
-    auto short_deadline = [&] { return pg::deadline_in(options_.statement_timeout + std::chrono::seconds(5)); };
-    bool began = false;
     OutcomeKind kind = OutcomeKind::Ok;
     try {
         if (lease.slot->standby) {
             // A standby's xip is always empty: wait for replay to pass what the compute completes,
             // checked before the snapshot is taken.
-            auto r = conn.exec("SELECT pg_last_wal_replay_lsn()", short_deadline());
+            auto r = conn.exec("SELECT pg_last_wal_replay_lsn()",
+                               pg::deadline_in(options_.statement_timeout + std::chrono::seconds(5)));
             if (r.is_null(0, 0)) {
                 lease.slot->standby = false;  // promoted: use the primary's check from now on
                 return OutcomeKind::NotVisible;
@@ -227,54 +227,60 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const Visibilit
             auto replayed = parse_lsn(r.get(0, 0));
             if (!replayed || *replayed < need.max_end_lsn) return OutcomeKind::NotVisible;
         }
-        conn.exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", short_deadline());
-        began = true;
-        // The transaction's snapshot is taken by this first statement.
-        pg::Params params{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
-        auto r = conn.exec(
-            "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
-            " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-            "      ELSE pg_catalog.pg_current_wal_lsn() END",
-            params, short_deadline());
+        // The transaction's snapshot is taken by its first statement, the check's; the cleanup is a
+        // group of its own, so it runs whatever the compute's group did.
+        pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
+        std::vector<pg::Step> steps;
+        try {
+            steps = conn.pipeline(
+                {{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}},
+                 {"SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
+                  " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
+                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+                  "      ELSE pg_catalog.pg_current_wal_lsn() END",
+                  search},
+                 {sql, args, true},
+                 {"ROLLBACK", {}},
+                 {"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true}},
+                pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500)));
+        } catch (const Error&) {
+            lease.keep = false;  // lost, or left in the middle of the pipeline
+            throw;
+        }
+        // Leave the session as it was pinned: no transaction, no advisory locks.
+        for (std::size_t i : {3u, 4u}) {
+            if (steps[i].error) {
+                log_warning("executor", std::string("dropping a pool connection that did not clean up: ") +
+                                            steps[i].error->what());
+                lease.keep = false;
+            }
+        }
+        for (std::size_t i : {0u, 1u})
+            if (steps[i].error) throw *steps[i].error;
+        const pg::Result& r = steps[1].result;
         bool in_recovery = r.get(0, 1) == "t";
         if (!r.is_null(0, 3)) snapshot_lsn = parse_lsn(r.get(0, 3)).value_or(0);
         if (in_recovery != lease.slot->standby) {
             lease.slot->standby = in_recovery;  // promoted or demoted under us: check again the right way
-            kind = OutcomeKind::NotVisible;
-        } else if (!in_recovery) {
+            return OutcomeKind::NotVisible;
+        }
+        if (!in_recovery) {
             auto snapshot = parse_snapshot(r.get(0, 0));
             if (!snapshot) throw Error("could not parse pg_current_snapshot(): " + std::string(r.get(0, 0)));
-            for (auto xid : need.xids) {
-                if (!snapshot->sees_committed(xid)) {
-                    kind = OutcomeKind::NotVisible;
-                    break;
-                }
-            }
+            for (auto xid : need.xids)
+                if (!snapshot->sees_committed(xid)) return OutcomeKind::NotVisible;
         }
-        if (kind == OutcomeKind::Ok) {
-            auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
-            kind = body(conn, deadline, error);
-        }
+        if (steps[2].error) throw *steps[2].error;
+        kind = check(steps[2].result, error);
     } catch (const Error& e) {
         sqlstate = e.sqlstate();
         error = what + " failed: " + e.what();
         kind = e.transient() ? OutcomeKind::Transient : OutcomeKind::Permanent;
         if (sqlstate == docsync::sqlstate::kQueryCanceled)
-            error = what + " timed out after " + millis(options_.statement_timeout) + " ms (" + e.what() + ")";
+            error =
+                what + " timed out after " + millis(options_.statement_timeout) + " ms (" + e.what() + ")";
     }
-    // Leave the session as it was pinned: no transaction, no advisory locks.
-    if (conn.ok()) {
-        try {
-            if (began) conn.exec("ROLLBACK", short_deadline());
-            conn.exec("SELECT pg_catalog.pg_advisory_unlock_all()", short_deadline());
-        } catch (const Error& e) {
-            log_warning("executor", std::string("dropping a pool connection that did not clean up: ") + e.what());
-            lease.keep = false;
-        }
-    } else {
-        lease.keep = false;
-    }
+    if (!conn.ok()) lease.keep = false;
     return kind;
 }
 
@@ -287,9 +293,8 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
         return out;
     }
     out.kind = in_compute(
-        query.search_path, need, what, out.error, out.sqlstate, out.snapshot_lsn,
-        [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
-            auto r = conn.exec(query.sql, args, deadline);
+        query.search_path, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
+        [&](const pg::Result& r, std::string& error) {
             if (r.columns() != 1) {
                 error = what + " returned " + std::to_string(r.columns()) +
                         " columns; a doc query returns exactly one (the doc's JSON)";
@@ -328,9 +333,8 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
         return out;
     }
     Lsn snapshot_lsn = 0;
-    out.kind = in_compute(query.search_path, need, what, out.error, out.sqlstate, snapshot_lsn,
-                          [&](pg::Connection& conn, pg::Deadline deadline, std::string& error) {
-                              auto r = conn.exec(query.sql, args, deadline);
+    out.kind = in_compute(query.search_path, query.sql, args, need, what, out.error, out.sqlstate, snapshot_lsn,
+                          [&](const pg::Result& r, std::string& error) {
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {
                                   error = what + " returned " + std::to_string(r.rows()) + " rows, over --max-keys (" +
                                           std::to_string(max_keys) +

@@ -85,11 +85,16 @@ private:
     // Pins a pool session: text forms (pg::pin_text_forms), read-only, statement and idle timeouts.
     void pin(pg::Connection& conn, pg::Deadline deadline);
 
-    // Runs `body` inside a pinned compute transaction; returns its outcome kind and error, and the
-    // server's WAL position when the transaction's snapshot was taken in `snapshot_lsn`.
-    template <typename Body>
-    OutcomeKind in_compute(const std::string& search_path, const Visibility& need, const std::string& what,
-                           std::string& error, std::string& sqlstate, Lsn& snapshot_lsn, Body&& body);
+    // Runs `sql` with `args` in a pinned compute transaction and hands its result to `check`;
+    // returns the outcome kind and error, and the server's WAL position when the transaction's
+    // snapshot was taken in `snapshot_lsn`. One network round trip (a pipeline): BEGIN, the
+    // snapshot check, the query; then ROLLBACK and pg_advisory_unlock_all(), which run even when the
+    // query failed. A query whose snapshot turns out not to include what it completes ran for
+    // nothing: its result is dropped and the outcome is NotVisible.
+    template <typename Check>
+    OutcomeKind in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
+                           const Visibility& need, const std::string& what, std::string& error,
+                           std::string& sqlstate, Lsn& snapshot_lsn, Check&& check);
 
     ExecutorOptions options_;
     mutable std::mutex mutex_;

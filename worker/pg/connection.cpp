@@ -340,35 +340,17 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         return {};
     }
     bool cancelled = false;
-    auto timed_out = [&] {
-        if (!cancelled) {
-            cancel_handle()->cancel();
-            cancelled = true;
-            deadline = Clock::now() + std::chrono::seconds(5);  // grace for the cancel to land
-            return false;
-        }
-        return true;
-    };
-    for (;;) {  // flush the query
-        int rc = PQflush(conn);
-        if (rc == 0) break;
-        if (rc < 0 || (!wait_socket(true, deadline) && timed_out())) {
-            *error = Error("could not send the query: " + fold_message(PQerrorMessage(conn)), {}, true);
-            return {};
-        }
+    if (!flush_output(deadline, cancelled)) {
+        *error = Error("could not send the query: " + fold_message(PQerrorMessage(conn)), {}, true);
+        return {};
     }
     Result last;
     bool copied = false;
     for (;;) {
-        while (PQisBusy(conn)) {
-            if (!wait_socket(false, deadline) && timed_out()) {
-                *error = Error("statement did not end after it was cancelled", {}, true);
-                return {};
-            }
-            if (!PQconsumeInput(conn)) {
-                *error = error_from(conn, nullptr);
-                return {};
-            }
+        if (!await_result(deadline, cancelled)) {
+            *error = cancelled ? Error("statement did not end after it was cancelled", {}, true)
+                               : error_from(conn, nullptr);
+            return {};
         }
         PGresult* r = PQgetResult(conn);
         if (!r) break;
@@ -396,6 +378,82 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
         *error = Error("statement timed out on the client-side deadline and was cancelled", sqlstate::kQueryCanceled,
                        false);
     return {};
+}
+
+bool Connection::wait_or_cancel(bool for_write, Deadline& deadline, bool& cancelled) {
+    while (!wait_socket(for_write, deadline)) {
+        if (cancelled) return false;
+        cancel_handle()->cancel();
+        cancelled = true;
+        deadline = Clock::now() + std::chrono::seconds(5);  // grace for the cancel to land
+    }
+    return true;
+}
+
+bool Connection::flush_output(Deadline& deadline, bool& cancelled) {
+    for (;;) {
+        int rc = PQflush(conn_.get());
+        if (rc == 0) return true;
+        if (rc < 0 || !wait_or_cancel(true, deadline, cancelled)) return false;
+    }
+}
+
+bool Connection::await_result(Deadline& deadline, bool& cancelled) {
+    while (PQisBusy(conn_.get()))
+        if (!wait_or_cancel(false, deadline, cancelled) || !PQconsumeInput(conn_.get())) return false;
+    return true;
+}
+
+std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements, Deadline deadline) {
+    PGconn* conn = conn_.get();
+    if (statements.empty() || !statements.back().sync)
+        throw Error("a pipeline must end with a sync", sqlstate::kFeatureNotSupported, false);
+    if (!PQenterPipelineMode(conn)) throw error_from(conn, nullptr);
+    for (const auto& statement : statements) {
+        std::vector<const char*> values;
+        values.reserve(statement.params.size());
+        for (const auto& p : statement.params) values.push_back(p ? p->c_str() : nullptr);
+        if (!PQsendQueryParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr,
+                               values.data(), nullptr, nullptr, 0) ||
+            (statement.sync && !PQpipelineSync(conn)))
+            throw Error("could not queue a statement: " + fold_message(PQerrorMessage(conn)), {}, true);
+    }
+    bool cancelled = false;
+    if (!flush_output(deadline, cancelled))
+        throw Error("could not send the statements: " + fold_message(PQerrorMessage(conn)), {}, true);
+    auto lost = [&] {
+        return cancelled ? Error("a statement did not end after it was cancelled", {}, true)
+                         : error_from(conn, nullptr);
+    };
+    std::vector<Step> steps(statements.size());
+    for (std::size_t i = 0; i < statements.size(); ++i) {
+        // A statement's results, then a null; a sync's own result after its statement's.
+        for (;;) {
+            if (!await_result(deadline, cancelled)) throw lost();
+            PGresult* r = PQgetResult(conn);
+            if (!r) break;
+            Result result(r);
+            auto status = result.status();
+            if (status == PGRES_PIPELINE_ABORTED)
+                steps[i].error = Error("skipped: an earlier statement of its pipeline failed", {}, false);
+            else if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+                steps[i].result = std::move(result);
+            else if (!steps[i].error)
+                steps[i].error = error_from(conn, result.raw());
+        }
+        if (statements[i].sync) {
+            if (!await_result(deadline, cancelled)) throw lost();
+            Result sync(PQgetResult(conn));
+            if (sync.status() != PGRES_PIPELINE_SYNC) throw Error("the pipeline lost its place", {}, true);
+        }
+    }
+    if (!PQexitPipelineMode(conn)) throw error_from(conn, nullptr);
+    if (cancelled)
+        for (auto& step : steps)
+            if (step.error && step.error->sqlstate() == sqlstate::kQueryCanceled)
+                step.error = Error("statement timed out on the client-side deadline and was cancelled",
+                                   sqlstate::kQueryCanceled, false);
+    return steps;
 }
 
 bool Connection::end_copy(ExecStatusType status, Deadline deadline) {

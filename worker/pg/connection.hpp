@@ -58,6 +58,21 @@ private:
     std::unique_ptr<PGcancel, decltype(&PQfreeCancel)> cancel_;
 };
 
+// One statement of a pipeline (Connection::pipeline). `sync` ends a group after it: the server
+// skips the rest of a group after a failed statement, and runs the next group.
+struct Statement {
+    std::string sql;
+    Params params;
+    bool sync = false;
+};
+
+// One statement's outcome in a pipeline: its result, or the server's error (a statement skipped
+// after an earlier failure of its group has an error saying so, without a SQLSTATE).
+struct Step {
+    Result result;
+    std::optional<Error> error;
+};
+
 class Connection {
 public:
     // Connects without blocking past `deadline` (PQconnectStartParams + PQconnectPoll + poll()).
@@ -92,6 +107,13 @@ public:
     Result exec_simple(const std::string& sql, Deadline deadline);
     Result try_exec_simple(const std::string& sql, Deadline deadline, Error* error);
 
+    // Runs `statements` in libpq's pipeline mode: all are sent at once and their results read back,
+    // one network round trip for all. Server errors are the steps'; a lost connection, or the
+    // deadline (the running statement is then cancelled, with 5 s of grace for the rest), throws
+    // docsync::Error (transient), after which the connection must be dropped. The last statement
+    // must end a group (`sync`). Extended protocol only: not on replication connections.
+    std::vector<Step> pipeline(const std::vector<Statement>& statements, Deadline deadline);
+
     // Sends `sql` (simple protocol) and waits for its first result without consuming further ones:
     // for START_REPLICATION, whose result is PGRES_COPY_BOTH. Throws like exec().
     Result start_copy(const std::string& sql, Deadline deadline);
@@ -114,6 +136,13 @@ public:
 
 private:
     Result run(const std::string& sql, const Params* params, Deadline deadline, Error* error);
+    // The waits of run() and pipeline(): until the output is flushed, or until a result can be read
+    // without blocking. When `deadline` passes the running statement is cancelled once and the
+    // deadline moves 5 s on (`cancelled` says so); false when that passes too, or the connection
+    // fails.
+    bool wait_or_cancel(bool for_write, Deadline& deadline, bool& cancelled);
+    bool flush_output(Deadline& deadline, bool& cancelled);
+    bool await_result(Deadline& deadline, bool& cancelled);
     // Ends a COPY a statement started (COPY_IN: refused; COPY_OUT/BOTH: cancelled and drained) so the
     // statement's final result follows; false when that did not happen by `deadline`.
     bool end_copy(ExecStatusType status, Deadline deadline);
