@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "commands/dbcommands.h"
@@ -60,6 +61,7 @@ typedef struct StatusRead
 	uint32		layout_version; /* the file's layout version, 0 when unknown */
 	DocsyncStatusFile *file;	/* the file's contents; valid only when error is NULL */
 	bool		missing;		/* removed between listing and opening: skip it */
+	int			lock_held;		/* the slot's lock file: 1 held, 0 free, -1 unknown */
 } StatusRead;
 
 PG_FUNCTION_INFO_V1(docsync_status_files);
@@ -286,6 +288,36 @@ name_from_file(const char *file_name, char **database, char **slot)
 		*slot = NULL;
 }
 
+/*
+ * Whether a process on this host holds an flock() on the file at `path`: 1 held, 0 free, -1 unknown
+ * (no such file, or no /proc/locks to read). A running worker holds its slot's lock file for its
+ * lifetime, and the kernel drops the lock the moment the process dies, so a free lock is proof that
+ * no worker on this host serves the slot. Read from /proc/locks, never by taking the lock: a lock
+ * held here even for a moment would make a worker starting at that moment refuse to start.
+ */
+static int
+flock_held(const char *path)
+{
+	struct stat st;
+	FILE	   *locks;
+	char		line[256];
+	char		wanted[64];
+	int			held = 0;
+
+	if (stat(path, &st) != 0)
+		return -1;
+	locks = AllocateFile("/proc/locks", "r");
+	if (locks == NULL)
+		return -1;
+	/* "1: FLOCK  ADVISORY  WRITE 4242 fe:00:10952835 0 EOF"; a waiter's line has "->" after the number */
+	snprintf(wanted, sizeof(wanted), " %02x:%02x:%lu ", major(st.st_dev), minor(st.st_dev),
+			 (unsigned long) st.st_ino);
+	while (!held && fgets(line, sizeof(line), locks) != NULL)
+		held = strstr(line, " FLOCK ") != NULL && strstr(line, "->") == NULL && strstr(line, wanted) != NULL;
+	FreeFile(locks);
+	return held;
+}
+
 /* Calls emit for every "*.status" file in docsync.status_dir, in directory order. */
 static void
 for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead *read), void *arg)
@@ -320,6 +352,8 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 		old = MemoryContextSwitchTo(per_file);
 		path = psprintf("%s/%s", dir_path, de->d_name);
 		read_status_file(path, &read);
+		read.lock_held = flock_held(psprintf("%s/%.*s.lock", dir_path, (int) (len - strlen(STATUS_SUFFIX)),
+											 de->d_name));
 		MemoryContextSwitchTo(old);
 		if (!read.missing)
 			emit(arg, de->d_name, &read);
@@ -331,7 +365,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 
 /* ---- docsync.status_files() ---- */
 
-#define STATUS_FILES_COLS 32
+#define STATUS_FILES_COLS 33
 
 static void
 emit_status_file(void *arg, const char *file_name, StatusRead *read)
@@ -435,6 +469,11 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 		values[i] = time_datum(b->last_error_us, &nulls[i]);
 		i++;
 		values[i++] = Int32GetDatum((int32) Min(b->queries_omitted, (uint32) PG_INT32_MAX));
+		if (read->lock_held >= 0)
+			values[i] = BoolGetDatum(read->lock_held == 1);
+		else
+			nulls[i] = true;
+		i++;
 		Assert(i == STATUS_FILES_COLS);
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -1476,8 +1476,10 @@ CREATE EVENT TRIGGER docsync_drop_extension ON ddl_command_start
 
 -- ---------------------------------------------------------------------------------------------------
 -- Status: the workers' status files (plugin/status.c) joined with what the server knows of the slots.
--- Readable by pg_monitor. Liveness is the worker's heartbeat together with the slot's active_pid:
--- a heartbeat older than 5 s on an inactive slot means the worker is gone (state `stopped`).
+-- Readable by pg_monitor. Liveness is the worker's lock file, its heartbeat and the slot's
+-- active_pid: an inactive slot whose lock file no process on this host holds means the worker is gone
+-- (state `stopped`) at once; where the lock cannot be seen (another host), a heartbeat older than 5 s
+-- on an inactive slot does.
 -- ---------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION docsync.status_files(
@@ -1490,7 +1492,8 @@ CREATE FUNCTION docsync.status_files(
     OUT transient_retries bigint, OUT valve_resets bigint, OUT not_visible_retries bigint,
     OUT recompute text, OUT recompute_done bigint, OUT recompute_total bigint,
     OUT recompute_started_at timestamptz, OUT recompute_finished_at timestamptz,
-    OUT last_error text, OUT last_error_at timestamptz, OUT queries_omitted integer)
+    OUT last_error text, OUT last_error_at timestamptz, OUT queries_omitted integer,
+    OUT lock_held boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'docsync_status_files'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -1552,7 +1555,7 @@ WITH files AS (
            f.received_lsn, f.acked_lsn, f.acked_at, f.open_txns, f.dirty_depth, f.in_flight, f.live_docs,
            f.changes, f.recomputes, f.publishes, f.permanent_failures, f.transient_retries, f.valve_resets,
            f.not_visible_retries, f.recompute, f.recompute_done, f.recompute_total, f.recompute_started_at,
-           f.recompute_finished_at,
+           f.recompute_finished_at, f.lock_held,
            -- the recompute's mean rate since it started, and the time left at that rate
            CASE WHEN f.recompute IS NOT NULL THEN
                 f.recompute_done / nullif(extract(epoch FROM coalesce(f.recompute_finished_at, v.now) - f.recompute_started_at), 0)
@@ -1568,6 +1571,8 @@ WITH files AS (
            END AS recompute_seconds_left,
            CASE WHEN NOT j.file_ok THEN NULL
                 WHEN j.state = 'stopped' THEN 'stopped'
+                -- no process holds the worker's lock file: it is gone, whatever its last heartbeat
+                WHEN NOT j.slot_active AND j.lock_held IS FALSE THEN 'stopped'
                 WHEN NOT j.fresh AND NOT j.slot_active THEN 'stopped'
                 ELSE j.state
            END AS worker_state

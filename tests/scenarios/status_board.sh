@@ -53,13 +53,18 @@ grep -q "already served by another docsync-worker (pid $worker_pid" "$tmp/second
 [ "$(sql "SELECT worker_pid = $worker_pid AND slot_active FROM docsync.status WHERE slot_name = '$slot'")" = t ] || fail "the refused worker took over: $(row)"
 echo "refused with exit status $rc"
 
-echo "after kill -9 the worker shows stopped"
+echo "after kill -9 the worker shows stopped at once, while its last heartbeat is still fresh"
+[ "$(sql "SELECT lock_held FROM docsync.status_files() WHERE slot_name = '$slot'")" = t ] ||
+  fail "the running worker's lock file is not seen held: $(sql "SELECT row_to_json(f) FROM docsync.status_files() f WHERE slot_name = '$slot'")"
 old_pid=$worker_pid
 kill -9 "$worker_pid"
 wait "$worker_pid" 2>/dev/null || true
 worker_pid=
-wait_for 40 "SELECT NOT slot_active AND worker_state = 'stopped' AND health = 'stopped' FROM docsync.status WHERE slot_name = '$slot'" ||
-  fail "never stopped: $(row)"
+# stopped while the heartbeat is younger than the 5 s that would say so without the lock
+wait_for 20 "SELECT NOT slot_active AND worker_state = 'stopped' AND health = 'stopped' AND heartbeat_age_seconds < 5
+             FROM docsync.status WHERE slot_name = '$slot'" ||
+  fail "not stopped before its heartbeat aged: $(row)"
+[ "$(sql "SELECT lock_held FROM docsync.status_files() WHERE slot_name = '$slot'")" = f ] || fail "the dead worker's lock file is seen held"
 sql "SELECT reason FROM docsync.status WHERE slot_name = '$slot'" | grep -q "worker pid $old_pid last seen" || fail "reason does not name the dead worker: $(row)"
 [ "$(sql "SELECT live_docs FROM docsync.status WHERE slot_name = '$slot'")" = 8 ] || fail "the last values were not kept: $(row)"
 
