@@ -288,23 +288,50 @@ name_from_file(const char *file_name, char **database, char **slot)
 		*slot = NULL;
 }
 
+/* The start of a small file, NUL-terminated; empty when it cannot be read. */
+static void
+read_small_file(const char *path, char *buf, size_t size)
+{
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	ssize_t		n = fd >= 0 ? pread(fd, buf, size - 1, 0) : -1;
+
+	if (fd >= 0)
+		CloseTransientFile(fd);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
 /*
- * Whether a process on this host holds an flock() on the file at `path`: 1 held, 0 free, -1 unknown
- * (no such file, or no /proc/locks to read). A running worker holds its slot's lock file for its
- * lifetime, and the kernel drops the lock the moment the process dies, so a free lock is proof that
- * no worker on this host serves the slot. Read from /proc/locks, never by taking the lock: a lock
- * held here even for a moment would make a worker starting at that moment refuse to start.
+ * Whether the worker that wrote the lock file at `path` still holds its flock(): 1 held, 0 free, -1
+ * unknown. A running worker holds its slot's lock file for its lifetime, and the kernel drops the
+ * lock the moment the process dies, so a free lock proves the worker gone. Only the kernel that
+ * holds a lock shows it: the worker writes its kernel's boot id under its pid ("<pid>\n<boot id>\n"),
+ * and a lock file of another kernel (a worker on another host sharing the volume) or without one is
+ * unknown. Read from /proc/locks, never by taking the lock: a lock held here even for a moment would
+ * make a worker starting at that moment refuse to start.
  */
 static int
 flock_held(const char *path)
 {
 	struct stat st;
 	FILE	   *locks;
+	char		contents[128];
+	char		ours[64];
+	char	   *theirs;
 	char		line[256];
 	char		wanted[64];
 	int			held = 0;
 
 	if (stat(path, &st) != 0)
+		return -1;
+	read_small_file(path, contents, sizeof(contents));
+	theirs = strchr(contents, '\n');
+	if (theirs == NULL)
+		return -1;
+	theirs++;
+	theirs[strcspn(theirs, "\n")] = '\0';
+	read_small_file("/proc/sys/kernel/random/boot_id", ours, sizeof(ours));
+	ours[strcspn(ours, "\n")] = '\0';
+	if (theirs[0] == '\0' || strcmp(theirs, ours) != 0)
 		return -1;
 	locks = AllocateFile("/proc/locks", "r");
 	if (locks == NULL)
@@ -640,8 +667,9 @@ docsync_forget_slot(PG_FUNCTION_ARGS)
 		char		pid[32] = {0};
 		ssize_t		n = pread(lock_fd, pid, sizeof(pid) - 1, 0);
 
-		while (n > 0 && (pid[n - 1] == '\n' || pid[n - 1] == ' '))
-			pid[--n] = '\0';
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n ")] = '\0';	/* the first line: "<pid>\n<boot id>\n" */
+		n = (ssize_t) strlen(pid);
 		errno = save_errno;
 		if (save_errno == EWOULDBLOCK)
 			ereport(ERROR,

@@ -56,6 +56,14 @@ echo "refused with exit status $rc"
 echo "after kill -9 the worker shows stopped at once, while its last heartbeat is still fresh"
 [ "$(sql "SELECT lock_held FROM docsync.status_files() WHERE slot_name = '$slot'")" = t ] ||
   fail "the running worker's lock file is not seen held: $(sql "SELECT row_to_json(f) FROM docsync.status_files() f WHERE slot_name = '$slot'")"
+# A lock file written on another kernel (a worker on another host sharing the volume) is not one
+# this server can see: unknown, so the heartbeat decides.
+lock_file="$status_dir/$db.$slot.lock"
+real_lock=$(cat "$lock_file")
+printf '%s\n%s\n' "$worker_pid" 00000000-0000-0000-0000-000000000000 >"$lock_file"
+[ "$(sql "SELECT lock_held IS NULL FROM docsync.status_files() WHERE slot_name = '$slot'")" = t ] ||
+  fail "a lock file of another kernel is judged: $(sql "SELECT lock_held FROM docsync.status_files() WHERE slot_name = '$slot'")"
+printf '%s\n' "$real_lock" >"$lock_file"
 old_pid=$worker_pid
 kill -9 "$worker_pid"
 wait "$worker_pid" 2>/dev/null || true

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <system_error>
 
 #include <boost/interprocess/file_mapping.hpp>
@@ -184,6 +186,18 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
 
 // ---- SlotLock
 
+namespace {
+
+// This kernel's boot id (a UUID), shared by every container on the host; empty when unknown.
+std::string boot_id() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(in, id);
+    return id;
+}
+
+}  // namespace
+
 SlotLock::SlotLock(const std::filesystem::path& dir, std::string_view database, std::string_view slot)
     : path_(dir / lock_file_name(database, slot)) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -201,7 +215,7 @@ SlotLock::SlotLock(const std::filesystem::path& dir, std::string_view database, 
                 char buf[32] = {};
                 ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
                 std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-                while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+                text = text.substr(0, text.find('\n'));  // the pid's line
                 if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) owner = text;
                 else ::usleep(10000);
             }
@@ -214,7 +228,9 @@ SlotLock::SlotLock(const std::filesystem::path& dir, std::string_view database, 
                         ", holding " + path_.string() + "); stop that worker first, or give this one another --slot");
         throw Error("cannot lock " + path_.string() + ": " + errno_text(err));
     }
-    std::string pid = std::to_string(::getpid()) + "\n";
+    // The pid, for the messages that name the owner, and the kernel's boot id, which tells the server
+    // whether it shares this kernel, so whether it can see this lock (docsync.status_files()).
+    std::string pid = std::to_string(::getpid()) + "\n" + boot_id() + "\n";
     if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
         int err = errno;
         ::close(fd_);
