@@ -196,6 +196,28 @@ TEST_CASE("on a primary a compute waits until its snapshot sees every transactio
     CHECK(out.doc == std::optional<std::string>(R"({"id": 5, "status": "paid"})"));
 }
 
+TEST_CASE("while snapshot checks fail, computes check first and run no doc query until one passes") {
+    Fixture f;
+    sql1(f.db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    Executor ex(executor_options());
+    auto writer = admin();
+    writer.exec("BEGIN", pg::deadline_in(10s));
+    writer.exec("UPDATE exec_t.orders SET status = 'held' WHERE id = 6", pg::deadline_in(10s));
+    std::uint64_t xid = std::stoull(sql1(writer, "SELECT pg_current_xact_id()::text"));
+    // An alias pg_stat_statements keeps as written, to count this query's runs by.
+    auto probe = doc_query("SELECT jsonb_build_object('id', id) AS check_first_probe FROM orders WHERE id = $1");
+    auto runs = [&] {
+        return sql1(f.db, "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE '%check_first_probe%'");
+    };
+    sql1(f.db, "SELECT pg_stat_statements_reset()");
+    for (int i = 0; i < 5; ++i) CHECK(ex.run_doc(probe, {"6"}, {{xid}, 0}).kind == OutcomeKind::NotVisible);
+    CHECK(runs() == "1");  // the first compute's, sent with its check in one exchange; none after it
+    writer.exec("COMMIT", pg::deadline_in(10s));
+    CHECK(ex.run_doc(probe, {"6"}, {{xid}, 0}).kind == OutcomeKind::Ok);  // checked first, then run
+    CHECK(ex.run_doc(probe, {"6"}, {{xid}, 0}).kind == OutcomeKind::Ok);  // one exchange again
+    CHECK(runs() == "3");
+}
+
 TEST_CASE("a lost pool connection is a transient outcome and is replaced") {
     Fixture f;
     ExecutorOptions o = executor_options();

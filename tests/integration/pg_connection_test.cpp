@@ -94,6 +94,17 @@ TEST_CASE("the client-side deadline cancels a pipeline's long statement, and its
               .get(0, 0) == "0");
 }
 
+TEST_CASE("a statement that starts a COPY ends a pipeline with an error instead of hanging it") {
+    auto c = Connection::connect("", deadline_in(10s));
+    try {
+        c.pipeline({{"COPY (SELECT 1) TO STDOUT", {}, true}}, deadline_in(10s));
+        FAIL("expected an error");
+    } catch (const Error& e) {
+        CHECK(e.sqlstate() == "0A000");
+        CHECK(e.transient());  // the connection is dropped and replaced
+    }
+}
+
 TEST_CASE("a pipeline must end with a sync") {
     auto c = Connection::connect("", deadline_in(10s));
     CHECK_THROWS_AS(c.pipeline({{"SELECT 1", {}}}, deadline_in(10s)), Error);

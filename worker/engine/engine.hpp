@@ -79,10 +79,10 @@ struct EngineOptions {
 // Per doc query, for the status view.
 struct QueryStats {
     std::string name;
-    std::uint64_t recomputes = 0;          // doc queries run
+    std::uint64_t recomputes = 0;          // computes with an outcome (not-visible retries apart)
     std::uint64_t publishes = 0;           // docs published
     std::uint64_t permanent_failures = 0;  // query errors, timeouts, size and keys caps
-    std::uint64_t compute_ns = 0;          // time in doc queries that ran (by the engine's clock)
+    std::uint64_t compute_ns = 0;          // time in those computes (by the engine's clock)
     std::string last_error;
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
@@ -112,7 +112,7 @@ struct EngineStats {
     std::uint64_t waiting_txns = 0;         // registered transactions not yet complete
     std::uint64_t changes = 0;              // row changes handled
     std::uint64_t broadcasts = 0;           // changes (or truncates) that dirtied every live doc of a query
-    std::uint64_t recomputes = 0;           // doc queries run
+    std::uint64_t recomputes = 0;           // computes with an outcome (not-visible retries apart)
     std::uint64_t keys_lookups = 0;         // keys queries run
     std::uint64_t publishes = 0;
     std::uint64_t not_visible_retries = 0;  // computes requeued by the visibility check

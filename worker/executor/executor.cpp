@@ -203,6 +203,33 @@ void Executor::give_back(std::size_t index, bool keep) {
     free_.notify_one();
 }
 
+namespace {
+
+// The check of a compute's snapshot (steps 0 and 1 of its pipeline: BEGIN and the check): Ok, or
+// NotVisible when it misses a transaction the compute completes (or the server changed role, which
+// `standby` follows). Throws the error of either step.
+OutcomeKind judge_snapshot(const std::vector<pg::Step>& steps, const Visibility& need, bool& standby,
+                           Lsn& snapshot_lsn) {
+    for (std::size_t i : {0u, 1u})
+        if (steps[i].error) throw *steps[i].error;
+    const pg::Result& r = steps[1].result;
+    bool in_recovery = r.get(0, 1) == "t";
+    if (!r.is_null(0, 3)) snapshot_lsn = parse_lsn(r.get(0, 3)).value_or(0);
+    if (in_recovery != standby) {
+        standby = in_recovery;  // promoted or demoted under us: check again the right way
+        return OutcomeKind::NotVisible;
+    }
+    if (!in_recovery) {
+        auto snapshot = parse_snapshot(r.get(0, 0));
+        if (!snapshot) throw Error("could not parse pg_current_snapshot(): " + std::string(r.get(0, 0)));
+        for (auto xid : need.xids)
+            if (!snapshot->sees_committed(xid)) return OutcomeKind::NotVisible;
+    }
+    return OutcomeKind::Ok;
+}
+
+}  // namespace
+
 template <typename Check>
 OutcomeKind Executor::in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
                                  const Visibility& need, const std::string& what, std::string& error,
@@ -228,48 +255,59 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
             if (!replayed || *replayed < need.max_end_lsn) return OutcomeKind::NotVisible;
         }
         // The transaction's snapshot is taken by its first statement, the check's; the cleanup is a
-        // group of its own, so it runs whatever the compute's group did.
+        // group of its own, so it runs whatever the groups before it did.
         pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
+        const pg::Statement begin{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}};
+        pg::Statement snapshot_check{
+            "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
+            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
+            " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+            "      ELSE pg_catalog.pg_current_wal_lsn() END",
+            search};
+        const pg::Statement query{sql, args, true};
+        const pg::Statement rollback{"ROLLBACK", {}};
+        const pg::Statement unlock{"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true};
+        auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
         std::vector<pg::Step> steps;
-        try {
-            steps = conn.pipeline(
-                {{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}},
-                 {"SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-                  " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
-                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-                  "      ELSE pg_catalog.pg_current_wal_lsn() END",
-                  search},
-                 {sql, args, true},
-                 {"ROLLBACK", {}},
-                 {"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true}},
-                pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500)));
-        } catch (const Error&) {
-            lease.keep = false;  // lost, or left in the middle of the pipeline
-            throw;
+        auto run = [&](std::vector<pg::Statement> statements) {
+            try {
+                auto more = conn.pipeline(statements, deadline);
+                steps.insert(steps.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+            } catch (const Error&) {
+                lease.keep = false;  // lost, or left in the middle of the pipeline
+                throw;
+            }
+        };
+        // One exchange: the query runs before its snapshot is checked, and its result is dropped when
+        // the check fails. While checks fail (a synchronous standby stalling commits, say), the check
+        // goes first and the query runs only once it passes, so waiting costs no doc queries.
+        bool speculate = !check_first_.load(std::memory_order_relaxed);
+        if (speculate) {
+            run({begin, snapshot_check, query, rollback, unlock});
+        } else {
+            snapshot_check.sync = true;
+            run({begin, snapshot_check});
         }
+        std::optional<Error> failed;
+        OutcomeKind seen = OutcomeKind::Ok;
+        try {
+            seen = judge_snapshot(steps, need, lease.slot->standby, snapshot_lsn);
+        } catch (const Error& e) {
+            failed = e;
+        }
+        if (!speculate) run(!failed && seen == OutcomeKind::Ok ? std::vector<pg::Statement>{query, rollback, unlock}
+                                                               : std::vector<pg::Statement>{rollback, unlock});
         // Leave the session as it was pinned: no transaction, no advisory locks.
-        for (std::size_t i : {3u, 4u}) {
+        for (std::size_t i = steps.size() - 2; i < steps.size(); ++i) {
             if (steps[i].error) {
                 log_warning("executor", std::string("dropping a pool connection that did not clean up: ") +
                                             steps[i].error->what());
                 lease.keep = false;
             }
         }
-        for (std::size_t i : {0u, 1u})
-            if (steps[i].error) throw *steps[i].error;
-        const pg::Result& r = steps[1].result;
-        bool in_recovery = r.get(0, 1) == "t";
-        if (!r.is_null(0, 3)) snapshot_lsn = parse_lsn(r.get(0, 3)).value_or(0);
-        if (in_recovery != lease.slot->standby) {
-            lease.slot->standby = in_recovery;  // promoted or demoted under us: check again the right way
-            return OutcomeKind::NotVisible;
-        }
-        if (!in_recovery) {
-            auto snapshot = parse_snapshot(r.get(0, 0));
-            if (!snapshot) throw Error("could not parse pg_current_snapshot(): " + std::string(r.get(0, 0)));
-            for (auto xid : need.xids)
-                if (!snapshot->sees_committed(xid)) return OutcomeKind::NotVisible;
-        }
+        if (failed) throw *failed;
+        check_first_.store(seen == OutcomeKind::NotVisible, std::memory_order_relaxed);
+        if (seen != OutcomeKind::Ok) return seen;
         if (steps[2].error) throw *steps[2].error;
         kind = check(steps[2].result, error);
     } catch (const Error& e) {

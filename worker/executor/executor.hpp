@@ -12,6 +12,7 @@
 // Threads: run_doc and run_keys may be called from any number of threads at once; each call borrows
 // one pooled connection for its whole compute. Lost connections are replaced with backoff.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -90,7 +91,8 @@ private:
     // snapshot was taken in `snapshot_lsn`. One network round trip (a pipeline): BEGIN, the
     // snapshot check, the query; then ROLLBACK and pg_advisory_unlock_all(), which run even when the
     // query failed. A query whose snapshot turns out not to include what it completes ran for
-    // nothing: its result is dropped and the outcome is NotVisible.
+    // nothing: its result is dropped and the outcome is NotVisible; from then on the check goes
+    // first (check_first_) until one passes.
     template <typename Check>
     OutcomeKind in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
                            const Visibility& need, const std::string& what, std::string& error,
@@ -101,6 +103,7 @@ private:
     std::condition_variable free_;
     std::vector<std::unique_ptr<Slot>> slots_;
     bool standby_ = false;
+    std::atomic<bool> check_first_{false};  // the last snapshot check failed: check before querying
     std::string database_;
     std::string system_identifier_;
 };

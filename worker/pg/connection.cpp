@@ -434,6 +434,10 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
             if (!r) break;
             Result result(r);
             auto status = result.status();
+            // A COPY would leave libpq in a state where no further result comes: drop the connection.
+            if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH)
+                throw Error("a statement started a COPY, which docsync never runs on this connection; dropping it",
+                            sqlstate::kFeatureNotSupported, true);
             if (status == PGRES_PIPELINE_ABORTED)
                 steps[i].error = Error("skipped: an earlier statement of its pipeline failed", {}, false);
             else if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
