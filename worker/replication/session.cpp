@@ -245,6 +245,7 @@ std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds a
                             (info_.reconnect ? std::string("0/0") : format_lsn(info_.start_lsn)) + " (" +
                             plugin_options + ")";
     auto active_until = Clock::now() + active_grace;
+    stream_.drain_wake();  // what woke the stream so far (begin()'s acknowledgement) is no reason to retry
     for (;;) {
         try {
             conn_.start_copy(start_sql, cmd_deadline());
