@@ -301,6 +301,34 @@ read_small_file(const char *path, char *buf, size_t size)
 }
 
 /*
+ * What this server can see of workers' locks, read once per scan of the status directory: its
+ * kernel's boot id and the kernel's table of locks (/proc/locks).
+ */
+typedef struct LockView
+{
+	char		boot_id[64];
+	bool		readable;		/* /proc/locks could be read */
+	StringInfoData locks;		/* its contents: empty when no process holds a lock */
+} LockView;
+
+static void
+load_lock_view(LockView *view)
+{
+	FILE	   *locks = AllocateFile("/proc/locks", "r");
+	char		buf[1024];
+	size_t		n;
+
+	read_small_file("/proc/sys/kernel/random/boot_id", view->boot_id, sizeof(view->boot_id));
+	view->boot_id[strcspn(view->boot_id, "\n")] = '\0';
+	initStringInfo(&view->locks);
+	view->readable = locks != NULL;
+	while (locks != NULL && (n = fread(buf, 1, sizeof(buf), locks)) > 0)
+		appendBinaryStringInfo(&view->locks, buf, (int) n);
+	if (locks != NULL)
+		FreeFile(locks);
+}
+
+/*
  * Whether the worker that wrote the lock file at `path` still holds its flock(): 1 held, 0 free, -1
  * unknown. A running worker holds its slot's lock file for its lifetime, and the kernel drops the
  * lock the moment the process dies, so a free lock proves the worker gone. Only the kernel that
@@ -310,18 +338,15 @@ read_small_file(const char *path, char *buf, size_t size)
  * make a worker starting at that moment refuse to start.
  */
 static int
-flock_held(const char *path)
+flock_held(const char *path, LockView *view)
 {
 	struct stat st;
-	FILE	   *locks;
 	char		contents[128];
-	char		ours[64];
 	char	   *theirs;
-	char		line[256];
 	char		wanted[64];
-	int			held = 0;
+	const char *at;
 
-	if (stat(path, &st) != 0)
+	if (stat(path, &st) != 0 || !view->readable)
 		return -1;
 	read_small_file(path, contents, sizeof(contents));
 	theirs = strchr(contents, '\n');
@@ -329,20 +354,24 @@ flock_held(const char *path)
 		return -1;
 	theirs++;
 	theirs[strcspn(theirs, "\n")] = '\0';
-	read_small_file("/proc/sys/kernel/random/boot_id", ours, sizeof(ours));
-	ours[strcspn(ours, "\n")] = '\0';
-	if (theirs[0] == '\0' || strcmp(theirs, ours) != 0)
+	if (theirs[0] == '\0' || strcmp(theirs, view->boot_id) != 0)
 		return -1;
-	locks = AllocateFile("/proc/locks", "r");
-	if (locks == NULL)
-		return -1;
+
 	/* "1: FLOCK  ADVISORY  WRITE 4242 fe:00:10952835 0 EOF"; a waiter's line has "->" after the number */
 	snprintf(wanted, sizeof(wanted), " %02x:%02x:%lu ", major(st.st_dev), minor(st.st_dev),
 			 (unsigned long) st.st_ino);
-	while (!held && fgets(line, sizeof(line), locks) != NULL)
-		held = strstr(line, " FLOCK ") != NULL && strstr(line, "->") == NULL && strstr(line, wanted) != NULL;
-	FreeFile(locks);
-	return held;
+	for (at = view->locks.data; (at = strstr(at, wanted)) != NULL; at += strlen(wanted))
+	{
+		const char *line = at;
+		size_t		length;
+
+		while (line > view->locks.data && line[-1] != '\n')
+			line--;
+		length = at - line;
+		if (memmem(line, length, " FLOCK ", 7) != NULL && memmem(line, length, "->", 2) == NULL)
+			return 1;
+	}
+	return 0;
 }
 
 /* Calls emit for every "*.status" file in docsync.status_dir, in directory order. */
@@ -354,6 +383,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 	struct dirent *de;
 	MemoryContext per_file;
 	MemoryContext old;
+	LockView	locks;
 
 	dir = AllocateDir(dir_path);
 	if (dir == NULL)
@@ -367,6 +397,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 		return;
 	}
 	per_file = AllocSetContextCreate(CurrentMemoryContext, "docsync status file", ALLOCSET_DEFAULT_SIZES);
+	load_lock_view(&locks);
 	while ((de = ReadDirExtended(dir, dir_path, WARNING)) != NULL)
 	{
 		size_t		len = strlen(de->d_name);
@@ -380,7 +411,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 		path = psprintf("%s/%s", dir_path, de->d_name);
 		read_status_file(path, &read);
 		read.lock_held = flock_held(psprintf("%s/%.*s.lock", dir_path, (int) (len - strlen(STATUS_SUFFIX)),
-											 de->d_name));
+											 de->d_name), &locks);
 		MemoryContextSwitchTo(old);
 		if (!read.missing)
 			emit(arg, de->d_name, &read);
