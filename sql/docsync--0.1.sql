@@ -168,6 +168,13 @@ AS 'MODULE_PATHNAME', 'docsync_check_definer';
 COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
 
+-- No SET search_path: like analyze_query, a null search_path means the caller's.
+CREATE FUNCTION docsync.batch_sql(sql text, search_path text)
+RETURNS text LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_batch_sql';
+COMMENT ON FUNCTION docsync.batch_sql(text, text) IS
+  'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (no params, or a param type unnest cannot carry, such as an array)';
+
 CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
 COMMENT ON FUNCTION docsync.api_caller() IS 'the role that called the docsync API function now running';
@@ -1069,26 +1076,69 @@ BEGIN
 END
 $$;
 
--- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null; and
--- "fingerprint": what its docs depend on besides rows (docsync.fingerprint). Watches are resolved by
--- name in this database; those that do not resolve are left out of "watches" and listed in
--- "unresolved" with the problem, for the worker to report.
+-- The batched form (docsync.batch_sql) of a stored doc query, or with watch, of that watch's keys
+-- query; null when it has none, and null too when it does not analyse now (a table it reads was
+-- dropped, say): the worker then computes one doc at a time, and those computes report the failure.
+-- It analyses as the extension's owner, like fingerprint(): the worker's replication role calls it
+-- through worker_definitions() and may not even see the schemas the query reads. Only stored queries,
+-- never text from the caller.
+CREATE FUNCTION docsync.stored_batch_sql(query text, watch bigint DEFAULT NULL) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  src text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_sql.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF watch IS NULL THEN
+    src := q.sql;
+  ELSE
+    SELECT w.keys_sql INTO src FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+  END IF;
+  IF src IS NULL THEN
+    RETURN NULL;
+  END IF;
+  RETURN docsync.batch_sql(src, q.search_path);
+EXCEPTION WHEN OTHERS THEN
+  RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION docsync.stored_batch_sql(text, bigint) IS
+  'the batched form of a stored doc query, or of the keys query of one of its watches; null when it has none or no longer analyses';
+
+-- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
+-- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
+-- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
+-- Watches are resolved by name in this database; those that do not resolve are left out of
+-- "watches" and listed in "unresolved" with the problem, for the worker to report. A reverse-index
+-- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. refusal() runs
+-- once per query.
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  WITH qs AS (
+    SELECT q.*, r.refused
+      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused))
   SELECT jsonb_build_object(
     'generation', (SELECT generation FROM docsync.def_generation),
     'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path, 'refused', docsync.refusal(q.name),
-                          'fingerprint', docsync.fingerprint(q.name)) ORDER BY q.name)
-                         FROM docsync.query_defs q), '[]'),
+                          'search_path', q.search_path, 'refused', q.refused,
+                          'fingerprint', docsync.fingerprint(q.name),
+                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END)
+                          ORDER BY q.name)
+                         FROM qs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
                           'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
                           'keys_sql', w.keys_sql,
+                          'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
+                                                 THEN docsync.stored_batch_sql(w.query, w.id) END,
                           'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
                           'allow_broadcast', w.allow_broadcast) ORDER BY w.query, w.id)
                          FROM docsync.watch_targets w
+                         JOIN qs q ON q.name = w.query
                          JOIN pg_class c ON c.oid = w.relid
                          JOIN pg_namespace n ON n.oid = c.relnamespace
                          CROSS JOIN LATERAL (
@@ -1430,7 +1480,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1716,9 +1766,10 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   docsync.watch(text, text, text[], text, text[], boolean, text), docsync.unwatch(text, text, text[], text, text),
   docsync.drop_query(text)
   TO PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text),
+GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(text, text),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
-  docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text)
+  docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
+  docsync.stored_batch_sql(text, bigint)
   TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

@@ -230,6 +230,7 @@ int run(const Settings& settings) {
     EngineOptions engine_options;
     engine_options.live_all = settings.live == LiveMode::All;
     engine_options.max_keys = settings.max_keys;
+    engine_options.batch = settings.batch;
     Engine engine(executor, *publisher, clock, engine_options,
                   [&coordinator](std::uint64_t ticket) { coordinator.complete(ticket); });
     auto defs = definitions.fetch();

@@ -56,3 +56,24 @@ bench_wait_confirmed() {
   done
   python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$t0" "$EPOCHREALTIME"
 }
+
+# Prints the CPU time (user + system, seconds) the processes $@ have used so far; a process that has
+# exited counts nothing.
+bench_cpu_seconds() {
+  local hz ticks=0 p f
+  hz=$(getconf CLK_TCK)
+  for p in "$@"; do
+    # Fields 14 and 15 (utime, stime), counted after the ")" that ends the command name.
+    f=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}') || f=0
+    ticks=$((ticks + ${f:-0}))
+  done
+  echo "scale=3; $ticks / $hz" | bc -l
+}
+
+# True when the worker's --help lists the flag $1. The help is read whole first: grep -q would stop
+# reading at the match, and under pipefail the worker's SIGPIPE would fail the test.
+bench_worker_has_flag() {
+  local help
+  help=$("$worker" --help 2>&1) || true
+  grep -q -- "^ *$1 " <<<"$help"
+}

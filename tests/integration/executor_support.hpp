@@ -25,6 +25,14 @@ inline void ensure_reader_role(pg::Connection& c, const std::string& role) {
                 " LOGIN; END IF; END$$");
 }
 
+// The batched form of a doc or keys query (DocQuery::batch_sql), as the extension builds it for the
+// worker's definitions; creates the extension in the test database when it is missing.
+inline std::string batch_sql(pg::Connection& c, const std::string& sql, const std::string& search_path) {
+    sql1(c, "CREATE EXTENSION IF NOT EXISTS docsync");
+    auto r = c.exec("SELECT docsync.batch_sql($1, $2)", {sql, search_path}, pg::deadline_in(std::chrono::seconds(60)));
+    return r.is_null(0, 0) ? std::string() : std::string(r.get(0, 0));
+}
+
 inline ExecutorOptions executor_options(const std::string& dsn = "", bool unsafe = true) {
     ExecutorOptions o;
     o.pool_dsn = dsn;

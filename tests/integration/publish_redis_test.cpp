@@ -210,6 +210,43 @@ TEST_CASE("redis: a key of another type under db: is a permanent error naming it
     sink.publish("db:x:2", doc("{}"), DocVersion{1, 1});  // the sink still works
 }
 
+TEST_CASE("redis: publish_many sends every doc in one round trip, each with its own outcome") {
+    RedisServer redis;
+    RedisSink sink(redis.address());
+    auto client = redis.client();
+    client->command({"HSET", "db:x:3", "a", "b"});
+    client->command({"SCRIPT", "FLUSH"});  // the first reply of each is NOSCRIPT: the script is sent again
+    std::vector<std::string> channels;
+    std::vector<std::optional<std::string>> docs;
+    for (int i = 1; i <= 6; ++i) {
+        channels.push_back("db:x:" + std::to_string(i));
+        docs.push_back(i == 5 ? std::nullopt : doc("{\"i\": " + std::to_string(i) + "}"));
+    }
+    std::vector<docsync::Publication> publications;
+    for (std::size_t i = 0; i < channels.size(); ++i) publications.push_back({&channels[i], &docs[i], DocVersion{1, 0x100}});
+    auto out = sink.publish_many(publications);
+    REQUIRE(out.size() == 6);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        INFO(channels[i]);
+        if (i == 2) {
+            REQUIRE(out[i]);
+            CHECK_FALSE(out[i]->transient());
+            CHECK(std::string(out[i]->what()).find("db:x:3 holds a hash") != std::string::npos);
+        } else {
+            CHECK_FALSE(out[i]);
+        }
+    }
+    CHECK(get(*client, "db:x:6") == R"({"channel":"db:x:6","doc":{"i":6},"generation":1,"lsn":"0/100"})");
+    CHECK(get(*client, "db:x:5").find(R"("doc":null)") != std::string::npos);
+    // Redis gone: every doc gets the transient error.
+    redis.stop();
+    out = sink.publish_many(publications);
+    for (const auto& o : out) {
+        REQUIRE(o);
+        CHECK(o->transient());
+    }
+}
+
 TEST_CASE("redis: CLIENT PAUSE WRITE holds a publish back until the pause ends") {
     RedisServer redis;
     RedisSink sink(redis.address());

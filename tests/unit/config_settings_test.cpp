@@ -64,6 +64,7 @@ TEST_CASE("defaults apply when a setting is given nowhere") {
     CHECK(s.statement_timeout == 5s);
     CHECK(s.max_doc_bytes == 1ull << 20);
     CHECK(s.max_keys == 10000);
+    CHECK(s.batch == 128);
     CHECK(s.max_retained_wal == 1ull << 30);
     CHECK(s.status_dir == "/run/docsync");
     CHECK(s.status_interval == 10s);
@@ -186,7 +187,7 @@ TEST_CASE("--help lists every setting with its default, the precedence rule and 
     CHECK(p.exit_code == 0);
     CHECK(p.error.empty());
     for (auto flag : {"--dsn", "--pool-dsn", "--slot", "--create-slot", "--sink", "--live ", "--live-poll", "--pool ",
-                      "--statement-timeout", "--max-doc-bytes", "--max-keys", "--max-retained-wal", "--status-dir",
+                      "--statement-timeout", "--max-doc-bytes", "--max-keys", "--batch", "--max-retained-wal", "--status-dir",
                       "--status-interval", "--max-pending-txns", "--max-pending-bytes", "--config",
                       "--allow-unsafe-pool", "--log-format", "--log-file", "--log-level", "--threads", "--warm",
                       "--version"})
@@ -291,7 +292,7 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 24);
+    CHECK(rows == 25);
 }
 
 TEST_CASE("an unopenable log file is an invalid setting naming the file and the fix") {

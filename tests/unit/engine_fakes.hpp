@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,13 +57,50 @@ public:
     Lsn snapshot_lsn = 0;  // the WAL position each Ok compute reports for its snapshot
     std::vector<DocCall> doc_calls;
     std::vector<SqlArgs> keys_calls;
+    // Batched statements, as a database runs them: one call per statement, with its size; a doc
+    // (keys args) listed as failing makes the whole statement fail, as a query error would.
+    std::vector<DocCall> doc_batches;     // need: the statement's; args: empty
+    std::vector<std::size_t> doc_batch_sizes;
+    std::vector<std::size_t> keys_batch_sizes;
+    std::set<std::string> failing_docs;   // channels whose query raises an error
+    std::set<SqlArgs> failing_keys;       // keys args whose query raises an error
     std::mutex mutex;
+
+    DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) override {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            doc_batches.push_back({query.name, {}, need});
+            doc_batch_sizes.push_back(args.size());
+            if (args.size() > 1)
+                for (const auto& a : args)
+                    if (failing_docs.count(build_channel(query.name, a))) return {true, "division by zero", {}};
+        }
+        return Runner::run_docs(query, args, need);
+    }
+
+    KeysBatchOutcome run_keys_batch(const KeysQuery& query, const std::vector<SqlArgs>& args, std::size_t max_keys,
+                                    const Visibility& need) override {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            keys_batch_sizes.push_back(args.size());
+            if (args.size() > 1)
+                for (const auto& a : args)
+                    if (failing_keys.count(a)) return {true, "division by zero", {}};
+        }
+        return Runner::run_keys_batch(query, args, max_keys, need);
+    }
 
     DocOutcome run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) override {
         if (during_doc) during_doc(query, args);
         std::lock_guard<std::mutex> lock(mutex);
         doc_calls.push_back({query.name, args, need});
         DocOutcome out;
+        if (failing_docs.count(build_channel(query.name, args))) {
+            out.kind = OutcomeKind::Permanent;
+            out.error = "query \"" + query.name + "\" failed: division by zero";
+            out.sqlstate = "22012";
+            return out;
+        }
         if (!doc_script.empty()) {
             out.kind = doc_script.front();
             doc_script.erase(doc_script.begin());
@@ -83,6 +121,12 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         keys_calls.push_back(args);
         KeysOutcome out;
+        if (failing_keys.count(args)) {
+            out.kind = OutcomeKind::Permanent;
+            out.error = "keys query failed: division by zero";
+            out.sqlstate = "22012";
+            return out;
+        }
         if (!keys_script.empty()) {
             out.kind = keys_script.front();
             keys_script.erase(keys_script.begin());

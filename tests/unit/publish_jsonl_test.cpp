@@ -195,6 +195,27 @@ TEST_CASE("file sink: lines from concurrent publishers are whole, valid JSON and
     MESSAGE("fsyncs for " << kThreads * kPerThread << " docs: " << syncs);
 }
 
+TEST_CASE("file sink: publish_many writes every doc and waits for one fsync for them all") {
+    TempDir dir;
+    auto path = dir.path / "docs.jsonl";
+    auto sink = JsonlSink::open_file(path.string());
+    std::vector<std::string> channels;
+    std::vector<std::optional<std::string>> docs;
+    for (int i = 0; i < 100; ++i) {
+        channels.push_back("db:b:" + std::to_string(i));
+        docs.push_back(i == 7 ? std::optional<std::string>("not json") : std::optional<std::string>("{}"));
+    }
+    std::vector<docsync::Publication> publications;
+    for (std::size_t i = 0; i < channels.size(); ++i) publications.push_back({&channels[i], &docs[i], DocVersion{1, 5}});
+    auto before = sink->sync_count();
+    auto out = sink->publish_many(publications);
+    REQUIRE(out.size() == 100);
+    for (std::size_t i = 0; i < out.size(); ++i) CHECK(out[i].has_value() == (i == 7));
+    CHECK_FALSE(out[7]->transient());  // refused for good, as publish would
+    CHECK(sink->sync_count() == before + 1);
+    CHECK(read_lines(path).size() == 99);
+}
+
 TEST_CASE("file sink: an incomplete last line is cut at start and what the file holds is read back") {
     TempDir dir;
     auto path = dir.path / "docs.jsonl";

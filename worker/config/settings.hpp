@@ -42,6 +42,7 @@ struct Settings {
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
     std::uint64_t max_doc_bytes = 1ull << 20;                              // doc size cap
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
+    std::uint64_t batch = defaults::kBatch;                                // docs per statement
     std::uint64_t max_retained_wal = defaults::kMaxRetainedWal;            // WAL safety valve
     std::string status_dir = "/run/docsync";                               // status file directory
     std::chrono::milliseconds status_interval{defaults::kStatusInterval};  // standby status updates

@@ -192,6 +192,11 @@ const std::vector<Spec>& specs() {
         {"max-doc-bytes", Kind::Size, "SIZE", "largest doc published; larger ones are recorded as errors",
          [](const Settings& s) { return format_size(s.max_doc_bytes); },
          [](Settings& s, std::string_view v) { s.max_doc_bytes = size_in(v, 1, GB); }},
+        {"batch", Kind::Count, "N",
+         "most docs of one query computed by one statement, and keys lookups of one watch run by one, when that "
+         "many wait at once; 1 computes each alone",
+         [](const Settings& s) { return std::to_string(s.batch); },
+         [](Settings& s, std::string_view v) { s.batch = count_in(v, 1, 10000); }},
         {"max-keys", Kind::Count, "N", "most keys one reverse-index lookup may return; more is an error, never truncated",
          [](const Settings& s) { return std::to_string(s.max_keys); },
          [](Settings& s, std::string_view v) { s.max_keys = count_in(v, 1, 100000000); }},

@@ -66,17 +66,19 @@ bool Engine::Impl::take(Job& job) {
     lookups_.promote_due(t);
     bool docs_first = docs_turn_ && docs_.has_ready();
     docs_turn_ = !docs_turn_;
-    if (!docs_first && lookups_.take(job.lookup)) {
+    if (!docs_first && lookups_.take(job.lookups, options_.batch)) {
         job.is_lookup = true;
         return true;
     }
-    if (docs_.take(job.doc)) {
+    if (docs_.take(job.docs, options_.batch)) {
         job.is_lookup = false;
         job.defs = catalog_.shared();
-        job.version = DocVersion{generation_, job.doc.lsn ? job.doc.lsn : handled_lsn_};
+        job.versions.clear();
+        for (const auto& doc : job.docs)
+            job.versions.push_back(DocVersion{generation_, doc.lsn ? doc.lsn : handled_lsn_});
         return true;
     }
-    if (lookups_.take(job.lookup)) {
+    if (lookups_.take(job.lookups, options_.batch)) {
         job.is_lookup = true;
         return true;
     }
@@ -85,56 +87,134 @@ bool Engine::Impl::take(Job& job) {
 
 void Engine::Impl::run(Job& job, std::unique_lock<std::mutex>& lock) {
     if (job.is_lookup) {
-        run_lookup(job.lookup, lock);
+        run_lookups(job, lock);
     } else {
-        run_doc(job, lock);
+        run_docs(job, lock);
     }
 }
 
-void Engine::Impl::run_doc(Job& job, std::unique_lock<std::mutex>& lock) {
-    DocJob& dj = job.doc;
-    const DocQuery* query = dj.query < job.defs->queries.size() ? &job.defs->queries[dj.query] : nullptr;
-    ParsedChannel parsed;
-    DocOutcome outcome;
-    bool published = false;
-    std::string publish_error;
-    Nanos compute_time = 0;
-    lock.unlock();
-    if (!query || !parse_channel(dj.channel, parsed) || parsed.values.size() != query->params.size()) {
-        outcome.kind = OutcomeKind::Permanent;
-        outcome.error = "channel \"" + dj.channel + "\" no longer matches a defined query";
-    } else {
-        Visibility need{dj.xids, job.version.lsn};
-        Nanos started = now();
-        try {
-            outcome = runner_.run_doc(*query, parsed.values, need);
-        } catch (const std::exception& e) {
-            outcome.kind = OutcomeKind::Transient;
-            outcome.error = e.what();
+namespace {
+
+// What a statement over items [begin, end) must see: everything each of them must.
+Visibility union_of(const std::vector<Visibility>& needs, std::size_t begin, std::size_t end) {
+    Visibility out;
+    for (std::size_t i = begin; i < end; ++i) {
+        for (auto xid : needs[i].xids)
+            if (std::find(out.xids.begin(), out.xids.end(), xid) == out.xids.end()) out.xids.push_back(xid);
+        out.max_end_lsn = std::max(out.max_end_lsn, needs[i].max_end_lsn);
+    }
+    return out;
+}
+
+// Runs items [begin, end) with `run(begin, end)`, one statement for them all. When that statement
+// fails as a whole for an error one of them may cause, the two halves run again, and so on down to
+// single items: only the item at fault records the failure, and the others get their outcomes. A
+// runner's exception is a transient outcome for each item.
+template <class Outcome, class Run>
+void run_halving(std::size_t begin, std::size_t end, std::vector<Outcome>& out, Run& run) {
+    BatchOutcome<Outcome> got;
+    try {
+        got = run(begin, end);
+    } catch (const std::exception& e) {
+        for (std::size_t i = begin; i < end; ++i) {
+            out[i].kind = OutcomeKind::Transient;
+            out[i].error = e.what();
         }
-        compute_time = now() - started;
-        if (outcome.kind == OutcomeKind::Ok) {
-            // A doc's version is the WAL position its content reflects: at least the commits it
-            // completes, and the compute's snapshot, so a recompute is never older than anything
-            // published before it (a startup recompute handles no commit at all).
-            job.version.lsn = std::max(job.version.lsn, outcome.snapshot_lsn);
-            try {
-                publisher_.publish(dj.channel, outcome.doc, job.version);
-                published = true;
-            } catch (const Error& e) {
-                if (e.transient()) {
-                    publish_error = e.what();
-                } else {  // the sink refuses this doc for good (e.g. not valid JSON): an outcome
-                    outcome.kind = OutcomeKind::Permanent;
-                    outcome.error = std::string("the sink refused the doc: ") + e.what();
-                    outcome.doc.reset();
-                }
-            } catch (const std::exception& e) {
-                publish_error = e.what();
+        return;
+    }
+    if (!got.split && got.outcomes.size() == end - begin) {
+        std::move(got.outcomes.begin(), got.outcomes.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
+        return;
+    }
+    if (!got.split)
+        got.error = "the runner returned " + std::to_string(got.outcomes.size()) + " outcomes for " +
+                    std::to_string(end - begin) + " computes";
+    if (end - begin == 1) {
+        out[begin].kind = OutcomeKind::Permanent;
+        out[begin].error = got.error;
+        return;
+    }
+    std::size_t middle = begin + (end - begin) / 2;
+    run_halving(begin, middle, out, run);
+    run_halving(middle, end, out, run);
+}
+
+}  // namespace
+
+void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
+    std::vector<DocJob>& jobs = job.docs;
+    std::uint16_t index = jobs.front().query;
+    const DocQuery* query = index < job.defs->queries.size() ? &job.defs->queries[index] : nullptr;
+    lock.unlock();
+    std::vector<DocOutcome> outcomes(jobs.size());
+    // The docs whose channels still name the query run together; any other fails at once.
+    std::vector<std::size_t> runs;
+    std::vector<SqlArgs> args;
+    std::vector<Visibility> needs;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        ParsedChannel parsed;
+        if (!query || !parse_channel(jobs[i].channel, parsed) || parsed.values.size() != query->params.size()) {
+            outcomes[i].kind = OutcomeKind::Permanent;
+            outcomes[i].error = "channel \"" + jobs[i].channel + "\" no longer matches a defined query";
+            continue;
+        }
+        runs.push_back(i);
+        args.push_back(std::move(parsed.values));
+        needs.push_back(Visibility{jobs[i].xids, job.versions[i].lsn});
+    }
+    Nanos compute_time = 0;
+    if (!runs.empty()) {
+        std::vector<DocOutcome> ran(runs.size());
+        auto run = [&](std::size_t begin, std::size_t end) {
+            if (begin == 0 && end == args.size()) return runner_.run_docs(*query, args, union_of(needs, 0, end));
+            std::vector<SqlArgs> part(args.begin() + static_cast<std::ptrdiff_t>(begin),
+                                      args.begin() + static_cast<std::ptrdiff_t>(end));
+            return runner_.run_docs(*query, part, union_of(needs, begin, end));
+        };
+        Nanos started = now();
+        run_halving(0, args.size(), ran, run);
+        compute_time = (now() - started) / static_cast<Nanos>(runs.size());
+        for (std::size_t k = 0; k < runs.size(); ++k) outcomes[runs[k]] = std::move(ran[k]);
+    }
+    // A doc's version is the WAL position its content reflects: at least the commits it completes,
+    // and the compute's snapshot, so a recompute is never older than anything published before it
+    // (a startup recompute handles no commit at all).
+    std::vector<Publication> publications;
+    std::vector<std::size_t> publishing;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (outcomes[i].kind != OutcomeKind::Ok) continue;
+        DocVersion& version = job.versions[i];
+        version.lsn = std::max(version.lsn, outcomes[i].snapshot_lsn);
+        publications.push_back(Publication{&jobs[i].channel, &outcomes[i].doc, version});
+        publishing.push_back(i);
+    }
+    std::vector<bool> published(jobs.size(), false);
+    std::vector<std::string> publish_errors(jobs.size());
+    if (!publications.empty()) {
+        auto errors = publisher_.publish_many(publications);
+        for (std::size_t k = 0; k < publishing.size(); ++k) {
+            std::size_t i = publishing[k];
+            std::optional<Error> error =
+                k < errors.size() ? errors[k] : std::optional<Error>(Error("the sink gave no outcome", {}, true));
+            if (!error) {
+                published[i] = true;
+            } else if (error->transient()) {
+                publish_errors[i] = error->what();
+            } else {  // the sink refuses this doc for good (e.g. not valid JSON): an outcome
+                outcomes[i].kind = OutcomeKind::Permanent;
+                outcomes[i].error = std::string("the sink refused the doc: ") + error->what();
+                outcomes[i].doc.reset();
             }
         }
     }
     lock.lock();
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+        record_doc(jobs[i], outcomes[i], published[i], publish_errors[i], query, compute_time);
+    complete_finished(lock);
+}
+
+void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool published,
+                              const std::string& publish_error, const DocQuery* query, Nanos compute_time) {
     Entry& entry = *dj.entry;
     bool walk_job = docs_.end_compute(dj);
     QueryStats* stats = query ? catalog_.stats_of(dj.query, query->name) : nullptr;
@@ -171,36 +251,51 @@ void Engine::Impl::run_doc(Job& job, std::unique_lock<std::mutex>& lock) {
         docs_.failed(entry, backoff(options_.permanent_backoff, failures, options_.permanent_backoff_cap),
                      walk_job);
     }
-    complete_finished(lock);
 }
 
-void Engine::Impl::run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock) {
-    const Watch& watch = lookup.defs->watches[lookup.watch];
-    const DocQuery* query = lookup.defs->find_query(watch.query);
+void Engine::Impl::run_lookups(Job& job, std::unique_lock<std::mutex>& lock) {
+    std::vector<Lookup>& lookups = job.lookups;
+    const Definitions& defs = *lookups.front().defs;
+    const Watch& watch = defs.watches[lookups.front().watch];
+    const DocQuery* query = defs.find_query(watch.query);
     KeysQuery keys{watch.query, *watch.keys_sql, query ? query->search_path : std::string(),
-                   watch.schema + "." + watch.table, query ? query->refused : std::string()};
+                   watch.schema + "." + watch.table, query ? query->refused : std::string(), watch.keys_batch_sql};
     std::size_t max_keys = options_.max_keys;
     Nanos started = now();
     lock.unlock();
-    KeysOutcome outcome;
-    try {
-        outcome = runner_.run_keys(keys, lookup.args, max_keys, Visibility{lookup.xids, lookup.end_lsn});
-    } catch (const std::exception& e) {
-        outcome.kind = OutcomeKind::Transient;
-        outcome.error = e.what();
+    std::vector<SqlArgs> args;
+    std::vector<Visibility> needs;
+    for (const auto& lookup : lookups) {
+        args.push_back(lookup.args);
+        needs.push_back(Visibility{lookup.xids, lookup.end_lsn});
     }
-    if (outcome.kind == OutcomeKind::Ok && query) {
+    std::vector<KeysOutcome> outcomes(lookups.size());
+    auto run = [&](std::size_t begin, std::size_t end) {
+        std::vector<SqlArgs> part(args.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  args.begin() + static_cast<std::ptrdiff_t>(end));
+        return runner_.run_keys_batch(keys, part, max_keys, union_of(needs, begin, end));
+    };
+    run_halving(0, args.size(), outcomes, run);
+    for (auto& outcome : outcomes) {
+        if (outcome.kind != OutcomeKind::Ok || !query) continue;
         for (const auto& row : outcome.keys) {
             if (row.size() != query->params.size()) {
                 outcome.kind = OutcomeKind::Permanent;
                 outcome.error = "the keys query of the watch of \"" + watch.query + "\" on " + keys.table +
-                                " returned " + std::to_string(row.size()) + " columns; query \"" +
-                                watch.query + "\" takes " + std::to_string(query->params.size()) + " params";
+                                " returned " + std::to_string(row.size()) + " columns; query \"" + watch.query +
+                                "\" takes " + std::to_string(query->params.size()) + " params";
                 break;
             }
         }
     }
     lock.lock();
+    for (std::size_t i = 0; i < lookups.size(); ++i) record_lookup(lookups[i], outcomes[i], query, keys.table, started);
+    complete_finished(lock);
+}
+
+void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const DocQuery* query,
+                                 const std::string& table, Nanos started) {
+    const std::string& query_name = lookup.defs->watches[lookup.watch].query;
     auto key = lookup.key();
     bool current = lookup.epoch == epoch_;
     if (!current) lookup.seqs.clear();  // a reset forgot those transactions
@@ -235,16 +330,16 @@ void Engine::Impl::run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock
             ++counters_.not_visible_retries;
             wait = backoff(options_.not_visible_backoff, lookup.failures, options_.not_visible_backoff_cap);
         } else {
-            record_transient("keys lookup on " + keys.table, outcome.error, true);
+            record_transient("keys lookup on " + table, outcome.error, true);
             wait = backoff(options_.transient_backoff, lookup.failures, options_.transient_backoff_cap);
         }
         if (!current) lookup.epoch = epoch_;
         lookups_.retry(now() + to_nanos(wait), std::move(lookup));
     } else if (query_now != kNoQuery) {
-        record_permanent(catalog_.stats_of(query_now, query->name), "keys:" + keys.table, outcome.error,
+        record_permanent(catalog_.stats_of(query_now, query->name), "keys:" + table, outcome.error,
                          outcome.sqlstate);
-        log_warning("engine", "keys lookup on " + keys.table + " failed: " + outcome.error +
-                                  "; recomputing every live doc of \"" + query->name + "\" instead");
+        log_warning("engine", "keys lookup on " + table + " failed: " + outcome.error +
+                                  "; recomputing every live doc of \"" + query_name + "\" instead");
         // Never silently nothing: the docs it would have named are among the live ones.
         docs_.for_each_live(query_now, [&](Entry& entry) { dirty(entry, false); });
         release_all();
@@ -252,7 +347,6 @@ void Engine::Impl::run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock
         release_all();  // the query was dropped meanwhile
     }
     lookups_.finish(key, started + to_nanos(options_.min_round_interval), now());
-    complete_finished(lock);
 }
 
 Nanos Engine::Impl::next_due() const { return std::min(docs_.next_due(), lookups_.next_due()); }

@@ -110,6 +110,8 @@ Definitions parse_definitions(std::string_view json) {
         // depends on (docsync.fingerprint()); each null or absent when there is none
         query.refused = optional_string_member(q, "refused", at);
         query.fingerprint = optional_string_member(q, "fingerprint", at);
+        // the statement computing many docs at once (docsync.batch_sql()); null or absent: none
+        query.batch_sql = optional_string_member(q, "batch_sql", at);
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }
@@ -137,6 +139,8 @@ Definitions parse_definitions(std::string_view json) {
             fail(at, "\"keys_sql\" must be a string or null");
         }
         watch.keys_args = columns_member(w, "keys_args", at);
+        watch.keys_batch_sql = optional_string_member(w, "keys_batch_sql", at);
+        if (!watch.reverse() && !watch.keys_batch_sql.empty()) fail(at, "a direct watch must have no \"keys_batch_sql\"");
         const Value& broadcast = member(w, "allow_broadcast", at);
         if (!broadcast.IsBool()) fail(at, "\"allow_broadcast\" must be a boolean");
         watch.allow_broadcast = broadcast.GetBool();

@@ -31,6 +31,7 @@ struct Watch {
     std::vector<WatchColumn> columns;
     std::optional<std::string> keys_sql;
     std::vector<WatchColumn> keys_args;
+    std::string keys_batch_sql;  // keys_sql for many key values at once (DocQuery::batch_sql); may be empty
     bool allow_broadcast = false;
     bool operator==(const Watch&) const = default;
 

@@ -164,40 +164,65 @@ Nanos DocSet::next_due() const {
     return delayed_.empty() ? std::numeric_limits<Nanos>::max() : delayed_.begin()->first;
 }
 
-bool DocSet::take(DocJob& job) {
-    while (!ready_.empty()) {
+bool DocSet::start(Entry& entry, DocJob& job) {
+    Doc& doc = entry.second;
+    doc.clear(DocFlags::Queued);
+    if (doc.has(DocFlags::Txn)) return false;  // rescheduled at COMMIT
+    if (!doc.has(DocFlags::Live)) {
+        abandon(doc);
+        return false;
+    }
+    if (!doc.has(DocFlags::Dirty)) return false;
+    doc.set(DocFlags::InFlight);
+    doc.clear(DocFlags::Dirty);
+    job.previous_start = doc.last_start;
+    doc.last_start = now();
+    ledger_.hand_over(doc.pending_seq, doc.flight_seq);
+    job.entry = &entry;
+    job.channel = entry.first;
+    job.xids = std::move(doc.xids);
+    doc.xids.clear();
+    job.query = doc.query;
+    job.lsn = doc.lsn;
+    job.walk_id = 0;
+    if (doc.has(DocFlags::Walk)) {
+        doc.clear(DocFlags::Walk);
+        --walk_flagged_;
+        ++walk_running_;
+        job.walk_id = walk_.id;
+    }
+    ++in_flight_;
+    return true;
+}
+
+bool DocSet::take(std::vector<DocJob>& jobs, std::size_t max) {
+    jobs.clear();
+    DocJob first;
+    bool found = false;
+    while (!found && !ready_.empty()) {
         Entry* entry = ready_.front();
-        Doc& doc = entry->second;
         ready_.pop_front();
-        doc.clear(DocFlags::Queued);
-        if (doc.has(DocFlags::Txn)) continue;  // rescheduled at COMMIT
-        if (!doc.has(DocFlags::Live)) {
-            abandon(doc);
+        found = start(*entry, first);
+    }
+    if (!found) return false;
+    std::uint16_t query = first.query;
+    jobs.push_back(std::move(first));
+    // More docs of the same query from the front of the queue, the others keeping their places:
+    // a look at a bounded window keeps a take cheap however long the queue, and the queue first
+    // come, first served.
+    std::vector<Entry*> others;
+    for (std::size_t seen = 0; jobs.size() < max && !ready_.empty() && seen < 4 * max; ++seen) {
+        Entry* entry = ready_.front();
+        ready_.pop_front();
+        if (entry->second.query != query) {
+            others.push_back(entry);
             continue;
         }
-        if (!doc.has(DocFlags::Dirty)) continue;
-        doc.set(DocFlags::InFlight);
-        doc.clear(DocFlags::Dirty);
-        job.previous_start = doc.last_start;
-        doc.last_start = now();
-        ledger_.hand_over(doc.pending_seq, doc.flight_seq);
-        job.entry = entry;
-        job.channel = entry->first;
-        job.xids = std::move(doc.xids);
-        doc.xids.clear();
-        job.query = doc.query;
-        job.lsn = doc.lsn;
-        job.walk_id = 0;
-        if (doc.has(DocFlags::Walk)) {
-            doc.clear(DocFlags::Walk);
-            --walk_flagged_;
-            ++walk_running_;
-            job.walk_id = walk_.id;
-        }
-        ++in_flight_;
-        return true;
+        DocJob job;
+        if (start(*entry, job)) jobs.push_back(std::move(job));
     }
-    return false;
+    ready_.insert(ready_.begin(), others.begin(), others.end());
+    return true;
 }
 
 bool DocSet::end_compute(const DocJob& job) {

@@ -81,8 +81,10 @@ public:
     // When the next delayed doc is due; the largest Nanos when none waits.
     Nanos next_due() const;
     bool has_ready() const { return !ready_.empty(); }
-    // Takes the next dirty live doc from the ready queue and marks it in flight; false when none.
-    bool take(DocJob& job);
+    // Takes the next dirty live doc from the ready queue and, up to `max` in all, more docs of the
+    // same query waiting near the front (one statement computes them); each is marked in flight.
+    // false when no doc is ready.
+    bool take(std::vector<DocJob>& jobs, std::size_t max);
 
     // The compute `job` ran ended; returns whether it counts for the running walk. Then exactly one
     // of published, retry or failed records its outcome.
@@ -108,6 +110,9 @@ public:
 
 private:
     Nanos now() const { return to_nanos(clock_.now()); }
+    // Starts the compute of a doc taken off the ready queue into `job`; false when it needs none
+    // (not dirty, waiting for COMMIT, or no longer live).
+    bool start(Entry& entry, DocJob& job);
     void delay(const std::string& channel, Doc& doc, std::chrono::milliseconds wait, bool off_ack);
     // A doc the walk counts needs it no more (an outcome, or it stopped being live).
     void walk_unflag(Doc& doc);

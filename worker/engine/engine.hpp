@@ -47,6 +47,9 @@ struct EngineOptions {
     std::chrono::milliseconds lease{std::chrono::seconds(90)};  // a listed channel stays live this long
     std::chrono::milliseconds touch_grace{std::chrono::seconds(30)};  // warm/touch protect from a poll
     std::size_t max_keys = 10000;                               // --max-keys
+    // --batch: at most this many docs of one query computed by one statement, and keys lookups of
+    // one watch run by one statement, when that many wait at once; 1 computes each alone.
+    std::size_t batch = 1;
     // A doc's next compute starts no sooner than this after its previous one started. A doc changed
     // after a quiet spell is computed at once; a hot doc is computed at most once per interval
     // however many changes arrive, so a stream decoded in real time coalesces too.

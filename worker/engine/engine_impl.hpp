@@ -54,13 +54,14 @@ public:
     bool run_once();
 
 private:
-    // One unit of work a worker took: a keys lookup or a doc compute.
+    // One unit of work a worker took: keys lookups of one watch, or computes of docs of one query,
+    // each run by one statement where the runner can.
     struct Job {
         bool is_lookup = false;
-        Lookup lookup;
-        DocJob doc;
-        std::shared_ptr<const Definitions> defs;  // the definitions the doc compute runs on
-        DocVersion version;
+        std::vector<Lookup> lookups;
+        std::vector<DocJob> docs;
+        std::shared_ptr<const Definitions> defs;  // the definitions the doc computes run on
+        std::vector<DocVersion> versions;         // per doc
     };
 
     // What a change names (KeyTargets), recorded for the open transaction.
@@ -88,8 +89,14 @@ private:
     // compute.cpp
     bool take(Job& job);
     void run(Job& job, std::unique_lock<std::mutex>& lock);
-    void run_doc(Job& job, std::unique_lock<std::mutex>& lock);
-    void run_lookup(Lookup& lookup, std::unique_lock<std::mutex>& lock);
+    void run_docs(Job& job, std::unique_lock<std::mutex>& lock);
+    // Records one doc's outcome (its compute took `compute_time`), under the mutex.
+    void record_doc(DocJob& job, const DocOutcome& outcome, bool published, const std::string& publish_error,
+                    const DocQuery* query, Nanos compute_time);
+    void run_lookups(Job& job, std::unique_lock<std::mutex>& lock);
+    // Records one lookup's outcome, under the mutex.
+    void record_lookup(Lookup& lookup, KeysOutcome& outcome, const DocQuery* query, const std::string& table,
+                       Nanos started);
     Nanos next_due() const;
     void worker_loop();
 

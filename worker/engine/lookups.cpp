@@ -35,13 +35,26 @@ void LookupQueue::enqueue(Lookup lookup) {
     wake_.notify_one();
 }
 
-bool LookupQueue::take(Lookup& out) {
+bool LookupQueue::take(std::vector<Lookup>& out, std::size_t max) {
+    out.clear();
     if (order_.empty()) return false;
-    auto node = queued_.extract(order_.front());
-    order_.pop_front();
-    busy_.insert(node.key());
-    out = std::move(node.mapped());
-    ++running_;
+    const Definitions* defs = std::get<0>(order_.front());
+    std::uint16_t watch = std::get<1>(order_.front());
+    // The oldest, then more of the same watch from a bounded window after it (as DocSet::take).
+    std::vector<Lookup::Key> others;
+    for (std::size_t seen = 0; out.size() < max && !order_.empty() && seen < 4 * max; ++seen) {
+        Lookup::Key key = std::move(order_.front());
+        order_.pop_front();
+        if (std::get<0>(key) != defs || std::get<1>(key) != watch) {
+            others.push_back(std::move(key));
+            continue;
+        }
+        auto node = queued_.extract(key);
+        busy_.insert(node.key());
+        out.push_back(std::move(node.mapped()));
+        ++running_;
+    }
+    order_.insert(order_.begin(), std::make_move_iterator(others.begin()), std::make_move_iterator(others.end()));
     return true;
 }
 

@@ -45,8 +45,10 @@ public:
     // Queues `lookup`: merged into the queued one of the same key, or, while that key runs, into
     // the round after it.
     void enqueue(Lookup lookup);
-    // Takes the oldest queued lookup; false when none is queued. Its key is busy until finish.
-    bool take(Lookup& out);
+    // Takes the oldest queued lookup and, up to `max` in all, more of the same watch waiting near
+    // the front (one statement runs them); false when none is queued. Their keys are busy until
+    // finish.
+    bool take(std::vector<Lookup>& out, std::size_t max);
     // Queues `lookup` again at `due` (a retry after a failure).
     void retry(Nanos due, Lookup lookup);
     // The lookup of `key` ended. What arrived while it ran is one more round, for all of them,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/lsn.hpp"
 
 namespace docsync {
@@ -24,6 +25,10 @@ struct DocQuery {
     std::string search_path;          // in force at definition; SET LOCAL for each compute
     std::string refused;              // non-empty: why the worker must not run it (docsync.refusal())
     std::string fingerprint;          // what its docs depend on besides rows (docsync.fingerprint())
+    // The statement that computes many of its docs at once (docsync.batch_sql()): $k is an array of
+    // the k-th params, one element per doc. Empty when the query has none (no params, an array
+    // param): its docs are computed one by one.
+    std::string batch_sql;
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
@@ -33,6 +38,7 @@ struct KeysQuery {
     std::string search_path;
     std::string table;        // "schema.table" of the watch, for messages
     std::string refused;      // its doc query's refusal: lookups are refused with it
+    std::string batch_sql;    // the lookups of many key values at once, as DocQuery::batch_sql
 };
 
 // What a compute must see (invariant 3, docs/design.md). On a primary every xid in `xids` must be
@@ -65,6 +71,19 @@ struct KeysOutcome {
     std::string sqlstate;
 };
 
+// What one statement computing several docs (or lookups) of one query returned.
+template <class Outcome>
+struct BatchOutcome {
+    // The statement failed as a whole with an error any one of its docs may have caused (a query
+    // error, a timeout): `outcomes` is empty, and the engine runs the docs again in smaller batches,
+    // down to single docs, so only the doc at fault records the failure. `error` says what failed.
+    bool split = false;
+    std::string error;
+    std::vector<Outcome> outcomes;  // otherwise one per param set, in order
+};
+using DocBatchOutcome = BatchOutcome<DocOutcome>;
+using KeysBatchOutcome = BatchOutcome<KeysOutcome>;
+
 // Runs customer SQL. Called from the engine's worker threads, concurrently: implementations are
 // thread-safe. Never throws for a query's own failure: that is an outcome.
 class Runner {
@@ -75,6 +94,29 @@ public:
     // At most max_keys rows; more is a Permanent outcome, never a silent truncation.
     virtual KeysOutcome run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
                                  const Visibility& need) = 0;
+    // The docs of `query` for each of `args` (one or more), in one statement where the runner can;
+    // `need` is what all of them complete. Each doc's outcome is its own: the one-row rule and the
+    // size cap hold per doc. This default computes them one by one.
+    virtual DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args,
+                                     const Visibility& need) {
+        DocBatchOutcome out;
+        for (const auto& one : args) out.outcomes.push_back(run_doc(query, one, need));
+        return out;
+    }
+    // The lookups of `query` for each of `args`, as run_docs: max_keys holds per lookup.
+    virtual KeysBatchOutcome run_keys_batch(const KeysQuery& query, const std::vector<SqlArgs>& args,
+                                            std::size_t max_keys, const Visibility& need) {
+        KeysBatchOutcome out;
+        for (const auto& one : args) out.outcomes.push_back(run_keys(query, one, max_keys, need));
+        return out;
+    }
+};
+
+// One doc for Publisher::publish_many; it points at what the caller keeps alive for the call.
+struct Publication {
+    const std::string* channel = nullptr;
+    const std::optional<std::string>* doc = nullptr;
+    DocVersion version;
 };
 
 // Delivers a computed doc to its channel. Called from the engine's worker threads, concurrently.
@@ -85,6 +127,24 @@ public:
     // leaves a versioned tombstone. Throws docsync::Error (transient) when the sink is unavailable:
     // the engine retries and the transactions waiting on the doc stay pending (they hold the slot).
     virtual void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) = 0;
+    // Publishes several docs at once (a sink writes and syncs them together, or sends them in one
+    // round trip). Returns, per doc in order, nullopt once it is durable, or the docsync::Error
+    // publish would have thrown for it. This default publishes them one by one.
+    virtual std::vector<std::optional<Error>> publish_many(const std::vector<Publication>& docs) {
+        std::vector<std::optional<Error>> out;
+        out.reserve(docs.size());
+        for (const auto& d : docs) {
+            try {
+                publish(*d.channel, *d.doc, d.version);
+                out.emplace_back();
+            } catch (const Error& e) {
+                out.emplace_back(e);
+            } catch (const std::exception& e) {
+                out.emplace_back(Error(e.what(), {}, true));
+            }
+        }
+        return out;
+    }
     // Every channel the sink already holds a doc for (the live set of `--live all` at start).
     virtual std::vector<std::string> retained_channels() = 0;
     // The highest generation among the docs the sink holds (0 when it holds none): a new generation

@@ -2,6 +2,7 @@
 #include "executor/executor.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 #include "common/error.hpp"
@@ -27,6 +28,10 @@ std::optional<std::string> refusal_of(const std::string& what, const std::string
     if (!looks_like_select(sql))
         return what + " is not a SELECT; doc and keys queries are one SELECT (or WITH … SELECT, VALUES, TABLE)";
     return std::nullopt;
+}
+
+std::string keys_what(const KeysQuery& query) {
+    return "the keys query of the watch of \"" + query.query + "\" on " + query.table;
 }
 
 }  // namespace
@@ -322,6 +327,90 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
     return kind;
 }
 
+namespace {
+
+// The one-row rule, the size cap and JSON validity for one doc whose query returned `rows` rows,
+// the first being `value` (nullopt: SQL NULL). Ok with `doc` set, or with it empty when there is
+// no doc (no row, or NULL: publishes null).
+OutcomeKind judge_doc(const std::string& what, std::size_t rows, std::optional<std::string_view> value,
+                      std::size_t max_doc_bytes, std::optional<std::string>& doc, std::string& error) {
+    if (rows > 1) {
+        error = what + " returned " + std::to_string(rows) +
+                " rows for one doc; a doc query returns at most one row per set of params";
+        return OutcomeKind::Permanent;
+    }
+    if (rows == 0 || !value) return OutcomeKind::Ok;
+    if (value->size() > max_doc_bytes) {
+        error = what + " returned a doc of " + std::to_string(value->size()) + " bytes, over --max-doc-bytes (" +
+                std::to_string(max_doc_bytes) + ")";
+        return OutcomeKind::Permanent;
+    }
+    if (!valid_json(*value)) {
+        error = what + " returned a value that is not valid JSON; return json or jsonb";
+        return OutcomeKind::Permanent;
+    }
+    doc.emplace(*value);
+    return OutcomeKind::Ok;
+}
+
+std::string columns_error(const std::string& what, int columns) {
+    return what + " returned " + std::to_string(columns) + " columns; a doc query returns exactly one (the doc's JSON)";
+}
+
+std::string max_keys_error(const std::string& what, std::size_t rows, std::size_t max_keys) {
+    return what + " returned " + std::to_string(rows) + " rows, over --max-keys (" + std::to_string(max_keys) +
+           "); narrow keys_sql or raise --max-keys (a truncated key set would leave docs stale)";
+}
+
+// The params of a batched statement (DocQuery::batch_sql): the k-th is the array of every param
+// set's k-th value, in text form, each element quoted so that any text survives.
+SqlArgs batch_params(const std::vector<SqlArgs>& args) {
+    std::size_t count = args.front().size();
+    SqlArgs out(count, std::string("{"));
+    for (std::size_t k = 0; k < count; ++k) {
+        std::string& array = *out[k];
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            if (i) array += ',';
+            const SqlValue& value = args[i][k];
+            if (!value) {
+                array += "NULL";
+                continue;
+            }
+            array += '"';
+            for (char c : *value) {
+                if (c == '"' || c == '\\') array += '\\';
+                array += c;
+            }
+            array += '"';
+        }
+        array += '}';
+    }
+    return out;
+}
+
+// The rows of a batched statement's result for each of `count` param sets: its columns are the
+// ordinal (from 1), `present` (NULL: the query returned no row for that set) and the query's own.
+// Empty when the result is not shaped so.
+std::vector<std::vector<int>> rows_by_ordinal(const pg::Result& r, std::size_t count) {
+    std::vector<std::vector<int>> out(count);
+    for (int row = 0; row < r.rows(); ++row) {
+        std::size_t ordinal = 0;
+        auto text = r.get(row, 0);
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ordinal);
+        if (ec != std::errc() || end != text.data() + text.size() || ordinal < 1 || ordinal > count) return {};
+        if (!r.is_null(row, 1)) out[ordinal - 1].push_back(row);
+    }
+    return out;
+}
+
+// Whether a batched statement's failure may be the batched form's own (it cannot express the query,
+// say LIMIT $1): a syntax or semantic error other than a missing privilege.
+bool form_may_be_at_fault(const std::string& sqlstate) {
+    return (sqlstate.rfind("42", 0) == 0 && sqlstate != "42501") || sqlstate == "0A000";
+}
+
+}  // namespace
+
 DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) {
     DocOutcome out;
     std::string what = "doc query \"" + query.name + "\"";
@@ -330,41 +419,102 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
         out.error = *refused;
         return out;
     }
-    out.kind = in_compute(
-        query.search_path, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
-        [&](const pg::Result& r, std::string& error) {
-            if (r.columns() != 1) {
-                error = what + " returned " + std::to_string(r.columns()) +
-                        " columns; a doc query returns exactly one (the doc's JSON)";
-                return OutcomeKind::Permanent;
-            }
-            if (r.rows() > 1) {
-                error = what + " returned " + std::to_string(r.rows()) +
-                        " rows for one doc; a doc query returns at most one row per set of params";
-                return OutcomeKind::Permanent;
-            }
-            if (r.rows() == 0 || r.is_null(0, 0)) return OutcomeKind::Ok;  // no doc: publishes null
-            auto value = r.get(0, 0);
-            if (value.size() > options_.max_doc_bytes) {
-                error = what + " returned a doc of " + std::to_string(value.size()) + " bytes, over --max-doc-bytes (" +
-                        std::to_string(options_.max_doc_bytes) + ")";
-                return OutcomeKind::Permanent;
-            }
-            if (!valid_json(value)) {
-                error = what + " returned a value that is not valid JSON; return json or jsonb";
-                return OutcomeKind::Permanent;
-            }
-            out.doc.emplace(value);
-            return OutcomeKind::Ok;
-        });
+    out.kind = in_compute(query.search_path, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
+                          [&](const pg::Result& r, std::string& error) {
+                              if (r.columns() != 1) {
+                                  error = columns_error(what, r.columns());
+                                  return OutcomeKind::Permanent;
+                              }
+                              std::optional<std::string_view> value;
+                              if (r.rows() > 0 && !r.is_null(0, 0)) value = r.get(0, 0);
+                              return judge_doc(what, static_cast<std::size_t>(r.rows()), value,
+                                               options_.max_doc_bytes, out.doc, error);
+                          });
     if (out.kind != OutcomeKind::Ok) out.doc.reset();
+    return out;
+}
+
+bool Executor::batchable(const std::string& batch_sql) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !batch_sql.empty() && !unbatchable_.count(batch_sql);
+}
+
+template <class Outcome, class One>
+BatchOutcome<Outcome> Executor::after_failed_batch(const std::string& what, const std::string& batch_sql,
+                                                   const std::string& error, const std::string& sqlstate,
+                                                   std::size_t count, One&& one) {
+    BatchOutcome<Outcome> out;
+    if (!form_may_be_at_fault(sqlstate)) {
+        out.split = true;
+        out.error = error;
+        return out;
+    }
+    // Run them one by one: when any succeeds, the batched form was at fault, and the query's work
+    // goes one by one from now on.
+    bool any_ok = false;
+    for (std::size_t i = 0; i < count; ++i) {
+        out.outcomes.push_back(one(i));
+        any_ok = any_ok || out.outcomes.back().kind == OutcomeKind::Ok;
+    }
+    if (any_ok) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            unbatchable_.insert(batch_sql);
+        }
+        log_warning("executor", what + " cannot run batched (" + error + "); running it once per doc from now on");
+    }
+    return out;
+}
+
+DocBatchOutcome Executor::run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) {
+    if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
+        return Runner::run_docs(query, args, need);
+    std::string what = "doc query \"" + query.name + "\"";
+    std::vector<DocOutcome> docs(args.size());
+    std::string error;
+    std::string sqlstate;
+    Lsn snapshot_lsn = 0;
+    OutcomeKind kind =
+        in_compute(query.search_path, query.batch_sql, batch_params(args), need, what, error, sqlstate, snapshot_lsn,
+                   [&](const pg::Result& r, std::string&) {
+                       auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
+                                                    : std::vector<std::vector<int>>();
+                       if (rows.empty()) throw Error(what + ": its batched form returned a malformed result");
+                       for (std::size_t i = 0; i < docs.size(); ++i) {
+                           DocOutcome& doc = docs[i];
+                           if (r.columns() != 3) {
+                               doc.kind = OutcomeKind::Permanent;
+                               doc.error = columns_error(what, r.columns() - 2);
+                               continue;
+                           }
+                           std::optional<std::string_view> value;
+                           if (!rows[i].empty() && !r.is_null(rows[i].front(), 2)) value = r.get(rows[i].front(), 2);
+                           doc.kind = judge_doc(what, rows[i].size(), value, options_.max_doc_bytes, doc.doc, doc.error);
+                           if (doc.kind != OutcomeKind::Ok) doc.doc.reset();
+                       }
+                       return OutcomeKind::Ok;
+                   });
+    if (kind == OutcomeKind::Permanent)
+        return after_failed_batch<DocOutcome>(what, query.batch_sql, error, sqlstate, args.size(),
+                                              [&](std::size_t i) { return run_doc(query, args[i], need); });
+    DocBatchOutcome out;
+    for (auto& doc : docs) {
+        if (kind != OutcomeKind::Ok) {  // not visible yet, or an infrastructure fault: each doc's
+            doc = DocOutcome{};
+            doc.kind = kind;
+            doc.error = error;
+            doc.sqlstate = sqlstate;
+        }
+        if (doc.kind == OutcomeKind::Ok) doc.snapshot_lsn = snapshot_lsn;
+        out.outcomes.push_back(std::move(doc));
+    }
     return out;
 }
 
 KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
                                const Visibility& need) {
     KeysOutcome out;
-    std::string what = "the keys query of the watch of \"" + query.query + "\" on " + query.table;
+    std::string what = keys_what(query);
     if (auto refused = refusal_of(what, query.refused, query.sql)) {
         out.kind = OutcomeKind::Permanent;
         out.error = *refused;
@@ -374,10 +524,7 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
     out.kind = in_compute(query.search_path, query.sql, args, need, what, out.error, out.sqlstate, snapshot_lsn,
                           [&](const pg::Result& r, std::string& error) {
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {
-                                  error = what + " returned " + std::to_string(r.rows()) + " rows, over --max-keys (" +
-                                          std::to_string(max_keys) +
-                                          "); narrow keys_sql or raise --max-keys (a truncated key set would "
-                                          "leave docs stale)";
+                                  error = max_keys_error(what, static_cast<std::size_t>(r.rows()), max_keys);
                                   return OutcomeKind::Permanent;
                               }
                               if (r.columns() < 1) {
@@ -393,6 +540,56 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
                               return OutcomeKind::Ok;
                           });
     if (out.kind != OutcomeKind::Ok) out.keys.clear();
+    return out;
+}
+
+KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vector<SqlArgs>& args,
+                                          std::size_t max_keys, const Visibility& need) {
+    if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
+        return Runner::run_keys_batch(query, args, max_keys, need);
+    std::string what = keys_what(query);
+    std::vector<KeysOutcome> lookups(args.size());
+    std::string error;
+    std::string sqlstate;
+    Lsn snapshot_lsn = 0;
+    OutcomeKind kind =
+        in_compute(query.search_path, query.batch_sql, batch_params(args), need, what, error, sqlstate, snapshot_lsn,
+                   [&](const pg::Result& r, std::string&) {
+                       auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
+                                                    : std::vector<std::vector<int>>();
+                       if (rows.empty()) throw Error(what + ": its batched form returned a malformed result");
+                       for (std::size_t i = 0; i < lookups.size(); ++i) {
+                           KeysOutcome& lookup = lookups[i];
+                           if (r.columns() < 3) {
+                               lookup.kind = OutcomeKind::Permanent;
+                               lookup.error = what + " returned no columns";
+                           } else if (rows[i].size() > max_keys) {
+                               lookup.kind = OutcomeKind::Permanent;
+                               lookup.error = max_keys_error(what, rows[i].size(), max_keys);
+                           } else {
+                               for (int row : rows[i]) {
+                                   SqlArgs key;
+                                   for (int c = 2; c < r.columns(); ++c) key.push_back(r.get_optional(row, c));
+                                   lookup.keys.push_back(std::move(key));
+                               }
+                           }
+                       }
+                       return OutcomeKind::Ok;
+                   });
+    if (kind == OutcomeKind::Permanent)
+        return after_failed_batch<KeysOutcome>(what, query.batch_sql, error, sqlstate, args.size(), [&](std::size_t i) {
+            return run_keys(query, args[i], max_keys, need);
+        });
+    KeysBatchOutcome out;
+    for (auto& lookup : lookups) {
+        if (kind != OutcomeKind::Ok) {
+            lookup = KeysOutcome{};
+            lookup.kind = kind;
+            lookup.error = error;
+            lookup.sqlstate = sqlstate;
+        }
+        out.outcomes.push_back(std::move(lookup));
+    }
     return out;
 }
 

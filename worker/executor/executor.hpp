@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ public:
     DocOutcome run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) override;
     KeysOutcome run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
                          const Visibility& need) override;
+    // Many docs (lookups) in one compute: the query's batched form (DocQuery::batch_sql) with each
+    // param's values as one array. A failure the batched form itself may cause (a syntax or
+    // semantic error) runs them one by one; when any of those succeeds, the query runs one by one
+    // from then on. Any other query error asks the engine to split the batch.
+    DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) override;
+    KeysBatchOutcome run_keys_batch(const KeysQuery& query, const std::vector<SqlArgs>& args, std::size_t max_keys,
+                                    const Visibility& need) override;
 
     // Whether the pool's server was a hot standby when last seen.
     bool standby() const;
@@ -98,12 +106,22 @@ private:
                            const Visibility& need, const std::string& what, std::string& error,
                            std::string& sqlstate, Lsn& snapshot_lsn, Check&& check);
 
+    // Whether `batch_sql` is there and has not failed where single computes succeed.
+    bool batchable(const std::string& batch_sql) const;
+    // A batched compute failed for good with `error`: the outcome when the batched form itself may
+    // be at fault (each of `count` run by `one(i)`), otherwise a request to split.
+    template <class Outcome, class One>
+    BatchOutcome<Outcome> after_failed_batch(const std::string& what, const std::string& batch_sql,
+                                             const std::string& error, const std::string& sqlstate, std::size_t count,
+                                             One&& one);
+
     ExecutorOptions options_;
     mutable std::mutex mutex_;
     std::condition_variable free_;
     std::vector<std::unique_ptr<Slot>> slots_;
     bool standby_ = false;
-    std::atomic<bool> check_first_{false};  // the last snapshot check failed: check before querying
+    std::atomic<bool> check_first_{false};
+    std::set<std::string> unbatchable_;  // batched forms that failed where single computes succeeded  // the last snapshot check failed: check before querying
     std::string database_;
     std::string system_identifier_;
 };

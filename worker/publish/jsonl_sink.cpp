@@ -190,25 +190,31 @@ void JsonlSink::write_line(const std::string& line) {
     size_ += line.size();
 }
 
-void JsonlSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+std::string JsonlSink::line_of(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
     std::string line = make_envelope(channel, doc, version);
     line.push_back('\n');
+    return line;
+}
 
-    std::unique_lock lock(mutex_);
+std::uint64_t JsonlSink::append(const std::string& line, const std::string& channel, DocVersion version) {
     write_line(line);
-    std::uint64_t seq = ++written_seq_;
-    if (!durable_) return;
-    channels_.insert(channel);
-    max_generation_ = std::max(max_generation_, version.generation);
+    if (durable_) {
+        channels_.insert(channel);
+        max_generation_ = std::max(max_generation_, version.generation);
+    }
+    return ++written_seq_;
+}
 
+void JsonlSink::wait_durable(std::unique_lock<std::mutex>& lock, std::uint64_t first, std::uint64_t last) {
+    if (!durable_) return;
     // Group commit: the first waiter with no fsync running syncs everything written so far; the
     // others wait for it and are covered by it or by the next one.
     for (;;) {
         // A failed fsync may have dropped every page it covered (Linux marks them clean), so its lines
         // fail even when a later fsync succeeds: their publishes are retried and written again.
-        if (seq >= failed_from_ && seq <= failed_seq_)
+        if (last >= failed_from_ && first <= failed_seq_)
             throw Error("cannot fsync the JSONL sink file " + name_ + ": " + sync_error_, {}, true);
-        if (synced_seq_ >= seq) return;
+        if (synced_seq_ >= last) return;
         if (syncing_) {
             synced_cv_.wait(lock);
             continue;
@@ -230,6 +236,46 @@ void JsonlSink::publish(const std::string& channel, const std::optional<std::str
         }
         synced_cv_.notify_all();
     }
+}
+
+void JsonlSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    std::string line = line_of(channel, doc, version);
+    std::unique_lock lock(mutex_);
+    std::uint64_t seq = append(line, channel, version);
+    wait_durable(lock, seq, seq);
+}
+
+std::vector<std::optional<Error>> JsonlSink::publish_many(const std::vector<Publication>& docs) {
+    std::vector<std::optional<Error>> out(docs.size());
+    std::vector<std::string> lines(docs.size());
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+        try {
+            lines[i] = line_of(*docs[i].channel, *docs[i].doc, docs[i].version);
+        } catch (const Error& e) {  // not valid JSON: refused for good
+            out[i] = e;
+        }
+    }
+    std::unique_lock lock(mutex_);
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+        if (out[i]) continue;
+        try {
+            last = append(lines[i], *docs[i].channel, docs[i].version);
+            if (!first) first = last;
+        } catch (const Error& e) {
+            out[i] = e;
+        }
+    }
+    if (!first) return out;
+    // One sync for them all.
+    try {
+        wait_durable(lock, first, last);
+    } catch (const Error& e) {
+        for (auto& o : out)
+            if (!o) o = e;
+    }
+    return out;
 }
 
 std::vector<std::string> JsonlSink::retained_channels() {

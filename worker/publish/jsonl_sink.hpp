@@ -44,6 +44,8 @@ public:
     JsonlSink& operator=(const JsonlSink&) = delete;
 
     void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
+    // Writes every line, then waits for one fsync covering them all.
+    std::vector<std::optional<Error>> publish_many(const std::vector<Publication>& docs) override;
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
     // The file sink: the file was removed or replaced (it is reopened) or shrank below what this sink
@@ -61,6 +63,13 @@ private:
     JsonlSink(int fd, bool owns_fd, bool durable, std::string name);
     void read_back();
     void write_line(const std::string& line);
+    // A doc's line: its envelope and a newline.
+    static std::string line_of(const std::string& channel, const std::optional<std::string>& doc, DocVersion version);
+    // Under mutex_: writes a doc's line and returns its sequence number.
+    std::uint64_t append(const std::string& line, const std::string& channel, DocVersion version);
+    // Under mutex_ (held in `lock`): returns once lines first … last are covered by an fsync (at
+    // once for stdout); throws when an fsync that covered any of them failed.
+    void wait_durable(std::unique_lock<std::mutex>& lock, std::uint64_t first, std::uint64_t last);
 
     int fd_;
     const bool owns_fd_;

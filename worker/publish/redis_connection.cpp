@@ -135,22 +135,51 @@ std::unique_ptr<RedisConnection> RedisConnection::connect(const RedisAddress& ad
     return conn;
 }
 
-Reply RedisConnection::command(const std::vector<std::string_view>& args) {
+namespace {
+
+struct Argv {
     std::vector<const char*> argv;
     std::vector<std::size_t> argvlen;
-    argv.reserve(args.size());
-    argvlen.reserve(args.size());
-    for (auto a : args) {
-        argv.push_back(a.data());
-        argvlen.push_back(a.size());
+    explicit Argv(const std::vector<std::string_view>& args) {
+        argv.reserve(args.size());
+        argvlen.reserve(args.size());
+        for (auto a : args) {
+            argv.push_back(a.data());
+            argvlen.push_back(a.size());
+        }
     }
-    void* raw = redisCommandArgv(ctx_.get(), static_cast<int>(args.size()), argv.data(), argvlen.data());
-    if (raw == nullptr) {
-        std::string why = ctx_->err ? ctx_->errstr : "connection lost";
-        if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) why = "timed out waiting for a reply";
-        throw Error(where_ + ": " + why, {}, true);
-    }
+    int count() const { return static_cast<int>(argv.size()); }
+};
+
+}  // namespace
+
+Reply RedisConnection::command(const std::vector<std::string_view>& args) {
+    Argv a(args);
+    void* raw = redisCommandArgv(ctx_.get(), a.count(), a.argv.data(), a.argvlen.data());
+    if (raw == nullptr) throw io_error();
     return Reply(static_cast<redisReply*>(raw));
+}
+
+std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string_view>>& commands) {
+    for (const auto& args : commands) {
+        Argv a(args);
+        if (redisAppendCommandArgv(ctx_.get(), a.count(), a.argv.data(), a.argvlen.data()) != REDIS_OK)
+            throw io_error();
+    }
+    std::vector<Reply> replies;
+    replies.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        void* raw = nullptr;
+        if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) throw io_error();
+        replies.emplace_back(static_cast<redisReply*>(raw));
+    }
+    return replies;
+}
+
+Error RedisConnection::io_error() const {
+    std::string why = ctx_->err ? ctx_->errstr : "connection lost";
+    if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) why = "timed out waiting for a reply";
+    return Error(where_ + ": " + why, {}, true);
 }
 
 }  // namespace docsync::publish

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace docsync::publish {
 
 // redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS]
@@ -41,11 +43,16 @@ public:
     // Sends one command (binary-safe arguments) and returns its reply, which may be an error reply.
     // Throws docsync::Error (transient) on I/O failure or timeout; the connection is dead afterwards.
     Reply command(const std::vector<std::string_view>& args);
+    // Sends the commands at once and returns their replies in order (pipelining: one round trip).
+    // Throws as command does; the connection is dead afterwards.
+    std::vector<Reply> pipeline(const std::vector<std::vector<std::string_view>>& commands);
 
     // For the subscriber's poll() loop.
     redisContext* context() { return ctx_.get(); }
 
 private:
+    // The I/O failure the context reports, as a transient error naming the server.
+    Error io_error() const;
     explicit RedisConnection(redisContext* ctx, std::string where) : ctx_(ctx, &redisFree), where_(std::move(where)) {}
     std::unique_ptr<redisContext, decltype(&redisFree)> ctx_;
     std::string where_;

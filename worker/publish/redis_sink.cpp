@@ -143,41 +143,83 @@ void RedisSink::failed(const std::string& why) {
     if (first) log_warning("publish", why + "; docs are retried and hold the slot until Redis is back");
 }
 
-void RedisSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
-    std::string envelope = make_envelope(channel, doc, version);
-    std::string generation = std::to_string(version.generation);
-    std::string hi = hex32(static_cast<std::uint32_t>(version.lsn >> 32));
-    std::string lo = hex32(static_cast<std::uint32_t>(version.lsn));
-    std::string ttl = doc ? "0" : std::to_string(std::chrono::milliseconds(address_.tombstone_ttl).count());
+namespace {
 
-    auto conn = acquire();
+// The EVALSHA (or, with `script`, EVAL) arguments of one doc's retain + publish.
+struct ScriptCall {
+    std::string channel;
+    std::string envelope;
+    std::string generation;
+    std::string hi;
+    std::string lo;
+    std::string ttl;
+    std::vector<std::string_view> args(std::string_view sha_or_script, bool script) const {
+        return {script ? "EVAL" : "EVALSHA", sha_or_script, "2", channel, kMaxGenerationKey, envelope, generation,
+                hi, lo, ttl};
+    }
+};
+
+ScriptCall script_call(const std::string& channel, const std::optional<std::string>& doc, DocVersion version,
+                       std::chrono::seconds tombstone_ttl) {
+    return {channel,
+            make_envelope(channel, doc, version),
+            std::to_string(version.generation),
+            hex32(static_cast<std::uint32_t>(version.lsn >> 32)),
+            hex32(static_cast<std::uint32_t>(version.lsn)),
+            doc ? "0" : std::to_string(std::chrono::milliseconds(tombstone_ttl).count())};
+}
+
+bool no_script(const Reply& reply) {
+    return reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0;
+}
+
+}  // namespace
+
+std::optional<Error> RedisSink::judge(const Reply& reply, const std::string& channel) const {
+    if (reply->type == REDIS_REPLY_ERROR) {
+        std::string text = reply_text(reply.get());
+        // A doc key of another type is a setup problem no retry fixes; anything else (LOADING,
+        // READONLY on a demoted primary, OOM, BUSY) clears up when Redis does.
+        bool permanent = text.rfind("DOCSYNC", 0) == 0;
+        return Error("Redis at " + address_.display() + " refused the doc for " + channel + ": " + text, {}, !permanent);
+    }
+    if (reply->type != REDIS_REPLY_INTEGER)
+        return Error("Redis at " + address_.display() + " answered the publish of " + channel + " with an unexpected " +
+                         reply_text(reply.get()),
+                     {}, true);
+    return std::nullopt;
+}
+
+void RedisSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    auto out = publish_many({Publication{&channel, &doc, version}});
+    if (out.front()) throw *out.front();
+}
+
+std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publication>& docs) {
+    std::vector<ScriptCall> calls;
+    calls.reserve(docs.size());
+    for (const auto& d : docs) calls.push_back(script_call(*d.channel, *d.doc, d.version, address_.tombstone_ttl));
+    std::vector<std::optional<Error>> out(docs.size());
+    std::unique_ptr<RedisConnection> conn;
     try {
-        Reply reply = conn->command({"EVALSHA", script_sha_, "2", channel, kMaxGenerationKey, envelope, generation,
-                                     hi, lo, ttl});
-        if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0) {
+        conn = acquire();
+        std::vector<std::vector<std::string_view>> commands;
+        for (const auto& call : calls) commands.push_back(call.args(script_sha_, false));
+        auto replies = conn->pipeline(commands);
+        for (std::size_t i = 0; i < replies.size(); ++i) {
             // Redis restarted (or SCRIPT FLUSH): send the script itself, which caches it again.
-            reply = conn->command({"EVAL", kScript, "2", channel, kMaxGenerationKey, envelope, generation, hi, lo, ttl});
-        }
-        if (reply->type == REDIS_REPLY_ERROR) {
-            std::string text = reply_text(reply.get());
-            // A doc key of another type is a setup problem no retry fixes; anything else (LOADING,
-            // READONLY on a demoted primary, OOM, BUSY) clears up when Redis does.
-            bool permanent = text.rfind("DOCSYNC", 0) == 0;
-            release(std::move(conn));
-            throw Error("Redis at " + address_.display() + " refused the doc for " + channel + ": " + text, {},
-                        !permanent);
-        }
-        if (reply->type != REDIS_REPLY_INTEGER) {
-            release(std::move(conn));
-            throw Error("Redis at " + address_.display() + " answered the publish of " + channel +
-                            " with an unexpected " + reply_text(reply.get()),
-                        {}, true);
+            if (no_script(replies[i])) replies[i] = conn->command(calls[i].args(kScript, true));
+            out[i] = judge(replies[i], calls[i].channel);
         }
     } catch (const Error& e) {
         if (conn) failed(std::string("lost the connection to ") + e.what());
-        throw;
+        for (auto& o : out)
+            if (!o) o = e;
+        return out;
     }
     release(std::move(conn));
+    // Error replies (LOADING, READONLY, OOM) are Redis not taking docs yet.
+    if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.has_value(); })) return out;
     bool was_down;
     {
         std::lock_guard lock(mutex_);
@@ -185,6 +227,7 @@ void RedisSink::publish(const std::string& channel, const std::optional<std::str
         down_ = false;
     }
     if (was_down) log_info("publish", "Redis at " + address_.display() + " takes docs again");
+    return out;
 }
 
 std::vector<std::string> RedisSink::retained_channels() {

@@ -42,6 +42,8 @@ public:
     RedisSink(RedisAddress address, RedisSinkOptions options = {});
 
     void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
+    // The scripts of every doc in one pipelined round trip on one connection.
+    std::vector<std::optional<Error>> publish_many(const std::vector<Publication>& docs) override;
     // SCAN of the db:* keys (docs and tombstones).
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
@@ -57,6 +59,8 @@ private:
     std::unique_ptr<RedisConnection> acquire();
     void release(std::unique_ptr<RedisConnection> conn);
     void failed(const std::string& why);
+    // The error of a script's reply for `channel`'s doc, or nullopt when it was taken.
+    std::optional<Error> judge(const Reply& reply, const std::string& channel) const;
 
     const RedisAddress address_;
     const RedisSinkOptions options_;

@@ -256,6 +256,12 @@ std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds a
             if (e.sqlstate() == sqlstate::kObjectNotInPrerequisiteState &&
                 read_slot(conn_, options_.slot, cmd_deadline()).wal_status == "lost")
                 return Outcome::Valve;
+            // Dropped between the check and the start: with --create-slot the next session creates
+            // it again, as it would have had the drop come a moment sooner.
+            if (e.sqlstate() == sqlstate::kUndefinedObject && options_.create_slot)
+                throw Error(std::string("replication slot \"") + options_.slot + "\" was dropped as streaming started (" +
+                                e.what() + "); creating it again",
+                            e.sqlstate(), true);
             if (e.sqlstate() != sqlstate::kObjectInUse) {
                 if (e.transient()) throw;
                 throw Error(std::string("could not start streaming from slot \"") + options_.slot + "\": " + e.what(),
