@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -185,4 +186,33 @@ TEST_CASE("a batched form the server cannot run falls back to one doc per statem
     CHECK(out.outcomes.size() == 2);
     CHECK(f.calls("batch_marker_limited") == 2);
     CHECK(log.count("cannot run batched") == 1);  // not tried again: it would fail and say so again
+}
+
+TEST_CASE("batched keys lookups give each key what its lookup alone gives, with --max-keys per lookup") {
+    Fixture f;
+    Executor ex(executor_options());
+    const std::string sql = "SELECT id AS batch_marker_keys FROM orders WHERE customer_id = $1 ORDER BY id";
+    KeysQuery q{"order", sql, "exec_b", "exec_b.customers", "", batch_sql(f.db, sql, "exec_b")};
+    REQUIRE_FALSE(q.batch_sql.empty());
+    std::vector<SqlArgs> args{{"1"}, {"2"}, {"3"}, {"99"}};
+    sql1(f.db, "SELECT pg_stat_statements_reset()");
+    auto batch = ex.run_keys_batch(q, args, 4, {});
+    CHECK(f.calls("batch_marker_keys") == 1);
+    REQUIRE(batch.outcomes.size() == 4);
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        INFO(i);
+        auto alone = ex.run_keys(q, args[i], 4, {});
+        CHECK(batch.outcomes[i].kind == alone.kind);
+        std::set<SqlArgs> got(batch.outcomes[i].keys.begin(), batch.outcomes[i].keys.end());
+        std::set<SqlArgs> want(alone.keys.begin(), alone.keys.end());
+        CHECK(got == want);
+    }
+    CHECK(batch.outcomes[3].keys.empty());  // a customer with no orders names no doc
+    // Customer 1 has four orders (3, 6, 9, 12): over a cap of 3 it fails alone, never truncated.
+    auto capped = ex.run_keys_batch(q, {{"1"}, {"99"}}, 3, {});
+    REQUIRE(capped.outcomes.size() == 2);
+    CHECK(capped.outcomes[0].kind == OutcomeKind::Permanent);
+    CHECK(capped.outcomes[0].error.find("--max-keys") != std::string::npos);
+    CHECK(capped.outcomes[0].keys.empty());
+    CHECK(capped.outcomes[1].kind == OutcomeKind::Ok);
 }
