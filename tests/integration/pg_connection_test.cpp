@@ -58,6 +58,53 @@ TEST_CASE("a pipeline answers every statement in order, in one exchange") {
     CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);  // out of pipeline mode again
 }
 
+TEST_CASE("a prepared statement is planned once and reused; one that fails to prepare is not kept") {
+    auto c = Connection::connect("", deadline_in(10s));
+    docsync::pg::Statement twice{"SELECT $1::int * 2", {"21"}, true, true};
+    for (int i = 0; i < 3; ++i) {
+        auto steps = c.pipeline({twice}, deadline_in(10s));
+        REQUIRE_FALSE(steps[0].error);
+        CHECK(steps[0].result.get(0, 0) == "42");
+    }
+    CHECK(c.prepared_count() == 1);
+    CHECK(c.exec("SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int * 2'", deadline_in(10s))
+              .get(0, 0) == "1");
+    // A statement the server cannot prepare fails with the server's error and is not kept; in a
+    // group after a failed statement, one is not prepared either.
+    auto bad = c.pipeline({{"SELECT no_such_column FROM pg_class", {}, true, true}}, deadline_in(10s));
+    REQUIRE(bad[0].error);
+    CHECK(bad[0].error->sqlstate() == "42703");
+    auto skipped = c.pipeline({{"SELECT 1/0", {}}, {"SELECT 3", {}, true, true}}, deadline_in(10s));
+    REQUIRE(skipped[1].error);
+    CHECK(c.prepared_count() == 1);
+    auto again = c.pipeline({{"SELECT 3", {}, true, true}}, deadline_in(10s));
+    REQUIRE_FALSE(again[0].error);
+    CHECK(again[0].result.get(0, 0) == "3");
+    CHECK(c.prepared_count() == 2);
+}
+
+TEST_CASE("DDL that changes a prepared statement's result is one transient failure, then it is prepared again") {
+    auto admin = Connection::connect("", deadline_in(10s));
+    admin.exec("DROP TABLE IF EXISTS prepared_ddl", deadline_in(10s));
+    admin.exec("CREATE TABLE prepared_ddl (a int)", deadline_in(10s));
+    admin.exec("INSERT INTO prepared_ddl VALUES (1)", deadline_in(10s));
+    auto c = Connection::connect("", deadline_in(10s));
+    docsync::pg::Statement all{"SELECT * FROM prepared_ddl", {}, true, true};
+    auto before = c.pipeline({all}, deadline_in(10s));
+    REQUIRE_FALSE(before[0].error);
+    CHECK(before[0].result.columns() == 1);
+    admin.exec("ALTER TABLE prepared_ddl ADD COLUMN b text DEFAULT 'x'", deadline_in(10s));
+    auto changed = c.pipeline({all}, deadline_in(10s));
+    REQUIRE(changed[0].error);
+    CHECK(changed[0].error->transient());
+    CHECK(std::string(changed[0].error->what()).find("prepared again") != std::string::npos);
+    auto after = c.pipeline({all}, deadline_in(10s));
+    REQUIRE_FALSE(after[0].error);
+    CHECK(after[0].result.columns() == 2);
+    CHECK(after[0].result.get(0, 1) == "x");
+    admin.exec("DROP TABLE prepared_ddl", deadline_in(10s));
+}
+
 TEST_CASE("a failed statement skips the rest of its group, and the next group runs") {
     auto c = Connection::connect("", deadline_in(10s));
     auto steps = c.pipeline({{"BEGIN", {}},

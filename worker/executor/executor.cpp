@@ -268,10 +268,11 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
             " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
             " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
             "      ELSE pg_catalog.pg_current_wal_lsn() END",
-            search};
-        const pg::Statement query{sql, args, true};
+            search, false, true};
+        // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
+        const pg::Statement query{sql, args, true, true};
         const pg::Statement rollback{"ROLLBACK", {}};
-        const pg::Statement unlock{"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true};
+        const pg::Statement unlock{"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true, true};
         auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
         std::vector<pg::Step> steps;
         auto run = [&](std::vector<pg::Statement> statements) {

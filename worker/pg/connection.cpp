@@ -409,13 +409,33 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
     if (statements.empty() || !statements.back().sync)
         throw Error("a pipeline must end with a sync", sqlstate::kFeatureNotSupported, false);
     if (!PQenterPipelineMode(conn)) throw error_from(conn, nullptr);
-    for (const auto& statement : statements) {
+    // The statements prepared by this exchange (their Prepare's result comes first) and the names
+    // of the prepared ones.
+    std::vector<bool> preparing(statements.size(), false);
+    std::vector<std::string> names(statements.size());
+    for (std::size_t i = 0; i < statements.size(); ++i) {
+        const Statement& statement = statements[i];
         std::vector<const char*> values;
         values.reserve(statement.params.size());
         for (const auto& p : statement.params) values.push_back(p ? p->c_str() : nullptr);
-        if (!PQsendQueryParams(conn, statement.sql.c_str(), static_cast<int>(values.size()), nullptr,
-                               values.data(), nullptr, nullptr, 0) ||
-            (statement.sync && !PQpipelineSync(conn)))
+        int count = static_cast<int>(values.size());
+        if (statement.prepare) {
+            auto known = prepared_.find(statement.sql);
+            if (known != prepared_.end()) {
+                names[i] = known->second;
+            } else if (prepared_.size() < kMaxPrepared) {
+                names[i] = "docsync_" + std::to_string(++prepared_seq_);
+                preparing[i] = true;
+                prepared_.emplace(statement.sql, names[i]);
+                if (!PQsendPrepare(conn, names[i].c_str(), statement.sql.c_str(), count, nullptr))
+                    throw Error("could not queue a statement: " + fold_message(PQerrorMessage(conn)), {}, true);
+            }
+        }
+        bool queued = names[i].empty()
+                          ? PQsendQueryParams(conn, statement.sql.c_str(), count, nullptr, values.data(), nullptr,
+                                              nullptr, 0)
+                          : PQsendQueryPrepared(conn, names[i].c_str(), count, values.data(), nullptr, nullptr, 0);
+        if (!queued || (statement.sync && !PQpipelineSync(conn)))
             throw Error("could not queue a statement: " + fold_message(PQerrorMessage(conn)), {}, true);
     }
     bool cancelled = false;
@@ -427,6 +447,23 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
     };
     std::vector<Step> steps(statements.size());
     for (std::size_t i = 0; i < statements.size(); ++i) {
+        if (preparing[i]) {
+            // The Prepare's result, then a null. When it did not succeed (an error, or skipped after
+            // an earlier failure) the statement is not prepared: its execution fails with that.
+            bool prepared = false;
+            for (;;) {
+                if (!await_result(deadline, cancelled)) throw lost();
+                PGresult* r = PQgetResult(conn);
+                if (!r) break;
+                Result result(r);
+                if (result.status() == PGRES_COMMAND_OK) {
+                    prepared = true;
+                } else if (result.status() != PGRES_PIPELINE_ABORTED) {
+                    steps[i].error = error_from(conn, result.raw());
+                }
+            }
+            if (!prepared) prepared_.erase(statements[i].sql);
+        }
         // A statement's results, then a null; a sync's own result after its statement's.
         for (;;) {
             if (!await_result(deadline, cancelled)) throw lost();
@@ -438,12 +475,22 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
             if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH)
                 throw Error("a statement started a COPY, which docsync never runs on this connection; dropping it",
                             sqlstate::kFeatureNotSupported, true);
-            if (status == PGRES_PIPELINE_ABORTED)
-                steps[i].error = Error("skipped: an earlier statement of its pipeline failed", {}, false);
+            if (status == PGRES_PIPELINE_ABORTED) {
+                if (!steps[i].error)  // its own Prepare's failure says more
+                    steps[i].error = Error("skipped: an earlier statement of its pipeline failed", {}, false);
+            }
             else if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
                 steps[i].result = std::move(result);
             else if (!steps[i].error)
                 steps[i].error = error_from(conn, result.raw());
+        }
+        // A prepared SELECT whose result columns changed under it (DDL) fails once with 0A000:
+        // prepare it again next time, and have the caller retry.
+        if (!names[i].empty() && steps[i].error && steps[i].error->sqlstate() == sqlstate::kFeatureNotSupported) {
+            prepared_.erase(statements[i].sql);
+            steps[i].error = Error(std::string("the statement's result type changed under it (DDL); it is prepared "
+                                               "again on the next try: ") + steps[i].error->what(),
+                                   sqlstate::kFeatureNotSupported, true);
         }
         if (statements[i].sync) {
             if (!await_result(deadline, cancelled)) throw lost();

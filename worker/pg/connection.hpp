@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct Statement {
     std::string sql;
     Params params;
     bool sync = false;
+    // Keep it prepared on the connection: parsed and planned at its first run only (the server
+    // replans it after DDL on what it reads, or a search_path change). Extended protocol only.
+    bool prepare = false;
 };
 
 // One statement's outcome in a pipeline: its result, or the server's error (a statement skipped
@@ -111,8 +115,13 @@ public:
     // one network round trip for all. Server errors are the steps'; a lost connection, or the
     // deadline (the running statement is then cancelled, with 5 s of grace for the rest), throws
     // docsync::Error (transient), after which the connection must be dropped. The last statement
-    // must end a group (`sync`). Extended protocol only: not on replication connections.
+    // must end a group (`sync`). Extended protocol only: not on replication connections. A
+    // `prepare` statement is prepared in the same exchange the first time; a prepared statement whose
+    // result type changed (DDL) fails with a transient error and is prepared again next time.
     std::vector<Step> pipeline(const std::vector<Statement>& statements, Deadline deadline);
+    // Statements kept prepared (Statement::prepare); beyond this many, statements run unprepared.
+    static constexpr std::size_t kMaxPrepared = 128;
+    std::size_t prepared_count() const { return prepared_.size(); }
 
     // Sends `sql` (simple protocol) and waits for its first result without consuming further ones:
     // for START_REPLICATION, whose result is PGRES_COPY_BOTH. Throws like exec().
@@ -148,6 +157,8 @@ private:
     bool end_copy(ExecStatusType status, Deadline deadline);
     explicit Connection(PGconn* conn) : conn_(conn, &PQfinish) {}
     std::unique_ptr<PGconn, decltype(&PQfinish)> conn_;
+    std::unordered_map<std::string, std::string> prepared_;  // SQL → the name it is prepared under
+    std::uint64_t prepared_seq_ = 0;                          // names are docsync_<n>, never reused
 };
 
 // Pins the session settings that change how values print, so a key prints the same in the plugin's
