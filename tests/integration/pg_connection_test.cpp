@@ -102,6 +102,20 @@ TEST_CASE("DDL that changes a prepared statement's result is one transient failu
     REQUIRE_FALSE(after[0].error);
     CHECK(after[0].result.columns() == 2);
     CHECK(after[0].result.get(0, 1) == "x");
+    // A session that lost its prepared statements (DEALLOCATE ALL, as a pooler's reset does).
+    c.exec("DEALLOCATE ALL", deadline_in(10s));
+    auto gone = c.pipeline({all}, deadline_in(10s));
+    REQUIRE(gone[0].error);
+    CHECK(gone[0].error->transient());
+    auto back = c.pipeline({all}, deadline_in(10s));
+    CHECK_FALSE(back[0].error);
+    // A query's own 0A000 is no reason to retry it for ever: once prepared afresh, it stands.
+    docsync::pg::Statement unsupported{"SELECT CASE WHEN a > 0 THEN generate_series(1, 2) END FROM prepared_ddl",
+                                       {}, true, true};
+    auto own = c.pipeline({unsupported}, deadline_in(10s));
+    REQUIRE(own[0].error);
+    CHECK(own[0].error->sqlstate() == "0A000");
+    CHECK_FALSE(own[0].error->transient());
     admin.exec("DROP TABLE prepared_ddl", deadline_in(10s));
 }
 

@@ -8,6 +8,7 @@ inline constexpr const char* kFeatureNotSupported = "0A000";       // e.g. a COP
 inline constexpr const char* kUnableToConnect = "08001";           // sqlclient_unable_to_establish_sqlconnection
 inline constexpr const char* kConnectionFailure = "08006";
 inline constexpr const char* kProtocolViolation = "08P01";
+inline constexpr const char* kInvalidSqlStatementName = "26000";  // e.g. a prepared statement that is gone
 inline constexpr const char* kInvalidSchemaName = "3F000";         // no docsync schema: no extension
 inline constexpr const char* kInsufficientPrivilege = "42501";
 inline constexpr const char* kUndefinedFunction = "42883";         // an older extension

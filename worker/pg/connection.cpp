@@ -484,13 +484,18 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
             else if (!steps[i].error)
                 steps[i].error = error_from(conn, result.raw());
         }
-        // A prepared SELECT whose result columns changed under it (DDL) fails once with 0A000:
-        // prepare it again next time, and have the caller retry.
-        if (!names[i].empty() && steps[i].error && steps[i].error->sqlstate() == sqlstate::kFeatureNotSupported) {
+        // A prepared SELECT whose result columns changed under it (DDL) fails once with 0A000, and
+        // one the session no longer has (DISCARD, a pooler between us and the server) with 26000:
+        // prepare it again next time, and have the caller retry. Only when it was prepared by an
+        // earlier exchange: a statement prepared just now that fails so fails for its own reasons
+        // (a set-returning function where none may be), and that error stands.
+        if (!names[i].empty() && !preparing[i] && steps[i].error &&
+            (steps[i].error->sqlstate() == sqlstate::kFeatureNotSupported ||
+             steps[i].error->sqlstate() == sqlstate::kInvalidSqlStatementName)) {
             prepared_.erase(statements[i].sql);
-            steps[i].error = Error(std::string("the statement's result type changed under it (DDL); it is prepared "
-                                               "again on the next try: ") + steps[i].error->what(),
-                                   sqlstate::kFeatureNotSupported, true);
+            steps[i].error = Error(std::string("the prepared statement is gone or its result type changed under it "
+                                               "(DDL); it is prepared again on the next try: ") + steps[i].error->what(),
+                                   steps[i].error->sqlstate(), true);
         }
         if (statements[i].sync) {
             if (!await_result(deadline, cancelled)) throw lost();
