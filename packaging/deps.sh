@@ -12,6 +12,8 @@ PACKAGES=(
   cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libhiredis-dev
   # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools, JSON and script tools
   doctest-dev clang libclang-rt-14-dev redis-server procps util-linux jq python3
+  # tests: promtool checks the /metrics output and the alert rules (the service is not used)
+  prometheus
   # benchmarks: peer plugins and tools
   postgresql-15-wal2json
   # packaging

@@ -2,7 +2,7 @@
 //
 //   Stream (stream thread) ──records──▶ Engine.on_* ──tickets──▶ Coordinator ──ack──▶ Stream
 //   Engine worker threads ──▶ Executor (Runner) ──▶ Publisher (sink)
-//   status thread: Stream/Coordinator/Engine stats ──▶ StatusBoard
+//   status thread: Stream/Coordinator/Engine stats ──▶ StatusBoard (and the /metrics body)
 //   signal thread: SIGTERM/SIGINT drain and stop, SIGHUP reopens the log file
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +26,8 @@
 #include "engine/engine.hpp"
 #include "executor/definitions_source.hpp"
 #include "executor/executor.hpp"
+#include "metrics/server.hpp"
+#include "metrics/worker_metrics.hpp"
 #include "progress/coordinator.hpp"
 #include "publish/sink.hpp"
 #include "replication/stream.hpp"
@@ -161,6 +163,7 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
     r.received_lsn = s.received_lsn;
     r.acked_lsn = s.sent_flush_lsn;
     r.stream_error = s.last_error;
+    r.retained_wal = s.retained_wal;
     r.open_txns = coordinator.stats().pending_groups;
     auto e = engine.stats();
     r.dirty_depth = e.dirty_depth();
@@ -185,9 +188,12 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .recomputes = q.recomputes,
                              .permanent_failures = q.permanent_failures,
                              .compute_ns = q.compute_ns,
+                             .publishes = q.publishes,
+                             .compute_seconds = std::move(q.compute_seconds),
                              .last_error = std::move(q.last_error),
                              .last_sqlstate = std::move(q.last_sqlstate),
                              .last_channel = std::move(q.last_channel)});
+    r.batch_size = std::move(e.batch_size);
     return r;
 }
 
@@ -200,6 +206,11 @@ int run(const Settings& settings) {
     sigaddset(&signals, SIGHUP);
     sigaddset(&signals, SIGUSR1);  // internal: ends the signal thread
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    // Listening first: a port in use fails the start before anything connects.
+    std::unique_ptr<metrics::Server> metrics_server;
+    if (!settings.metrics_address.empty())
+        metrics_server = std::make_unique<metrics::Server>(settings.metrics_address, settings.metrics_port);
 
     DefinitionsSource definitions(settings.dsn);
     DatabaseIdentity identity = definitions.identity();
@@ -290,7 +301,10 @@ int run(const Settings& settings) {
         readings.draining = draining_now;
         readings.fatal = error;
         readings.waiting = waiting;
-        board.publish(history.snapshot(readings, std::chrono::system_clock::now()));
+        auto now = std::chrono::system_clock::now();
+        status::StatusSnapshot snapshot = history.snapshot(readings, now);
+        if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
+        board.publish(snapshot);
     };
 
     std::thread stream_thread([&] {

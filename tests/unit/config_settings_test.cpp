@@ -77,6 +77,8 @@ TEST_CASE("defaults apply when a setting is given nowhere") {
     CHECK(s.log_level == LogLevel::Info);
     CHECK(s.threads == 4);
     CHECK(s.warm.empty());
+    CHECK(s.metrics_address.empty());
+    CHECK(s.metrics_port == 0);
 }
 
 TEST_CASE("every setting is read from its flag") {
@@ -239,6 +241,12 @@ TEST_CASE("invalid settings exit 2 with one line naming the setting and the fix"
         {{kDsn, kPoolDsn, "--pool"}, {}, "docsync-worker: --pool needs a value, e.g. --pool 4"},
         {{kDsn, kPoolDsn, "--config", "/nonexistent/docsync.json"}, {}, "docsync-worker: config file \"/nonexistent/docsync.json\": cannot open (No such file or directory); give a readable file"},
         {{kDsn, kPoolDsn}, {"DOCSYNC_CONFIG="}, "docsync-worker: --config: must not be empty"},
+        {{kDsn, kPoolDsn, "--metrics-listen", "9464"}, {}, "docsync-worker: --metrics-listen \"9464\": not ADDR:PORT; give ADDR:PORT with an IP address and a port from 1 to 65535, e.g. 127.0.0.1:9464 or [::]:9464"},
+        {{kDsn, kPoolDsn, "--metrics-listen", "localhost:9464"}, {}, "docsync-worker: --metrics-listen \"localhost:9464\": \"localhost\" is not an IP address; give ADDR:PORT"},
+        {{kDsn, kPoolDsn, "--metrics-listen", "::1:9464"}, {}, "docsync-worker: --metrics-listen \"::1:9464\": \"::1\" is not an IP address (write IPv6 in brackets)"},
+        {{kDsn, kPoolDsn, "--metrics-listen", "127.0.0.1:0"}, {}, "docsync-worker: --metrics-listen \"127.0.0.1:0\": port 0 is out of range"},
+        {{kDsn, kPoolDsn}, {"DOCSYNC_METRICS_LISTEN=127.0.0.1:65536"}, "docsync-worker: DOCSYNC_METRICS_LISTEN=\"127.0.0.1:65536\": port 65536 is out of range"},
+        {{kDsn, kPoolDsn, "--metrics-listen", "127.0.0.1:http"}, {}, "docsync-worker: --metrics-listen \"127.0.0.1:http\": \"http\" is not a port"},
     };
     for (const auto& c : cases) {
         auto p = parse(c.args, c.env);
@@ -292,7 +300,28 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 25);
+    CHECK(rows == 26);
+}
+
+TEST_CASE("--metrics-listen takes an IP address and a port from its flag, variable or key, and empty is off") {
+    auto p = parse({kDsn, kPoolDsn, "--metrics-listen", "127.0.0.1:9464"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.metrics_address == "127.0.0.1");
+    CHECK(p.settings.metrics_port == 9464);
+    p = parse({kDsn, kPoolDsn}, {"DOCSYNC_METRICS_LISTEN=[::]:9100"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.metrics_address == "::");
+    CHECK(p.settings.metrics_port == 9100);
+    TempConfig file(R"({"metrics-listen": "0.0.0.0:9464"})");
+    p = parse({kDsn, kPoolDsn, "--config", file.path});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.metrics_address == "0.0.0.0");
+    // An empty value turns off what the config file turned on.
+    p = parse({kDsn, kPoolDsn, "--config", file.path}, {"DOCSYNC_METRICS_LISTEN="});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.metrics_address.empty());
+    CHECK(p.settings.metrics_port == 0);
+    CHECK(settings_help().find("--metrics-listen ADDR:PORT") != std::string::npos);
 }
 
 TEST_CASE("an unopenable log file is an invalid setting naming the file and the fix") {

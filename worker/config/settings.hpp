@@ -54,6 +54,9 @@ struct Settings {
     std::string log_file;             // empty: stderr
     LogLevel log_level = LogLevel::Info;
     unsigned threads = 4;             // compute threads (default: the value of pool)
+    // --metrics-listen ADDR:PORT: where GET /metrics is served; an empty address: not served.
+    std::string metrics_address;
+    std::uint16_t metrics_port = 0;
 };
 
 // What main does with the command line: run with `settings`, or print `output` (to stdout: --help,

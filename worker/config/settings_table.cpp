@@ -1,6 +1,8 @@
 // The settings table: every setting's name, kind, help text, default and reader, in --help order;
 // finding a setting by name (and the closest one to a typo), and the --help text.
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -109,6 +111,36 @@ std::string warm_channel(std::string_view text) {
         throw SettingError("not a doc channel; give db:<query>:<value>…, spelled as docsync.channel() spells it "
                            "(':' and '%' in a value are %3A and %25), e.g. db:order:42");
     return value;
+}
+
+// --metrics-listen: an IP address and a port, "127.0.0.1:9464" or "[::1]:9464"; empty: off. The
+// address must be literal: a host name would make the start depend on name resolution.
+void listen_address(Settings& s, std::string_view text) {
+    std::string value(trim(text));
+    s.metrics_address.clear();
+    s.metrics_port = 0;
+    if (value.empty()) return;
+    const char* fix =
+        "; give ADDR:PORT with an IP address and a port from 1 to 65535, e.g. 127.0.0.1:9464 or [::]:9464";
+    auto colon = value.rfind(':');
+    if (colon == std::string::npos || colon == 0) throw SettingError(std::string("not ADDR:PORT") + fix);
+    std::string address = value.substr(0, colon);
+    std::string port = value.substr(colon + 1);
+    bool ipv6 = address.size() > 2 && address.front() == '[' && address.back() == ']';
+    if (ipv6) address = address.substr(1, address.size() - 2);
+    unsigned char probe[sizeof(in6_addr)];
+    if (ipv6 ? inet_pton(AF_INET6, address.c_str(), probe) != 1 : inet_pton(AF_INET, address.c_str(), probe) != 1)
+        throw SettingError("\"" + address + "\" is not an IP address" +
+                           (ipv6 || address.find(':') == std::string::npos ? "" : " (write IPv6 in brackets)") + fix);
+    std::uint64_t number = 0;
+    try {
+        number = parse_count(port);
+    } catch (const SettingError&) {
+        throw SettingError("\"" + port + "\" is not a port" + fix);
+    }
+    if (number < 1 || number > 65535) throw SettingError("port " + port + " is out of range" + fix);
+    s.metrics_address = address;
+    s.metrics_port = static_cast<std::uint16_t>(number);
 }
 
 std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
@@ -244,6 +276,14 @@ const std::vector<Spec>& specs() {
         {"threads", Kind::Count, "N", "compute threads running doc and keys queries",
          [](const Settings&) { return std::string("the value of --pool"); },
          [](Settings& s, std::string_view v) { s.threads = static_cast<unsigned>(count_in(v, 1, 1024)); }},
+        {"metrics-listen", Kind::Text, "ADDR:PORT",
+         "serve Prometheus metrics at http://ADDR:PORT/metrics (an IP address: 127.0.0.1:9464, [::]:9464)",
+         [](const Settings& s) {
+             if (s.metrics_address.empty()) return std::string("off");
+             bool ipv6 = s.metrics_address.find(':') != std::string::npos;
+             return (ipv6 ? "[" + s.metrics_address + "]" : s.metrics_address) + ":" + std::to_string(s.metrics_port);
+         },
+         listen_address},
     };
     return table;
 }

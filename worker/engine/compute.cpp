@@ -95,14 +95,17 @@ void Engine::Impl::run(Job& job, std::unique_lock<std::mutex>& lock) {
 
 namespace {
 
-// What a statement over items [begin, end) must see: everything each of them must.
+// What a statement over items [begin, end) must see: everything each of them must (a hot doc's
+// list can be long: sorted and made unique, never searched item by item).
 Visibility union_of(const std::vector<Visibility>& needs, std::size_t begin, std::size_t end) {
+    if (end - begin == 1) return needs[begin];
     Visibility out;
     for (std::size_t i = begin; i < end; ++i) {
-        for (auto xid : needs[i].xids)
-            if (std::find(out.xids.begin(), out.xids.end(), xid) == out.xids.end()) out.xids.push_back(xid);
+        out.xids.insert(out.xids.end(), needs[i].xids.begin(), needs[i].xids.end());
         out.max_end_lsn = std::max(out.max_end_lsn, needs[i].max_end_lsn);
     }
+    std::sort(out.xids.begin(), out.xids.end());
+    out.xids.erase(std::unique(out.xids.begin(), out.xids.end()), out.xids.end());
     return out;
 }
 
@@ -208,6 +211,7 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
         }
     }
     lock.lock();
+    if (!runs.empty()) counters_.batch_size.observe(static_cast<double>(runs.size()));
     for (std::size_t i = 0; i < jobs.size(); ++i)
         record_doc(jobs[i], outcomes[i], published[i], publish_errors[i], query, compute_time);
     complete_finished(lock);
@@ -223,6 +227,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
         if (stats) {
             ++stats->recomputes;
             stats->compute_ns += static_cast<std::uint64_t>(compute_time);
+            stats->compute_seconds.observe(static_cast<double>(compute_time) / 1e9);
         }
     }
     std::uint32_t failures = entry.second.failures + 1;  // in a row, counting this one

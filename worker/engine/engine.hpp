@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/histogram.hpp"
 #include "engine/definitions.hpp"
 #include "engine/seams.hpp"
 #include "replication/records.hpp"
@@ -86,6 +87,9 @@ struct QueryStats {
     std::uint64_t publishes = 0;           // docs published
     std::uint64_t permanent_failures = 0;  // query errors, timeouts, size and keys caps
     std::uint64_t compute_ns = 0;          // time in those computes (by the engine's clock)
+    // The same times one by one, in seconds: a doc computed with others counts its share of the
+    // statement, as compute_ns does.
+    Histogram compute_seconds{kComputeSecondsBounds};
     std::string last_error;
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
@@ -128,6 +132,7 @@ struct EngineStats {
     std::uint64_t txns_completed = 0;
     RecomputeProgress recompute;
     std::vector<QueryStats> queries;
+    Histogram batch_size{kBatchSizeBounds};  // docs per doc-query statement (--batch caps it)
 
     std::uint64_t dirty_depth() const { return dirty_docs + keys_queued; }
 };

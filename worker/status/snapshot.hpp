@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/histogram.hpp"
 #include "common/lsn.hpp"
 #include "status/status_board.hpp"
 
@@ -37,6 +38,9 @@ struct QueryReading {
     std::uint64_t recomputes = 0;
     std::uint64_t permanent_failures = 0;
     std::uint64_t compute_ns = 0;          // time spent computing
+    // For the metrics endpoint only (the status file has no room for them).
+    std::uint64_t publishes = 0;
+    Histogram compute_seconds{kComputeSecondsBounds};
     std::string last_error;                // empty: none
     std::string last_sqlstate;             // of last_error, empty: none
     std::string last_channel;              // the doc (or "keys:<table>") of last_error, empty: none
@@ -64,6 +68,7 @@ struct Readings {
     Lsn received_lsn = 0;
     Lsn acked_lsn = 0;  // the flush position sent upstream
     std::string stream_error;  // the stream's last error, empty: none
+    Lsn retained_wal = 0;  // the server's WAL past acked_lsn at the valve's last poll (metrics only)
     // The coordinator's.
     std::uint64_t open_txns = 0;
     // The engine's.
@@ -76,6 +81,7 @@ struct Readings {
     std::string last_transient_error;  // what the last retried failure said, empty: none
     RecomputeReading recompute;
     std::vector<QueryReading> queries;
+    Histogram batch_size{kBatchSizeBounds};  // docs per doc-query statement (metrics only)
     // The worker's: draining after a signal, the error it ends with, what the stream waits for.
     bool draining = false;
     std::string fatal;
