@@ -18,6 +18,7 @@
 #   DOCSYNC_BENCH_SECONDS=N, DOCSYNC_BENCH_RATE=N   figure 5's load: 30 s at 1 000 txn/s by default
 #   DOCSYNC_BENCH_SINK=file|redis           the sink that retains figures 1-2's docs (default file)
 #   DOCSYNC_BENCH_CHANGES=0                 figures 1-2 only (to compare sinks, say)
+#   DOCSYNC_BENCH_RECOMPUTE=0               figures 3-5 only
 #   DOCSYNC_BENCH_LOAD=build|spin|none      what loads the machine for figure 5's second run: a fresh
 #                                           Release build of this tree with -j2 (default), two busy
 #                                           loops, or nothing
@@ -116,6 +117,11 @@ worker_flags() {
   return 0
 }
 
+# The tree the worker and the extension were presumably built from, as the run starts.
+tree=$(git -C "$top" log -1 --format='%h %cs' 2>/dev/null || echo unknown)
+dirty=$(git -C "$top" status --porcelain -- worker plugin sql 2>/dev/null | wc -l)
+[ "$dirty" -eq 0 ] || tree="$tree with $dirty changed file(s) under worker/, plugin/ or sql/"
+
 bench_setup_db
 echo "== shop: $orders orders, 3 items each, 10 000 products, 10 000 customers"
 psql -d "$db" <<SQL >/dev/null
@@ -185,9 +191,14 @@ start_worker() {
   wpid=$!
   bench_pids+=("$wpid")
 }
+# stop_worker LOG: stops it with SIGTERM, and shows what it logged (warnings and errors only).
 stop_worker() {
   kill -TERM "$wpid"
   wait "$wpid" || { echo "the worker failed:" >&2; tail -n 20 "$1" >&2; exit 1; }
+  if [ -s "$1" ]; then
+    echo "the worker logged $(wc -l <"$1") warning(s) or error(s), the first ones:"
+    head -n 5 "$1" | sed 's/^/  /'
+  fi
 }
 # settle LOG: waits until the worker has acknowledged everything committed so far.
 settle() {
@@ -227,7 +238,8 @@ pool_pids() {
 }
 
 # ---- figures 1 and 2: the full recompute at start -------------------------------------------------
-[ "$retain" = redis ] && bench_start_redis
+[ "${DOCSYNC_BENCH_RECOMPUTE:-1}" = 0 ] && recompute_docs=()
+[ "$retain" = redis ] && [ ${#recompute_docs[@]} -gt 0 ] && bench_start_redis
 for docs in "${recompute_docs[@]}"; do
   retained=$bench_tmp/retained.jsonl
   # What a worker leaves in its sink: one envelope per doc (the start reads only channels and versions).
@@ -450,10 +462,8 @@ for run in "${change_runs[@]}"; do
 done
 
 # ---- the table --------------------------------------------------------------------------------------
-commit=$(git -C "$top" log -1 --format='%h %cs' 2>/dev/null || echo unknown)
-dirty=$(git -C "$top" status --porcelain -- worker 2>/dev/null | wc -l)
 echo
-echo "worker $worker ($("$worker" --version 2>&1)), tree at $commit$([ "$dirty" -gt 0 ] && echo " with $dirty changed file(s) under worker/"); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "worker $worker ($("$worker" --version 2>&1), built $(date -r "$worker" '+%F %T')), tree at start $tree; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$batch_flag" = 1 ] || echo "the worker has no --batch flag: the 'batched' column is one doc per statement as well"
 python3 - "$results" "${settings[1]}" "$batch_flag" "$hot_orders" "$cat3_products" "$cat3_orders" "$rate" "$latency_docs" "$load" "$retain" "${recompute_docs[@]}" <<'PY'
 import sys
