@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <optional>
+#include <type_traits>
 
 #include "common/error.hpp"
 #include "common/sqlstate.hpp"
@@ -440,29 +441,57 @@ bool Executor::batchable(const std::string& batch_sql) const {
     return !batch_sql.empty() && !unbatchable_.count(batch_sql);
 }
 
-template <class Outcome, class One>
-BatchOutcome<Outcome> Executor::after_failed_batch(const std::string& what, const std::string& batch_sql,
-                                                   const std::string& error, const std::string& sqlstate,
-                                                   std::size_t count, One&& one) {
+template <class Outcome, class Judge, class One>
+BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, const std::string& batch_sql,
+                                            const std::vector<SqlArgs>& args, const Visibility& need,
+                                            const std::string& what, Judge&& judge, One&& one) {
+    std::vector<Outcome> outcomes(args.size());
+    std::string error;
+    std::string sqlstate;
+    Lsn snapshot_lsn = 0;
+    OutcomeKind kind = in_compute(search_path, batch_sql, batch_params(args), need, what, error, sqlstate,
+                                  snapshot_lsn, [&](const pg::Result& r, std::string&) {
+                                      auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
+                                                                   : std::vector<std::vector<int>>();
+                                      if (rows.empty())
+                                          throw Error(what + ": its batched form returned a malformed result");
+                                      for (std::size_t i = 0; i < outcomes.size(); ++i)
+                                          judge(r, rows[i], outcomes[i]);
+                                      return OutcomeKind::Ok;
+                                  });
     BatchOutcome<Outcome> out;
-    if (!form_may_be_at_fault(sqlstate)) {
+    if (kind == OutcomeKind::Permanent && !form_may_be_at_fault(sqlstate)) {
         out.split = true;
         out.error = error;
         return out;
     }
-    // Run them one by one: when any succeeds, the batched form was at fault, and the query's work
-    // goes one by one from now on.
-    bool any_ok = false;
-    for (std::size_t i = 0; i < count; ++i) {
-        out.outcomes.push_back(one(i));
-        any_ok = any_ok || out.outcomes.back().kind == OutcomeKind::Ok;
-    }
-    if (any_ok) {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            unbatchable_.insert(batch_sql);
+    if (kind == OutcomeKind::Permanent) {
+        // Run them one by one: when any succeeds, the batched form was at fault, and the query's
+        // work goes one by one from now on.
+        bool any_ok = false;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+            out.outcomes.push_back(one(i));
+            any_ok = any_ok || out.outcomes.back().kind == OutcomeKind::Ok;
         }
-        log_warning("executor", what + " cannot run batched (" + error + "); running it once per doc from now on");
+        if (any_ok) {
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                unbatchable_.insert(batch_sql);
+            }
+            log_warning("executor", what + " cannot run batched (" + error + "); running it once per doc from now on");
+        }
+        return out;
+    }
+    for (auto& outcome : outcomes) {
+        if (kind != OutcomeKind::Ok) {  // not visible yet, or an infrastructure fault: each item's
+            outcome = Outcome{};
+            outcome.kind = kind;
+            outcome.error = error;
+            outcome.sqlstate = sqlstate;
+        }
+        if constexpr (std::is_same_v<Outcome, DocOutcome>)
+            if (outcome.kind == OutcomeKind::Ok) outcome.snapshot_lsn = snapshot_lsn;
+        out.outcomes.push_back(std::move(outcome));
     }
     return out;
 }
@@ -471,45 +500,20 @@ DocBatchOutcome Executor::run_docs(const DocQuery& query, const std::vector<SqlA
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_docs(query, args, need);
     std::string what = "doc query \"" + query.name + "\"";
-    std::vector<DocOutcome> docs(args.size());
-    std::string error;
-    std::string sqlstate;
-    Lsn snapshot_lsn = 0;
-    OutcomeKind kind =
-        in_compute(query.search_path, query.batch_sql, batch_params(args), need, what, error, sqlstate, snapshot_lsn,
-                   [&](const pg::Result& r, std::string&) {
-                       auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
-                                                    : std::vector<std::vector<int>>();
-                       if (rows.empty()) throw Error(what + ": its batched form returned a malformed result");
-                       for (std::size_t i = 0; i < docs.size(); ++i) {
-                           DocOutcome& doc = docs[i];
-                           if (r.columns() != 3) {
-                               doc.kind = OutcomeKind::Permanent;
-                               doc.error = columns_error(what, r.columns() - 2);
-                               continue;
-                           }
-                           std::optional<std::string_view> value;
-                           if (!rows[i].empty() && !r.is_null(rows[i].front(), 2)) value = r.get(rows[i].front(), 2);
-                           doc.kind = judge_doc(what, rows[i].size(), value, options_.max_doc_bytes, doc.doc, doc.error);
-                           if (doc.kind != OutcomeKind::Ok) doc.doc.reset();
-                       }
-                       return OutcomeKind::Ok;
-                   });
-    if (kind == OutcomeKind::Permanent)
-        return after_failed_batch<DocOutcome>(what, query.batch_sql, error, sqlstate, args.size(),
-                                              [&](std::size_t i) { return run_doc(query, args[i], need); });
-    DocBatchOutcome out;
-    for (auto& doc : docs) {
-        if (kind != OutcomeKind::Ok) {  // not visible yet, or an infrastructure fault: each doc's
-            doc = DocOutcome{};
-            doc.kind = kind;
-            doc.error = error;
-            doc.sqlstate = sqlstate;
-        }
-        if (doc.kind == OutcomeKind::Ok) doc.snapshot_lsn = snapshot_lsn;
-        out.outcomes.push_back(std::move(doc));
-    }
-    return out;
+    return run_batched<DocOutcome>(
+        query.search_path, query.batch_sql, args, need, what,
+        [&](const pg::Result& r, const std::vector<int>& rows, DocOutcome& doc) {
+            if (r.columns() != 3) {
+                doc.kind = OutcomeKind::Permanent;
+                doc.error = columns_error(what, r.columns() - 2);
+                return;
+            }
+            std::optional<std::string_view> value;
+            if (!rows.empty() && !r.is_null(rows.front(), 2)) value = r.get(rows.front(), 2);
+            doc.kind = judge_doc(what, rows.size(), value, options_.max_doc_bytes, doc.doc, doc.error);
+            if (doc.kind != OutcomeKind::Ok) doc.doc.reset();
+        },
+        [&](std::size_t i) { return run_doc(query, args[i], need); });
 }
 
 KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std::size_t max_keys,
@@ -549,49 +553,24 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
-    std::vector<KeysOutcome> lookups(args.size());
-    std::string error;
-    std::string sqlstate;
-    Lsn snapshot_lsn = 0;
-    OutcomeKind kind =
-        in_compute(query.search_path, query.batch_sql, batch_params(args), need, what, error, sqlstate, snapshot_lsn,
-                   [&](const pg::Result& r, std::string&) {
-                       auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
-                                                    : std::vector<std::vector<int>>();
-                       if (rows.empty()) throw Error(what + ": its batched form returned a malformed result");
-                       for (std::size_t i = 0; i < lookups.size(); ++i) {
-                           KeysOutcome& lookup = lookups[i];
-                           if (r.columns() < 3) {
-                               lookup.kind = OutcomeKind::Permanent;
-                               lookup.error = what + " returned no columns";
-                           } else if (rows[i].size() > max_keys) {
-                               lookup.kind = OutcomeKind::Permanent;
-                               lookup.error = max_keys_error(what, rows[i].size(), max_keys);
-                           } else {
-                               for (int row : rows[i]) {
-                                   SqlArgs key;
-                                   for (int c = 2; c < r.columns(); ++c) key.push_back(r.get_optional(row, c));
-                                   lookup.keys.push_back(std::move(key));
-                               }
-                           }
-                       }
-                       return OutcomeKind::Ok;
-                   });
-    if (kind == OutcomeKind::Permanent)
-        return after_failed_batch<KeysOutcome>(what, query.batch_sql, error, sqlstate, args.size(), [&](std::size_t i) {
-            return run_keys(query, args[i], max_keys, need);
-        });
-    KeysBatchOutcome out;
-    for (auto& lookup : lookups) {
-        if (kind != OutcomeKind::Ok) {
-            lookup = KeysOutcome{};
-            lookup.kind = kind;
-            lookup.error = error;
-            lookup.sqlstate = sqlstate;
-        }
-        out.outcomes.push_back(std::move(lookup));
-    }
-    return out;
+    return run_batched<KeysOutcome>(
+        query.search_path, query.batch_sql, args, need, what,
+        [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
+            if (r.columns() < 3) {
+                lookup.kind = OutcomeKind::Permanent;
+                lookup.error = what + " returned no columns";
+            } else if (rows.size() > max_keys) {
+                lookup.kind = OutcomeKind::Permanent;
+                lookup.error = max_keys_error(what, rows.size(), max_keys);
+            } else {
+                for (int row : rows) {
+                    SqlArgs key;
+                    for (int c = 2; c < r.columns(); ++c) key.push_back(r.get_optional(row, c));
+                    lookup.keys.push_back(std::move(key));
+                }
+            }
+        },
+        [&](std::size_t i) { return run_keys(query, args[i], max_keys, need); });
 }
 
 }  // namespace docsync

@@ -108,12 +108,14 @@ private:
 
     // Whether `batch_sql` is there and has not failed where single computes succeed.
     bool batchable(const std::string& batch_sql) const;
-    // A batched compute failed for good with `error`: the outcome when the batched form itself may
-    // be at fault (each of `count` run by `one(i)`), otherwise a request to split.
-    template <class Outcome, class One>
-    BatchOutcome<Outcome> after_failed_batch(const std::string& what, const std::string& batch_sql,
-                                             const std::string& error, const std::string& sqlstate, std::size_t count,
-                                             One&& one);
+    // Runs `args` through `batch_sql` in one compute and `judge(result, rows, outcome)` gives each
+    // item its outcome from its rows. A failure the batched form itself may cause runs the items
+    // one by one with `one(i)` (and, when any succeeds, marks the form unbatchable); any other
+    // query error asks for a split; not visible or transient holds for every item.
+    template <class Outcome, class Judge, class One>
+    BatchOutcome<Outcome> run_batched(const std::string& search_path, const std::string& batch_sql,
+                                      const std::vector<SqlArgs>& args, const Visibility& need,
+                                      const std::string& what, Judge&& judge, One&& one);
 
     ExecutorOptions options_;
     mutable std::mutex mutex_;
