@@ -18,7 +18,8 @@ OBJS = \
 	plugin/relmap.o \
 	plugin/sqlapi.o \
 	plugin/status.o \
-	plugin/tables_syntax.o
+	plugin/tables_syntax.o \
+	plugin/wait.o
 
 DATA = $(wildcard sql/docsync--*.sql)
 

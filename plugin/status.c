@@ -423,7 +423,7 @@ for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead 
 
 /* ---- docsync.status_files() ---- */
 
-#define STATUS_FILES_COLS 33
+#define STATUS_FILES_COLS 35
 
 static void
 emit_status_file(void *arg, const char *file_name, StatusRead *read)
@@ -501,6 +501,8 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 		values[i++] = count_datum(b->transient_retries);
 		values[i++] = count_datum(b->valve_resets);
 		values[i++] = count_datum(b->not_visible_retries);
+		values[i++] = count_datum(b->audit_samples);
+		values[i++] = count_datum(b->audit_divergences);
 		if (b->recompute_reason == DOCSYNC_RECOMPUTE_NONE)
 		{
 			/* no recompute of every live doc since start: reason, counts and times are NULL */

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define DOCSYNC_STATUS_MAGIC 0x54534443u /* "CDST" read as little-endian bytes: 'C','D','S','T' */
-#define DOCSYNC_STATUS_LAYOUT_VERSION 2u
+#define DOCSYNC_STATUS_LAYOUT_VERSION 3u
 
 #define DOCSYNC_STATUS_NAME_LEN 64		/* database, slot and query names (NAMEDATALEN) */
 #define DOCSYNC_STATUS_ERROR_LEN 256	/* error messages, truncated at a UTF-8 boundary */
@@ -137,6 +137,8 @@ typedef struct DocsyncStatusBody
 	uint64_t	transient_retries;	/* computes retried after a transient failure */
 	uint64_t	valve_resets;		/* WAL safety valve slot recreations */
 	uint64_t	not_visible_retries; /* computes retried because a commit was not visible yet */
+	uint64_t	audit_samples;		/* live docs the continuous audit compared with the sink */
+	uint64_t	audit_divergences;	/* of them, docs the sink held wrongly (published again) */
 	uint32_t	recompute_reason;	/* DocsyncStatusRecompute of the last recompute of every live doc */
 	uint32_t	recompute_padding;	/* zero */
 	uint64_t	recompute_total;	/* live docs it started with */
@@ -168,8 +170,8 @@ DOCSYNC_STATUS_ASSERT(version_at_4, offsetof(DocsyncStatusFile, layout_version) 
 DOCSYNC_STATUS_ASSERT(seq_at_16, offsetof(DocsyncStatusFile, seq) == 16);
 DOCSYNC_STATUS_ASSERT(body_at_24, offsetof(DocsyncStatusFile, body) == 24);
 DOCSYNC_STATUS_ASSERT(query_size, sizeof(DocsyncStatusQuery) == 64 + 4 * 8 + 256);
-DOCSYNC_STATUS_ASSERT(body_queries_at, offsetof(DocsyncStatusBody, queries) == 584);
-DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 584 + 64 * 352);
+DOCSYNC_STATUS_ASSERT(body_queries_at, offsetof(DocsyncStatusBody, queries) == 600);
+DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 600 + 64 * 352);
 
 #define DOCSYNC_STATUS_SEQ_OFFSET ((size_t) offsetof(DocsyncStatusFile, seq))
 

@@ -1540,6 +1540,7 @@ CREATE FUNCTION docsync.status_files(
     OUT open_txns bigint, OUT dirty_depth bigint, OUT in_flight bigint, OUT live_docs bigint,
     OUT changes bigint, OUT recomputes bigint, OUT publishes bigint, OUT permanent_failures bigint,
     OUT transient_retries bigint, OUT valve_resets bigint, OUT not_visible_retries bigint,
+    OUT audit_samples bigint, OUT audit_divergences bigint,
     OUT recompute text, OUT recompute_done bigint, OUT recompute_total bigint,
     OUT recompute_started_at timestamptz, OUT recompute_finished_at timestamptz,
     OUT last_error text, OUT last_error_at timestamptz, OUT queries_omitted integer,
@@ -1564,6 +1565,33 @@ CREATE FUNCTION docsync.status_directory() RETURNS text
 AS 'MODULE_PATHNAME', 'docsync_status_directory'
 LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION docsync.status_directory() IS 'the directory docsync.status_dir names';
+
+-- The workers of each slot, from their leases (worker/replication/lease.hpp): on a connection of its
+-- own, the active worker holds a session-level advisory lock on hashtextextended(slot, 1685288801)
+-- and every hot spare (--standby) a shared one on hashtextextended(slot, 1685288819). Their
+-- connections' backend_start is when the worker started, or began to wait.
+CREATE VIEW docsync.workers AS
+SELECT s.database::text AS database,
+       s.slot_name::text AS slot_name,
+       k.role,
+       l.pid AS backend_pid,
+       a.application_name,
+       a.client_addr,
+       a.backend_start AS connected_at,
+       CASE WHEN k.role = 'standby'
+            THEN round(extract(epoch FROM pg_catalog.statement_timestamp() - a.backend_start)::numeric, 1)::double precision
+       END AS waiting_seconds
+  FROM pg_catalog.pg_replication_slots s
+ CROSS JOIN LATERAL (VALUES ('active', 'ExclusiveLock', pg_catalog.hashtextextended(s.slot_name::text, 1685288801)),
+                            ('standby', 'ShareLock', pg_catalog.hashtextextended(s.slot_name::text, 1685288819)))
+       AS k(role, mode, key)
+  JOIN pg_catalog.pg_locks l
+    ON l.locktype = 'advisory' AND l.granted AND l.mode = k.mode AND l.objsubid = 1 AND l.database = s.datoid
+   AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+ WHERE s.plugin = 'docsync';
+COMMENT ON VIEW docsync.workers IS
+  'the workers of each docsync slot: the active one and its hot spares (--standby), from the leases they hold';
 
 CREATE VIEW docsync.status AS
 WITH files AS (
@@ -1604,8 +1632,8 @@ WITH files AS (
            f.status_file, f.read_error, f.worker_pid, f.state, f.started_at, f.heartbeat_at, f.generation,
            f.received_lsn, f.acked_lsn, f.acked_at, f.open_txns, f.dirty_depth, f.in_flight, f.live_docs,
            f.changes, f.recomputes, f.publishes, f.permanent_failures, f.transient_retries, f.valve_resets,
-           f.not_visible_retries, f.recompute, f.recompute_done, f.recompute_total, f.recompute_started_at,
-           f.recompute_finished_at, f.lock_held,
+           f.not_visible_retries, f.audit_samples, f.audit_divergences, f.recompute, f.recompute_done,
+           f.recompute_total, f.recompute_started_at, f.recompute_finished_at, f.lock_held,
            -- the recompute's mean rate since it started, and the time left at that rate
            CASE WHEN f.recompute IS NOT NULL THEN
                 f.recompute_done / nullif(extract(epoch FROM coalesce(f.recompute_finished_at, v.now) - f.recompute_started_at), 0)
@@ -1636,6 +1664,10 @@ SELECT j.database,
        j.worker_state,
        h.health,
        h.reason,
+       (SELECT count(*) FROM docsync.workers w
+         WHERE w.slot_name = j.slot_name AND w.database = j.database AND w.role = 'standby') AS standby_workers,
+       (SELECT min(w.connected_at) FROM docsync.workers w
+         WHERE w.slot_name = j.slot_name AND w.database = j.database AND w.role = 'standby') AS standby_since,
        j.heartbeat_at,
        round(j.heartbeat_age_seconds::numeric, 1)::double precision AS heartbeat_age_seconds,
        j.started_at,
@@ -1659,6 +1691,8 @@ SELECT j.database,
        j.transient_retries,
        j.valve_resets,
        j.not_visible_retries,
+       j.audit_samples,
+       j.audit_divergences,
        j.recompute,
        j.recompute_done,
        j.recompute_total,
@@ -1754,11 +1788,26 @@ REVOKE ALL ON FUNCTION docsync.forget_slot(name, name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() TO pg_monitor;
 GRANT USAGE ON SCHEMA docsync TO pg_monitor;
-GRANT SELECT ON docsync.status, docsync.query_stats TO pg_monitor;
+GRANT SELECT ON docsync.status, docsync.query_stats, docsync.workers TO pg_monitor;
 
--- Functions: PUBLIC may run only docsync.channel(), which clients use to name docs, and the API
+-- Read-your-writes: true once the docsync slots of this database (or the one named) have confirmed
+-- lsn, i.e. the worker published the docs of every transaction before it and the server processed
+-- its acknowledgement; false at the timeout. A procedure (plugin/wait.c), so that a CALL outside a
+-- transaction block commits before it waits and holds no snapshot meanwhile.
+CREATE PROCEDURE docsync.wait_published(
+    lsn pg_lsn DEFAULT pg_catalog.pg_current_wal_insert_lsn(),
+    timeout interval DEFAULT '5s',
+    slot name DEFAULT NULL,
+    INOUT published boolean DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'docsync_wait_published'
+LANGUAGE C;
+COMMENT ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) IS
+  'waits until the docs of every transaction before lsn are published (the docsync slots of this database, or slot, confirmed it); published is false at the timeout';
+
+-- Functions: PUBLIC may run only docsync.channel(), which clients use to name docs, the API
 -- functions, which refuse, saying why and how to get the right, anyone who is neither a superuser
--- nor a member of docsync_admin. docsync_admin runs what the definition views call; the worker's
+-- nor a member of docsync_admin, and the procedure docsync.wait_published, which reveals no more
+-- than the slots' positions. docsync_admin runs what the definition views call; the worker's
 -- roles get theirs from grant_replication; pg_monitor reads the status views (above).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
@@ -1766,6 +1815,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   docsync.watch(text, text, text[], text, text[], boolean, text), docsync.unwatch(text, text, text[], text, text),
   docsync.drop_query(text)
   TO PUBLIC;
+GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(text, text),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),

@@ -2,7 +2,8 @@
 //
 //   Stream (stream thread) ──records──▶ Engine.on_* ──tickets──▶ Coordinator ──ack──▶ Stream
 //   Engine worker threads ──▶ Executor (Runner) ──▶ Publisher (sink)
-//   status thread: Stream/Coordinator/Engine stats ──▶ StatusBoard (and the /metrics body)
+//   audit thread: Engine's live docs ──▶ Executor (one at a time) ──▶ Publisher read-back, compared
+//   status thread: Stream/Coordinator/Engine/Auditor stats ──▶ StatusBoard (and the /metrics body)
 //   signal thread: SIGTERM/SIGINT drain and stop, SIGHUP reopens the log file
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "audit/auditor.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -28,8 +30,11 @@
 #include "executor/executor.hpp"
 #include "metrics/server.hpp"
 #include "metrics/worker_metrics.hpp"
+#include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
 #include "publish/sink.hpp"
+#include "publish/watermark.hpp"
+#include "replication/lease.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
 #include "status/snapshot.hpp"
@@ -44,8 +49,8 @@ using namespace std::chrono_literals;
 // Hands stream records to the engine and keeps the definitions and the plugin's `tables` current.
 class Pipeline final : public StreamHandler {
 public:
-    Pipeline(Engine& engine, DefinitionsSource& definitions, std::vector<std::string> warm)
-        : engine_(engine), definitions_(definitions), warm_(std::move(warm)) {}
+    Pipeline(Engine& engine, DefinitionsSource& definitions, CommitLatency& latency, std::vector<std::string> warm)
+        : engine_(engine), definitions_(definitions), latency_(latency), warm_(std::move(warm)) {}
 
     void set_stream(Stream* stream) { stream_ = stream; }
 
@@ -62,6 +67,7 @@ public:
 
     void on_session(const SessionInfo& session) override {
         engine_.reset_stream();
+        latency_.forget_all();
         engine_.set_generation(session.generation);
         if (!session.generation_from_server)
             log_warning("stream", "docsync.advance_generation() is missing: doc generations are kept in this process only");
@@ -97,6 +103,7 @@ public:
             engine_.on_change(*change);
         } else if (const auto* begin = std::get_if<BeginRecord>(&record)) {
             xid_ = begin->xid;
+            commit_time_ = begin->commit_time;
             engine_.on_begin(*begin);
         } else if (const auto* relation = std::get_if<RelationRecord>(&record)) {
             engine_.on_relation(*relation);
@@ -105,6 +112,7 @@ public:
         } else if (const auto* message = std::get_if<MessageRecord>(&record)) {
             engine_.on_message(*message);
         } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
+            latency_.committed(ticket, commit_time_);
             if (engine_.on_commit(*commit, ticket)) reload_definitions();
         }
     }
@@ -128,11 +136,13 @@ private:
 
     Engine& engine_;
     DefinitionsSource& definitions_;
+    CommitLatency& latency_;
     Stream* stream_ = nullptr;
     const std::vector<std::string> warm_;
     std::string tables_;
     std::uint64_t sessions_ = 0;
     std::uint64_t xid_ = 0;  // of the transaction being decoded
+    std::int64_t commit_time_ = 0;  // its commit timestamp (PostgreSQL epoch, microseconds)
 };
 
 // The stream's state in the status view's terms.
@@ -152,7 +162,7 @@ status::StreamPhase stream_phase(StreamState state) {
 // What the status thread reads from the stream, the coordinator and the engine, as the plain values
 // the status component takes.
 status::Readings read_status(const Stream& stream, const DeliveryProgressCoordinator& coordinator,
-                             const Engine& engine, const Clock& clock) {
+                             const Engine& engine, const CommitLatency& latency, const Clock& clock) {
     auto s = stream.stats();
     status::Readings r;
     r.phase = stream_phase(s.state);
@@ -194,28 +204,52 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .last_sqlstate = std::move(q.last_sqlstate),
                              .last_channel = std::move(q.last_channel)});
     r.batch_size = std::move(e.batch_size);
+    r.commit_publish_seconds = latency.histogram();
     return r;
 }
 
-int run(const Settings& settings) {
-    // Signals go to the signal thread only: block them before any thread starts.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGHUP);
-    sigaddset(&signals, SIGUSR1);  // internal: ends the signal thread
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+// run()'s exit code when the worker stepped down because another worker took its lease.
+constexpr int kSteppedDown = 3;
+// How long a worker without --standby retries a held lease (its holder may be exiting), and how long
+// a spare that took the lease waits for the slot's lock file on this host (its last holder drains).
+constexpr auto kLeaseGrace = 5s;
 
-    // Listening first: a port in use fails the start before anything connects.
-    std::unique_ptr<metrics::Server> metrics_server;
-    if (!settings.metrics_address.empty())
-        metrics_server = std::make_unique<metrics::Server>(settings.metrics_address, settings.metrics_port);
+// Takes the slot's lease for a worker without --standby: retried for kLeaseGrace, then an error
+// naming the holder.
+void take_lease(Lease& lease, const std::string& slot) {
+    auto until = std::chrono::steady_clock::now() + kLeaseGrace;
+    for (bool logged = false;; std::this_thread::sleep_for(500ms)) {
+        if (lease.try_acquire()) return;
+        if (std::chrono::steady_clock::now() >= until)
+            throw Error("the lease of slot \"" + slot + "\" is held by another worker: " + lease.holder() +
+                        "; stop it, or start this worker with --standby to wait as its hot spare");
+        if (!logged) log_info("worker", "waiting for the lease of slot \"" + slot + "\", held by " + lease.holder());
+        logged = true;
+    }
+}
 
+// The slot's status board. A spare that just took the lease may find the lock file on this host still
+// held by the worker it replaces while that one drains: it waits for it.
+std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const std::string& database) {
+    auto until = std::chrono::steady_clock::now() + (settings.standby ? settings.drain_timeout + kLeaseGrace : 0s);
+    for (;;) {
+        try {
+            return std::make_unique<status::StatusBoard>(settings.status_dir, database, settings.slot);
+        } catch (const Error&) {
+            if (std::chrono::steady_clock::now() >= until) throw;
+            std::this_thread::sleep_for(200ms);
+        }
+    }
+}
+
+int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics::Server* metrics_server) {
     DefinitionsSource definitions(settings.dsn);
     DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
-    status::StatusBoard board(settings.status_dir, identity.database, settings.slot);
+    auto board = open_board(settings, identity.database);
+    // A spare arrives here holding the lease; anyone else takes it now, after the lock file, which
+    // refuses a second worker on this host at once.
+    if (!settings.standby) take_lease(lease, settings.slot);
 
     auto sink = publish::parse_sink(settings.sink);
     auto publisher = publish::make_publisher(sink);
@@ -242,13 +276,16 @@ int run(const Settings& settings) {
     engine_options.live_all = settings.live == LiveMode::All;
     engine_options.max_keys = settings.max_keys;
     engine_options.batch = settings.batch;
-    Engine engine(executor, *publisher, clock, engine_options,
-                  [&coordinator](std::uint64_t ticket) { coordinator.complete(ticket); });
+    CommitLatency latency;
+    Engine engine(executor, *publisher, clock, engine_options, [&coordinator, &latency](std::uint64_t ticket) {
+        latency.completed(ticket, std::chrono::system_clock::now());
+        coordinator.complete(ticket);
+    });
     auto defs = definitions.fetch();
     check_warm(settings.warm, defs);
     engine.load_definitions(std::move(defs));
 
-    Pipeline pipeline(engine, definitions, settings.warm);
+    Pipeline pipeline(engine, definitions, latency, settings.warm);
     StreamOptions stream_options;
     stream_options.dsn = settings.dsn;
     stream_options.slot = settings.slot;
@@ -261,6 +298,13 @@ int run(const Settings& settings) {
     stream_options.max_retained_wal = settings.max_retained_wal;
     Stream stream(stream_options, coordinator, pipeline);
     pipeline.set_stream(&stream);
+    // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
+    // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
+    std::unique_ptr<publish::RedisWatermark> watermark;
+    if (sink.kind == publish::SinkSpec::Kind::Redis) {
+        watermark = std::make_unique<publish::RedisWatermark>(sink.redis, stream);
+        coordinator.set_acknowledger(watermark.get());
+    }
 
     // Redis clients ask for docs on docsync:warm and docsync:touch in both live modes; with --live
     // subscribers the subscriber set also decides which docs are live. With --live all every doc the
@@ -280,6 +324,17 @@ int run(const Settings& settings) {
 
     engine.start(settings.threads);
     if (liveness) liveness->start();
+    // The continuous audit: a sample of the live docs recomputed and compared with what the sink
+    // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
+    audit::AuditorOptions audit_options;
+    audit_options.rate = settings.audit_rate;
+    audit_options.rate_given = settings.audit_rate_given;
+    audit_options.sink = sink.kind == publish::SinkSpec::Kind::Stdout ? std::string("stdout")
+                         : sink.kind == publish::SinkSpec::Kind::File ? "the file " + sink.path
+                                                                      : "Redis at " + sink.redis.display();
+    audit::Auditor auditor(engine, executor, *publisher, [&coordinator] { return coordinator.checkpoint(); },
+                           audit_options);
+    auditor.start();
     // A sink with no docs to keep current publishes nothing until a watched row changes: say so once.
     if (settings.live == LiveMode::All && settings.warm.empty() && engine.stats().live_docs == 0)
         log_info("engine", std::string(sink.kind == publish::SinkSpec::Kind::Stdout
@@ -297,14 +352,17 @@ int run(const Settings& settings) {
     // The board's snapshot of what the components report and of the worker's own condition.
     status::StatusHistory history;
     auto publish_status = [&](bool draining_now, const std::string& error, const std::string& waiting) {
-        status::Readings readings = read_status(stream, coordinator, engine, clock);
+        status::Readings readings = read_status(stream, coordinator, engine, latency, clock);
+        audit::AuditStats audited = auditor.stats();
+        readings.totals.audit_samples = audited.samples;
+        readings.totals.audit_divergences = audited.divergences;
         readings.draining = draining_now;
         readings.fatal = error;
         readings.waiting = waiting;
         auto now = std::chrono::system_clock::now();
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
-        board.publish(snapshot);
+        board->publish(snapshot);
     };
 
     std::thread stream_thread([&] {
@@ -346,6 +404,29 @@ int run(const Settings& settings) {
         }
     });
 
+    // The lease watch: every second, whether this worker still holds the slot's lease. Its connection
+    // broke and another worker took the lease meanwhile: this one steps down (drains, makes a final
+    // acknowledgement and leaves the slot to it), so two workers never both act as the active one.
+    bool stepped_down = false;
+    std::thread lease_thread([&] {
+        std::unique_lock lock(mutex);
+        while (!stream_done && !draining) {
+            lock.unlock();
+            auto state = lease.check();
+            std::string holder = state == Lease::State::Lost ? lease.holder() : std::string();
+            lock.lock();
+            if (state == Lease::State::Lost && !stream_done && !draining) {
+                log_warning("worker", "another worker took the lease of slot \"" + settings.slot + "\" (" + holder +
+                                          ") while this worker's lease connection was down: stepping down");
+                stepped_down = true;
+                draining = true;
+                wake.notify_all();
+                break;
+            }
+            wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
+        }
+    });
+
     std::thread signal_thread([&] {
         for (;;) {
             int signal = 0;
@@ -378,6 +459,7 @@ int run(const Settings& settings) {
     }
 
     if (liveness) liveness->stop();
+    auditor.stop();  // after its running compute, if any: it holds no transaction back
     // A drain is bounded: a compute blocked writing to a sink nobody reads (a stalled stdout) must not
     // keep the worker alive. Past --drain-timeout it leaves at once; what it did not publish was never
     // acknowledged, so the next start sends it again.
@@ -409,6 +491,7 @@ int run(const Settings& settings) {
     }
     stream_thread.join();
     sink_thread.join();
+    lease_thread.join();
     {
         std::lock_guard lock(drain_mutex);
         drain_done = true;
@@ -428,8 +511,86 @@ int run(const Settings& settings) {
         log_error("worker", error);
         return 1;
     }
+    if (stepped_down) {
+        log_info("worker", "stepped down at " + format_lsn(stream.stats().sent_flush_lsn));
+        return kSteppedDown;
+    }
     log_info("worker", "stopped cleanly at " + format_lsn(stream.stats().sent_flush_lsn));
     return 0;
+}
+
+// A spare's wait (--standby): polls the lease every 500 ms, registered as a standby meanwhile, until
+// it takes the lease (true) or a signal asks it to stop (false). Server outages are retried.
+bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, metrics::Server* metrics_server) {
+    auto since = std::chrono::system_clock::now();
+    auto started = std::chrono::steady_clock::now();
+    std::string last_problem;
+    bool announced = false;
+    for (;;) {
+        try {
+            if (lease.try_acquire()) {
+                auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+                log_info("worker", "took the lease of slot \"" + settings.slot + "\" after standing by for " +
+                                       format_duration(waited) + ": starting as the active worker");
+                return true;
+            }
+            lease.stand_by();
+            if (!announced)
+                log_info("worker", "standing by: the lease of slot \"" + settings.slot + "\" is held by " + lease.holder() +
+                                       "; taking over when that worker stops or dies");
+            announced = true;
+            last_problem.clear();
+        } catch (const Error& e) {
+            // A wrong password or role, or a database that does not exist, is a setting to fix: no
+            // wait makes it right.
+            if (e.sqlstate().starts_with("28") || e.sqlstate() == "3D000") throw;
+            if (last_problem != e.what())
+                log_warning("worker", std::string("standing by, the server cannot be asked (retried): ") + e.what());
+            last_problem = e.what();
+        }
+        if (metrics_server) metrics_server->publish(metrics::render_standby(since, std::chrono::system_clock::now()));
+        timespec wait{0, 500'000'000};
+        int signal = sigtimedwait(&signals, nullptr, &wait);
+        if (signal == SIGHUP) {
+            reopen_log();
+            log_info("worker", "SIGHUP: log file reopened");
+        } else if (signal == SIGTERM || signal == SIGINT) {
+            log_info("worker", std::string(signal == SIGTERM ? "SIGTERM" : "SIGINT") + " while standing by: stopping");
+            return false;
+        }
+    }
+}
+
+// The worker's life: with --standby, stand by until the lease is free, run as the active worker, and
+// stand by again after stepping down; without it, run once.
+int serve(const Settings& settings) {
+    // Signals go to one thread only (run()'s signal thread, or stand_by()): block them before any
+    // thread starts.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    sigaddset(&signals, SIGUSR1);  // internal: ends run()'s signal thread
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    // Listening first: a port in use fails the start before anything connects.
+    std::unique_ptr<metrics::Server> metrics_server;
+    if (!settings.metrics_address.empty())
+        metrics_server = std::make_unique<metrics::Server>(settings.metrics_address, settings.metrics_port);
+
+    Lease lease({.dsn = settings.dsn, .slot = settings.slot});
+    for (;;) {
+        if (settings.standby && !stand_by(lease, settings, signals, metrics_server.get())) return 0;
+        int code = run(settings, lease, signals, metrics_server.get());
+        if (code != kSteppedDown) return code;
+        if (!settings.standby) {
+            log_error("worker", "this worker lost the lease of slot \"" + settings.slot +
+                                    "\" to another worker and stepped down; start every worker of a slot with "
+                                    "--standby so the one that steps down waits as the hot spare");
+            return 1;
+        }
+    }
 }
 
 }  // namespace
@@ -447,7 +608,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        return docsync::run(parsed.settings);
+        return docsync::serve(parsed.settings);
     } catch (const std::exception& e) {
         docsync::log_error("worker", e.what());
         return 1;

@@ -99,7 +99,8 @@ SELECT c.relname, t.tgname, t.tgenabled
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE c.relnamespace = 'docsync'::regnamespace AND t.tgname = 'skip_replicated' ORDER BY 1;
 
--- what PUBLIC may execute: docsync.channel() and the API (which refuses non-admins, saying why)
+-- what PUBLIC may execute: docsync.channel(), the API (which refuses non-admins, saying why) and
+-- docsync.wait_published (which reveals only positions)
 SELECT p.oid::regprocedure AS public_functions
   FROM pg_proc p
  WHERE p.pronamespace = 'docsync'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')

@@ -30,11 +30,11 @@ SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_erring', '
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputing', 'docsync');
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputed', 'docsync');
 
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000'
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000' --audit 40:2
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_gone --pid 1002 --heartbeat-age 60 --live 7
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_exited --pid 1003 --state stopped --heartbeat-age 2
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_corrupt --pid 1004 --live 5 --corrupt
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 3
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 4
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_halfdone --pid 1005 --odd-seq
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_torn --pid 1006 --odd-seq --corrupt
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_short --truncate 12
@@ -80,7 +80,7 @@ SELECT slot_name, recompute, recompute_done, recompute_total,
        recompute_rate BETWEEN 300 AND 400 AS rate_about_400,
        recompute_seconds_left BETWEEN 15 AND 20 AS about_15_s_left,
        recompute_finished_at - recompute_started_at AS took,
-       not_visible_retries
+       not_visible_retries, audit_samples, audit_divergences
   FROM docsync.status
  WHERE slot_name IN ('regress_status_recomputing', 'regress_status_recomputed', 'regress_status_fresh')
  ORDER BY slot_name;

@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# Writes a docsync status file byte by byte (layout: shared/docsync_status.h, layout version 2) for
+# Writes a docsync status file byte by byte (layout: shared/docsync_status.h, layout version 3) for
 # the status regress tests: fresh, stale, corrupt, foreign-version and half-written files that a
 # running worker would not produce on demand. An independent encoding of the layout, so the
 # extension's reader is checked against bytes the worker's code did not write.
@@ -7,6 +7,7 @@
 #       [--heartbeat-age SECONDS] [--error TEXT] [--error-age SECONDS]
 #       [--query NAME:RECOMPUTES:FAILURES:COMPUTE_US[:ERROR]]... [--received N] [--acked N]
 #       [--live N] [--dirty N] [--recompute REASON:DONE:TOTAL:SECONDS_AGO[:FINISHED_SECONDS_AGO]]
+#       [--audit SAMPLES:DIVERGENCES]
 #       [--corrupt] [--layout-version N] [--odd-seq] [--truncate BYTES] [--garbage]
 use strict;
 use warnings;
@@ -16,10 +17,10 @@ use Time::HiRes qw(time);
 # A live file's heartbeat is set ten minutes ahead, so it still looks alive however slowly a loaded
 # machine runs the test (the view calls a heartbeat stale after 5 s).
 my %o = (state => 'streaming', pid => 4242, 'heartbeat-age' => -600, 'error-age' => 0, received => 0,
-         acked => 0, live => 0, dirty => 0, 'layout-version' => 2, query => []);
+         acked => 0, live => 0, dirty => 0, 'layout-version' => 3, audit => '0:0', query => []);
 GetOptions(\%o, 'dir=s', 'database=s', 'slot=s', 'state=s', 'pid=i', 'heartbeat-age=f', 'error=s',
            'error-age=f', 'query=s@', 'received=i', 'acked=i', 'live=i', 'dirty=i', 'corrupt',
-           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s')
+           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s')
   or die "status_fixture: bad arguments\n";
 for (qw(dir database slot)) { defined $o{$_} or die "status_fixture: --$_ is required\n" }
 
@@ -40,13 +41,17 @@ if (defined $o{recompute}) {
   $rc_finished = defined $finished_ago ? $now - int($finished_ago * 1e6) : 0;
 }
 
+# The continuous audit's totals.
+my ($audit_samples, $audit_divergences) = split /:/, $o{audit};
+
 sub field { my ($s, $n) = @_; die "status_fixture: '$s' too long\n" if length($s) >= $n; pack("a$n", $s) }
 
 my $body = pack('q q l L', $hb, $hb - 60_000_000, $o{pid}, $state)
   . field($o{database}, 64) . field($o{slot}, 64)
   . pack('Q Q Q q Q Q Q Q Q Q Q Q Q Q', 1, $o{received}, $o{acked}, $o{acked} ? $hb : 0, 0, $o{dirty}, 0,
          $o{live}, 100, 90, 89, 1, 0, 0)
-  . pack('Q L L Q Q q q', 3, $rc_reason, 0, $rc_total, $rc_done, $rc_started, $rc_finished)
+  . pack('Q Q Q L L Q Q q q', 3, $audit_samples, $audit_divergences, $rc_reason, 0, $rc_total, $rc_done,
+         $rc_started, $rc_finished)
   . pack('q', $err_us) . field($o{error} // '', 256);
 my @queries = @{$o{query}};
 $body .= pack('L L', scalar(@queries), 0);
@@ -58,7 +63,7 @@ for my $i (0 .. 63) {
     $body .= "\0" x 352;
   }
 }
-length($body) == 23112 or die "status_fixture: body is " . length($body) . " bytes, layout says 23112\n";
+length($body) == 23128 or die "status_fixture: body is " . length($body) . " bytes, layout says 23128\n";
 
 # CRC-32C (Castagnoli), table-driven.
 my @table;

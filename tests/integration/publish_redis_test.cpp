@@ -195,6 +195,41 @@ TEST_CASE("redis: a new sink reads back the channels and the highest generation 
     CHECK(std::set<std::string>(channels.begin(), channels.end()).count("db:q:gone") == 1);
 }
 
+TEST_CASE("redis: read_back GETs the retained doc and its version, a tombstone, or nothing") {
+    RedisServer redis;
+    RedisSink sink(redis.address());
+    CHECK(sink.retains());
+    CHECK_FALSE(sink.read_back("db:order:1"));
+    sink.publish("db:order:1", doc(R"({"id": 1, "items": [1, 2]})"), DocVersion{3, 0x1234});
+    auto got = sink.read_back("db:order:1");
+    REQUIRE(got);
+    CHECK(got->doc == std::optional<std::string>(R"({"id":1,"items":[1,2]})"));  // as retained: compact
+    CHECK(got->version == DocVersion{3, 0x1234});
+    sink.publish("db:order:1", std::nullopt, DocVersion{3, 0x2000});
+    got = sink.read_back("db:order:1");
+    REQUIRE(got);
+    CHECK_FALSE(got->doc);
+    CHECK(got->version == DocVersion{3, 0x2000});
+
+    // A body changed behind docsync's back at the same version is what read_back reports; restore
+    // puts the doc back at an equal version, never over a newer one.
+    auto client = redis.client();
+    client->command({"SET", "db:order:2", R"({"channel":"db:order:2","doc":{"id":99},"generation":3,"lsn":"0/3000"})"});
+    CHECK(sink.read_back("db:order:2")->doc == std::optional<std::string>(R"({"id":99})"));
+    sink.restore("db:order:2", doc(R"({"id": 2})"), DocVersion{3, 0x3000});
+    CHECK(sink.read_back("db:order:2")->doc == std::optional<std::string>(R"({"id":2})"));
+    sink.restore("db:order:2", doc(R"({"id": 0})"), DocVersion{3, 0x2FFF});
+    CHECK(sink.read_back("db:order:2")->doc == std::optional<std::string>(R"({"id":2})"));
+
+    // What is not a docsync envelope of the channel cannot be read back: an error naming the key.
+    client->command({"SET", "db:order:3", "not an envelope"});
+    CHECK_THROWS_WITH_AS(sink.read_back("db:order:3"), doctest::Contains("db:order:3"), Error);
+    client->command({"SET", "db:order:4", R"({"channel":"db:order:5","doc":{},"generation":1,"lsn":"0/1"})"});
+    CHECK_THROWS_AS(sink.read_back("db:order:4"), Error);
+    client->command({"HSET", "db:order:6", "a", "b"});
+    CHECK_THROWS_WITH_AS(sink.read_back("db:order:6"), doctest::Contains("WRONGTYPE"), Error);
+}
+
 TEST_CASE("redis: a key of another type under db: is a permanent error naming it") {
     RedisServer redis;
     RedisSink sink(redis.address());

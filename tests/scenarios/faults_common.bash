@@ -2,7 +2,11 @@
 # reverse-index watches, the real worker with debug logging and the JSONL file sink or, with
 # DOCSYNC_FAULT_SINK=redis, the Redis sink on a private redis-server (lib/redis_server.bash), a
 # seeded randomized workload, the drain wait, the convergence check of what the sink holds against
-# fresh runs of the doc query, and the acknowledgement-safety check over every worker log.
+# fresh runs of the doc query, and the acknowledgement-safety check over every worker log. Every
+# worker runs the continuous audit at a high rate (DOCSYNC_FAULT_AUDIT_RATE, default 3000%: each live
+# doc sampled about every 2 s), and the acknowledgement check also requires that no run reported a
+# divergence: through every fault, what the sink retains never disagreed with a fresh compute once
+# the acknowledged position covered it.
 # Source it; it sets a trap that stops everything it started.
 
 top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -18,6 +22,7 @@ own_cluster=
 tmp=$(mktemp -d)
 docs=$tmp/docs.jsonl
 fault_sink=${DOCSYNC_FAULT_SINK:-file}   # file: JSONL file $docs; redis: a private redis-server
+audit_rate=${DOCSYNC_FAULT_AUDIT_RATE:-3000%}  # --audit-rate of every worker; 0 turns the audit off
 run=0
 worker_pid=
 load_pid=
@@ -118,7 +123,7 @@ start_worker() {
   "$worker" --dsn "host=$PGHOST port=$PGPORT dbname=$db user=docsync_repl" \
     --pool-dsn "host=$PGHOST port=$PGPORT dbname=$db user=docsync_reader" \
     --slot "$slot" --create-slot --sink "$(sink_url)" --status-dir "$DOCSYNC_STATUS_DIR" \
-    --status-interval 200ms --log-level debug "$@" >"$tmp/worker.$run.log" 2>&1 &
+    --status-interval 200ms --log-level debug --audit-rate "$audit_rate" "$@" >"$tmp/worker.$run.log" 2>&1 &
   worker_pid=$!
 }
 # publish_all: publishes every existing order once and waits for it. With --live all only docs the
@@ -351,4 +356,32 @@ SQL
   counts=$(grep '^counts:' "$tmp/ackviolations.txt")
   echo "acknowledgements safe: $counts"
   case $counts in *" 0 acks"*|*" 0 transactions"*) fail "the debug log has no acknowledgements or transactions to check" ;; esac
+  check_audit
+}
+
+# check_audit: across every worker run, the continuous audit's samples (a debug line each, or a
+# divergence warning) and divergences, printed as "audit: N samples, M divergences"; any divergence
+# fails. With the audit on, a suite that sampled nothing fails too: it would prove nothing.
+check_audit() {
+  local samples=0 divergences=0 f n deadline=$((SECONDS + 30))
+  # The last run, still up after the drain, goes on auditing the converged docs: about each key once.
+  if [ -n "$worker_pid" ] && kill -0 "$worker_pid" 2>/dev/null; then
+    case $audit_rate in 0|0%) ;; *)
+      until [ "$(grep -Ec 'DEBUG \[audit\] sampled |WARNING \[audit\] divergence: ' "$tmp/worker.$run.log")" -ge $keys ] ||
+            [ $SECONDS -ge $deadline ]; do
+        sleep 0.2
+      done ;;
+    esac
+  fi
+  for f in "$tmp"/worker.*.log; do
+    n=$(grep -c 'DEBUG \[audit\] sampled ' "$f" || true); samples=$((samples + n))
+    n=$(grep -c 'WARNING \[audit\] divergence: ' "$f" || true); divergences=$((divergences + n))
+  done
+  samples=$((samples + divergences))
+  echo "audit: $samples samples, $divergences divergences over $run worker runs (--audit-rate $audit_rate)"
+  if [ "$divergences" -gt 0 ]; then
+    grep -h 'WARNING \[audit\] divergence: ' "$tmp"/worker.*.log >&2
+    fail "the continuous audit found $divergences divergences"
+  fi
+  case $audit_rate in 0|0%) ;; *) [ "$samples" -gt 0 ] || fail "the continuous audit sampled no doc in $run worker runs" ;; esac
 }

@@ -2,8 +2,8 @@
 # The worker's Prometheus endpoint (--metrics-listen): GET /metrics serves the text format 0.0.4
 # that promtool accepts; once the worker is idle its counters equal docsync.status's and
 # docsync.query_stats's (both come from the same status tick), the per-query publishes add up to
-# the total and match the docs in the sink, each query's compute histogram counts its recomputes;
-# other paths are 404; a port in use fails the start with exit 1 and a bad address the settings
+# the total and match the docs in the sink, each query's compute histogram counts its recomputes and
+# the commit → publish histogram the transactions; other paths are 404; a port in use fails the start with exit 1 and a bad address the settings
 # with exit 2. The shipped alert rules pass `promtool check rules` and the dashboard is JSON.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER, python3
 # and promtool (Debian package prometheus, in packaging/deps.sh).
@@ -115,7 +115,13 @@ done
 batches=$(metric "$tmp/scrape.txt" docsync_batch_size_count)
 [ -n "$batches" ] && [ "$batches" -ge 1 ] && [ "$(metric "$tmp/scrape.txt" 'docsync_batch_size_bucket{le="+Inf"}')" = "$batches" ] ||
   fail "docsync_batch_size: $(grep '^docsync_batch_size' "$tmp/scrape.txt" | paste -sd ' ')"
-echo "seen: changes $changes, recomputes $recomputes, publishes $publishes in $batches statements"
+# Commit → publish: every transaction above is done, each counted once, none slower than the settle.
+txns=$(metric "$tmp/scrape.txt" docsync_commit_publish_seconds_count)
+latency_sum=$(metric "$tmp/scrape.txt" docsync_commit_publish_seconds_sum)
+[ -n "$txns" ] && [ "$txns" -ge 3 ] && [ "$(metric "$tmp/scrape.txt" 'docsync_commit_publish_seconds_bucket{le="+Inf"}')" = "$txns" ] &&
+  awk -v s="$latency_sum" -v n="$txns" 'BEGIN { exit !(s > 0 && s / n < 30) }' ||
+  fail "docsync_commit_publish_seconds: $(grep '^docsync_commit_publish' "$tmp/scrape.txt" | paste -sd ' ')"
+echo "seen: changes $changes, recomputes $recomputes, publishes $publishes in $batches statements; $txns transactions, mean commit → publish $(awk -v s="$latency_sum" -v n="$txns" 'BEGIN { printf "%.1f ms", 1000 * s / n }')"
 
 echo "promtool accepts the whole exposition"
 # A format error or a lint finding (a counter not named _total, a family without HELP) exits non-zero.

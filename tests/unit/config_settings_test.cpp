@@ -300,7 +300,37 @@ TEST_CASE("the README's settings table lists every setting with its flag, key an
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 26);
+    CHECK(rows == 28);
+}
+
+TEST_CASE("--audit-rate takes a percentage of the live docs per minute, or 0, and says what it wants") {
+    auto p = parse({kDsn, kPoolDsn});
+    REQUIRE(p.run);
+    CHECK(p.settings.audit_rate == 1.0);
+    CHECK_FALSE(p.settings.audit_rate_given);
+    p = parse({kDsn, kPoolDsn, "--audit-rate", "0.5%"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.audit_rate == 0.5);
+    CHECK(p.settings.audit_rate_given);
+    p = parse({kDsn, kPoolDsn}, {"DOCSYNC_AUDIT_RATE=200%"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.audit_rate == 200.0);
+    CHECK(p.settings.audit_rate_given);
+    TempConfig file(R"({"audit-rate": "0"})");
+    p = parse({kDsn, kPoolDsn, "--config", file.path});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.audit_rate == 0.0);
+    p = parse({kDsn, kPoolDsn, "--audit-rate", "0%"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.audit_rate == 0.0);
+    for (const char* bad : {"5", "1 %", "%", "-1%", "1.%", "1.2345%", "0.0001%", "6001%", "1e2%", "abc"}) {
+        p = parse({kDsn, kPoolDsn, "--audit-rate", bad});
+        CHECK_MESSAGE(p.exit_code == 2, bad);
+        CHECK_MESSAGE(is_one_line(p.error), bad);
+        CHECK_MESSAGE(p.error.find("--audit-rate") != std::string::npos, p.error);
+        CHECK_MESSAGE(p.error.find("such as 1% or 0.5%, or 0 to turn the audit off") != std::string::npos, p.error);
+    }
+    CHECK(settings_help().find("--audit-rate PERCENT") != std::string::npos);
 }
 
 TEST_CASE("--metrics-listen takes an IP address and a port from its flag, variable or key, and empty is off") {

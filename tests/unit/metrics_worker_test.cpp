@@ -26,7 +26,7 @@ TEST_CASE("the metrics show the status file's totals, per-query series, lag and 
     r.dirty_depth = 7;
     r.live_docs = 40;
     r.totals = {.changes = 10, .recomputes = 9, .publishes = 8, .permanent_failures = 1, .transient_retries = 3,
-                .valve_resets = 0, .not_visible_retries = 4};
+                .valve_resets = 0, .not_visible_retries = 4, .audit_samples = 300, .audit_divergences = 2};
     status::QueryReading q;
     q.name = "order \"x\"";
     q.recomputes = 9;
@@ -44,6 +44,8 @@ TEST_CASE("the metrics show the status file's totals, per-query series, lag and 
     CHECK(has_line(text, "docsync_changes_total 10"));
     CHECK(has_line(text, "docsync_transient_retries_total 5"));  // the stream's reconnects counted, as in the file
     CHECK(has_line(text, "docsync_not_visible_retries_total 4"));
+    CHECK(has_line(text, "docsync_audit_samples_total 300"));
+    CHECK(has_line(text, "docsync_audit_divergences_total 2"));
     CHECK(has_line(text, "docsync_query_publishes_total{query=\"order \\\"x\\\"\"} 8"));
     CHECK(has_line(text, "docsync_query_compute_seconds_total{query=\"order \\\"x\\\"\"} 1.5"));
     CHECK(has_line(text, "docsync_compute_duration_seconds_count{query=\"order \\\"x\\\"\"} 1"));

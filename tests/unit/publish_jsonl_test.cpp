@@ -247,6 +247,88 @@ TEST_CASE("file sink: an incomplete last line is cut at start and what the file 
     CHECK(again->max_generation() == 8);
 }
 
+TEST_CASE("file sink: read_back gives each channel's newest line, indexed at open and at every append") {
+    TempDir dir;
+    auto path = dir.path / "docs.jsonl";
+    {
+        std::ofstream out(path, std::ios::binary);
+        out << R"({"channel":"db:a:1","doc":{"x":1},"generation":4,"lsn":"0/10"})" << "\n";
+        out << R"({"channel":"db:b:2","doc":null,"generation":7,"lsn":"1/0"})" << "\n";
+        out << R"({"channel":"db:a:1","doc":{"x":2},"generation":7,"lsn":"1/8"})" << "\n";
+    }
+    auto sink = JsonlSink::open_file(path.string());
+    CHECK(sink->retains());
+    auto a = sink->read_back("db:a:1");
+    REQUIRE(a);
+    CHECK(a->doc == std::optional<std::string>("{\"x\":2}"));
+    CHECK(a->version == DocVersion{7, 0x100000008});
+    auto b = sink->read_back("db:b:2");
+    REQUIRE(b);
+    CHECK_FALSE(b->doc);  // a tombstone
+    CHECK(b->version == DocVersion{7, 0x100000000});
+    CHECK_FALSE(sink->read_back("db:c:3"));
+
+    // Appends move the index: the doc as the envelope holds it (compact), with its version.
+    sink->publish("db:c:3", std::string("{\"y\": [1, 2]}"), DocVersion{8, 1});
+    std::string channel = "db:a:1";
+    std::optional<std::string> doc = "{\"x\": 3}";
+    sink->publish_many({docsync::Publication{&channel, &doc, DocVersion{8, 2}}});
+    CHECK(sink->read_back("db:c:3")->doc == std::optional<std::string>("{\"y\":[1,2]}"));
+    CHECK(sink->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":3}"));
+    CHECK(sink->read_back("db:a:1")->version == DocVersion{8, 2});
+    sink.reset();
+    auto again = JsonlSink::open_file(path.string());
+    CHECK(again->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":3}"));
+    CHECK(again->read_back("db:c:3")->version == DocVersion{8, 1});
+}
+
+TEST_CASE("file sink: read_back sees a line changed in place; restore never writes behind a newer version") {
+    TempDir dir;
+    auto path = dir.path / "docs.jsonl";
+    auto sink = JsonlSink::open_file(path.string());
+    sink->publish("db:a:1", std::string("{\"x\":1}"), DocVersion{2, 0x20});
+    sink->publish("db:b:1", std::string("{\"x\":5}"), DocVersion{2, 0x21});
+    {
+        // The same bytes but one: the doc of db:a:1's line, as a hand edit or a bad disk leaves it.
+        std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+        std::string text = read_all(path);
+        auto at = text.find("\"x\":1");
+        REQUIRE(at != std::string::npos);
+        f.seekp(static_cast<std::streamoff>(at + 4));
+        f.put('9');
+    }
+    CHECK_FALSE(sink->lost_docs());  // same file, same size
+    CHECK(sink->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":9}"));
+    CHECK(sink->read_back("db:b:1")->doc == std::optional<std::string>("{\"x\":5}"));
+
+    // Restoring at an equal or newer version appends; an older one changes nothing.
+    sink->restore("db:a:1", std::string("{\"x\":1}"), DocVersion{2, 0x20});
+    CHECK(sink->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":1}"));
+    sink->publish("db:a:1", std::string("{\"x\":2}"), DocVersion{2, 0x30});
+    sink->restore("db:a:1", std::string("{\"x\":1}"), DocVersion{2, 0x25});
+    CHECK(sink->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":2}"));
+    CHECK(read_lines(path).size() == 4);
+
+    // A file truncated under the sink: where the lines are is no longer known, and read_back says so.
+    std::filesystem::resize_file(path, 0);
+    REQUIRE(sink->lost_docs());
+    CHECK_THROWS_WITH_AS(sink->read_back("db:a:1"), doctest::Contains("replaced or shrank"), Error);
+    sink->publish("db:a:1", std::string("{\"x\":4}"), DocVersion{2, 0x40});
+    CHECK(sink->read_back("db:a:1")->doc == std::optional<std::string>("{\"x\":4}"));
+}
+
+TEST_CASE("an envelope's doc and version are read back as the sink holds them") {
+    using docsync::publish::retained_doc;
+    auto doc = retained_doc(R"({"channel":"db:a:1","doc":{"s":"a,\"generation\":1"},"generation":3,"lsn":"0/2A"})",
+                            "db:a:1");
+    REQUIRE(doc);
+    CHECK(doc->doc == std::optional<std::string>(R"({"s":"a,\"generation\":1"})"));
+    CHECK(doc->version == DocVersion{3, 0x2A});
+    CHECK_FALSE(retained_doc(R"({"channel":"db:a:1","doc":null,"generation":3,"lsn":"0/2A"})", "db:a:1")->doc);
+    CHECK_FALSE(retained_doc(R"({"channel":"db:a:1","doc":{},"generation":3,"lsn":"0/2A"})", "db:a:2"));
+    CHECK_FALSE(retained_doc("garbage", "db:a:1"));
+}
+
 TEST_CASE("file sink: a file that holds something else is refused, naming the line") {
     TempDir dir;
     auto path = dir.path / "notes.txt";
@@ -414,6 +496,8 @@ TEST_CASE("stdout sink: concurrent lines reach the descriptor whole and it holds
         for (auto& th : threads) th.join();
         CHECK(sink->retained_channels().empty());
         CHECK(sink->max_generation() == 0);
+        CHECK_FALSE(sink->retains());  // nothing to read back: the continuous audit is off
+        CHECK_FALSE(sink->read_back("db:a:1"));
     }
     ::close(fds[1]);
     reader.join();

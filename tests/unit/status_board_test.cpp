@@ -75,6 +75,8 @@ TEST_CASE("a published snapshot reads back field by field") {
     s.totals.transient_retries = 4;
     s.totals.valve_resets = 0;
     s.totals.not_visible_retries = 9;
+    s.totals.audit_samples = 250;
+    s.totals.audit_divergences = 1;
     auto started = std::chrono::system_clock::now() - std::chrono::seconds(10);
     s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}};
     s.last_error = "query \"order\": division by zero (22012)";
@@ -104,6 +106,8 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.permanent_failures == 1);
     CHECK(b.transient_retries == 4);
     CHECK(b.not_visible_retries == 9);
+    CHECK(b.audit_samples == 250);
+    CHECK(b.audit_divergences == 1);
     CHECK(b.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
     CHECK(b.recompute_total == 10000);
     CHECK(b.recompute_done == 4000);

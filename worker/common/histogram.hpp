@@ -33,6 +33,10 @@ struct Histogram {
 // Seconds one doc's compute took: from a millisecond to past the longest sensible statement_timeout.
 inline constexpr double kComputeSecondsBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                    0.25,  0.5,    1,     2.5,  5,     10,   30};
+// Seconds from a transaction's commit to its docs published: a millisecond to five minutes (a
+// stalled sink, a lock).
+inline constexpr double kCommitPublishSecondsBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                         0.5,   1,      2.5,   5,    10,    30,    60,  300};
 // Docs computed by one statement: powers of two up to past --batch's default of 128.
 inline constexpr double kBatchSizeBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 

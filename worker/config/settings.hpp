@@ -33,6 +33,7 @@ struct Settings {
     std::string pool_dsn;             // harmless reader role: runs customer SQL (may be a standby)
     std::string slot = "docsync";     // logical replication slot name
     bool create_slot = false;         // create the slot when it does not exist
+    bool standby = false;             // wait as a hot spare while another worker holds the lease
     std::string sink = "stdout";      // stdout | file:/path | redis://host:port[/db]
     LiveMode live = LiveMode::All;    // which docs are kept current
     std::chrono::milliseconds live_poll{std::chrono::seconds(5)};          // subscriber poll period
@@ -44,6 +45,9 @@ struct Settings {
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
     std::uint64_t batch = defaults::kBatch;                                // docs per statement
     std::uint64_t max_retained_wal = defaults::kMaxRetainedWal;            // WAL safety valve
+    // --audit-rate: percent of the live docs recomputed and compared with the sink per minute; 0: off.
+    double audit_rate = 1.0;
+    bool audit_rate_given = false;    // set by a flag, variable or config key rather than defaulted
     std::string status_dir = "/run/docsync";                               // status file directory
     std::chrono::milliseconds status_interval{defaults::kStatusInterval};  // standby status updates
     std::uint64_t max_pending_txns = defaults::kMaxPendingTxns;            // backpressure: txns

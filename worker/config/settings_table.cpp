@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <sstream>
 
@@ -143,6 +145,36 @@ void listen_address(Settings& s, std::string_view text) {
     s.metrics_port = static_cast<std::uint16_t>(number);
 }
 
+// --audit-rate: a percentage of the live docs per minute, "1%" or "0.5%", or 0 (off). The % is
+// required: a bare number could as well mean docs or docs per second.
+double audit_rate(std::string_view text) {
+    std::string value(trim(text));
+    const char* fix = "; give a percentage of the live docs to check per minute, from 0.001% to 6000%, such as 1% "
+                      "or 0.5%, or 0 to turn the audit off";
+    if (value == "0" || value == "0%") return 0;
+    if (value.size() < 2 || value.back() != '%') throw SettingError(std::string("not a percentage") + fix);
+    std::string number = value.substr(0, value.size() - 1);
+    auto dot = number.find('.');
+    std::string whole = number.substr(0, dot);
+    std::string fraction = dot == std::string::npos ? std::string() : number.substr(dot + 1);
+    auto digits = [](const std::string& part) {
+        return std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    };
+    if (whole.empty() || whole.size() > 4 || !digits(whole) || (dot != std::string::npos && fraction.empty()) ||
+        fraction.size() > 3 || !digits(fraction))
+        throw SettingError(std::string("not a percentage") + fix);
+    double rate = std::stod(whole) + (fraction.empty() ? 0 : std::stod(fraction) / std::pow(10.0, fraction.size()));
+    if (rate != 0 && (rate < 0.001 || rate > 6000)) throw SettingError(std::string("out of range") + fix);
+    return rate;
+}
+
+std::string show_rate(double rate) {
+    if (rate == 0) return "0 (off)";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g%%", rate);
+    return buf;
+}
+
 std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -184,6 +216,10 @@ const std::vector<Spec>& specs() {
         {"create-slot", Kind::Flag, "", "create the slot when it does not exist",
          [](const Settings& s) { return std::string(s.create_slot ? "true" : "false"); },
          [](Settings& s, std::string_view v) { s.create_slot = parse_bool(v); }},
+        {"standby", Kind::Flag, "",
+         "while another worker holds the slot's lease, wait as its hot spare and take over when it stops or dies",
+         [](const Settings& s) { return std::string(s.standby ? "true" : "false"); },
+         [](Settings& s, std::string_view v) { s.standby = parse_bool(v); }},
         {"sink", Kind::Text, "SINK", "where docs are published: stdout, file:/path/docs.jsonl or redis://host:port",
          [](const Settings& s) { return s.sink; }, [](Settings& s, std::string_view v) { s.sink = sink_spec(v); }},
         {"live", Kind::Choice, "all|subscribers",
@@ -236,6 +272,14 @@ const std::vector<Spec>& specs() {
          "unacknowledged WAL that fires the safety valve: recreate the slot and recompute every live doc",
          [](const Settings& s) { return format_size(s.max_retained_wal); },
          [](Settings& s, std::string_view v) { s.max_retained_wal = size_in(v, 1, 1024 * TB); }},
+        {"audit-rate", Kind::Text, "PERCENT",
+         "share of the live docs recomputed and compared with what the sink retains per minute, off the "
+         "acknowledgement path; a doc found different is logged, counted and published again. 0 turns it off",
+         [](const Settings& s) { return show_rate(s.audit_rate); },
+         [](Settings& s, std::string_view v) {
+             s.audit_rate = audit_rate(v);
+             s.audit_rate_given = true;
+         }},
         {"status-dir", Kind::Text, "DIR", "directory of the status file the docsync.status view reads",
          [](const Settings& s) { return s.status_dir; },
          [](Settings& s, std::string_view v) { s.status_dir = non_empty(v, "/run/docsync"); }},

@@ -104,6 +104,20 @@ public:
     void start_walk(RecomputeReason reason);
     RecomputeProgress walk_progress() const;
 
+    // A live doc of a defined query drawn with `random`, probing random hash buckets and one doc of
+    // each (so a draw is nearly uniform and never walks a large set); nullptr when none was found.
+    // `accept` may refuse a doc (its query is refused), and the probes go on.
+    template <class Accept>
+    const Entry* draw(std::uint64_t random, Accept accept) const;
+    // Whether the engine has work pending for the doc: its next publish is coming.
+    static bool busy(const Doc& doc) {
+        return doc.has_any(DocFlags::Dirty | DocFlags::Queued | DocFlags::InFlight | DocFlags::Txn | DocFlags::Delayed);
+    }
+    const Doc* find(const std::string& channel) const {
+        auto it = docs_.find(channel);
+        return it == docs_.end() ? nullptr : &it->second;
+    }
+
     // Gauges for stats: live docs, the dirty ones among them, computes running.
     void count(std::uint64_t& live, std::uint64_t& dirty) const;
     std::uint64_t running() const { return in_flight_; }
@@ -135,5 +149,34 @@ private:
     std::uint64_t walk_flagged_ = 0;
     std::uint64_t walk_running_ = 0;
 };
+
+template <class Accept>
+const Entry* DocSet::draw(std::uint64_t random, Accept accept) const {
+    // splitmix64 steps: one random number gives every probe its own bucket and slot.
+    auto next = [&random] {
+        std::uint64_t z = (random += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    };
+    auto eligible = [&accept](const Entry& entry) {
+        return entry.second.has(DocFlags::Live) && entry.second.query != kNoQuery && accept(entry);
+    };
+    if (docs_.empty()) return nullptr;
+    for (int probe = 0; probe < 64; ++probe) {
+        std::size_t bucket = next() % docs_.bucket_count();
+        std::size_t size = docs_.bucket_size(bucket);
+        if (size == 0) continue;
+        auto it = docs_.begin(bucket);
+        for (std::size_t skip = next() % size; skip > 0; --skip) ++it;
+        if (eligible(*it)) return &*it;
+    }
+    // Few docs spread over many buckets (or few of them eligible): a small set is looked at whole.
+    if (docs_.size() > 1024) return nullptr;
+    std::vector<const Entry*> all;
+    for (const auto& entry : docs_)
+        if (eligible(entry)) all.push_back(&entry);
+    return all.empty() ? nullptr : all[next() % all.size()];
+}
 
 }  // namespace docsync

@@ -38,6 +38,8 @@ void Engine::stop() { impl_->stop(); }
 void Engine::reset_stream() { impl_->reset_stream(); }
 bool Engine::run_once() { return impl_->run_once(); }
 EngineStats Engine::stats() const { return impl_->stats(); }
+std::optional<AuditDraw> Engine::draw_live(std::uint64_t random) const { return impl_->draw_live(random); }
+AuditView Engine::audit_view(const std::string& channel) const { return impl_->audit_view(channel); }
 
 Engine::Impl::Impl(Runner& runner, Publisher& publisher, const Clock& clock, EngineOptions options,
                    std::function<void(std::uint64_t)> complete)
@@ -269,6 +271,31 @@ EngineStats Engine::Impl::stats() const {
     out.recompute = docs_.walk_progress();
     out.queries = catalog_.stats();
     return out;
+}
+
+// ---- the audit's reads -----------------------------------------------------------------------
+
+AuditView Engine::Impl::view_of(const Doc* doc) const {
+    RecomputeProgress walk = docs_.walk_progress();
+    return AuditView{generation_, catalog_.definitions().generation, walk.id, walk.id != 0 && walk.finished_ns == 0,
+                     doc && DocSet::busy(*doc)};
+}
+
+std::optional<AuditDraw> Engine::Impl::draw_live(std::uint64_t random) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto& queries = catalog_.definitions().queries;
+    const Entry* entry = docs_.draw(random, [&queries](const Entry& e) {
+        return e.second.query < queries.size() && queries[e.second.query].refused.empty();
+    });
+    if (!entry) return std::nullopt;
+    ParsedChannel parsed;
+    if (!parse_channel(entry->first, parsed)) return std::nullopt;  // the docs the engine keeps always parse
+    return AuditDraw{entry->first, queries[entry->second.query], std::move(parsed.values), view_of(&entry->second)};
+}
+
+AuditView Engine::Impl::audit_view(const std::string& channel) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return view_of(docs_.find(channel));
 }
 
 }  // namespace docsync

@@ -7,8 +7,9 @@
 // Threads: the stream thread calls on_begin/on_relation/on_change/on_truncate/on_commit,
 // load_definitions, set_generation and reset_stream; these never run SQL and never wait on a
 // compute (they take the engine's mutex, which no thread holds across SQL or a publish). Any thread
-// may call sync_live, touch, warm, recompute_all_live and stats. The worker threads started by
-// start() call the Runner and the Publisher, and call `complete` (never under the engine's mutex).
+// may call sync_live, touch, warm, recompute_all_live, stats and the audit's draw_live and
+// audit_view. The worker threads started by start() call the Runner and the Publisher, and call
+// `complete` (never under the engine's mutex).
 //
 // Coalescing (invariant 4 (docs/design.md)): a doc is computed by at most one thread at a time; a
 // change that arrives while it computes marks it dirty again, which schedules exactly one more round
@@ -27,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,6 +139,28 @@ struct EngineStats {
     std::uint64_t dirty_depth() const { return dirty_docs + keys_queued; }
 };
 
+// What the continuous audit (worker/audit/auditor.hpp) needs to know of a doc it checks, read at one
+// moment under the engine's mutex.
+struct AuditView {
+    std::uint64_t generation = 0;   // of the doc versions published now
+    std::uint64_t definitions = 0;  // the definitions generation in force: a doc query may change with it
+    // The last recompute of every live doc (RecomputeProgress::id; 0: none yet) and whether it runs:
+    // it heals what the sink may have missed, so the audit waits for it.
+    std::uint64_t walk_id = 0;
+    bool recomputing = false;
+    // The engine has work pending for the doc: dirty, queued, computing, waiting to retry, or dirtied
+    // by the open transaction. Its next publish is coming.
+    bool busy = false;
+};
+
+// A live doc drawn at random for the audit, with what computing it takes.
+struct AuditDraw {
+    std::string channel;
+    DocQuery query;
+    SqlArgs args;
+    AuditView view;
+};
+
 class Engine {
 public:
     Engine(Runner& runner, Publisher& publisher, const Clock& clock, EngineOptions options,
@@ -188,6 +212,13 @@ public:
 
     EngineStats stats() const;
     std::uint64_t dirty_depth() const { return stats().dirty_depth(); }
+
+    // The audit's reads, off every hot path: they never run SQL, and cost a few hash-table probes.
+    // A live doc drawn with `random` (a uniformly random number) among the docs the engine knows,
+    // nearly uniformly; nullopt when the draw found no live doc of a defined, not refused query.
+    std::optional<AuditDraw> draw_live(std::uint64_t random) const;
+    // The doc's view now (busy is false for a doc the engine does not know).
+    AuditView audit_view(const std::string& channel) const;
 
 private:
     class Impl;  // engine_impl.hpp

@@ -47,6 +47,8 @@ public:
     void recompute_all_live(RecomputeReason reason);
     void reset_stream();
     EngineStats stats() const;
+    std::optional<AuditDraw> draw_live(std::uint64_t random) const;
+    AuditView audit_view(const std::string& channel) const;
 
     // compute.cpp: the workers, as Engine's.
     void start(unsigned threads);
@@ -85,6 +87,8 @@ private:
     // statistics (when it still has them) naming `channel`.
     void record_permanent(QueryStats* stats, const std::string& channel, const std::string& error,
                           const std::string& sqlstate);
+    // Under the mutex: the audit's view of a doc (nullptr: one the engine does not know).
+    AuditView view_of(const Doc* doc) const;
 
     // compute.cpp
     bool take(Job& job);

@@ -119,6 +119,14 @@ struct Publication {
     DocVersion version;
 };
 
+// What a sink retains for one channel (Publisher::read_back).
+struct RetainedDoc {
+    // The doc as the sink holds it: compact JSON text (publish/envelope.hpp); nullopt for a null doc
+    // (a tombstone).
+    std::optional<std::string> doc;
+    DocVersion version;
+};
+
 // Delivers a computed doc to its channel. Called from the engine's worker threads, concurrently.
 class Publisher {
 public:
@@ -157,6 +165,19 @@ public:
     // A failure no retry can fix (stdout's reader went away): the reason, and the worker stops with
     // an error, leaving what it could not publish unacknowledged. nullopt while publishing can work.
     virtual std::optional<std::string> fatal() { return std::nullopt; }
+
+    // Whether the sink keeps what it was given, so read_back can tell what it holds (stdout keeps
+    // nothing: what it wrote is gone).
+    virtual bool retains() const { return false; }
+    // The newest doc the sink retains for `channel` and its version, or nullopt when it holds none.
+    // Throws docsync::Error when the sink cannot be asked or what it holds cannot be read.
+    virtual std::optional<RetainedDoc> read_back(const std::string&) { return std::nullopt; }
+    // Publishes a doc unless the sink already retains a newer version for its channel: the repair of
+    // a doc the sink holds wrongly, which may race with the engine publishing the same doc anew and
+    // must never put an older doc in front of a newer one. Throws as publish does.
+    virtual void restore(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+        publish(channel, doc, version);
+    }
 };
 
 }  // namespace docsync

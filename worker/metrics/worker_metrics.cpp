@@ -8,6 +8,13 @@
 
 namespace docsync::metrics {
 
+namespace {
+
+constexpr const char* kStandbyName = "docsync_standby";
+constexpr const char* kStandbyHelp = "1 while the worker waits as a hot spare (--standby), 0 while it is the active one.";
+
+}  // namespace
+
 std::string render(const status::Readings& readings, const status::StatusSnapshot& snap, status::WallTime now) {
     Exposition out;
     auto count = [](std::uint64_t value) { return static_cast<double>(value); };
@@ -26,6 +33,12 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
                 count(t.valve_resets));
     out.counter("docsync_not_visible_retries_total", "Computes retried because a commit was not visible yet.", {},
                 count(t.not_visible_retries));
+    out.counter("docsync_audit_samples_total",
+                "Live docs the continuous audit recomputed and compared with what the sink retains.", {},
+                count(t.audit_samples));
+    out.counter("docsync_audit_divergences_total",
+                "Docs the continuous audit found the sink holding wrongly (each published again).", {},
+                count(t.audit_divergences));
 
     // Per doc query: the queries of the current definitions only, so the label set stays bounded.
     for (const auto& q : readings.queries) {
@@ -43,6 +56,9 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
                       {{"query", q.name}}, q.compute_seconds);
     out.histogram("docsync_batch_size", "Docs computed by one doc-query statement (at most --batch).", {},
                   readings.batch_size);
+    out.histogram("docsync_commit_publish_seconds",
+                  "Seconds from a transaction's commit on the server until every doc it changed was published.", {},
+                  readings.commit_publish_seconds);
 
     // Where the stream is. Ack lag as docsync.status computes it from the same file: the WAL received
     // but not acknowledged yet, and for how long the acknowledged position has held still behind it.
@@ -69,11 +85,20 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
               count(snap.recompute.total));
     out.gauge("docsync_streaming", "1 while the worker streams the slot, else 0.", {},
               snap.state == status::WorkerState::Streaming ? 1 : 0);
+    out.gauge(kStandbyName, kStandbyHelp, {}, 0);
     // The state docsync.status shows, one series per state, the current one 1.
     for (auto state : {status::WorkerState::Starting, status::WorkerState::Streaming, status::WorkerState::Reconnecting,
                        status::WorkerState::Draining, status::WorkerState::ValveReset, status::WorkerState::Stopped})
         out.gauge("docsync_state", "The worker's state as docsync.status shows it: 1 for the current one.",
                   {{"state", std::string(status::state_name(state))}}, snap.state == state ? 1 : 0);
+    return out.text();
+}
+
+std::string render_standby(status::WallTime since, status::WallTime now) {
+    Exposition out;
+    out.gauge(kStandbyName, kStandbyHelp, {}, 1);
+    out.gauge("docsync_standby_waiting_seconds", "Seconds the hot spare has been waiting for the slot's lease.", {},
+              std::chrono::duration<double>(now - since).count());
     return out.text();
 }
 

@@ -14,5 +14,8 @@ namespace docsync::metrics {
 
 // The exposition text for one status tick. `now` is the snapshot's moment (ack lag in seconds).
 std::string render(const status::Readings& readings, const status::StatusSnapshot& snapshot, status::WallTime now);
+// The exposition of a hot spare waiting for the slot's lease since `since` (--standby): docsync_standby
+// 1 and no stream or counters (docsync_streaming is absent, so "not streaming" alerts only the active).
+std::string render_standby(status::WallTime since, status::WallTime now);
 
 }  // namespace docsync::metrics

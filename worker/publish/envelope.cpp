@@ -341,12 +341,13 @@ std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
     if (i >= text.size()) return std::nullopt;
     std::string_view channel_json = text.substr(head.size() - 1, i + 2 - head.size());
     if (text.substr(i + 1, 7) != R"(,"doc":)") return std::nullopt;
+    std::size_t doc_at = i + 8;
 
     constexpr std::string_view gen_key = R"(,"generation":)";
     constexpr std::string_view lsn_key = R"(,"lsn":")";
     auto gen_at = text.rfind(gen_key);
     auto lsn_at = text.rfind(lsn_key);
-    if (gen_at == std::string_view::npos || lsn_at == std::string_view::npos || lsn_at < gen_at ||
+    if (gen_at == std::string_view::npos || lsn_at == std::string_view::npos || lsn_at < gen_at || gen_at < doc_at ||
         text.substr(text.size() - 2) != "\"}")
         return std::nullopt;
     std::string_view digits = text.substr(gen_at + gen_key.size(), lsn_at - gen_at - gen_key.size());
@@ -361,7 +362,19 @@ std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
     EnvelopeHead result;
     result.channel = std::move(*channel);
     result.version = DocVersion{generation, *lsn};
+    result.doc_at = doc_at;
+    result.doc_size = gen_at - doc_at;
     return result;
+}
+
+std::optional<RetainedDoc> retained_doc(std::string_view text, std::string_view channel) {
+    auto head = parse_envelope(text);
+    if (!head || head->channel != channel) return std::nullopt;
+    RetainedDoc out;
+    out.version = head->version;
+    std::string_view doc = text.substr(head->doc_at, head->doc_size);
+    if (doc != "null") out.doc = std::string(doc);
+    return out;
 }
 
 }  // namespace docsync::publish

@@ -4,11 +4,13 @@
 // The doc is embedded as JSON (compacted, never re-quoted as a string), so a JSONL line and a Redis
 // message are the same bytes and a client orders them by (generation, lsn).
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/lsn.hpp"
+#include "engine/seams.hpp"
 
 namespace docsync::publish {
 
@@ -21,14 +23,21 @@ std::string compact_json(std::string_view json);
 // Throws docsync::Error (permanent) when the doc is not valid JSON.
 std::string make_envelope(std::string_view channel, const std::optional<std::string>& doc, DocVersion version);
 
-// What a sink reads back from an envelope it wrote: the channel and the version.
+// What a sink reads back from an envelope it wrote: the channel, the version, and where the doc's
+// JSON text lies in the envelope (never copied: a sink reads every line of its file at start).
 struct EnvelopeHead {
     std::string channel;
     DocVersion version;
+    std::size_t doc_at = 0;
+    std::size_t doc_size = 0;
 };
 
 // Parses an envelope; nullopt when the text is not one (not JSON, or a field is missing or of the
 // wrong type). Used to read back what a sink holds at start.
 std::optional<EnvelopeHead> parse_envelope(std::string_view text);
+
+// The doc and version of an envelope, as Publisher::read_back reports them (a null doc is nullopt);
+// nullopt when the text is not an envelope of `channel`.
+std::optional<RetainedDoc> retained_doc(std::string_view text, std::string_view channel);
 
 }  // namespace docsync::publish

@@ -104,14 +104,14 @@ std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
                             std::to_string(free_bytes) + " bytes free, at least " + std::to_string(kMinFreeBytes) +
                             " needed): free space there or choose another path for --sink file:");
         }
-        sink->read_back();
+        sink->read_file();
     }
     return sink;
 }
 
-// Reads the whole file once: cuts an incomplete last line, then collects every line's channel and
-// generation. A line that is not an envelope means the path holds something else: refuse it.
-void JsonlSink::read_back() {
+// Reads the whole file once: cuts an incomplete last line, then indexes every line's channel,
+// place and version. A line that is not an envelope means the path holds something else: refuse it.
+void JsonlSink::read_file() {
     std::string line;
     std::uint64_t offset = 0, line_start = 0, line_number = 0;
     char buf[1 << 16];
@@ -135,7 +135,7 @@ void JsonlSink::read_back() {
                                 " is not a docsync doc line; the file must hold only docsync output: move it "
                                 "away or choose another path for --sink file:");
                 max_generation_ = std::max(max_generation_, head->version.generation);
-                channels_.insert(std::move(head->channel));
+                index_line(head->channel, line_start, line.size(), head->version);
             }
             line.clear();
             line_start = offset + static_cast<std::uint64_t>(i) + 1;
@@ -196,10 +196,18 @@ std::string JsonlSink::line_of(const std::string& channel, const std::optional<s
     return line;
 }
 
+void JsonlSink::index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version) {
+    Line& at = lines_[channel];
+    at.offset = offset;
+    at.size = size <= UINT32_MAX ? static_cast<std::uint32_t>(size) : 0;
+    at.version = version;
+}
+
 std::uint64_t JsonlSink::append(const std::string& line, const std::string& channel, DocVersion version) {
+    std::uint64_t offset = size_;  // the only writer: O_APPEND writes where its whole lines end
     write_line(line);
     if (durable_) {
-        channels_.insert(channel);
+        index_line(channel, offset, line.size() - 1, version);
         max_generation_ = std::max(max_generation_, version.generation);
     }
     return ++written_seq_;
@@ -280,7 +288,48 @@ std::vector<std::optional<Error>> JsonlSink::publish_many(const std::vector<Publ
 
 std::vector<std::string> JsonlSink::retained_channels() {
     std::lock_guard lock(mutex_);
-    return {channels_.begin(), channels_.end()};
+    std::vector<std::string> out;
+    out.reserve(lines_.size());
+    for (const auto& [channel, line] : lines_) out.push_back(channel);
+    return out;
+}
+
+std::optional<RetainedDoc> JsonlSink::read_back(const std::string& channel) {
+    if (!durable_) return std::nullopt;
+    std::lock_guard lock(mutex_);
+    auto it = lines_.find(channel);
+    if (it == lines_.end()) return std::nullopt;
+    const Line& at = it->second;
+    if (at.size == 0)
+        throw Error("the place of " + channel + "'s newest line in " + name_ +
+                        " is not known since the file was replaced or shrank",
+                    {}, true);
+    // Under the lock: lost_docs() may reopen the file, and a line being written is not read half.
+    std::string text(at.size, '\0');
+    std::size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::pread(fd_, text.data() + done, text.size() - done, static_cast<off_t>(at.offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            throw Error("cannot read " + channel + "'s newest line back from the JSONL sink file " + name_ + ": " +
+                            (n < 0 ? errno_text(errno) : std::string("the file ends before it")),
+                        {}, true);
+        done += static_cast<std::size_t>(n);
+    }
+    auto doc = retained_doc(text, channel);
+    if (!doc)
+        throw Error("the line at byte " + std::to_string(at.offset) + " of the JSONL sink file " + name_ +
+                        ", where " + channel + "'s newest doc was written, is no longer its envelope",
+                    {}, true);
+    return doc;
+}
+
+void JsonlSink::restore(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    std::string line = line_of(channel, doc, version);
+    std::unique_lock lock(mutex_);
+    if (auto it = lines_.find(channel); it != lines_.end() && it->second.version > version) return;
+    std::uint64_t seq = append(line, channel, version);
+    wait_durable(lock, seq, seq);
 }
 
 std::uint64_t JsonlSink::max_generation() {
@@ -305,6 +354,7 @@ std::optional<std::string> JsonlSink::lost_docs() {
         dev_ = st.st_dev;
         ino_ = st.st_ino;
         size_ = static_cast<std::uint64_t>(st.st_size);
+        forget_lines();
         return "the JSONL sink file " + name_ + " was removed or replaced; writing to the file now at that path";
     }
     struct stat st {};
@@ -312,9 +362,16 @@ std::optional<std::string> JsonlSink::lost_docs() {
         std::string why = "the JSONL sink file " + name_ + " shrank from " + std::to_string(size_) + " to " +
                           std::to_string(st.st_size) + " bytes";
         size_ = static_cast<std::uint64_t>(st.st_size);
+        forget_lines();
         return why;
     }
     return std::nullopt;
+}
+
+void JsonlSink::forget_lines() {
+    // The channels stay (they name docs to keep current); where their lines lie and what they held
+    // is known again once each is written anew.
+    for (auto& [channel, line] : lines_) line = Line{};
 }
 
 std::optional<std::string> JsonlSink::fatal() {

@@ -10,8 +10,13 @@
 // generation are `retained_channels()` and `max_generation()`. A write that fails part way is cut
 // back, so the file never holds a torn line while the worker runs either.
 //
+// The file sink keeps, per channel, where its newest line lies (offset and length) and that line's
+// version, from the read at open and from every append since: `read_back()` reads that one line
+// with pread(2), and `restore()` appends a doc only when no newer version of its channel is in the
+// file. About 32 bytes per channel beside its name.
+//
 // The stdout sink writes each line with write(2) (no user-space buffer) and holds nothing:
-// `retained_channels()` is empty and `max_generation()` is 0.
+// `retained_channels()` is empty, `max_generation()` is 0 and nothing can be read back.
 //
 // Thread-safety: every member may be called from any thread, concurrently. The sinks ignore SIGPIPE
 // for the process (a closed reader must be an error, not the end of the worker).
@@ -23,7 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "engine/seams.hpp"
 
@@ -53,6 +58,13 @@ public:
     std::optional<std::string> lost_docs() override;
     // Set once a write failed with EPIPE: the reader went away.
     std::optional<std::string> fatal() override;
+    // The file sink (on a regular file) only.
+    bool retains() const override { return durable_; }
+    // The channel's newest line. Throws docsync::Error when it cannot be read, or when its place is
+    // unknown because the file was replaced or shrank under the sink (every live doc is then
+    // recomputed and written again).
+    std::optional<RetainedDoc> read_back(const std::string& channel) override;
+    void restore(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
 
     // The number of fsyncs so far (group commit makes it far smaller than the number of docs).
     std::uint64_t sync_count() const;
@@ -60,8 +72,21 @@ public:
     std::uint64_t repaired_bytes() const { return repaired_bytes_; }
 
 private:
+    // Where a channel's newest line lies in the file, and its version. size 0: not known (the file
+    // was replaced or shrank since that line was written).
+    struct Line {
+        std::uint64_t offset = 0;
+        std::uint32_t size = 0;  // without the newline
+        DocVersion version;
+    };
+
     JsonlSink(int fd, bool owns_fd, bool durable, std::string name);
-    void read_back();
+    // Reads the whole file once at open: repairs a torn tail and indexes every line.
+    void read_file();
+    // Under mutex_: records a channel's newest line (the file sink only).
+    void index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version);
+    // Under mutex_: the file was replaced or shrank, so no indexed place holds any more.
+    void forget_lines();
     void write_line(const std::string& line);
     // A doc's line: its envelope and a newline.
     static std::string line_of(const std::string& channel, const std::optional<std::string>& doc, DocVersion version);
@@ -89,7 +114,7 @@ private:
     std::string fatal_;                 // why nothing can be published any more (EPIPE)
     bool syncing_ = false;              // an fsync is running (outside the lock)
     std::uint64_t syncs_ = 0;
-    std::unordered_set<std::string> channels_;
+    std::unordered_map<std::string, Line> lines_;  // per channel (the file sink only)
     std::uint64_t max_generation_ = 0;
     dev_t dev_ = 0;  // the file's identity at open (file sink), to notice a replaced file
     ino_t ino_ = 0;

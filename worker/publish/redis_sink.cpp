@@ -277,6 +277,28 @@ std::uint64_t RedisSink::max_generation() {
     return value;
 }
 
+std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
+    auto conn = acquire();
+    Reply reply;
+    try {
+        reply = conn->command({"GET", channel});
+    } catch (const Error& e) {
+        failed(e.what());
+        throw;
+    }
+    release(std::move(conn));
+    if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
+    if (reply->type != REDIS_REPLY_STRING)
+        throw Error("Redis at " + address_.display() + " answered GET " + channel + " with " + reply_text(reply.get()),
+                    {}, true);
+    auto doc = retained_doc(std::string_view(reply->str, reply->len), channel);
+    if (!doc)
+        throw Error("Redis at " + address_.display() + " holds at " + channel +
+                        " something other than its docsync envelope",
+                    {}, true);
+    return doc;
+}
+
 std::optional<std::string> RedisSink::lost_docs() {
     auto conn = acquire();
     std::string run_id, epoch;

@@ -50,6 +50,12 @@ public:
     // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
     // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
     std::optional<std::string> lost_docs() override;
+    bool retains() const override { return true; }
+    // GET of the channel's key: its envelope's doc and version (a tombstone's null doc too), nullopt
+    // when the key is missing (never written, or an expired tombstone). Throws docsync::Error when
+    // Redis cannot be asked or the key holds something other than a docsync envelope of the channel.
+    // restore() is publish(): the script never lets an older version replace a newer one.
+    std::optional<RetainedDoc> read_back(const std::string& channel) override;
 
     const RedisAddress& address() const { return address_; }
     // The Lua script (for the tests; docs/internals.md describes it).

@@ -307,6 +307,11 @@ Stream::Outcome Stream::Session::receive() {
                       (pending > 0 && coordinator.pending_bytes() + txn_bytes_ >= options_.max_pending_bytes);
         bool buffered = !paused && read_messages();  // libpq may still hold complete messages: do not sleep
 
+        // The server sends no further keepalive for WAL it has sent once the written position
+        // reported reaches it, so a keepalive's WAL end that waited on pending transactions (WAL no
+        // transaction of the slot's wrote, right after one that did) is acknowledged here, when they
+        // have completed; a read-your-writes wait for that WAL would otherwise last until more comes.
+        if (!in_txn_ && idle_end_ > coordinator.checkpoint()) coordinator.acknowledge_idle(idle_end_);
         auto now = Clock::now();
         if (stream_.acked_.load() > sent_flush_ || now >= next_status_) send_status();
         if (now >= next_control_) {
@@ -347,8 +352,12 @@ void Stream::Session::handle_message(std::string_view message) {
         bool reply = buf[17] != 0;
         local_.keepalives++;
         received_ = std::max(received_, wal_end);
-        // A keepalive's WAL end is acknowledged only when nothing is open or pending.
-        if (!in_txn_) stream_.coordinator_.acknowledge_idle(wal_end);
+        // A keepalive's WAL end is acknowledged only when nothing is open or pending; one that comes
+        // while transactions are pending is offered again once they complete (receive()).
+        if (!in_txn_) {
+            idle_end_ = std::max(idle_end_, wal_end);
+            stream_.coordinator_.acknowledge_idle(wal_end);
+        }
         if (reply) send_status();
         return;
     }

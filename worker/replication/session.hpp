@@ -93,6 +93,7 @@ private:
     int control_failures_ = 0;  // consecutive failed checks
 
     Lsn received_ = 0;    // highest WAL end received
+    Lsn idle_end_ = 0;    // highest keepalive WAL end received between transactions
     Lsn sent_flush_ = 0;  // highest flush position sent
     bool in_txn_ = false;
     bool skipping_ = false;  // the open transaction was handled before a reconnect

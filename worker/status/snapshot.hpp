@@ -82,6 +82,7 @@ struct Readings {
     RecomputeReading recompute;
     std::vector<QueryReading> queries;
     Histogram batch_size{kBatchSizeBounds};  // docs per doc-query statement (metrics only)
+    Histogram commit_publish_seconds{kCommitPublishSecondsBounds};  // commit → published (metrics only)
     // The worker's: draining after a signal, the error it ends with, what the stream waits for.
     bool draining = false;
     std::string fatal;

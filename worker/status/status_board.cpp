@@ -162,6 +162,8 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
     body.transient_retries = s.totals.transient_retries;
     body.valve_resets = s.totals.valve_resets;
     body.not_visible_retries = s.totals.not_visible_retries;
+    body.audit_samples = s.totals.audit_samples;
+    body.audit_divergences = s.totals.audit_divergences;
     body.recompute_reason = s.recompute.reason;
     body.recompute_total = s.recompute.total;
     body.recompute_done = s.recompute.done;
@@ -418,7 +420,9 @@ void StatusBoard::log_locked(const StatusSnapshot& s) {
                                ", recomputes " + std::to_string(t.recomputes) + ", publishes " +
                                std::to_string(t.publishes) + ", permanent failures " +
                                std::to_string(t.permanent_failures) + ", transient retries " +
-                               std::to_string(t.transient_retries));
+                               std::to_string(t.transient_retries) + ", audit samples " +
+                               std::to_string(t.audit_samples) + ", audit divergences " +
+                               std::to_string(t.audit_divergences));
     }
 }
 

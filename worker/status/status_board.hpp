@@ -70,6 +70,8 @@ struct Totals {
     std::uint64_t transient_retries = 0;    // computes, lookups, publishes and sessions retried
     std::uint64_t valve_resets = 0;         // slots recreated by the WAL safety valve
     std::uint64_t not_visible_retries = 0;  // computes retried because a commit was not visible yet
+    std::uint64_t audit_samples = 0;        // live docs the continuous audit compared with the sink
+    std::uint64_t audit_divergences = 0;    // of them, docs the sink held wrongly (published again)
 };
 
 // Everything the worker reports (made by StatusHistory). Plain values, no references into components.

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Read-your-writes against the real server, worker and Redis:
+#   1. $DOCSYNC_RYW_ITERATIONS times (default 1 000): commit an update, CALL docsync.wait_published(),
+#      GET the doc's key: the doc always reflects the commit;
+#   2. as many times: commit an update, wait until docsync:watermark is at or past the commit's LSN
+#      (pg_current_wal_flush_lsn() after the synchronous commit; GET, then its channel), GET the doc:
+#      likewise;
+#   3. a CALL outside a transaction block waits holding no snapshot (pg_stat_activity.backend_xmin is
+#      NULL), inside one it cannot release it;
+#   4. WAL after the commit that the worker publishes nothing for does not hold a wait back: a
+#      commit to an unwatched table (acknowledged by the server's keepalive, which arrives while the
+#      watched commit's doc is still being published), and a non-transactional message written by a
+#      transaction that rolled back, which nothing flushes (like the page pruning of a doc query in
+#      the worker's read-only transactions);
+#   5. with the worker stopped, wait_published returns false at its timeout, and true once a worker
+#      is back; the watermark never moved back across the restart.
+# Prints p50/p99 of both waits (measured from the commit's return to the doc being readable).
+set -euo pipefail
+test_name=ryw
+# shellcheck source=lib/worker_env.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/redis_server.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
+cleanup_hooks+=(stop_redis)
+iterations=${DOCSYNC_RYW_ITERATIONS:-1000}
+libpq=$(ldconfig -p 2>/dev/null | awk '/libpq\.so\.5 /{p = $NF} END {print p}')
+[ -n "$libpq" ] || fail "libpq.so.5 not found"
+
+setup_db
+sql "CREATE TABLE item (id int PRIMARY KEY, v int NOT NULL)"
+sql "INSERT INTO item SELECT g, 0 FROM generate_series(1, 20) g"
+sql "SELECT docsync.define_query('item', \$q\$SELECT jsonb_build_object('id', i.id, 'v', i.v) FROM item i WHERE i.id = \$1\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.watch('item', 'item', params => ARRAY['id'])" >/dev/null
+grant_reader
+start_redis
+start_worker --sink "redis://127.0.0.1:$redis_port"
+
+# The loops: one libpq connection in autocommit (ctypes), and two plain RESP connections to Redis
+# (commands, and a subscriber of docsync:watermark). Prints "<p50 ms> <p99 ms> <max ms>" per mode.
+cat >"$tmp/ryw.py" <<'PY'
+import ctypes, json, socket, sys, time
+
+libpq_path, conninfo, redis_port, mode, iterations = sys.argv[1:6]
+iterations = int(iterations)
+pq = ctypes.CDLL(libpq_path)
+pq.PQconnectdb.restype = ctypes.c_void_p
+pq.PQconnectdb.argtypes = [ctypes.c_char_p]
+pq.PQstatus.argtypes = [ctypes.c_void_p]
+pq.PQerrorMessage.restype = ctypes.c_char_p
+pq.PQerrorMessage.argtypes = [ctypes.c_void_p]
+pq.PQexec.restype = ctypes.c_void_p
+pq.PQexec.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+pq.PQresultStatus.argtypes = [ctypes.c_void_p]
+pq.PQresultErrorMessage.restype = ctypes.c_char_p
+pq.PQresultErrorMessage.argtypes = [ctypes.c_void_p]
+pq.PQntuples.argtypes = [ctypes.c_void_p]
+pq.PQgetvalue.restype = ctypes.c_char_p
+pq.PQgetvalue.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+pq.PQclear.argtypes = [ctypes.c_void_p]
+
+def fail(message):
+    print("FAIL: " + message, file=sys.stderr)
+    sys.exit(1)
+
+conn = pq.PQconnectdb(conninfo.encode())
+if pq.PQstatus(conn) != 0:
+    fail("connect: " + pq.PQerrorMessage(conn).decode())
+
+def query(sql):
+    """Runs one statement; returns the first column of the first row, or None."""
+    res = pq.PQexec(conn, sql.encode())
+    status = pq.PQresultStatus(res)
+    if status not in (1, 2):  # PGRES_COMMAND_OK, PGRES_TUPLES_OK
+        message = pq.PQresultErrorMessage(res).decode()
+        pq.PQclear(res)
+        fail(sql + ": " + message)
+    value = pq.PQgetvalue(res, 0, 0).decode() if status == 2 and pq.PQntuples(res) > 0 else None
+    pq.PQclear(res)
+    return value
+
+class Redis:
+    def __init__(self):
+        self.sock = socket.create_connection(("127.0.0.1", int(redis_port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(10)
+        self.buf = b""
+    def send(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a.encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+    def line(self):
+        while b"\r\n" not in self.buf:
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                fail("Redis sent nothing for 10 s")
+            if not chunk:
+                fail("Redis closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+    def reply(self):
+        line = self.line()
+        kind, rest = line[:1], line[1:]
+        if kind in (b"+", b":"):
+            return rest.decode()
+        if kind == b"-":
+            fail("Redis: " + rest.decode())
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.sock.recv(65536)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data.decode()
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        fail("unexpected Redis reply " + repr(line))
+    def command(self, *args):
+        self.send(*args)
+        return self.reply()
+
+def lsn(text):
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+redis = Redis()
+subscriber = None
+if mode == "watermark":
+    subscriber = Redis()
+    subscriber.command("SUBSCRIBE", "docsync:watermark")
+
+waits = []
+for i in range(iterations):
+    key = 1 + i % 20
+    value = 1000000 * (1 if mode == "procedure" else 2) + i
+    query("UPDATE item SET v = %d WHERE id = %d" % (value, key))
+    started = time.perf_counter()
+    if mode == "procedure":
+        if query("CALL docsync.wait_published()") != "t":
+            fail("iteration %d: wait_published returned false" % i)
+    else:
+        target = lsn(query("SELECT pg_current_wal_flush_lsn()"))
+        current = redis.command("GET", "docsync:watermark")
+        deadline = time.monotonic() + 5
+        while current is None or lsn(current) < target:
+            if time.monotonic() > deadline:
+                fail("iteration %d: docsync:watermark stayed at %s, below the commit's %X/%X"
+                     % (i, current, target >> 32, target & 0xFFFFFFFF))
+            message = subscriber.reply()
+            if message[0] == "message":
+                current = message[2]
+    waits.append(time.perf_counter() - started)
+    envelope = redis.command("GET", "db:item:%d" % key)
+    if envelope is None:
+        fail("iteration %d: db:item:%d is not in Redis after the wait" % (i, key))
+    doc = json.loads(envelope)["doc"]
+    if doc != {"id": key, "v": value}:
+        fail("iteration %d: db:item:%d is %s after the wait, the commit wrote v = %d" % (i, key, envelope, value))
+
+waits.sort()
+ms = lambda q: 1000 * waits[min(len(waits) - 1, int(q * len(waits)))]
+print("%.2f %.2f %.2f" % (ms(0.50), ms(0.99), 1000 * waits[-1]))
+PY
+conninfo="host=$PGHOST port=$PGPORT dbname=$db user=${PGUSER:-postgres}"
+
+echo "1. $iterations x: commit, CALL docsync.wait_published(), GET: the doc reflects the commit"
+t0=$SECONDS
+read -r p50 p99 max < <(python3 "$tmp/ryw.py" "$libpq" "$conninfo" "$redis_port" procedure "$iterations") ||
+  fail "the wait_published loop failed"
+[ -n "${max:-}" ] || fail "the wait_published loop failed"
+echo "   wait_published: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($((SECONDS - t0)) s)"
+
+echo "2. $iterations x: commit, wait for docsync:watermark to pass it, GET: the doc reflects the commit"
+t0=$SECONDS
+read -r w50 w99 wmax < <(python3 "$tmp/ryw.py" "$libpq" "$conninfo" "$redis_port" watermark "$iterations") ||
+  fail "the watermark loop failed"
+[ -n "${wmax:-}" ] || fail "the watermark loop failed"
+echo "   docsync:watermark: p50 ${w50} ms, p99 ${w99} ms, max ${wmax} ms ($((SECONDS - t0)) s)"
+
+echo "3. a CALL outside a transaction block waits without a snapshot; inside one it holds its own"
+# xmin_while_waiting BEGIN|'': the backend_xmin of a CALL waiting for a position no one reaches.
+xmin_while_waiting() {
+  local app=ryw_wait_$$_$RANDOM
+  PGAPPNAME=$app psql -X -q -At -d "$db" ${1:+-c "$1"} -c "CALL docsync.wait_published('FFFFFFFF/0', '3s')" \
+    >"$tmp/$app.out" 2>&1 &
+  local pid=$!
+  wait_for 10 "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = '$app' AND wait_event = 'Extension')" ||
+    fail "the CALL did not start waiting: $(cat "$tmp/$app.out")"
+  sql "SELECT coalesce(backend_xmin::text, 'none') FROM pg_stat_activity WHERE application_name = '$app'"
+  wait "$pid" || fail "the waiting CALL failed: $(cat "$tmp/$app.out")"
+  [ "$(tail -n 1 "$tmp/$app.out")" = f ] || fail "a wait for FFFFFFFF/0 did not return false: $(cat "$tmp/$app.out")"
+}
+xmin=$(xmin_while_waiting '')
+[ "$xmin" = none ] || fail "a CALL outside a transaction block waits holding backend_xmin $xmin"
+xmin=$(xmin_while_waiting BEGIN)
+[ "$xmin" != none ] || fail "a CALL inside a transaction block shows no backend_xmin: the check above proves nothing"
+
+echo "4. WAL after the commit that publishes nothing does not hold a wait back"
+sql "CREATE TABLE unwatched (id int PRIMARY KEY, v int NOT NULL)"
+sql "INSERT INTO unwatched VALUES (1, 0)"
+for i in $(seq 1 20); do
+  out=$(psql -X -q -At -d "$db" -c "UPDATE item SET v = v + 1 WHERE id = 1" -c "UPDATE unwatched SET v = v + 1" \
+          -c "CALL docsync.wait_published(timeout => '3s')" | tail -n 1)
+  [ "$out" = t ] || fail "round $i: a wait past a commit to an unwatched table returned $out"
+  out=$(psql -X -q -At -d "$db" -c "UPDATE item SET v = v + 1 WHERE id = 1" \
+          -c "BEGIN" -c "SELECT FROM pg_logical_emit_message(false, 'not-docsync', 'x')" -c "ROLLBACK" \
+          -c "CALL docsync.wait_published(timeout => '3s')" | tail -n 1)
+  [ "$out" = t ] || fail "round $i: a wait past an unflushed message returned $out"
+done
+
+echo "5. with the worker stopped, wait_published returns false at its timeout; the watermark holds"
+watermark_before=$(rc GET docsync:watermark)
+stop_worker
+sql "UPDATE item SET v = -1 WHERE id = 2"
+started=$(date +%s%N)
+out=$(sql "CALL docsync.wait_published(timeout => '500ms')")
+took=$((($(date +%s%N) - started) / 1000000))
+[ "$out" = f ] || fail "wait_published returned $out with the worker stopped"
+[ "$took" -ge 500 ] || fail "wait_published returned after $took ms, before its 500 ms timeout"
+start_worker --sink "redis://127.0.0.1:$redis_port"
+[ "$(sql "CALL docsync.wait_published(timeout => '30s')")" = t ] || fail "wait_published stayed false with the worker back"
+[ "$(rc --raw GET db:item:2 | jq -c '.doc.v')" = -1 ] || fail "db:item:2 after the restart: $(rc GET db:item:2)"
+watermark_after=$(rc GET docsync:watermark)
+[ "$(sql "SELECT '$watermark_after'::pg_lsn > '$watermark_before'::pg_lsn")" = t ] ||
+  fail "docsync:watermark went from $watermark_before to $watermark_after across a restart"
+stop_worker
+echo "ok (wait_published p50 ${p50} ms p99 ${p99} ms; docsync:watermark p50 ${w50} ms p99 ${w99} ms)"

@@ -1,0 +1,122 @@
+// The worker's lease on its slot (see lease.hpp).
+#include "replication/lease.hpp"
+
+#include <unistd.h>
+
+#include "common/error.hpp"
+
+namespace docsync {
+
+namespace {
+
+constexpr auto kStatementTimeout = std::chrono::seconds(5);
+
+// The lease key of $1 (the slot's name) for a seed, as SQL.
+std::string key_sql(long long seed) {
+    return "pg_catalog.hashtextextended($1, " + std::to_string(seed) + ")";
+}
+
+}  // namespace
+
+Lease::Lease(LeaseOptions options) : options_(std::move(options)) {}
+
+void Lease::connect() {
+    held_ = false;
+    standby_ = false;
+    conn_.reset();
+    auto conn = std::make_unique<pg::Connection>(pg::Connection::connect(
+        options_.dsn, pg::deadline_in(options_.connect_timeout), {{"application_name", options_.application_name}},
+        "--dsn"));
+    // The session idles for as long as the worker runs. A dead peer is noticed by TCP keepalives
+    // (no-ops on Unix sockets), and a server-wide idle_session_timeout must not end the lease of a
+    // healthy worker.
+    conn->exec_simple("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3; "
+               "SET idle_session_timeout = 0; SET statement_timeout = 0",
+               pg::deadline_in(kStatementTimeout));
+    conn_ = std::move(conn);
+}
+
+std::string Lease::query(const std::string& sql) {
+    auto r = conn_->exec(sql, {options_.slot}, pg::deadline_in(kStatementTimeout));
+    if (r.rows() != 1 || r.columns() != 1) throw Error("lease query returned an unexpected result", {}, true);
+    return std::string(r.get(0, 0));
+}
+
+void Lease::set_role(bool active) {
+    std::string name = options_.application_name + (active ? " active pid " : " standby pid ") + std::to_string(getpid());
+    conn_->exec("SET application_name = " + conn_->quote_literal(name), pg::deadline_in(kStatementTimeout));
+}
+
+bool Lease::try_acquire() {
+    if (held_) return true;
+    try {
+        if (!conn_) connect();
+        if (query("SELECT pg_catalog.pg_try_advisory_lock(" + key_sql(kLeaseActiveSeed) + ")") != "t") return false;
+        held_ = true;
+        if (standby_) {
+            query("SELECT pg_catalog.pg_advisory_unlock_shared(" + key_sql(kLeaseStandbySeed) + ")");
+            standby_ = false;
+        }
+        set_role(true);
+        return true;
+    } catch (const Error&) {
+        conn_.reset();  // whatever the session held ends with it
+        held_ = false;
+        standby_ = false;
+        throw;
+    }
+}
+
+void Lease::stand_by() {
+    if (standby_ || held_) return;
+    try {
+        if (!conn_) connect();
+        query("SELECT pg_catalog.pg_try_advisory_lock_shared(" + key_sql(kLeaseStandbySeed) + ")");
+        standby_ = true;
+        set_role(false);
+    } catch (const Error&) {
+        conn_.reset();
+        throw;
+    }
+}
+
+Lease::State Lease::check() {
+    if (conn_ && held_) {
+        try {
+            conn_->exec("SELECT 1", pg::deadline_in(kStatementTimeout));
+            return State::Held;
+        } catch (const Error&) {
+            conn_.reset();  // the session is gone, and the lease with it
+            held_ = false;
+        }
+    }
+    try {
+        return try_acquire() ? State::Held : State::Lost;
+    } catch (const Error&) {
+        return State::Unknown;
+    }
+}
+
+std::string Lease::holder() {
+    try {
+        if (!conn_) connect();
+        return query(
+            "SELECT coalesce(pg_catalog.string_agg(pg_catalog.format('backend pid %s (%s%s, since %s UTC)', l.pid, "
+            "coalesce(a.application_name, '?'), coalesce(' on ' || pg_catalog.host(a.client_addr), ''), "
+            "coalesce(pg_catalog.to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), '?')), '; '), "
+            "'nobody') "
+            "FROM pg_catalog.pg_locks l "
+            "CROSS JOIN (SELECT " + key_sql(kLeaseActiveSeed) + " AS k) k "
+            "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1 "
+            "AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
+            "AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid");
+    } catch (const Error& e) {
+        conn_.reset();
+        held_ = false;
+        standby_ = false;
+        return std::string("(unknown: ") + e.what() + ")";
+    }
+}
+
+}  // namespace docsync

@@ -1,0 +1,76 @@
+#pragma once
+// The worker's lease on its slot: which of the workers started for one slot is the active one.
+//
+// The lease is a session-level advisory lock on a connection of its own (to --dsn's database),
+// keyed by the slot's name: pg_try_advisory_lock(hashtextextended(slot, kActiveSeed)). The active
+// worker holds it for as long as it runs. A worker started with --standby polls for it every
+// 500 ms and holds, while it waits, a shared advisory lock on the standby key, so the docsync.status
+// and docsync.workers views can list it (with its connection's start as "waiting since"). Advisory
+// locks held by a session keep no snapshot and no transaction open: waiting for hours costs the
+// server one idle connection. When a worker dies, even by kill -9, the server ends its idle session
+// on the closed socket and frees the lease at once; a dead host is noticed by TCP keepalives set on
+// the session (about 30 s). The replication slot stays the real mutual exclusion (one walsender per
+// slot); the lease only decides who may try, so the spare never contends for the slot while the
+// active worker is alive, and two workers never both believe they are active for long: the active
+// one checks its lease every second and steps down when another worker took it (after its lease
+// connection broke). Publishing is safe even then, as every sink keeps the highest version.
+//
+// Thread ownership: one thread at a time (the wiring's lease thread, or main before it starts).
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "pg/connection.hpp"
+
+namespace docsync {
+
+// The advisory lock keys' seeds, shared with the docsync.workers view (sql/docsync--0.1.sql).
+inline constexpr long long kLeaseActiveSeed = 0x64737761;   // "dswa"
+inline constexpr long long kLeaseStandbySeed = 0x64737773;  // "dsws"
+
+struct LeaseOptions {
+    std::string dsn;
+    std::string slot;
+    std::string application_name = "docsync-worker";
+    std::chrono::milliseconds connect_timeout{10000};
+};
+
+class Lease {
+public:
+    explicit Lease(LeaseOptions options);
+
+    // Tries once to take the lease (connecting first when needed): true when this worker holds it.
+    // Taking it ends the standby registration. Throws docsync::Error (transient) when the server
+    // cannot be reached.
+    bool try_acquire();
+    // Registers this worker as a standby of the slot (idempotent; again after a reconnect).
+    void stand_by();
+
+    enum class State {
+        Held,     // this worker holds the lease
+        Lost,     // its connection broke and another worker holds the lease now
+        Unknown,  // the server cannot be reached: nobody else can take the lease either
+    };
+    // Whether this worker still holds the lease: a round trip on its connection; after a broken
+    // connection, reconnects and takes the lease again when it is free.
+    State check();
+
+    // Who holds the lease, for messages: "backend pid 4711 (docsync-worker pid 812 on 10.0.0.7,
+    // since 2026-12-01 10:00:00 UTC)", or "nobody".
+    std::string holder();
+
+private:
+    void connect();
+    // Runs a one-row, one-column statement with the slot's name as $1 and returns its value.
+    std::string query(const std::string& sql);
+    // application_name of the lease connection: "<name> active pid N" or "<name> standby pid N".
+    void set_role(bool active);
+
+    LeaseOptions options_;
+    std::unique_ptr<pg::Connection> conn_;
+    bool held_ = false;
+    bool standby_ = false;
+};
+
+}  // namespace docsync
