@@ -644,6 +644,40 @@ escape_database(const char *database)
 }
 
 /*
+ * Whether the status file of `slot` (of this database) is trusted and shows a recompute of every live
+ * doc that covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP) still running: docs may then
+ * lack commits the slot has confirmed, and docsync.wait_published waits on. A missing or untrusted
+ * file shows no gap. Frees what it allocates: a wait may ask every few milliseconds.
+ */
+bool
+docsync_status_gap_open(const char *slot)
+{
+	const char *dir_path = docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT;
+	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "docsync status gap", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext caller = MemoryContextSwitchTo(context);
+	char	   *database = get_database_name(MyDatabaseId);
+	bool		open = false;
+
+	if (database != NULL)
+	{
+		StatusRead	read;
+
+		read_status_file(psprintf("%s/%s.%s%s", dir_path, escape_database(database), slot, STATUS_SUFFIX), &read);
+		if (read.error == NULL)
+		{
+			const DocsyncStatusBody *b = &read.file->body;
+
+			open = b->recompute_reason != DOCSYNC_RECOMPUTE_NONE &&
+				(b->recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) != 0 &&
+				b->recompute_finished_us == 0;
+		}
+	}
+	MemoryContextSwitchTo(caller);
+	MemoryContextDelete(context);
+	return open;
+}
+
+/*
  * docsync.forget_slot(slot, database): removes the status and lock files of a slot no worker serves,
  * so docsync.status stops showing it (a misspelt --slot, a slot dropped for good). Refuses while a
  * worker holds the lock file, while the slot exists in that database, and while the status file's

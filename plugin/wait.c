@@ -30,6 +30,7 @@
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "commands/dbcommands.h"
+#include "docsync.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -67,6 +68,7 @@ typedef struct SlotLook
 {
 	int			slots;			/* docsync slots of this database looked at (the named one: 0 or 1) */
 	XLogRecPtr	lowest;			/* the lowest confirmed_flush among them */
+	NameData   *names;			/* NULL, or their names (max_replication_slots entries, the caller's) */
 	/* the named slot when it is not a docsync slot of this database */
 	bool		named_found;
 	Oid			named_database;
@@ -83,7 +85,10 @@ look_at_slots(const char *slot_name, SlotLook *look)
 {
 	int			i;
 
+	NameData   *names = look->names;
+
 	memset(look, 0, sizeof(SlotLook));
+	look->names = names;
 	look->lowest = PG_UINT64_MAX;
 	LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
 	for (i = 0; i < max_replication_slots; i++)
@@ -115,10 +120,28 @@ look_at_slots(const char *slot_name, SlotLook *look)
 			}
 			continue;
 		}
+		if (look->names != NULL)
+			look->names[look->slots] = name;
 		look->slots++;
 		look->lowest = Min(look->lowest, confirmed_flush);
 	}
 	LWLockRelease(ReplicationSlotControlLock);
+}
+
+/*
+ * Whether a slot of the look has a worker recomputing every live doc to cover a gap in its stream (a
+ * recreated slot, another server, a sink that lost docs): its confirmed position then says nothing
+ * of docs the recompute has not reached yet (docsync_status_gap_open).
+ */
+static bool
+gap_open(const SlotLook *look)
+{
+	int			i;
+
+	for (i = 0; i < look->slots; i++)
+		if (docsync_status_gap_open(NameStr(look->names[i])))
+			return true;
+	return false;
 }
 
 /* Errors for a look that found no slot to wait for, naming the problem and the fix. */
@@ -232,6 +255,7 @@ docsync_wait_published(PG_FUNCTION_ARGS)
 	}
 
 	/* A slot to wait for must exist now; a wait for nothing would only time out. */
+	look.names = NULL;
 	look_at_slots(slot, &look);
 	check_look(slot, &look);
 
@@ -258,19 +282,18 @@ docsync_wait_published(PG_FUNCTION_ARGS)
 		SPI_finish();
 	}
 
+	/* Allocated after the commit, in the memory it leaves current. */
+	look.names = palloc(sizeof(NameData) * Max(max_replication_slots, 1));
 	deadline = GetCurrentTimestamp() + wait_us;
 	for (looks = 0;; looks++)
 	{
 		TimestampTz now;
 		long		sleep_ms;
 
-		if (looks > 0)
-		{
-			look_at_slots(slot, &look);
-			/* a slot dropped while waiting */
-			check_look(slot, &look);
-		}
-		if (look.lowest >= target)
+		look_at_slots(slot, &look);
+		/* a slot dropped while waiting */
+		check_look(slot, &look);
+		if (look.lowest >= target && !gap_open(&look))
 		{
 			published = true;
 			break;

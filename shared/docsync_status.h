@@ -87,6 +87,13 @@ typedef enum DocsyncStatusRecompute
 	DOCSYNC_RECOMPUTE_SINK_RESET = 5	/* the sink lost docs it had acknowledged */
 } DocsyncStatusRecompute;
 
+/*
+ * recompute_flags: GAP, the recompute covers changes the stream will never deliver (the slot or the
+ * server changed, the sink lost docs). While it runs, docs may lack commits the slot has confirmed,
+ * so docsync.wait_published waits on.
+ */
+#define DOCSYNC_STATUS_RECOMPUTE_GAP 1u
+
 /* The name of a recompute reason as the SQL views show it; NULL for none or a value outside the enum. */
 static inline const char *
 docsync_status_recompute_name(uint32_t reason)
@@ -140,7 +147,7 @@ typedef struct DocsyncStatusBody
 	uint64_t	audit_samples;		/* live docs the continuous audit compared with the sink */
 	uint64_t	audit_divergences;	/* of them, docs the sink held wrongly (published again) */
 	uint32_t	recompute_reason;	/* DocsyncStatusRecompute of the last recompute of every live doc */
-	uint32_t	recompute_padding;	/* zero */
+	uint32_t	recompute_flags;	/* DOCSYNC_STATUS_RECOMPUTE_* bits of that recompute */
 	uint64_t	recompute_total;	/* live docs it started with */
 	uint64_t	recompute_done;		/* of them, docs with an outcome (or no longer live) */
 	int64_t		recompute_started_us;	/* when it started, 0: never */

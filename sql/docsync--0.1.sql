@@ -1569,7 +1569,9 @@ COMMENT ON FUNCTION docsync.status_directory() IS 'the directory docsync.status_
 -- The workers of each slot, from their leases (worker/replication/lease.hpp): on a connection of its
 -- own, the active worker holds a session-level advisory lock on hashtextextended(slot, 1685288801)
 -- and every hot spare (--standby) a shared one on hashtextextended(slot, 1685288819). Their
--- connections' backend_start is when the worker started, or began to wait.
+-- connections' backend_start is when the worker started, or began to wait. Anyone may take an
+-- advisory lock: only sessions of roles that can stream a slot (REPLICATION or superuser) are
+-- listed, so a session squatting on a key is no worker here (the worker's log names it).
 CREATE VIEW docsync.workers AS
 SELECT s.database::text AS database,
        s.slot_name::text AS slot_name,
@@ -1588,7 +1590,8 @@ SELECT s.database::text AS database,
   JOIN pg_catalog.pg_locks l
     ON l.locktype = 'advisory' AND l.granted AND l.mode = k.mode AND l.objsubid = 1 AND l.database = s.datoid
    AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+  JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+  JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid AND (r.rolreplication OR r.rolsuper)
  WHERE s.plugin = 'docsync';
 COMMENT ON VIEW docsync.workers IS
   'the workers of each docsync slot: the active one and its hot spares (--standby), from the leases they hold';

@@ -53,6 +53,11 @@ public:
         : engine_(engine), definitions_(definitions), latency_(latency), warm_(std::move(warm)) {}
 
     void set_stream(Stream* stream) { stream_ = stream; }
+    // Called on the stream thread when a recompute of every live doc starts that covers a gap in
+    // the stream: the status file should say so at once (docsync.wait_published reads it).
+    void on_gap(std::function<void()> callback) { on_gap_ = std::move(callback); }
+    // With Redis: docsync:watermark, told each session's generation before its acknowledgements.
+    void set_watermark(publish::RedisWatermark* watermark) { watermark_ = watermark; }
 
     // Stream thread, at every session start: the newest definitions and their `tables` option.
     std::optional<std::string> session_tables() {
@@ -69,6 +74,7 @@ public:
         engine_.reset_stream();
         latency_.forget_all();
         engine_.set_generation(session.generation);
+        if (watermark_) watermark_->set_generation(session.generation);
         if (!session.generation_from_server)
             log_warning("stream", "docsync.advance_generation() is missing: doc generations are kept in this process only");
         // Whatever the sink holds may have missed changes: at start, and whenever this session's
@@ -89,7 +95,10 @@ public:
                 log_warning("engine", "the slot was created anew: changes before it were never decoded; "
                                       "recomputing every live doc");
             }
-            engine_.recompute_all_live(reason);
+            // Changes before this session may never be delivered, unless it continues the last one.
+            bool gap = session.valve_fired || session.slot_created || session.identity_changed;
+            engine_.recompute_all_live(reason, gap);
+            if (gap && on_gap_) on_gap_();
         }
         // The docs --warm names, once, now that doc versions have this session's generation.
         if (first && !warm_.empty()) {
@@ -138,6 +147,8 @@ private:
     DefinitionsSource& definitions_;
     CommitLatency& latency_;
     Stream* stream_ = nullptr;
+    std::function<void()> on_gap_;
+    publish::RedisWatermark* watermark_ = nullptr;
     const std::vector<std::string> warm_;
     std::string tables_;
     std::uint64_t sessions_ = 0;
@@ -192,7 +203,8 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                    .done = e.recompute.done,
                    .started_ns = e.recompute.started_ns,
                    .finished_ns = e.recompute.finished_ns,
-                   .now_ns = std::chrono::nanoseconds(clock.now().time_since_epoch()).count()};
+                   .now_ns = std::chrono::nanoseconds(clock.now().time_since_epoch()).count(),
+                   .gap = e.recompute.gap};
     for (auto& q : e.queries)
         r.queries.push_back({.name = std::move(q.name),
                              .recomputes = q.recomputes,
@@ -302,8 +314,11 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
     std::unique_ptr<publish::RedisWatermark> watermark;
     if (sink.kind == publish::SinkSpec::Kind::Redis) {
-        watermark = std::make_unique<publish::RedisWatermark>(sink.redis, stream);
+        watermark = std::make_unique<publish::RedisWatermark>(
+            sink.redis, stream, publish::WatermarkOptions{},
+            [&engine] { return engine.recompute_progress().holds_waits(); });
         coordinator.set_acknowledger(watermark.get());
+        pipeline.set_watermark(watermark.get());
     }
 
     // Redis clients ask for docs on docsync:warm and docsync:touch in both live modes; with --live
@@ -323,6 +338,14 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
 
     engine.start(settings.threads);
+    // The last worker of the slot left a recompute that covered a gap unfinished: docs may still
+    // lack changes the stream will not deliver again. Recomputing them now keeps read-your-writes
+    // waits holding until that gap is closed (the first session's own recompute keeps it open).
+    if (board->inherited_gap()) {
+        log_warning("engine", "the last worker of the slot stopped during a recompute of every live doc that covered "
+                              "changes the stream will not deliver again: recomputing every live doc");
+        engine.recompute_all_live(RecomputeReason::Startup, true);
+    }
     if (liveness) liveness->start();
     // The continuous audit: a sample of the live docs recomputed and compared with what the sink
     // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
@@ -347,6 +370,13 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     std::mutex mutex;
     std::condition_variable wake;
     bool stream_done = false;
+    bool status_now = false;  // publish the board before the next tick
+    auto publish_status_now = [&] {
+        std::lock_guard lock(mutex);
+        status_now = true;
+        wake.notify_all();
+    };
+    pipeline.on_gap(publish_status_now);
     bool draining = false;
     std::string fatal;
     // The board's snapshot of what the components report and of the worker's own condition.
@@ -386,7 +416,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
             try {
                 if (auto lost = publisher->lost_docs()) {
                     log_warning("publish", *lost + ": recomputing every live doc");
-                    engine.recompute_all_live(RecomputeReason::SinkReset);
+                    engine.recompute_all_live(RecomputeReason::SinkReset, true);
+                    publish_status_now();
                 }
             } catch (const std::exception&) {
                 // the sink is down: its outage shows where docs are published; asked again next time
@@ -454,7 +485,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
             lock.unlock();
             publish_status(false, {}, definitions.waiting());
             lock.lock();
-            wake.wait_for(lock, 500ms, [&] { return stream_done || draining; });
+            wake.wait_for(lock, 500ms, [&] { return stream_done || draining || status_now; });
+            status_now = false;
         }
     }
 

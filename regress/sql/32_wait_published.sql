@@ -57,6 +57,27 @@ CALL docsync.wait_published(:'after_second', '0s');
 SELECT pg_drop_replication_slot('regress_wait_behind');
 CALL docsync.wait_published(:'after_second', '0s');
 
+-- a worker recomputing every live doc to cover a gap in its stream (a recreated slot, another
+-- server, a sink that lost docs; regress/tools/status_fixture.pl writes its status file): the slot's
+-- confirmed position says nothing of docs the recompute has not reached, so the wait holds until
+-- the recompute is done. A recompute that covers no gap (at a start that continues the stream)
+-- holds nothing.
+SELECT current_setting('docsync.status_dir') AS status_dir \gset
+\setenv STATUS_DIR :status_dir
+\setenv DB :DBNAME
+\setenv FIXTURE 'perl regress/tools/status_fixture.pl'
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute valve:40:100:3 --gap
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+CALL docsync.wait_published(:'after_second', '30ms');
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute valve:100:100:3:1 --gap
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute startup:40:100:3
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+-- an untrusted file shows no gap
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute valve:40:100:3 --gap --corrupt
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+\! rm -f "$STATUS_DIR"/*.regress_wait.status
+
 -- inside a transaction block the CALL is atomic: it waits without committing, and the block goes on
 BEGIN;
 INSERT INTO wait_t VALUES (3, 3);

@@ -7,7 +7,7 @@
 #       [--heartbeat-age SECONDS] [--error TEXT] [--error-age SECONDS]
 #       [--query NAME:RECOMPUTES:FAILURES:COMPUTE_US[:ERROR]]... [--received N] [--acked N]
 #       [--live N] [--dirty N] [--recompute REASON:DONE:TOTAL:SECONDS_AGO[:FINISHED_SECONDS_AGO]]
-#       [--audit SAMPLES:DIVERGENCES]
+#       [--audit SAMPLES:DIVERGENCES] [--gap]
 #       [--corrupt] [--layout-version N] [--odd-seq] [--truncate BYTES] [--garbage]
 use strict;
 use warnings;
@@ -20,7 +20,7 @@ my %o = (state => 'streaming', pid => 4242, 'heartbeat-age' => -600, 'error-age'
          acked => 0, live => 0, dirty => 0, 'layout-version' => 3, audit => '0:0', query => []);
 GetOptions(\%o, 'dir=s', 'database=s', 'slot=s', 'state=s', 'pid=i', 'heartbeat-age=f', 'error=s',
            'error-age=f', 'query=s@', 'received=i', 'acked=i', 'live=i', 'dirty=i', 'corrupt',
-           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s')
+           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s', 'gap')
   or die "status_fixture: bad arguments\n";
 for (qw(dir database slot)) { defined $o{$_} or die "status_fixture: --$_ is required\n" }
 
@@ -30,8 +30,10 @@ my $now = int(time() * 1e6);
 my $hb = $now - int($o{'heartbeat-age'} * 1e6);
 my $err_us = defined $o{error} ? $now - int($o{'error-age'} * 1e6) : 0;
 
-# The recompute of every live doc: reason (startup 1, valve 2), done, total, start and end times.
+# The recompute of every live doc: reason (startup 1, valve 2), done, total, start and end times;
+# --gap: it covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP).
 my ($rc_reason, $rc_done, $rc_total, $rc_started, $rc_finished) = (0, 0, 0, 0, 0);
+my $rc_flags = $o{gap} ? 1 : 0;
 if (defined $o{recompute}) {
   my ($reason, $done, $total, $ago, $finished_ago) = split /:/, $o{recompute};
   my %reasons = (startup => 1, valve => 2);
@@ -50,7 +52,7 @@ my $body = pack('q q l L', $hb, $hb - 60_000_000, $o{pid}, $state)
   . field($o{database}, 64) . field($o{slot}, 64)
   . pack('Q Q Q q Q Q Q Q Q Q Q Q Q Q', 1, $o{received}, $o{acked}, $o{acked} ? $hb : 0, 0, $o{dirty}, 0,
          $o{live}, 100, 90, 89, 1, 0, 0)
-  . pack('Q Q Q L L Q Q q q', 3, $audit_samples, $audit_divergences, $rc_reason, 0, $rc_total, $rc_done,
+  . pack('Q Q Q L L Q Q q q', 3, $audit_samples, $audit_divergences, $rc_reason, $rc_flags, $rc_total, $rc_done,
          $rc_started, $rc_finished)
   . pack('q', $err_us) . field($o{error} // '', 256);
 my @queries = @{$o{query}};

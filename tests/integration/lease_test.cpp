@@ -111,3 +111,56 @@ TEST_CASE("an unreachable server leaves the lease's state unknown, not lost") {
     CHECK(lease.check() == Lease::State::Unknown);
     CHECK(lease.holder().find("unknown") != std::string::npos);
 }
+
+TEST_CASE("a session of a role that cannot stream, squatting on the lease key, keeps no worker out") {
+    auto slot = unique_slot("squat");
+    auto admin = Connection::connect("", deadline_in(10s));
+    std::string role = "lease_squatter_" + std::to_string(getpid());
+    admin.exec_simple("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role + " LOGIN", deadline_in(10s));
+    auto key = "pg_catalog.hashtextextended($1, " + std::to_string(docsync::kLeaseActiveSeed) + ")";
+    {
+        auto squatter = Connection::connect("user=" + role, deadline_in(10s));
+        squatter.exec("SELECT pg_catalog.pg_advisory_lock(" + key + ")", {slot}, deadline_in(10s));
+        std::string squatter_pid = backend_of(admin, slot);
+        REQUIRE_FALSE(squatter_pid.empty());
+
+        // Nobody streams the slot: the worker runs without the lease, and says who squats on it.
+        Lease worker(options(slot));
+        REQUIRE(worker.try_acquire());
+        CHECK(worker.unleased());
+        CHECK(worker.check() == Lease::State::Held);
+        std::string holder = worker.holder();
+        CHECK(holder.find("backend pid " + squatter_pid) != std::string::npos);
+        CHECK(holder.find("role " + role + ", which is no docsync worker") != std::string::npos);
+        CHECK(backend_of(admin, slot) == squatter_pid);  // the squatter's lock, not the worker's
+
+        // A worker-capable session's lease is a worker's: the holder is named plainly.
+        Lease other(options(unique_slot("squat_other")));
+        REQUIRE(other.try_acquire());
+        CHECK_FALSE(other.unleased());
+        CHECK(other.holder().find("no docsync worker") == std::string::npos);
+
+        // The squatter leaves: the unleased worker takes the real lease at its next check.
+        squatter.exec("SELECT pg_catalog.pg_advisory_unlock(" + key + ")", {slot}, deadline_in(10s));
+        CHECK(worker.check() == Lease::State::Held);
+        CHECK_FALSE(worker.unleased());
+        std::string now = backend_of(admin, slot);
+        CHECK_FALSE(now.empty());
+        CHECK(now != squatter_pid);
+    }
+    {
+        // Squatted again, and then a worker takes the freed key before the unleased one looks: the
+        // unleased one learns it lost, and steps down.
+        auto squatter = Connection::connect("user=" + role, deadline_in(10s));
+        squatter.exec("SELECT pg_catalog.pg_advisory_lock(" + key + ")", {slot + "_2"}, deadline_in(10s));
+        Lease unleased(options(slot + "_2")), real(options(slot + "_2"));
+        REQUIRE(unleased.try_acquire());
+        CHECK(unleased.unleased());
+        squatter.exec("SELECT pg_catalog.pg_advisory_unlock(" + key + ")", {slot + "_2"}, deadline_in(10s));
+        REQUIRE(real.try_acquire());
+        CHECK_FALSE(real.unleased());
+        CHECK(unleased.check() == Lease::State::Lost);
+        CHECK_FALSE(unleased.unleased());
+    }
+    admin.exec_simple("DROP ROLE " + role, deadline_in(10s));
+}

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -159,8 +160,8 @@ TEST_CASE("watermark: never moves back, compared as numbers, also across a resta
         threads.emplace_back([&, t] {
             auto conn = redis.client();
             for (std::size_t i = t; i < positions.size(); i += 4) {
-                auto r = conn->command({"EVAL", RedisWatermark::script(), "1", docsync::publish::kWatermarkKey,
-                                        format_lsn(positions[i])});
+                auto r = conn->command({"EVAL", RedisWatermark::script(), "2", docsync::publish::kWatermarkKey,
+                                        docsync::publish::kWatermarkGenerationKey, format_lsn(positions[i]), "0"});
                 REQUIRE(r->type == REDIS_REPLY_INTEGER);
             }
         });
@@ -175,6 +176,71 @@ TEST_CASE("watermark: never moves back, compared as numbers, also across a resta
         previous = *message;
         if (*message == top) break;
     }
+}
+
+TEST_CASE("watermark: a new generation starts at 0/0 at once; an older one changes nothing") {
+    RedisServer redis;
+    auto client = redis.client();
+    Subscriber sub(redis);
+    Recorder stream;
+    {
+        RedisWatermark first(redis.address(), stream);
+        first.set_generation(3);
+        first.acknowledge(lsn(0x20, 0x10));
+        CHECK(sub.next() == "0/0");
+        CHECK(sub.next() == "20/10");
+        CHECK(get(*client, docsync::publish::kWatermarkGenerationKey) == "3");
+    }
+    // A worker that starts again in the same generation writes nothing older.
+    {
+        RedisWatermark again(redis.address(), stream);
+        again.set_generation(3);
+        again.acknowledge(lsn(0x20, 0x18));
+        CHECK(sub.next() == "20/18");
+    }
+    // After a failover to a server whose positions are lower (an asynchronous standby that lagged),
+    // the next generation's positions are taken: 0/0 at once, then what it acknowledges.
+    RedisWatermark failover(redis.address(), stream);
+    failover.set_generation(4);
+    CHECK(sub.next() == "0/0");
+    failover.acknowledge(lsn(0x1F, 0x100));
+    CHECK(sub.next() == "1F/100");
+    CHECK(get(*client) == "1F/100");
+    CHECK(get(*client, docsync::publish::kWatermarkGenerationKey) == "4");
+    failover.set_generation(4);  // the same generation again: nothing
+    failover.acknowledge(lsn(0x1F, 0x108));
+    CHECK(sub.next() == "1F/108");
+
+    // A late update of the older generation, however high its position, changes nothing.
+    auto r = client->command({"EVAL", RedisWatermark::script(), "2", docsync::publish::kWatermarkKey,
+                              docsync::publish::kWatermarkGenerationKey, "FF/0", "3"});
+    REQUIRE(r->type == REDIS_REPLY_INTEGER);
+    CHECK(r->integer == 0);
+    CHECK(get(*client) == "1F/108");
+}
+
+TEST_CASE("watermark: while a gap is being closed, positions are recorded but not written") {
+    RedisServer redis;
+    auto client = redis.client();
+    Recorder stream;
+    std::atomic<bool> holding{false};
+    docsync::publish::WatermarkOptions o;
+    o.hold_poll = 5ms;
+    RedisWatermark watermark(redis.address(), stream, o, [&holding] { return holding.load(); });
+    watermark.set_generation(1);
+    watermark.acknowledge(lsn(6, 0x10));
+    REQUIRE(key_becomes(*client, "6/10"));
+
+    holding = true;  // say, a valve recompute of every live doc runs
+    watermark.set_generation(2);  // the new generation's 0/0 goes out even so
+    REQUIRE(key_becomes(*client, "0/0"));
+    for (std::uint32_t i = 1; i <= 50; ++i) watermark.acknowledge(lsn(6, 0x10 + i * 8));
+    std::this_thread::sleep_for(150ms);
+    CHECK(get(*client) == "0/0");
+    CHECK(stream.seen().size() == 51);  // the stream's acknowledgements go on meanwhile
+
+    holding = false;  // the recompute finished: the newest position is written
+    REQUIRE(key_becomes(*client, format_lsn(lsn(6, 0x10 + 50 * 8))));
 }
 
 TEST_CASE("watermark: a burst of acknowledgements is coalesced, the newest always sent") {

@@ -116,7 +116,7 @@ struct Audit {
         sink.publish("db:user:1", std::string("{}"), DocVersion{1, 0x100});
         runner.snapshot_lsn = 0x5000;
         engine.start(0);
-        engine.recompute_all_live(RecomputeReason::Startup);
+        engine.recompute_all_live(RecomputeReason::Startup, false);
         while (engine.run_once()) {
         }
         acked = 0x5000;
@@ -273,7 +273,7 @@ TEST_CASE(
     "audit: paused before the first recompute of every live doc ends and while one runs; busy docs wait") {
     Audit a;
     auto auditor = a.auditor();
-    a.engine.recompute_all_live(RecomputeReason::SinkReset);  // running, not done
+    a.engine.recompute_all_live(RecomputeReason::SinkReset, true);  // running, not done
     std::size_t before = a.computes();
     CHECK(auditor.audit_one(7) == Verdict::Skipped);
     CHECK(a.computes() == before);

@@ -481,7 +481,7 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     engine.on_relation(relation(kOrders, "public", "orders", {{1, "id"}, {2, "status"}}));
     engine.start(0);
     CHECK(engine.stats().live_docs == 2);
-    engine.recompute_all_live(RecomputeReason::Startup);
+    engine.recompute_all_live(RecomputeReason::Startup, false);
     int n = 0;
     while (engine.run_once()) ++n;
     CHECK(n == 2);
@@ -507,7 +507,7 @@ TEST_CASE("with --live all, warm computes a doc and keeps it live; touch compute
     Engine engine(runner, publisher, clock, options, [](std::uint64_t) {});
     engine.load_definitions(parse_definitions(kDefinitions));
     engine.start(0);
-    engine.recompute_all_live(RecomputeReason::Startup);
+    engine.recompute_all_live(RecomputeReason::Startup, false);
     while (engine.run_once()) {}
     CHECK(publisher.count("db:order:1") == 1);
 
@@ -536,7 +536,7 @@ TEST_CASE("a doc's version is the later of the commits it completes and its comp
     // A recompute handles no commit: before, it published (generation, 0/0), which a sink keeping
     // the newest version refused in favour of the older doc it held.
     h.runner.snapshot_lsn = 0x5000;
-    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
     h.drain();
     REQUIRE(h.publisher.last("db:order:1"));
     CHECK(h.publisher.last("db:order:1")->version.lsn == 0x5000);
@@ -562,7 +562,7 @@ TEST_CASE("the recompute of every live doc reports done of total; retries are no
     h.drain();
     CHECK(h.engine.stats().recompute.reason == RecomputeReason::None);
     h.clock.advance(1000ms);
-    h.engine.recompute_all_live(RecomputeReason::Valve);
+    h.engine.recompute_all_live(RecomputeReason::Valve, true);
     auto p = h.engine.stats().recompute;
     CHECK(p.reason == RecomputeReason::Valve);
     CHECK(p.total == 4);
@@ -586,18 +586,44 @@ TEST_CASE("the recompute of every live doc reports done of total; retries are no
     CHECK(p.finished_ns == std::chrono::duration_cast<std::chrono::nanoseconds>(h.clock.now().time_since_epoch()).count());
     // A new walk starts the count again; with no live doc it is done at once.
     h.engine.sync_live({}, true);
-    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
     p = h.engine.stats().recompute;
     CHECK(p.reason == RecomputeReason::Startup);
     CHECK(p.total == 0);
     CHECK(p.finished_ns != 0);
 }
 
+TEST_CASE("a recompute that covers a gap holds read-your-writes waits until it finishes, across restarts of it") {
+    Harness h;
+    h.engine.sync_live({"db:order:1", "db:order:2"}, true);
+    h.drain();
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    CHECK_FALSE(h.engine.recompute_progress().holds_waits());  // a start that continues the stream
+    h.drain();
+    h.engine.recompute_all_live(RecomputeReason::Valve, true);
+    auto p = h.engine.recompute_progress();
+    CHECK(p.gap);
+    CHECK(p.holds_waits());
+    CHECK(p.total == 2);
+    // Restarted before it finished by a recompute that covers no gap of its own: the gap stays open.
+    REQUIRE(h.engine.run_once());
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    CHECK(h.engine.recompute_progress().holds_waits());
+    h.drain();
+    p = h.engine.recompute_progress();
+    CHECK(p.finished_ns != 0);
+    CHECK(p.gap);
+    CHECK_FALSE(p.holds_waits());
+    // Closed: the next recompute that covers no gap holds nothing.
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    CHECK_FALSE(h.engine.recompute_progress().gap);
+}
+
 TEST_CASE("a doc dropped during the recompute of every live doc counts as done, and a restart counts anew") {
     Harness h;
     h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3"}, true);
     h.drain();
-    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
     REQUIRE(h.engine.run_once());
     CHECK(h.engine.stats().recompute.done == 1);
     h.engine.sync_live({"db:order:1"}, true);  // 2 and 3 are no longer live, still queued
@@ -609,10 +635,10 @@ TEST_CASE("a doc dropped during the recompute of every live doc counts as done, 
     // A walk restarted while one of its computes runs: the earlier compute does not count for it.
     h.engine.sync_live({"db:order:1", "db:order:2"}, true);
     h.drain();
-    h.engine.recompute_all_live(RecomputeReason::Startup);
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
     h.runner.during_doc = [&](const DocQuery&, const SqlArgs&) {
         h.runner.during_doc = nullptr;
-        h.engine.recompute_all_live(RecomputeReason::Valve);
+        h.engine.recompute_all_live(RecomputeReason::Valve, true);
     };
     REQUIRE(h.engine.run_once());
     p = h.engine.stats().recompute;

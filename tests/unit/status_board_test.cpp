@@ -78,7 +78,7 @@ TEST_CASE("a published snapshot reads back field by field") {
     s.totals.audit_samples = 250;
     s.totals.audit_divergences = 1;
     auto started = std::chrono::system_clock::now() - std::chrono::seconds(10);
-    s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}};
+    s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}, true};
     s.last_error = "query \"order\": division by zero (22012)";
     s.last_error_at = std::chrono::system_clock::now();
     s.queries.push_back({"order", 4000, 1, 8000000, "division by zero (22012)", std::chrono::system_clock::now()});
@@ -109,6 +109,7 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.audit_samples == 250);
     CHECK(b.audit_divergences == 1);
     CHECK(b.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
+    CHECK(b.recompute_flags == DOCSYNC_STATUS_RECOMPUTE_GAP);
     CHECK(b.recompute_total == 10000);
     CHECK(b.recompute_done == 4000);
     CHECK(b.recompute_started_us ==
@@ -236,6 +237,47 @@ TEST_CASE("a clean shutdown leaves state stopped with the last values; seq keeps
     CHECK(r.file.seq > seq_before);
     StatusBoard again(dir.path, "app", "docsync", quiet());
     CHECK(again.sequence() > r.file.seq);
+}
+
+TEST_CASE("a recompute that covered a gap and did not finish is inherited by the next board, and shown") {
+    TempDir dir;
+    fs::path file;
+    auto started = std::chrono::system_clock::now() - std::chrono::seconds(30);
+    {
+        StatusBoard board(dir.path, "app", "docsync", quiet());
+        StatusSnapshot s;
+        s.state = WorkerState::Streaming;
+        s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 1, 100, 40, started, {}, true};
+        board.publish(s);
+        file = board.file_path();
+        CHECK_FALSE(board.inherited_gap());
+    }  // the worker stops (or dies) mid-way
+    {
+        StatusBoard board(dir.path, "app", "docsync", quiet());
+        CHECK(board.inherited_gap());
+        // Until its first publish the file goes on showing the open gap.
+        auto r = read_status_file(file);
+        REQUIRE(r.check == DOCSYNC_STATUS_OK);
+        CHECK(r.file.body.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
+        CHECK(r.file.body.recompute_flags == DOCSYNC_STATUS_RECOMPUTE_GAP);
+        CHECK(r.file.body.recompute_finished_us == 0);
+        CHECK(r.file.body.recompute_done == 40);
+        // It finishes.
+        StatusSnapshot s;
+        s.state = WorkerState::Streaming;
+        s.recompute = {DOCSYNC_RECOMPUTE_STARTUP, 1, 100, 100, started, std::chrono::system_clock::now(), true};
+        board.publish(s);
+    }
+    // Finished, or covering no gap: nothing to inherit.
+    {
+        StatusBoard board(dir.path, "app", "docsync", quiet());
+        CHECK_FALSE(board.inherited_gap());
+        StatusSnapshot s;
+        s.recompute = {DOCSYNC_RECOMPUTE_STARTUP, 1, 100, 10, started, {}, false};
+        board.publish(s);
+    }
+    StatusBoard board(dir.path, "app", "docsync", quiet());
+    CHECK_FALSE(board.inherited_gap());
 }
 
 TEST_CASE("a reader racing the writer never trusts a torn body") {

@@ -266,9 +266,10 @@ void DocSet::failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job)
     if (walk_job) walk_settle();
 }
 
-void DocSet::start_walk(RecomputeReason reason) {
-    // A new id: computes of an earlier walk still running no longer count.
-    walk_ = RecomputeProgress{reason, walk_.id + 1, 0, 0, now(), 0};
+void DocSet::start_walk(RecomputeReason reason, bool gap) {
+    // A new id: computes of an earlier walk still running no longer count. A gap the earlier one
+    // had not closed yet is this one's to close.
+    walk_ = RecomputeProgress{reason, walk_.id + 1, 0, 0, now(), 0, gap || walk_.holds_waits()};
     walk_flagged_ = 0;
     walk_running_ = 0;
     for (auto& entry : docs_) {

@@ -101,7 +101,7 @@ public:
 
     // The recompute of every live doc: each is scheduled, and counts as done once it has an
     // outcome or stops being live. A new walk restarts the count.
-    void start_walk(RecomputeReason reason);
+    void start_walk(RecomputeReason reason, bool gap);
     RecomputeProgress walk_progress() const;
 
     // A live doc of a defined query drawn with `random`, probing random hash buckets and one doc of

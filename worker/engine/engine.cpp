@@ -32,7 +32,8 @@ void Engine::sync_live(const std::vector<std::string>& channels, bool complete) 
 }
 void Engine::touch(const std::string& channel) { impl_->touch(channel); }
 void Engine::warm(const std::string& channel) { impl_->warm(channel); }
-void Engine::recompute_all_live(RecomputeReason reason) { impl_->recompute_all_live(reason); }
+void Engine::recompute_all_live(RecomputeReason reason, bool gap) { impl_->recompute_all_live(reason, gap); }
+RecomputeProgress Engine::recompute_progress() const { return impl_->recompute_progress(); }
 void Engine::start(unsigned threads) { impl_->start(threads); }
 void Engine::stop() { impl_->stop(); }
 void Engine::reset_stream() { impl_->reset_stream(); }
@@ -238,9 +239,14 @@ void Engine::Impl::warm(const std::string& channel) {
     docs_.schedule(*entry);  // computed as soon as a worker is free, live or not before
 }
 
-void Engine::Impl::recompute_all_live(RecomputeReason reason) {
+void Engine::Impl::recompute_all_live(RecomputeReason reason, bool gap) {
     std::lock_guard<std::mutex> lock(mutex_);
-    docs_.start_walk(reason);
+    docs_.start_walk(reason, gap);
+}
+
+RecomputeProgress Engine::Impl::recompute_progress() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return docs_.walk_progress();
 }
 
 // ---- statistics ------------------------------------------------------------------------------

@@ -111,6 +111,13 @@ struct RecomputeProgress {
     std::uint64_t done = 0;
     std::int64_t started_ns = 0;
     std::int64_t finished_ns = 0;
+    // It covers changes the stream will never deliver (the slot or the server changed, the sink lost
+    // docs): until it finishes, docs may lack commits before the acknowledged position, so
+    // read-your-writes waits hold (publish/watermark.hpp, docsync.wait_published).
+    bool gap = false;
+
+    // Running, and covering such a gap.
+    bool holds_waits() const { return gap && id != 0 && finished_ns == 0; }
 };
 
 struct EngineStats {
@@ -194,8 +201,11 @@ public:
     void touch(const std::string& channel);  // a subscriber appeared: renew, or make live and compute
     void warm(const std::string& channel);   // a client wants a doc the sink lacks: make live, compute
     // Recomputes every live doc (at startup and after the WAL safety valve), tracking the progress
-    // that stats().recompute reports. A new call restarts the count.
-    void recompute_all_live(RecomputeReason reason);
+    // that stats().recompute reports. A new call restarts the count. `gap`: it covers changes the
+    // stream will never deliver (RecomputeProgress::gap); a new call keeps a running gap open.
+    void recompute_all_live(RecomputeReason reason, bool gap);
+    // The progress of the last of them: cheap (stats() looks at every doc), for any thread.
+    RecomputeProgress recompute_progress() const;
 
     // With --live all, reads the sink's channels (Publisher::retained_channels) into the live set, then
     // starts `threads` worker threads (0: none; run_once() drives the work, for tests).

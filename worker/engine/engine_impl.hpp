@@ -44,7 +44,8 @@ public:
     void sync_live(const std::vector<std::string>& channels, bool complete);
     void touch(const std::string& channel);
     void warm(const std::string& channel);
-    void recompute_all_live(RecomputeReason reason);
+    void recompute_all_live(RecomputeReason reason, bool gap);
+    RecomputeProgress recompute_progress() const;
     void reset_stream();
     EngineStats stats() const;
     std::optional<AuditDraw> draw_live(std::uint64_t random) const;

@@ -11,26 +11,36 @@ namespace docsync::publish {
 
 namespace {
 
-// KEYS[1] docsync:watermark; ARGV[1] the new position as pg_lsn prints it (X/X, hex).
-// Positions compare as (high, low) 32-bit halves, each exact as a Lua number, never as text
-// ("9/0" < "10/0"). A value that is not a position (set by hand) is replaced.
-// Returns 1 when the key was set and the position published, 0 when it held one at least as new.
-constexpr const char* kScript = R"LUA(local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('DOCSYNC key ' .. KEYS[1] .. ' holds a ' .. kind ..
-    ', not a docsync watermark: the key belongs to docsync')
+// KEYS[1] docsync:watermark, KEYS[2] docsync:watermark_generation; ARGV[1] the new position as
+// pg_lsn prints it (X/X, hex), ARGV[2] its generation (decimal). Positions compare as (high, low)
+// 32-bit halves, each exact as a Lua number, never as text ("9/0" < "10/0"); a greater generation
+// wins whatever its position. A value that is not a position or a generation (set by hand) is
+// replaced. Returns 1 when the keys were set and the position published, 0 when they held a pair at
+// least as new.
+constexpr const char* kScript = R"LUA(for i = 1, 2 do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  if kind ~= 'none' and kind ~= 'string' then
+    return redis.error_reply('DOCSYNC key ' .. KEYS[i] .. ' holds a ' .. kind ..
+      ', not a docsync watermark: the key belongs to docsync')
+  end
 end
 local function position(text)
+  if not text then return nil end
   local h, l = string.match(text, '^(%x+)/(%x+)$')
   if h then return tonumber(h, 16), tonumber(l, 16) end
 end
 local nh, nl = position(ARGV[1])
 if not nh then return redis.error_reply('DOCSYNC not a WAL position: ' .. ARGV[1]) end
-if kind == 'string' then
-  local oh, ol = position(redis.call('GET', KEYS[1]))
+local ng = tonumber(ARGV[2])
+if not ng then return redis.error_reply('DOCSYNC not a generation: ' .. ARGV[2]) end
+local og = tonumber(redis.call('GET', KEYS[2]) or '') or 0
+if ng < og then return 0 end
+if ng == og then
+  local oh, ol = position(redis.call('GET', KEYS[1]) or nil)
   if oh and (nh < oh or (nh == oh and nl <= ol)) then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
 redis.call('PUBLISH', KEYS[1], ARGV[1])
 return 1
 )LUA";
@@ -52,8 +62,9 @@ Lsn watermark_position(Lsn lsn) { return lsn != 0 && lsn % kWalPage == 0 ? lsn +
 
 const char* RedisWatermark::script() { return kScript; }
 
-RedisWatermark::RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options)
-    : address_(std::move(address)), next_(next), options_(options) {
+RedisWatermark::RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options,
+                               std::function<bool()> holding)
+    : address_(std::move(address)), next_(next), options_(options), holding_(std::move(holding)) {
     std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
     thread_ = std::thread([this] { run(); });
 }
@@ -66,6 +77,18 @@ void RedisWatermark::acknowledge(Lsn lsn) {
         std::lock_guard lock(mutex_);
         if (lsn <= latest_) return;
         latest_ = lsn;
+    }
+    wake_.notify_one();
+}
+
+void RedisWatermark::set_generation(std::uint64_t generation) {
+    {
+        std::lock_guard lock(mutex_);
+        if (generation <= generation_) return;
+        generation_ = generation;
+        restart_ = true;
+        latest_ = 0;
+        published_ = 0;
     }
     wake_.notify_one();
 }
@@ -89,7 +112,7 @@ std::uint64_t RedisWatermark::updates() const {
     return updates_;
 }
 
-void RedisWatermark::send(Lsn lsn) {
+void RedisWatermark::send(std::uint64_t generation, Lsn lsn) {
     try {
         if (!conn_) {
             conn_ = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
@@ -104,10 +127,11 @@ void RedisWatermark::send(Lsn lsn) {
             script_sha_ = reply_text(loaded.get());
         }
         std::string text = format_lsn(watermark_position(lsn));
-        Reply reply = conn_->command({"EVALSHA", script_sha_, "1", kWatermarkKey, text});
+        std::string gen = std::to_string(generation);
+        Reply reply = conn_->command({"EVALSHA", script_sha_, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
         // Redis restarted between two updates, or SCRIPT FLUSH: send the script itself, which caches it.
         if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0)
-            reply = conn_->command({"EVAL", kScript, "1", kWatermarkKey, text});
+            reply = conn_->command({"EVAL", kScript, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
         if (reply->type != REDIS_REPLY_INTEGER)
             throw Error("Redis at " + address_.display() + " answered the update to " + text + " with " +
                             reply_text(reply.get()),
@@ -123,21 +147,37 @@ void RedisWatermark::run() {
     bool down = false;  // an outage is logged once, and its end once
     std::unique_lock lock(mutex_);
     for (;;) {
-        wake_.wait(lock, [this] { return stopping_ || latest_ > published_; });
+        wake_.wait(lock, [this] { return stopping_ || restart_ || latest_ > published_; });
         // Stopping: one last update over a live connection, never a reconnect that would delay the exit.
-        if (stopping_ && (latest_ <= published_ || !conn_)) return;
+        if (stopping_ && ((!restart_ && latest_ <= published_) || !conn_)) return;
+        // A gap is being closed: positions wait (a new generation's 0/0 does not).
+        if (!restart_ && holding_) {
+            lock.unlock();
+            bool held = holding_();
+            lock.lock();
+            if (held) {
+                if (stopping_) return;
+                wake_.wait_for(lock, options_.hold_poll, [this] { return stopping_ || restart_; });
+                continue;
+            }
+        }
         bool last = stopping_;
-        Lsn lsn = latest_;
+        bool restart = restart_;
+        std::uint64_t generation = generation_;
+        Lsn lsn = restart ? 0 : latest_;
         lock.unlock();
         std::string error;
         try {
-            send(lsn);
+            send(generation, lsn);
         } catch (const std::exception& e) {
             error = e.what();
         }
         lock.lock();
         if (error.empty()) {
-            published_ = std::max(published_, lsn);
+            if (generation == generation_) {
+                if (restart) restart_ = false;
+                published_ = std::max(published_, lsn);
+            }
             ++updates_;
             backoff = options_.initial_backoff;
             if (down)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace docsync {
 
@@ -16,12 +17,29 @@ std::string key_sql(long long seed) {
     return "pg_catalog.hashtextextended($1, " + std::to_string(seed) + ")";
 }
 
+// A role that may stream or read a replication slot: only such a session can be a worker.
+constexpr const char* kWorkerRole = "(r.rolreplication OR r.rolsuper)";
+
+// A query over the sessions that hold the active lease key of $1 in this database: `select` over
+// l (pg_locks), a (pg_stat_activity) and r (pg_roles, NULL for a session of no role).
+std::string holders_sql(const std::string& select) {
+    return "SELECT " + select +
+           " FROM pg_catalog.pg_locks l "
+           "CROSS JOIN (SELECT " + key_sql(kLeaseActiveSeed) + " AS k) k "
+           "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
+           "LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid "
+           "WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1 "
+           "AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = "
+           "pg_catalog.current_database()) "
+           "AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid";
+}
+
 }  // namespace
 
 Lease::Lease(LeaseOptions options) : options_(std::move(options)) {}
 
 void Lease::connect() {
-    held_ = false;
+    if (!unleased_) held_ = false;  // a new session holds no lock; an unleased worker held none
     standby_ = false;
     conn_.reset();
     auto conn = std::make_unique<pg::Connection>(pg::Connection::connect(
@@ -47,12 +65,38 @@ void Lease::set_role(bool active) {
     conn_->exec("SET application_name = " + conn_->quote_literal(name), pg::deadline_in(kStatementTimeout));
 }
 
+Lease::Take Lease::take() {
+    if (!conn_) connect();
+    if (query("SELECT pg_catalog.pg_try_advisory_lock(" + key_sql(kLeaseActiveSeed) + ")") == "t") return Take::Leased;
+    return query(holders_sql(std::string("coalesce(pg_catalog.bool_or(") + kWorkerRole + "), false)")) == "t"
+               ? Take::Worker
+               : Take::Squatted;
+}
+
+bool Lease::slot_free() {
+    return query("SELECT NOT coalesce((SELECT s.active FROM pg_catalog.pg_replication_slots s "
+                 "WHERE s.slot_name = $1), false)") == "t";
+}
+
+void Lease::warn_squatted() {
+    if (unleased_) return;
+    log_warning("lease", "the lease of slot \"" + options_.slot + "\" is held by " + holder() +
+                             ": this worker runs without the lease while nobody else streams the slot, the slot "
+                             "alone keeping a second worker out, and a spare cannot tell when to take over; end "
+                             "that session with SELECT pg_terminate_backend(pid), and the worker takes the lease");
+}
+
 bool Lease::try_acquire() {
     if (held_) return true;
     try {
-        if (!conn_) connect();
-        if (query("SELECT pg_catalog.pg_try_advisory_lock(" + key_sql(kLeaseActiveSeed) + ")") != "t") return false;
+        Take took = take();
+        if (took == Take::Worker) return false;
+        if (took == Take::Squatted) {
+            if (!slot_free()) return false;  // a worker streams it, without the lease too
+            warn_squatted();
+        }
         held_ = true;
+        unleased_ = took == Take::Squatted;
         if (standby_) {
             query("SELECT pg_catalog.pg_advisory_unlock_shared(" + key_sql(kLeaseStandbySeed) + ")");
             standby_ = false;
@@ -62,6 +106,7 @@ bool Lease::try_acquire() {
     } catch (const Error&) {
         conn_.reset();  // whatever the session held ends with it
         held_ = false;
+        unleased_ = false;
         standby_ = false;
         throw;
     }
@@ -81,6 +126,27 @@ void Lease::stand_by() {
 }
 
 Lease::State Lease::check() {
+    if (held_ && unleased_) {
+        // Without the lease: take it once the squatter lets it go; step down only for a worker.
+        try {
+            switch (take()) {
+                case Take::Leased:
+                    unleased_ = false;
+                    set_role(true);
+                    log_info("lease", "took the lease of slot \"" + options_.slot + "\", free again");
+                    return State::Held;
+                case Take::Worker:
+                    held_ = false;
+                    unleased_ = false;
+                    return State::Lost;
+                case Take::Squatted:
+                    return State::Held;
+            }
+        } catch (const Error&) {
+            conn_.reset();  // this worker held no lock on it: it stays unleased, and asks again
+            return State::Unknown;
+        }
+    }
     if (conn_ && held_) {
         try {
             conn_->exec("SELECT 1", pg::deadline_in(kStatementTimeout));
@@ -100,20 +166,16 @@ Lease::State Lease::check() {
 std::string Lease::holder() {
     try {
         if (!conn_) connect();
-        return query(
-            "SELECT coalesce(pg_catalog.string_agg(pg_catalog.format('backend pid %s (%s%s, since %s UTC)', l.pid, "
-            "coalesce(a.application_name, '?'), coalesce(' on ' || pg_catalog.host(a.client_addr), ''), "
-            "coalesce(pg_catalog.to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), '?')), '; '), "
-            "'nobody') "
-            "FROM pg_catalog.pg_locks l "
-            "CROSS JOIN (SELECT " + key_sql(kLeaseActiveSeed) + " AS k) k "
-            "LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock' AND l.objsubid = 1 "
-            "AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
-            "AND l.classid = ((k.k >> 32) & 4294967295)::oid AND l.objid = (k.k & 4294967295)::oid");
+        return query(holders_sql(
+            "coalesce(pg_catalog.string_agg(pg_catalog.format('backend pid %s (%s%s, since %s UTC, role %s%s)', l.pid, "
+            "coalesce(NULLIF(a.application_name, ''), '?'), coalesce(' on ' || pg_catalog.host(a.client_addr), ''), "
+            "coalesce(pg_catalog.to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), '?'), "
+            "coalesce(r.rolname::text, '?'), CASE WHEN coalesce(" + std::string(kWorkerRole) +
+            ", false) THEN '' ELSE ', which is no docsync worker: it has neither REPLICATION nor SUPERUSER' END), "
+            "'; '), 'nobody')"));
     } catch (const Error& e) {
         conn_.reset();
-        held_ = false;
+        if (!unleased_) held_ = false;
         standby_ = false;
         return std::string("(unknown: ") + e.what() + ")";
     }

@@ -15,6 +15,15 @@
 // one checks its lease every second and steps down when another worker took it (after its lease
 // connection broke). Publishing is safe even then, as every sink keeps the highest version.
 //
+// Anyone who may connect to the database may take an advisory lock, on any key. A lock on the lease
+// key held by a session whose role can neither stream nor read a slot (no REPLICATION, not a
+// superuser) is no worker's: such a squatter must not keep every worker waiting. While one holds the
+// key, a worker counts as active when the slot is not streamed ("unleased", with a warning naming the
+// session and how to end it): the slot alone then keeps a second worker out, as it did before leases
+// existed. An unleased worker takes the real lease as soon as the squatter lets it go, and steps down
+// only when a worker-capable session holds it. The docsync.workers view lists worker-capable holders
+// only.
+//
 // Thread ownership: one thread at a time (the wiring's lease thread, or main before it starts).
 
 #include <chrono>
@@ -57,10 +66,22 @@ public:
     State check();
 
     // Who holds the lease, for messages: "backend pid 4711 (docsync-worker pid 812 on 10.0.0.7,
-    // since 2026-12-01 10:00:00 UTC)", or "nobody".
+    // since 2026-12-01 10:00:00 UTC, role docsync_repl)", or "nobody"; a holder that is no worker
+    // is said to be one.
     std::string holder();
 
+    // Whether this worker counts as active without the lease, the key being held by a session that is
+    // no worker's (above).
+    bool unleased() const { return held_ && unleased_; }
+
 private:
+    // One try of the lease key: taken, held by a worker-capable session, or held by a squatter.
+    enum class Take { Leased, Worker, Squatted };
+    Take take();
+    // Whether no walsender streams the slot now (or it does not exist yet).
+    bool slot_free();
+    // Logs, once per squatting, that the key is held by a session that is no worker's.
+    void warn_squatted();
     void connect();
     // Runs a one-row, one-column statement with the slot's name as $1 and returns its value.
     std::string query(const std::string& sql);
@@ -70,6 +91,7 @@ private:
     LeaseOptions options_;
     std::unique_ptr<pg::Connection> conn_;
     bool held_ = false;
+    bool unleased_ = false;  // held_ while a squatter holds the key: the slot decides
     bool standby_ = false;
 };
 

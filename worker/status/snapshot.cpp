@@ -25,6 +25,7 @@ RecomputeStatus recompute_status(const RecomputeReading& p, WallTime now) {
     r.id = p.id;
     r.total = p.total;
     r.done = p.done;
+    r.gap = p.gap;
     // A time on the engine's clock is as long before the wall clock's `now` as it was before the
     // engine clock's now_ns.
     auto wall = [&](std::int64_t ns) {

@@ -56,6 +56,7 @@ struct RecomputeReading {
     std::int64_t started_ns = 0;
     std::int64_t finished_ns = 0;  // 0: still running
     std::int64_t now_ns = 0;
+    bool gap = false;  // it covers changes the stream will never deliver (engine RecomputeProgress)
 };
 
 // What the status thread read at one moment.

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -165,6 +167,7 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
     body.audit_samples = s.totals.audit_samples;
     body.audit_divergences = s.totals.audit_divergences;
     body.recompute_reason = s.recompute.reason;
+    body.recompute_flags = s.recompute.gap ? DOCSYNC_STATUS_RECOMPUTE_GAP : 0;
     body.recompute_total = s.recompute.total;
     body.recompute_done = s.recompute.done;
     body.recompute_started_us = to_us(s.recompute.started_at);
@@ -293,6 +296,33 @@ std::uint64_t prepare_file(const std::filesystem::path& path, const DocsyncStatu
     return initial.seq;
 }
 
+// The recompute of every live doc a status file left unfinished while it covered a gap in the
+// stream (its worker stopped or died mid-way): the next worker's recompute must close that gap, and
+// the file must go on showing it meanwhile. nullopt for any other file, or none.
+std::optional<RecomputeStatus> unfinished_gap(const std::filesystem::path& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    auto file = std::make_unique<DocsyncStatusFile>();
+    ssize_t n = ::pread(fd, file.get(), sizeof *file, 0);
+    ::close(fd);
+    if (n < 0) return std::nullopt;
+    // The lock is ours: nobody writes the file now, so one read is whole.
+    DocsyncStatusCheck check = docsync_status_check(file.get(), static_cast<std::size_t>(n), file->seq, file->seq);
+    if (check != DOCSYNC_STATUS_OK && !(check == DOCSYNC_STATUS_RETRY && docsync_status_abandoned_update_ok(file.get())))
+        return std::nullopt;
+    const DocsyncStatusBody& b = file->body;
+    if (b.recompute_reason == DOCSYNC_RECOMPUTE_NONE || (b.recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) == 0 ||
+        b.recompute_finished_us != 0)
+        return std::nullopt;
+    RecomputeStatus r;
+    r.reason = b.recompute_reason;
+    r.total = b.recompute_total;
+    r.done = b.recompute_done;
+    r.started_at = WallTime{} + std::chrono::microseconds(b.recompute_started_us);
+    r.gap = true;
+    return r;
+}
+
 }  // namespace
 
 StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database, std::string slot, BoardOptions options)
@@ -310,6 +340,10 @@ StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database,
     }
     lock_ = std::make_unique<SlotLock>(dir, database_, slot_);
     file_path_ = dir / status_file_name(database_, slot_);
+    if (auto gap = unfinished_gap(file_path_)) {
+        last_.recompute = *gap;
+        inherited_gap_ = true;
+    }
     auto initial = std::make_unique<DocsyncStatusFile>();
     std::memset(initial.get(), 0, sizeof *initial);
     initial->magic = DOCSYNC_STATUS_MAGIC;

@@ -58,6 +58,7 @@ struct RecomputeStatus {
     std::uint64_t done = 0;
     WallTime started_at{};   // epoch: never
     WallTime finished_at{};  // epoch: still running
+    bool gap = false;        // it covers changes the stream will never deliver (DOCSYNC_STATUS_RECOMPUTE_GAP)
 };
 
 // The running totals since the worker started, each named alike in the engine, the status file and
@@ -153,6 +154,10 @@ public:
     void heartbeat();
 
     const std::filesystem::path& file_path() const { return file_path_; }
+    // The file showed a recompute of every live doc that covered a gap in the stream and had not
+    // finished (its worker stopped or died mid-way). The file goes on showing it until the first
+    // publish; the caller's own recompute must cover that gap (Engine::recompute_all_live).
+    bool inherited_gap() const { return inherited_gap_; }
     std::uint64_t sequence() const;
 
 private:
@@ -170,6 +175,7 @@ private:
     WallTime started_at_;
     mutable std::mutex mutex_;
     StatusSnapshot last_;
+    bool inherited_gap_ = false;
     bool logged_any_ = false;
     WorkerState logged_state_ = WorkerState::Starting;
     std::chrono::steady_clock::time_point last_summary_;
