@@ -26,7 +26,7 @@ build=${DOCSYNC_BUILD_DIR:-$top/build/test}
 start=$(date +%s)
 failed=()
 
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s (at %d s)\n' "$*" $(($(date +%s) - start)); }
 
 step "Debian packages"
 bash packaging/deps.sh || exit 1

@@ -358,7 +358,7 @@ class Corpus:
 
 
 GRAM = 8        # characters a candidate template shares with the message
-CANDIDATES = 12  # templates aligned with the message, those sharing the most first
+CANDIDATES = 48  # templates aligned with the message, those sharing the most first
 
 
 def find(message, corpus):

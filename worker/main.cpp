@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -240,15 +242,24 @@ void take_lease(Lease& lease, const std::string& slot) {
     }
 }
 
-// The slot's status board. A spare that just took the lease may find the lock file on this host still
-// held by the worker it replaces while that one drains: it waits for it.
+// The slot's status board. Without --standby, a lock file held on this host refuses the start at
+// once. A spare that just took the lease may find it still held by the worker it replaces, which
+// drains (up to its --drain-timeout) or hangs: it waits kLeaseGrace, then runs without the board
+// (nullptr) and opens it once it is free (run()'s status thread).
 std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const std::string& database) {
-    auto until = std::chrono::steady_clock::now() + (settings.standby ? settings.drain_timeout + kLeaseGrace : 0s);
+    auto until = std::chrono::steady_clock::now() + (settings.standby ? kLeaseGrace : 0s);
     for (;;) {
         try {
             return std::make_unique<status::StatusBoard>(settings.status_dir, database, settings.slot);
-        } catch (const Error&) {
-            if (std::chrono::steady_clock::now() >= until) throw;
+        } catch (const Error& e) {
+            if (!settings.standby) throw;
+            if (std::chrono::steady_clock::now() >= until) {
+                log_warning("status", std::string(e.what()) +
+                                          ": that worker lost the lease to this one and drains or hangs; running "
+                                          "without the status file until it is free (docsync.status shows that "
+                                          "worker's last values meanwhile)");
+                return nullptr;
+            }
             std::this_thread::sleep_for(200ms);
         }
     }
@@ -341,11 +352,13 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // The last worker of the slot left a recompute that covered a gap unfinished: docs may still
     // lack changes the stream will not deliver again. Recomputing them now keeps read-your-writes
     // waits holding until that gap is closed (the first session's own recompute keeps it open).
-    if (board->inherited_gap()) {
+    auto check_inherited_gap = [&] {
+        if (!board->inherited_gap()) return;
         log_warning("engine", "the last worker of the slot stopped during a recompute of every live doc that covered "
                               "changes the stream will not deliver again: recomputing every live doc");
         engine.recompute_all_live(RecomputeReason::Startup, true);
-    }
+    };
+    if (board) check_inherited_gap();
     if (liveness) liveness->start();
     // The continuous audit: a sample of the live docs recomputed and compared with what the sink
     // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
@@ -381,6 +394,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     std::string fatal;
     // The board's snapshot of what the components report and of the worker's own condition.
     status::StatusHistory history;
+    std::chrono::steady_clock::time_point next_board_try{};  // while running without the board
     auto publish_status = [&](bool draining_now, const std::string& error, const std::string& waiting) {
         status::Readings readings = read_status(stream, coordinator, engine, latency, clock);
         audit::AuditStats audited = auditor.stats();
@@ -392,7 +406,17 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         auto now = std::chrono::system_clock::now();
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
-        board->publish(snapshot);
+        if (!board && std::chrono::steady_clock::now() >= next_board_try) {
+            // The worker this one replaced on this host let the status file go.
+            try {
+                board = std::make_unique<status::StatusBoard>(settings.status_dir, identity.database, settings.slot);
+                log_info("status", "the status file is free again: reporting to " + board->file_path().string());
+                check_inherited_gap();
+            } catch (const Error&) {
+                next_board_try = std::chrono::steady_clock::now() + 1s;
+            }
+        }
+        if (board) board->publish(snapshot);
     };
 
     std::thread stream_thread([&] {
@@ -551,13 +575,71 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     return 0;
 }
 
+// Whether process `pid` of this host is a docsync-worker.
+bool is_worker_process(int pid) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    return std::getline(comm, name) && name == "docsync-worker";
+}
+
+// A spare's watch on the active worker (replication/lease.hpp): the slot streamed by no walsender for
+// `hung_after` while a worker holds the lease means that worker hangs (the server ended its stream
+// after wal_sender_timeout; a worker reconnecting after an outage waits at most its backoff's 15 s
+// cap): its sessions are ended so the lease frees. A hung worker on this host also holds the slot's
+// lock file (and a file sink's lock), which would keep this one from starting: it is fenced, killed
+// with SIGKILL, when the lock file names it and it is a docsync-worker process.
+class HungWatch {
+public:
+    HungWatch(std::chrono::milliseconds hung_after, std::filesystem::path status_dir)
+        : hung_after_(hung_after), status_dir_(std::move(status_dir)) {}
+
+    void look(Lease& lease, const std::string& slot) {
+        auto now = std::chrono::steady_clock::now();
+        if (lease.slot_streamed()) {
+            unstreamed_since_.reset();
+            return;
+        }
+        if (!unstreamed_since_) unstreamed_since_ = now;
+        auto unstreamed = std::chrono::duration_cast<std::chrono::milliseconds>(now - *unstreamed_since_);
+        if (unstreamed < hung_after_) return;
+        unstreamed_since_.reset();
+        std::string holder = lease.holder();
+        try {
+            std::optional<int> pid = lease.holder_process();
+            int ended = lease.end_hung_holder();
+            std::string fenced;
+            if (pid && status::local_lock_owner(status_dir_, lease.database(), slot) == pid && is_worker_process(*pid) &&
+                ::kill(*pid, SIGKILL) == 0)
+                fenced = "; it runs on this host holding the slot's lock file: killed it (SIGKILL) so that its locks go";
+            log_warning("worker", "the active worker of slot \"" + slot + "\" (" + holder +
+                                      ") holds the lease, but no walsender has streamed the slot for " +
+                                      format_duration(unstreamed) + ": taking it for hung; ended " + std::to_string(ended) +
+                                      " of its sessions" + fenced + "; taking over");
+        } catch (const Error& e) {
+            log_warning("worker", "the active worker of slot \"" + slot + "\" (" + holder +
+                                      ") seems hung, but its sessions cannot be ended: " + e.what() +
+                                      "; run every worker of a slot as the same --dsn role, or end them by hand");
+        }
+    }
+    // The server could not be asked: what was seen of the stream says nothing any more.
+    void forget() { unstreamed_since_.reset(); }
+
+private:
+    const std::chrono::milliseconds hung_after_;
+    const std::filesystem::path status_dir_;
+    std::optional<std::chrono::steady_clock::time_point> unstreamed_since_;
+};
+
 // A spare's wait (--standby): polls the lease every 500 ms, registered as a standby meanwhile, until
-// it takes the lease (true) or a signal asks it to stop (false). Server outages are retried.
+// it takes the lease (true) or a signal asks it to stop (false). Server outages are retried. An
+// active worker is taken for hung when no walsender streams the slot for 3 status intervals, 20 s at
+// least (HungWatch).
 bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, metrics::Server* metrics_server) {
     auto since = std::chrono::system_clock::now();
     auto started = std::chrono::steady_clock::now();
     std::string last_problem;
     bool announced = false;
+    HungWatch hung(std::max<std::chrono::milliseconds>(3 * settings.status_interval, 20s), settings.status_dir);
     for (;;) {
         try {
             if (lease.try_acquire()) {
@@ -572,7 +654,9 @@ bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, m
                                        "; taking over when that worker stops or dies");
             announced = true;
             last_problem.clear();
+            hung.look(lease, settings.slot);
         } catch (const Error& e) {
+            hung.forget();
             // A wrong password or role, or a database that does not exist, is a setting to fix: no
             // wait makes it right.
             if (e.sqlstate().starts_with("28") || e.sqlstate() == "3D000") throw;

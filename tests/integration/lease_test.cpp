@@ -164,3 +164,27 @@ TEST_CASE("a session of a role that cannot stream, squatting on the lease key, k
     }
     admin.exec_simple("DROP ROLE " + role, deadline_in(10s));
 }
+
+TEST_CASE("a spare ends a hung holder's lease session; a slot nobody streams has no silence to measure") {
+    auto slot = unique_slot("hung");
+    auto admin = Connection::connect("", deadline_in(10s));
+    Lease hung(options(slot)), spare(options(slot));
+    REQUIRE(hung.try_acquire());
+    CHECK_FALSE(spare.try_acquire());
+    CHECK_FALSE(spare.slot_streamed());  // the slot does not exist: no walsender streams it
+    std::string before = backend_of(admin, slot);
+    CHECK(spare.end_hung_holder() == 1);  // its lease session (no walsender to end)
+    CHECK(backend_of(admin, slot).empty());
+    REQUIRE(spare.try_acquire());
+    CHECK(hung.check() == Lease::State::Lost);  // woken, the hung one learns it lost the lease
+}
+
+TEST_CASE("the lease names its holder's process and database") {
+    auto slot = unique_slot("process");
+    Lease active(options(slot)), spare(options(slot));
+    CHECK_FALSE(spare.holder_process());
+    REQUIRE(active.try_acquire());
+    CHECK(spare.holder_process() == std::optional<int>(getpid()));
+    auto admin = Connection::connect("", deadline_in(10s));
+    CHECK(spare.database() == std::string(admin.exec("SELECT current_database()", deadline_in(10s)).get(0, 0)));
+}

@@ -11,13 +11,15 @@
 #     whose role cannot log in exits at once;
 #   - when the active worker's lease connection is ended, the spare takes over and the old active
 #     worker steps down and stands by in its place;
+#   - a hung active worker (SIGSTOP) is taken over from once the server ended its stream and the slot
+#     stayed unstreamed for 20 s, and, on this host, killed so that its locks go;
 #   - every doc converges and no acknowledgement in any run passed incomplete work (check_acks).
-#   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  kill -9s (default 4)
+#   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  stops of the active worker (default 3)
 set -uo pipefail
 # shellcheck source=faults_common.bash
 . "$(dirname "${BASH_SOURCE[0]}")/faults_common.bash"
 
-kills=${DOCSYNC_FAULT_KILLS:-4}
+kills=${DOCSYNC_FAULT_KILLS:-3}
 takeover_limit_ms=5000
 
 # The OS pid of the worker holding the lease, from its lease connection's application_name
@@ -41,10 +43,11 @@ wait_spare() {
   done
 }
 
-# wait_takeover OLD_PID T0_MS: until another worker holds the lease and streams the slot; prints
+# wait_takeover OLD_PID T0_MS [SECONDS]: until another worker holds the lease and streams the slot
+# (30 s at most by default); prints
 # the takeover time in ms and sets worker_pid to the new active worker.
 wait_takeover() {
-  local old=$1 t0=$2 new ws deadline=$((SECONDS + 30))
+  local old=$1 t0=$2 new ws deadline=$((SECONDS + ${3:-30}))
   for (( ; ; )); do
     new=$(active_pid)
     ws=$(walsender)
@@ -52,7 +55,7 @@ wait_takeover() {
        [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE pid = $ws")" = 1 ]; then
       break
     fi
-    [ $SECONDS -lt $deadline ] || fail "no worker took over from pid $old within 30 s (lease: '$new', walsender '$ws')"
+    [ $SECONDS -lt $deadline ] || fail "no worker took over from pid $old within ${3:-30} s (lease: '$new', walsender '$ws')"
     sleep 0.05
   done
   worker_pid=$new
@@ -105,6 +108,33 @@ for k in $(seq 1 "$kills"); do
   workload_running || { write_workload 60 "$tmp/more.sql"; run_workload "$tmp/more.sql"; }
 done
 
+# A hung active worker (SIGSTOP): its lease session stays open, and it answers nothing. The server
+# ends its stream after wal_sender_timeout (2 s here, 60 s by default); once no walsender has streamed
+# the slot for 20 s (3 status intervals, 20 s at least) the spare takes it for hung, ends its lease
+# session and, the hung worker running on this host and holding the slot's lock file (and the JSONL
+# file's), kills it, then takes over.
+set_sender_timeout() { sql "ALTER SYSTEM SET wal_sender_timeout = '$1'" >/dev/null; sql "SELECT pg_reload_conf()" >/dev/null; }
+restore_sender_timeout() { sql "ALTER SYSTEM RESET wal_sender_timeout" >/dev/null 2>&1; sql "SELECT pg_reload_conf()" >/dev/null 2>&1; }
+trap 'restore_sender_timeout; cleanup' EXIT
+set_sender_timeout 2s
+old=$active
+t0=$(now_ms)
+kill -STOP "$old"
+ms=$(wait_takeover "$old" "$t0" 60) || { kill -CONT "$old"; exit 1; }
+restore_sender_timeout
+active=$(active_pid)
+echo "hung worker pid $old (SIGSTOP): the spare (pid $active) took over in $ms ms"
+grep -q 'taking it for hung' "$tmp"/worker.*.log || fail "the spare did not log why it took over"
+grep -q "killed it (SIGKILL) so that its locks go" "$tmp"/worker.*.log || fail "the spare did not fence the hung worker"
+[ "$ms" -le 40000 ] || fail "the takeover from a hung worker took $ms ms"
+wait "$old" 2>/dev/null
+kill -0 "$old" 2>/dev/null && fail "the hung worker (pid $old) is still there"
+worker_pid=$active
+start_worker --standby
+spare=$worker_pid
+worker_pid=$active
+wait_spare "$spare"
+
 # A worker without --standby on another host (another status directory: the lock file there is
 # free) is refused by the lease, naming its holder.
 mkdir -p "$tmp/elsewhere"
@@ -132,6 +162,8 @@ grep -q "no_such_role_$$" "$tmp/badrole.log" || fail "the spare's error does not
 # slot) and stands by in its place. Either way, one worker streams and the other stands by.
 old=$active
 other=$spare
+stepped() { cat "$tmp"/worker.*.log | grep -c 'stepping down' || true; }
+steps_before=$(stepped)
 sql "SELECT pg_terminate_backend(backend_pid) FROM docsync.workers WHERE slot_name = '$slot' AND role = 'active'" >/dev/null
 deadline=$((SECONDS + 30))
 for (( ; ; )); do
@@ -141,10 +173,10 @@ for (( ; ; )); do
      [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE pid = $ws")" = 1 ]; then
     if [ "$new" = "$other" ]; then
       wait_spare "$old"
-      grep -q 'stepping down' "$tmp"/worker.*.log || fail "the old active worker did not log its step-down"
+      [ "$(stepped)" -gt "$steps_before" ] || fail "the old active worker did not log its step-down"
       echo "lease connection of pid $old ended: the spare (pid $new) took over; pid $old stepped down and stands by"
       break
-    elif [ "$new" = "$old" ] && ! grep -q 'stepping down' "$tmp"/worker.*.log; then
+    elif [ "$new" = "$old" ] && [ "$(stepped)" = "$steps_before" ]; then
       wait_spare "$other"
       echo "lease connection of pid $old ended: it took its lease again before the spare"
       break

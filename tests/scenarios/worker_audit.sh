@@ -64,6 +64,18 @@ PY
   extra_pids+=("$load_pid")
 }
 
+# clean_run: with the worker started, 20 samples idle, 60 under concurrent updates, and no divergence.
+clean_run() {
+  wait_samples 20
+  workload 10
+  wait_for 60 "SELECT audit_samples >= 60 FROM docsync.status WHERE slot_name = '$slot'" || fail "few samples under load: $(row)"
+  wait "$load_pid" || true
+  settle 30
+  read -r samples divergences <<<"$(audited)"
+  echo "clean run: $samples samples, $divergences divergences"
+  [ "$divergences" = 0 ] || fail "a clean run under concurrent updates reported divergences: $(grep 'divergence' "$tmp/worker.log")"
+}
+
 setup_db
 sql "CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL, note text NOT NULL)"
 sql "INSERT INTO acct SELECT g, 100 * g, 'account ' || g FROM generate_series(1, 20) g"
@@ -84,14 +96,7 @@ start_worker --sink "file:$docs" --audit-rate 6000% --metrics-listen "127.0.0.1:
 grep -q 'continuous audit: 6000% of the live docs per minute' "$tmp/worker.log" || fail "no line saying the audit runs"
 sql "UPDATE acct SET note = note"  # every account's doc published once: 20 live docs
 settle 30
-wait_samples 20
-workload 10
-wait_for 60 "SELECT audit_samples >= 60 FROM docsync.status WHERE slot_name = '$slot'" || fail "few samples under load: $(row)"
-wait "$load_pid" || true
-settle 30
-read -r samples divergences <<<"$(audited)"
-echo "clean run: $samples samples, $divergences divergences"
-[ "$divergences" = 0 ] || fail "a clean run under concurrent updates reported divergences: $(grep 'divergence' "$tmp/worker.log")"
+clean_run
 
 echo "file sink: the newest line of db:acct:7 rewritten in place with another doc, same version"
 python3 - "$docs" <<'PY'
@@ -132,14 +137,7 @@ settle 30
 for id in $(seq 1 20); do
   [ "$(redis_doc_is_current "db:acct:$id" "$(acct "$id")")" = t ] || fail "db:acct:$id is not in Redis: $(rc GET "db:acct:$id")"
 done
-wait_samples 20
-workload 10
-wait_for 60 "SELECT audit_samples >= 60 FROM docsync.status WHERE slot_name = '$slot'" || fail "few samples under load: $(row)"
-wait "$load_pid" || true
-settle 30
-read -r samples divergences <<<"$(audited)"
-echo "clean run: $samples samples, $divergences divergences"
-[ "$divergences" = 0 ] || fail "a clean run under concurrent updates reported divergences: $(grep 'divergence' "$tmp/worker.log")"
+clean_run
 
 echo "Redis sink: db:acct:3 SET with another body at the same version, db:acct:4 deleted"
 rc --raw GET db:acct:3 | jq -c '.doc.note = "tampered"' | tr -d '\n' >"$tmp/tampered.json"

@@ -187,6 +187,28 @@ TEST_CASE(
     CHECK(auditor.stats().divergences == 2);
 }
 
+TEST_CASE("audit: a doc query that gives another doc at every compute is not judged, and said so once") {
+    LogCapture log;
+    Audit a;
+    auto auditor = a.auditor();
+    // Like a query calling now() or random(): each compute differs, from the sink and from the last.
+    int calls = 0;
+    a.runner.during_doc = [&](const DocQuery&, const SqlArgs&) {
+        a.runner.rows["db:order:1"] = R"({"id": 1, "at": )" + std::to_string(++calls) + "}";
+    };
+    CHECK(auditor.audit_one(7) == Verdict::Skipped);
+    CHECK(auditor.audit_one(7) == Verdict::Skipped);
+    CHECK(auditor.stats().divergences == 0);
+    CHECK(a.sink.restored.empty());
+    CHECK(log.count("doc query \"order\" gave two different docs for db:order:1 at two computes while nothing "
+                    "was published for it: it is not a function of the data") == 1);
+    // A tampered doc of a query that gives the same doc each time is still a divergence.
+    a.runner.during_doc = nullptr;
+    a.runner.rows["db:order:1"] = R"({"id": 1, "status": "new"})";
+    a.sink.tamper("db:order:1", std::string(R"({"id":1,"status":"tampered"})"));
+    CHECK(auditor.audit_one(7) == Verdict::Diverged);
+}
+
 TEST_CASE("audit: a null doc and nothing retained agree; a tombstone for a doc that exists diverges") {
     Audit a;
     auto auditor = a.auditor();

@@ -20,7 +20,9 @@
 // A sample is skipped when the generation, the definitions (the doc query may have changed) or the
 // recompute of every live doc changed since its draw, and a suspected doc the engine has work pending
 // for is skipped too (its next publish is coming). Otherwise
-// the doc is computed and judged again a moment later, and only a second suspicion is a divergence:
+// the doc is computed and judged again a moment later, and only a second suspicion is a divergence
+// (unless the two computes gave two docs while the sink held one version: a doc query that is not a
+// function of the data, such as one calling now() or random(), cannot be audited, and says so):
 // a commit written to WAL before S but not yet visible to the snapshot (its visibility follows its
 // WAL record by a moment, by much longer behind a synchronous standby) is published later at a
 // version that may equal v_s, and the second sample, taken after the acknowledged position passed S,
@@ -43,6 +45,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -115,8 +118,9 @@ class Auditor {
     // and for a suspicion what to publish again and what the sink held.
     struct Judgement {
         Verdict verdict = Verdict::Skipped;
-        std::optional<std::string> doc;  // the sample, as the query returned it
-        DocVersion version;              // v_s
+        std::optional<std::string> doc;     // the sample, as the query returned it
+        std::optional<std::string> sample;  // compacted as the sink holds it (a null doc: nullopt)
+        DocVersion version;                 // v_s
         std::optional<RetainedDoc> retained;
     };
     Judgement judge(const AuditDraw& draw);
@@ -126,6 +130,9 @@ class Auditor {
     bool pause_for(std::chrono::milliseconds d);
     // Counts a verdict; judged() also logs an agreement or a newer version at debug level.
     Verdict count(Verdict verdict);
+    // Two computes of a doc gave two docs while the sink held one version: its query is not a
+    // function of the data. Logged once per query; the doc is not judged.
+    Verdict unstable(const AuditDraw& draw);
     Verdict judged(const std::string& channel, const Judgement& judgement);
     void loop();
 
@@ -140,6 +147,7 @@ class Auditor {
     bool stopping_ = false;
     std::thread thread_;
 
+    std::set<std::string> unstable_queries_;  // warned about (the audit's thread, or audit_one's caller)
     std::atomic<std::uint64_t> samples_{0};
     std::atomic<std::uint64_t> divergences_{0};
     std::atomic<std::uint64_t> skipped_{0};

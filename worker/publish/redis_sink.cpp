@@ -257,16 +257,21 @@ std::vector<std::string> RedisSink::retained_channels() {
     return channels;
 }
 
-std::uint64_t RedisSink::max_generation() {
+Reply RedisSink::get(const std::string& key) {
     auto conn = acquire();
     Reply reply;
     try {
-        reply = conn->command({"GET", kMaxGenerationKey});
+        reply = conn->command({"GET", key});
     } catch (const Error& e) {
         failed(e.what());
         throw;
     }
     release(std::move(conn));
+    return reply;
+}
+
+std::uint64_t RedisSink::max_generation() {
+    Reply reply = get(std::string(kMaxGenerationKey));
     if (reply->type == REDIS_REPLY_NIL) return 0;
     std::string text = reply_text(reply.get());
     std::uint64_t value = 0;
@@ -278,15 +283,7 @@ std::uint64_t RedisSink::max_generation() {
 }
 
 std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
-    auto conn = acquire();
-    Reply reply;
-    try {
-        reply = conn->command({"GET", channel});
-    } catch (const Error& e) {
-        failed(e.what());
-        throw;
-    }
-    release(std::move(conn));
+    Reply reply = get(channel);
     if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
     if (reply->type != REDIS_REPLY_STRING)
         throw Error("Redis at " + address_.display() + " answered GET " + channel + " with " + reply_text(reply.get()),

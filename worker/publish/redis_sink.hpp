@@ -65,6 +65,8 @@ private:
     std::unique_ptr<RedisConnection> acquire();
     void release(std::unique_ptr<RedisConnection> conn);
     void failed(const std::string& why);
+    // GET of `key` on a pooled connection; a failure is recorded (failed()) and thrown.
+    Reply get(const std::string& key);
     // The error of a script's reply for `channel`'s doc, or nullopt when it was taken.
     std::optional<Error> judge(const Reply& reply, const std::string& channel) const;
 

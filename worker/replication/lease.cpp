@@ -163,6 +163,29 @@ Lease::State Lease::check() {
     }
 }
 
+int Lease::end_hung_holder() {
+    if (!conn_) connect();
+    std::string lease_ended = query(holders_sql(std::string("pg_catalog.count(*) FILTER (WHERE ") + kWorkerRole +
+                                                " AND pg_catalog.pg_terminate_backend(l.pid))::text"));
+    std::string stream_ended = query(
+        "SELECT pg_catalog.count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(s.active_pid))::text "
+        "FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $1 AND s.active_pid IS NOT NULL");
+    return std::stoi(lease_ended) + std::stoi(stream_ended);
+}
+
+std::optional<int> Lease::holder_process() {
+    if (!conn_) connect();
+    std::string pid = query(holders_sql(std::string("coalesce(pg_catalog.min(pg_catalog.substring(a.application_name, ") +
+                                        "' active pid ([0-9]{1,9})$')) FILTER (WHERE " + kWorkerRole + "), '')"));
+    if (pid.empty()) return std::nullopt;
+    return std::stoi(pid);
+}
+
+std::string Lease::database() {
+    if (!conn_) connect();
+    return query("SELECT pg_catalog.current_database() WHERE $1::text IS NOT NULL");
+}
+
 std::string Lease::holder() {
     try {
         if (!conn_) connect();

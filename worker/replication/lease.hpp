@@ -24,10 +24,19 @@
 // only when a worker-capable session holds it. The docsync.workers view lists worker-capable holders
 // only.
 //
+// A hung active worker (stopped by SIGSTOP, stuck in the kernel) keeps its lease session open, so
+// its spare would wait for ever. The server ends the hung worker's stream itself once it answers no
+// keepalive for wal_sender_timeout; the spare watches the slot, and when no walsender has streamed
+// it for a while although the lease stays held, ends the holder's lease session
+// (end_hung_holder()) and takes over. The hung worker, should it wake, finds its lease gone and
+// steps down. (How recently the walsender heard from its worker says nothing: a walsender decoding
+// from an old restart_lsn processes no replies for as long.)
+//
 // Thread ownership: one thread at a time (the wiring's lease thread, or main before it starts).
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "pg/connection.hpp"
@@ -73,6 +82,17 @@ public:
     // Whether this worker counts as active without the lease, the key being held by a session that is
     // no worker's (above).
     bool unleased() const { return held_ && unleased_; }
+
+    // Whether a walsender streams the slot now.
+    bool slot_streamed() { return !slot_free(); }
+    // For a spare that found the active worker hung (its process alive, its sessions open, answering
+    // nothing, as under SIGSTOP): ends the worker-capable sessions holding the lease and the slot's
+    // walsender, so the lease and the slot are free. Returns how many sessions it ended.
+    int end_hung_holder();
+    // The worker process holding the lease, as its lease session names it ("… active pid N"), on
+    // whichever host; nullopt when none does. And the database of --dsn, whose slot it is.
+    std::optional<int> holder_process();
+    std::string database();
 
 private:
     // One try of the lease key: taken, held by a worker-capable session, or held by a squatter.

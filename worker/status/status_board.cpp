@@ -244,6 +244,29 @@ SlotLock::SlotLock(const std::filesystem::path& dir, std::string_view database, 
     }
 }
 
+std::optional<int> local_lock_owner(const std::filesystem::path& dir, std::string_view database,
+                                    std::string_view slot) {
+    std::filesystem::path path = dir / lock_file_name(database, slot);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    std::optional<int> owner;
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        ::flock(fd, LOCK_UN);  // free: nobody holds it
+    } else if (errno == EWOULDBLOCK) {
+        char buf[128] = {};
+        ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+        std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+        auto eol = text.find('\n');
+        std::string pid = text.substr(0, eol);
+        std::string boot = eol == std::string::npos ? std::string() : text.substr(eol + 1, text.find('\n', eol + 1) - eol - 1);
+        if (!pid.empty() && pid.size() < 10 && pid.find_first_not_of("0123456789") == std::string::npos &&
+            boot == boot_id())
+            owner = std::stoi(pid);
+    }
+    ::close(fd);
+    return owner;
+}
+
 SlotLock::~SlotLock() {
     if (fd_ >= 0) ::close(fd_);  // closing the only descriptor releases the flock
 }

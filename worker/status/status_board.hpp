@@ -130,6 +130,12 @@ private:
     int fd_ = -1;
 };
 
+// The pid of the process on this host (this kernel's boot id) that holds the slot's lock file, or
+// nullopt when nobody does or it is held from another host. Asks with a shared flock() tried without
+// waiting, so a worker starting at that very instant may be refused once.
+std::optional<int> local_lock_owner(const std::filesystem::path& dir, std::string_view database,
+                                    std::string_view slot);
+
 struct BoardOptions {
     std::chrono::seconds summary_interval{60};  // a summary log line at most this often; 0: never
     std::chrono::seconds recompute_interval{10};  // a running recompute's progress line this often
