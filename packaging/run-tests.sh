@@ -70,7 +70,7 @@ ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^unit$' || failed+=(ctest-uni
 ctest "${ctest_args[@]}" || failed+=(ctest)
 
 if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
-  fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 10)
+  fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
   step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each)"
   fuzz_build="$build-fuzz"
   if CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF >"$fuzz_build.cmake.log" 2>&1 &&
