@@ -38,148 +38,21 @@ grant_reader
 start_redis
 start_worker --sink "redis://127.0.0.1:$redis_port"
 
-# The loops: one libpq connection in autocommit (ctypes), and two plain RESP connections to Redis
-# (commands, and a subscriber of docsync:watermark). Prints "<p50 ms> <p99 ms> <max ms>" per mode.
-cat >"$tmp/ryw.py" <<'PY'
-import ctypes, json, socket, sys, time
-
-libpq_path, conninfo, redis_port, mode, iterations = sys.argv[1:6]
-iterations = int(iterations)
-pq = ctypes.CDLL(libpq_path)
-pq.PQconnectdb.restype = ctypes.c_void_p
-pq.PQconnectdb.argtypes = [ctypes.c_char_p]
-pq.PQstatus.argtypes = [ctypes.c_void_p]
-pq.PQerrorMessage.restype = ctypes.c_char_p
-pq.PQerrorMessage.argtypes = [ctypes.c_void_p]
-pq.PQexec.restype = ctypes.c_void_p
-pq.PQexec.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-pq.PQresultStatus.argtypes = [ctypes.c_void_p]
-pq.PQresultErrorMessage.restype = ctypes.c_char_p
-pq.PQresultErrorMessage.argtypes = [ctypes.c_void_p]
-pq.PQntuples.argtypes = [ctypes.c_void_p]
-pq.PQgetvalue.restype = ctypes.c_char_p
-pq.PQgetvalue.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-pq.PQclear.argtypes = [ctypes.c_void_p]
-
-def fail(message):
-    print("FAIL: " + message, file=sys.stderr)
-    sys.exit(1)
-
-conn = pq.PQconnectdb(conninfo.encode())
-if pq.PQstatus(conn) != 0:
-    fail("connect: " + pq.PQerrorMessage(conn).decode())
-
-def query(sql):
-    """Runs one statement; returns the first column of the first row, or None."""
-    res = pq.PQexec(conn, sql.encode())
-    status = pq.PQresultStatus(res)
-    if status not in (1, 2):  # PGRES_COMMAND_OK, PGRES_TUPLES_OK
-        message = pq.PQresultErrorMessage(res).decode()
-        pq.PQclear(res)
-        fail(sql + ": " + message)
-    value = pq.PQgetvalue(res, 0, 0).decode() if status == 2 and pq.PQntuples(res) > 0 else None
-    pq.PQclear(res)
-    return value
-
-class Redis:
-    def __init__(self):
-        self.sock = socket.create_connection(("127.0.0.1", int(redis_port)))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.settimeout(10)
-        self.buf = b""
-    def send(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a.encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
-    def line(self):
-        while b"\r\n" not in self.buf:
-            try:
-                chunk = self.sock.recv(65536)
-            except socket.timeout:
-                fail("Redis sent nothing for 10 s")
-            if not chunk:
-                fail("Redis closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-    def reply(self):
-        line = self.line()
-        kind, rest = line[:1], line[1:]
-        if kind in (b"+", b":"):
-            return rest.decode()
-        if kind == b"-":
-            fail("Redis: " + rest.decode())
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(65536)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode()
-        if kind == b"*":
-            return [self.reply() for _ in range(int(rest))]
-        fail("unexpected Redis reply " + repr(line))
-    def command(self, *args):
-        self.send(*args)
-        return self.reply()
-
-def lsn(text):
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-redis = Redis()
-subscriber = None
-if mode == "watermark":
-    subscriber = Redis()
-    subscriber.command("SUBSCRIBE", "docsync:watermark")
-
-waits = []
-for i in range(iterations):
-    key = 1 + i % 20
-    value = 1000000 * (1 if mode == "procedure" else 2) + i
-    query("UPDATE item SET v = %d WHERE id = %d" % (value, key))
-    started = time.perf_counter()
-    if mode == "procedure":
-        if query("CALL docsync.wait_published()") != "t":
-            fail("iteration %d: wait_published returned false" % i)
-    else:
-        target = lsn(query("SELECT pg_current_wal_flush_lsn()"))
-        current = redis.command("GET", "docsync:watermark")
-        deadline = time.monotonic() + 5
-        while current is None or lsn(current) < target:
-            if time.monotonic() > deadline:
-                fail("iteration %d: docsync:watermark stayed at %s, below the commit's %X/%X"
-                     % (i, current, target >> 32, target & 0xFFFFFFFF))
-            message = subscriber.reply()
-            if message[0] == "message":
-                current = message[2]
-    waits.append(time.perf_counter() - started)
-    envelope = redis.command("GET", "db:item:%d" % key)
-    if envelope is None:
-        fail("iteration %d: db:item:%d is not in Redis after the wait" % (i, key))
-    doc = json.loads(envelope)["doc"]
-    if doc != {"id": key, "v": value}:
-        fail("iteration %d: db:item:%d is %s after the wait, the commit wrote v = %d" % (i, key, envelope, value))
-
-waits.sort()
-ms = lambda q: 1000 * waits[min(len(waits) - 1, int(q * len(waits)))]
-print("%.2f %.2f %.2f" % (ms(0.50), ms(0.99), 1000 * waits[-1]))
-PY
+# The loops (tests/ryw_client.py): one libpq connection in autocommit, plain RESP connections to
+# Redis. Each prints "<p50 ms> <p99 ms> <max ms>".
+client=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/ryw_client.py
 conninfo="host=$PGHOST port=$PGPORT dbname=$db user=${PGUSER:-postgres}"
 
 echo "1. $iterations x: commit, CALL docsync.wait_published(), GET: the doc reflects the commit"
 t0=$SECONDS
-read -r p50 p99 max < <(python3 "$tmp/ryw.py" "$libpq" "$conninfo" "$redis_port" procedure "$iterations") ||
+read -r p50 p99 max < <(python3 "$client" "$libpq" "$conninfo" "$redis_port" procedure "$iterations") ||
   fail "the wait_published loop failed"
 [ -n "${max:-}" ] || fail "the wait_published loop failed"
 echo "   wait_published: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($((SECONDS - t0)) s)"
 
 echo "2. $iterations x: commit, wait for docsync:watermark to pass it, GET: the doc reflects the commit"
 t0=$SECONDS
-read -r w50 w99 wmax < <(python3 "$tmp/ryw.py" "$libpq" "$conninfo" "$redis_port" watermark "$iterations") ||
+read -r w50 w99 wmax < <(python3 "$client" "$libpq" "$conninfo" "$redis_port" watermark "$iterations") ||
   fail "the watermark loop failed"
 [ -n "${wmax:-}" ] || fail "the watermark loop failed"
 echo "   docsync:watermark: p50 ${w50} ms, p99 ${w99} ms, max ${wmax} ms ($((SECONDS - t0)) s)"
