@@ -583,9 +583,10 @@ bool is_worker_process(int pid) {
 }
 
 // A spare's watch on the active worker (replication/lease.hpp): the slot streamed by no walsender for
-// `hung_after` while a worker holds the lease means that worker hangs (the server ended its stream
-// after wal_sender_timeout; a worker reconnecting after an outage waits at most its backoff's 15 s
-// cap): its sessions are ended so the lease frees. A hung worker on this host also holds the slot's
+// `hung_after` while a worker holds the lease (the server ended its stream after wal_sender_timeout;
+// a worker reconnecting after an outage waits at most its backoff's 15 s cap), and that worker's lease
+// session idle as long (a live worker checks its lease every second, also while it fails to stream),
+// means that worker hangs: its sessions are ended so the lease frees. A hung worker on this host also holds the slot's
 // lock file (and a file sink's lock), which would keep this one from starting: it is fenced, killed
 // with SIGKILL, when the lock file names it and it is a docsync-worker process.
 class HungWatch {
@@ -597,12 +598,23 @@ public:
         auto now = std::chrono::steady_clock::now();
         if (lease.slot_streamed()) {
             unstreamed_since_.reset();
+            alive_logged_ = false;
             return;
         }
         if (!unstreamed_since_) unstreamed_since_ = now;
         auto unstreamed = std::chrono::duration_cast<std::chrono::milliseconds>(now - *unstreamed_since_);
         if (unstreamed < hung_after_) return;
+        std::optional<double> idle = lease.holder_idle();
+        if (idle && *idle * 1000 < static_cast<double>(hung_after_.count())) {
+            if (!alive_logged_)
+                log_warning("worker", "the active worker of slot \"" + slot + "\" (" + lease.holder() +
+                                          ") has not streamed the slot for " + format_duration(unstreamed) +
+                                          ", but it is alive (it checks its lease): see its log for why it cannot stream");
+            alive_logged_ = true;
+            return;
+        }
         unstreamed_since_.reset();
+        alive_logged_ = false;
         std::string holder = lease.holder();
         try {
             std::optional<int> pid = lease.holder_process();
@@ -628,6 +640,7 @@ private:
     const std::chrono::milliseconds hung_after_;
     const std::filesystem::path status_dir_;
     std::optional<std::chrono::steady_clock::time_point> unstreamed_since_;
+    bool alive_logged_ = false;  // "alive but not streaming" said for this episode
 };
 
 // A spare's wait (--standby): polls the lease every 500 ms, registered as a standby meanwhile, until

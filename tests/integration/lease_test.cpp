@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "pg/connection.hpp"
 #include "replication/lease.hpp"
@@ -187,4 +188,19 @@ TEST_CASE("the lease names its holder's process and database") {
     CHECK(spare.holder_process() == std::optional<int>(getpid()));
     auto admin = Connection::connect("", deadline_in(10s));
     CHECK(spare.database() == std::string(admin.exec("SELECT current_database()", deadline_in(10s)).get(0, 0)));
+}
+
+TEST_CASE("a spare sees how long the holder's lease session has been idle") {
+    auto slot = unique_slot("idle");
+    Lease active(options(slot)), spare(options(slot));
+    CHECK_FALSE(spare.holder_idle());  // nobody holds it
+    REQUIRE(active.try_acquire());
+    std::this_thread::sleep_for(1200ms);
+    auto idle = spare.holder_idle();
+    REQUIRE(idle);
+    CHECK(*idle >= 1.0);
+    CHECK(active.check() == Lease::State::Held);  // a live worker checks its lease: idle again from 0
+    idle = spare.holder_idle();
+    REQUIRE(idle);
+    CHECK(*idle < 1.0);
 }

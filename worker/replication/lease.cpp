@@ -173,6 +173,15 @@ int Lease::end_hung_holder() {
     return std::stoi(lease_ended) + std::stoi(stream_ended);
 }
 
+std::optional<double> Lease::holder_idle() {
+    if (!conn_) connect();
+    std::string seconds = query(holders_sql(
+        std::string("coalesce(pg_catalog.min(EXTRACT(epoch FROM pg_catalog.clock_timestamp() - a.state_change)) "
+                    "FILTER (WHERE ") + kWorkerRole + ")::text, '')"));
+    if (seconds.empty()) return std::nullopt;
+    return std::stod(seconds);
+}
+
 std::optional<int> Lease::holder_process() {
     if (!conn_) connect();
     std::string pid = query(holders_sql(std::string("coalesce(pg_catalog.min(pg_catalog.substring(a.application_name, ") +

@@ -27,7 +27,8 @@
 // A hung active worker (stopped by SIGSTOP, stuck in the kernel) keeps its lease session open, so
 // its spare would wait for ever. The server ends the hung worker's stream itself once it answers no
 // keepalive for wal_sender_timeout; the spare watches the slot, and when no walsender has streamed
-// it for a while although the lease stays held, ends the holder's lease session
+// it for a while although the lease stays held, and the holder's lease session has been idle as long
+// (a worker alive but failing to stream goes on checking its lease every second), ends that session
 // (end_hung_holder()) and takes over. The hung worker, should it wake, finds its lease gone and
 // steps down. (How recently the walsender heard from its worker says nothing: a walsender decoding
 // from an old restart_lsn processes no replies for as long.)
@@ -85,6 +86,10 @@ public:
 
     // Whether a walsender streams the slot now.
     bool slot_streamed() { return !slot_free(); }
+    // Seconds since the worker holding the lease last ran a statement on its lease session (the
+    // active worker checks its lease every second), by the server's clock; nullopt when no worker
+    // holds it or this role may not see the session's state (another role, without pg_read_all_stats).
+    std::optional<double> holder_idle();
     // For a spare that found the active worker hung (its process alive, its sessions open, answering
     // nothing, as under SIGSTOP): ends the worker-capable sessions holding the lease and the slot's
     // walsender, so the lease and the slot are free. Returns how many sessions it ended.
