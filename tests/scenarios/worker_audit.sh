@@ -41,14 +41,6 @@ wait_divergences() {
   [ "$(sql "SELECT audit_divergences FROM docsync.status WHERE slot_name = '$slot'")" = "$1" ] ||
     fail "more divergences than were made: $(row)"
 }
-# redis_doc KEY: the doc of the envelope retained at KEY (compact JSON), or empty.
-redis_doc() { rc --raw GET "$1" | jq -c '.doc' 2>/dev/null || true; }
-redis_doc_is_current() {
-  local d
-  d=$(redis_doc "$1")
-  [ -n "$d" ] || { echo "no doc at $1"; return; }
-  sql "SELECT \$r\$$d\$r\$::jsonb IS NOT DISTINCT FROM ($2)::jsonb"
-}
 # workload SECONDS: concurrent single-row updates of random accounts, in the background.
 workload() {
   python3 - "$1" >"$tmp/workload.sql" <<'PY'

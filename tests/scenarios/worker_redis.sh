@@ -13,15 +13,6 @@ test_name=redis
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)
-# redis_doc KEY: the doc of the envelope retained at KEY (compact JSON), or empty.
-redis_doc() { rc --raw GET "$1" | jq -c '.doc' 2>/dev/null || true; }
-# redis_doc_is_current KEY SQL: t when the retained doc equals a fresh run of SQL.
-redis_doc_is_current() {
-  local d
-  d=$(redis_doc "$1")
-  [ -n "$d" ] || { echo "no doc at $1"; return; }
-  sql "SELECT \$r\$$d\$r\$::jsonb IS NOT DISTINCT FROM ($2)::jsonb"
-}
 item() { echo "SELECT jsonb_build_object('id', id, 'v', v) FROM item WHERE id = $1"; }
 
 setup_db

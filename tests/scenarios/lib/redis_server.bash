@@ -35,5 +35,14 @@ shutdown_redis() {
 }
 # pause_redis / resume_redis: SIGSTOP and SIGCONT. The kernel still accepts connections and buffers
 # what clients send, so the worker sees a hung server, not a refused one.
+# redis_doc KEY: the doc of the envelope retained at KEY (compact JSON), or empty.
+redis_doc() { rc --raw GET "$1" | jq -c '.doc' 2>/dev/null || true; }
+# redis_doc_is_current KEY SQL: t when the retained doc equals a fresh run of SQL (needs sql()).
+redis_doc_is_current() {
+  local d
+  d=$(redis_doc "$1")
+  [ -n "$d" ] || { echo "no doc at $1"; return; }
+  sql "SELECT \$r\$$d\$r\$::jsonb IS NOT DISTINCT FROM ($2)::jsonb"
+}
 pause_redis() { kill -STOP "$redis_pid" || fail "could not SIGSTOP redis-server (pid $redis_pid)"; }
 resume_redis() { kill -CONT "$redis_pid" || fail "could not SIGCONT redis-server (pid $redis_pid)"; }
