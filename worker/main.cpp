@@ -586,9 +586,9 @@ bool is_worker_process(int pid) {
 // `hung_after` while a worker holds the lease (the server ended its stream after wal_sender_timeout;
 // a worker reconnecting after an outage waits at most its backoff's 15 s cap), and that worker's lease
 // session idle as long (a live worker checks its lease every second, also while it fails to stream),
-// means that worker hangs: its sessions are ended so the lease frees. A hung worker on this host also holds the slot's
-// lock file (and a file sink's lock), which would keep this one from starting: it is fenced, killed
-// with SIGKILL, when the lock file names it and it is a docsync-worker process.
+// means that worker hangs: its sessions are ended so the lease frees. A hung worker on this host also
+// holds the slot's lock file (and a file sink's lock), which would keep this one from starting: it is
+// fenced, killed with SIGKILL, when the lock file names it and it is a docsync-worker process.
 class HungWatch {
 public:
     HungWatch(std::chrono::milliseconds hung_after, std::filesystem::path status_dir)
