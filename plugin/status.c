@@ -643,6 +643,14 @@ escape_database(const char *database)
 	return out.data;
 }
 
+/* The path of a slot's status or lock file without its suffix: "<dir>/<database, escaped>.<slot>". */
+static char *
+slot_file_stem(const char *database, const char *slot)
+{
+	return psprintf("%s/%s.%s", docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT,
+					escape_database(database), slot);
+}
+
 /*
  * Whether the status file of `slot` (of this database) is trusted and shows a recompute of every live
  * doc that covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP) still running: docs may then
@@ -652,7 +660,6 @@ escape_database(const char *database)
 bool
 docsync_status_gap_open(const char *slot)
 {
-	const char *dir_path = docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT;
 	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "docsync status gap", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext caller = MemoryContextSwitchTo(context);
 	char	   *database = get_database_name(MyDatabaseId);
@@ -662,7 +669,7 @@ docsync_status_gap_open(const char *slot)
 	{
 		StatusRead	read;
 
-		read_status_file(psprintf("%s/%s.%s%s", dir_path, escape_database(database), slot, STATUS_SUFFIX), &read);
+		read_status_file(psprintf("%s%s", slot_file_stem(database, slot), STATUS_SUFFIX), &read);
 		if (read.error == NULL)
 		{
 			const DocsyncStatusBody *b = &read.file->body;
@@ -715,7 +722,7 @@ docsync_forget_slot(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("docsync.forget_slot needs a database name")));
 
-	stem = psprintf("%s/%s.%s", dir_path, escape_database(database), slot);
+	stem = slot_file_stem(database, slot);
 	paths[0] = psprintf("%s%s", stem, STATUS_SUFFIX);
 	paths[1] = psprintf("%s.lock", stem);
 	for (i = 0; i < 2; i++)

@@ -83,9 +83,8 @@ typedef struct SlotLook
 static void
 look_at_slots(const char *slot_name, SlotLook *look)
 {
-	int			i;
-
 	NameData   *names = look->names;
+	int			i;
 
 	memset(look, 0, sizeof(SlotLook));
 	look->names = names;

@@ -12,8 +12,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +34,7 @@
 #include "progress/coordinator.hpp"
 #include "publish/sink.hpp"
 #include "publish/watermark.hpp"
+#include "replication/hung_watch.hpp"
 #include "replication/lease.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
@@ -575,74 +574,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     return 0;
 }
 
-// Whether process `pid` of this host is a docsync-worker.
-bool is_worker_process(int pid) {
-    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-    std::string name;
-    return std::getline(comm, name) && name == "docsync-worker";
-}
-
-// A spare's watch on the active worker (replication/lease.hpp): the slot streamed by no walsender for
-// `hung_after` while a worker holds the lease (the server ended its stream after wal_sender_timeout;
-// a worker reconnecting after an outage waits at most its backoff's 15 s cap), and that worker's lease
-// session idle as long (a live worker checks its lease every second, also while it fails to stream),
-// means that worker hangs: its sessions are ended so the lease frees. A hung worker on this host also
-// holds the slot's lock file (and a file sink's lock), which would keep this one from starting: it is
-// fenced, killed with SIGKILL, when the lock file names it and it is a docsync-worker process.
-class HungWatch {
-public:
-    HungWatch(std::chrono::milliseconds hung_after, std::filesystem::path status_dir)
-        : hung_after_(hung_after), status_dir_(std::move(status_dir)) {}
-
-    void look(Lease& lease, const std::string& slot) {
-        auto now = std::chrono::steady_clock::now();
-        if (lease.slot_streamed()) {
-            unstreamed_since_.reset();
-            alive_logged_ = false;
-            return;
-        }
-        if (!unstreamed_since_) unstreamed_since_ = now;
-        auto unstreamed = std::chrono::duration_cast<std::chrono::milliseconds>(now - *unstreamed_since_);
-        if (unstreamed < hung_after_) return;
-        std::optional<double> idle = lease.holder_idle();
-        if (idle && *idle * 1000 < static_cast<double>(hung_after_.count())) {
-            if (!alive_logged_)
-                log_warning("worker", "the active worker of slot \"" + slot + "\" (" + lease.holder() +
-                                          ") has not streamed the slot for " + format_duration(unstreamed) +
-                                          ", but it is alive (it checks its lease): see its log for why it cannot stream");
-            alive_logged_ = true;
-            return;
-        }
-        unstreamed_since_.reset();
-        alive_logged_ = false;
-        std::string holder = lease.holder();
-        try {
-            std::optional<int> pid = lease.holder_process();
-            int ended = lease.end_hung_holder();
-            std::string fenced;
-            if (pid && status::local_lock_owner(status_dir_, lease.database(), slot) == pid && is_worker_process(*pid) &&
-                ::kill(*pid, SIGKILL) == 0)
-                fenced = "; it runs on this host holding the slot's lock file: killed it (SIGKILL) so that its locks go";
-            log_warning("worker", "the active worker of slot \"" + slot + "\" (" + holder +
-                                      ") holds the lease, but no walsender has streamed the slot for " +
-                                      format_duration(unstreamed) + ": taking it for hung; ended " + std::to_string(ended) +
-                                      " of its sessions" + fenced + "; taking over");
-        } catch (const Error& e) {
-            log_warning("worker", "the active worker of slot \"" + slot + "\" (" + holder +
-                                      ") seems hung, but its sessions cannot be ended: " + e.what() +
-                                      "; run every worker of a slot as the same --dsn role, or end them by hand");
-        }
-    }
-    // The server could not be asked: what was seen of the stream says nothing any more.
-    void forget() { unstreamed_since_.reset(); }
-
-private:
-    const std::chrono::milliseconds hung_after_;
-    const std::filesystem::path status_dir_;
-    std::optional<std::chrono::steady_clock::time_point> unstreamed_since_;
-    bool alive_logged_ = false;  // "alive but not streaming" said for this episode
-};
-
 // A spare's wait (--standby): polls the lease every 500 ms, registered as a standby meanwhile, until
 // it takes the lease (true) or a signal asks it to stop (false). Server outages are retried. An
 // active worker is taken for hung when no walsender streams the slot for 3 status intervals, 20 s at
@@ -652,7 +583,10 @@ bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, m
     auto started = std::chrono::steady_clock::now();
     std::string last_problem;
     bool announced = false;
-    HungWatch hung(std::max<std::chrono::milliseconds>(3 * settings.status_interval, 20s), settings.status_dir);
+    HungWatch hung(std::max<std::chrono::milliseconds>(3 * settings.status_interval, 20s),
+                   [&settings](const std::string& database, int pid) {
+                       return status::kill_lock_owner(settings.status_dir, database, settings.slot, pid);
+                   });
     for (;;) {
         try {
             if (lease.try_acquire()) {

@@ -27,6 +27,7 @@ std::string percent(double rate) {
 
 // Whether the audit must leave the doc alone for now: no recompute of every live doc has finished
 // yet, or one runs.
+bool paused(const RecomputeProgress& walk) { return walk.id == 0 || walk.running(); }
 bool paused(const AuditView& view) { return view.walk_id == 0 || view.recomputing; }
 
 }  // namespace
@@ -223,7 +224,7 @@ void Auditor::loop() {
             live = s.live_docs;
             backlog = s.dirty_depth() > options_.max_backlog;
         }
-        bool walking = paused(engine_.audit_view(std::string()));
+        bool walking = paused(engine_.recompute_progress());
         if (walking || backlog || live == 0) {
             last = now;  // the pace starts again once there is something to audit
             if (!pause_for(walking ? std::min(kWalkPoll, options_.idle_check) : options_.idle_check)) return;

@@ -283,8 +283,7 @@ EngineStats Engine::Impl::stats() const {
 
 AuditView Engine::Impl::view_of(const Doc* doc) const {
     RecomputeProgress walk = docs_.walk_progress();
-    return AuditView{generation_, catalog_.definitions().generation, walk.id, walk.id != 0 && walk.finished_ns == 0,
-                     doc && DocSet::busy(*doc)};
+    return AuditView{generation_, catalog_.definitions().generation, walk.id, walk.running(), doc && DocSet::busy(*doc)};
 }
 
 std::optional<AuditDraw> Engine::Impl::draw_live(std::uint64_t random) const {

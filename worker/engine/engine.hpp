@@ -116,8 +116,9 @@ struct RecomputeProgress {
     // read-your-writes waits hold (publish/watermark.hpp, docsync.wait_published).
     bool gap = false;
 
+    bool running() const { return id != 0 && finished_ns == 0; }
     // Running, and covering such a gap.
-    bool holds_waits() const { return gap && id != 0 && finished_ns == 0; }
+    bool holds_waits() const { return gap && running(); }
 };
 
 struct EngineStats {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,6 +24,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "status/status_reader.hpp"
 
 namespace docsync::status {
 
@@ -194,6 +196,24 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
 namespace {
 
 // This kernel's boot id (a UUID), shared by every container on the host; empty when unknown.
+// What a lock file says of its owner: the pid's line (empty unless all digits) and the boot id's.
+struct LockOwner {
+    std::string pid;
+    std::string boot_id;
+};
+LockOwner read_lock_owner(int fd) {
+    char buf[128] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    auto eol = text.find('\n');
+    LockOwner owner;
+    owner.pid = text.substr(0, eol);
+    if (owner.pid.empty() || owner.pid.size() > 9 || owner.pid.find_first_not_of("0123456789") != std::string::npos)
+        owner.pid.clear();
+    if (eol != std::string::npos) owner.boot_id = text.substr(eol + 1, text.find('\n', eol + 1) - eol - 1);
+    return owner;
+}
+
 std::string boot_id() {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
     std::string id;
@@ -217,12 +237,8 @@ SlotLock::SlotLock(const std::filesystem::path& dir, std::string_view database, 
         if (err == EWOULDBLOCK) {
             // The owner writes its pid right after taking the lock: give it a moment.
             for (int i = 0; i < 50 && owner.empty(); ++i) {
-                char buf[32] = {};
-                ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-                std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-                text = text.substr(0, text.find('\n'));  // the pid's line
-                if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) owner = text;
-                else ::usleep(10000);
+                owner = read_lock_owner(fd_).pid;
+                if (owner.empty()) ::usleep(10000);
             }
         }
         ::close(fd_);
@@ -253,18 +269,18 @@ std::optional<int> local_lock_owner(const std::filesystem::path& dir, std::strin
     if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
         ::flock(fd, LOCK_UN);  // free: nobody holds it
     } else if (errno == EWOULDBLOCK) {
-        char buf[128] = {};
-        ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-        std::string text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-        auto eol = text.find('\n');
-        std::string pid = text.substr(0, eol);
-        std::string boot = eol == std::string::npos ? std::string() : text.substr(eol + 1, text.find('\n', eol + 1) - eol - 1);
-        if (!pid.empty() && pid.size() < 10 && pid.find_first_not_of("0123456789") == std::string::npos &&
-            boot == boot_id())
-            owner = std::stoi(pid);
+        LockOwner held = read_lock_owner(fd);
+        if (!held.pid.empty() && held.boot_id == boot_id()) owner = std::stoi(held.pid);
     }
     ::close(fd);
     return owner;
+}
+
+bool kill_lock_owner(const std::filesystem::path& dir, std::string_view database, std::string_view slot, int pid) {
+    if (local_lock_owner(dir, database, slot) != pid) return false;
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    return std::getline(comm, name) && name == "docsync-worker" && ::kill(pid, SIGKILL) == 0;
 }
 
 SlotLock::~SlotLock() {
@@ -323,17 +339,9 @@ std::uint64_t prepare_file(const std::filesystem::path& path, const DocsyncStatu
 // stream (its worker stopped or died mid-way): the next worker's recompute must close that gap, and
 // the file must go on showing it meanwhile. nullopt for any other file, or none.
 std::optional<RecomputeStatus> unfinished_gap(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
-    auto file = std::make_unique<DocsyncStatusFile>();
-    ssize_t n = ::pread(fd, file.get(), sizeof *file, 0);
-    ::close(fd);
-    if (n < 0) return std::nullopt;
-    // The lock is ours: nobody writes the file now, so one read is whole.
-    DocsyncStatusCheck check = docsync_status_check(file.get(), static_cast<std::size_t>(n), file->seq, file->seq);
-    if (check != DOCSYNC_STATUS_OK && !(check == DOCSYNC_STATUS_RETRY && docsync_status_abandoned_update_ok(file.get())))
-        return std::nullopt;
-    const DocsyncStatusBody& b = file->body;
+    ReadResult read = read_status_file(path);
+    if (read.check != DOCSYNC_STATUS_OK) return std::nullopt;
+    const DocsyncStatusBody& b = read.file.body;
     if (b.recompute_reason == DOCSYNC_RECOMPUTE_NONE || (b.recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) == 0 ||
         b.recompute_finished_us != 0)
         return std::nullopt;

@@ -135,6 +135,9 @@ private:
 // waiting, so a worker starting at that very instant may be refused once.
 std::optional<int> local_lock_owner(const std::filesystem::path& dir, std::string_view database,
                                     std::string_view slot);
+// Fences a hung worker (replication/hung_watch.hpp): SIGKILLs process `pid` when it is a
+// docsync-worker of this host holding the slot's lock file; true when it did.
+bool kill_lock_owner(const std::filesystem::path& dir, std::string_view database, std::string_view slot, int pid);
 
 struct BoardOptions {
     std::chrono::seconds summary_interval{60};  // a summary log line at most this often; 0: never
