@@ -43,19 +43,21 @@ start_worker --sink "redis://127.0.0.1:$redis_port"
 client=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/ryw_client.py
 conninfo="host=$PGHOST port=$PGPORT dbname=$db user=${PGUSER:-postgres}"
 
-echo "1. $iterations x: commit, CALL docsync.wait_published(), GET: the doc reflects the commit"
-t0=$SECONDS
-read -r p50 p99 max < <(python3 "$client" "$libpq" "$conninfo" "$redis_port" procedure "$iterations") ||
-  fail "the wait_published loop failed"
-[ -n "${max:-}" ] || fail "the wait_published loop failed"
-echo "   wait_published: p50 ${p50} ms, p99 ${p99} ms, max ${max} ms ($((SECONDS - t0)) s)"
+# measure MODE NAME VAR: runs the loop; prints p50, p99 and max (ms) and sets VAR50 and VAR99.
+measure() {
+  local t0=$SECONDS a b c
+  read -r a b c < <(python3 "$client" "$libpq" "$conninfo" "$redis_port" "$1" "$iterations") ||
+    fail "the $2 loop failed"
+  [ -n "${c:-}" ] || fail "the $2 loop failed"
+  echo "   $2: p50 $a ms, p99 $b ms, max $c ms ($((SECONDS - t0)) s)"
+  printf -v "${3}50" %s "$a"
+  printf -v "${3}99" %s "$b"
+}
 
+echo "1. $iterations x: commit, CALL docsync.wait_published(), GET: the doc reflects the commit"
+measure procedure wait_published p
 echo "2. $iterations x: commit, wait for docsync:watermark to pass it, GET: the doc reflects the commit"
-t0=$SECONDS
-read -r w50 w99 wmax < <(python3 "$client" "$libpq" "$conninfo" "$redis_port" watermark "$iterations") ||
-  fail "the watermark loop failed"
-[ -n "${wmax:-}" ] || fail "the watermark loop failed"
-echo "   docsync:watermark: p50 ${w50} ms, p99 ${w99} ms, max ${wmax} ms ($((SECONDS - t0)) s)"
+measure watermark docsync:watermark w
 
 echo "3. a CALL outside a transaction block waits without a snapshot; inside one it holds its own"
 # xmin_while_waiting BEGIN|'': the backend_xmin of a CALL waiting for a position no one reaches.
