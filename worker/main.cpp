@@ -323,10 +323,12 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
     std::unique_ptr<publish::RedisWatermark> watermark;
-    if (sink.kind == publish::SinkSpec::Kind::Redis) {
-        watermark = std::make_unique<publish::RedisWatermark>(
-            sink.redis, stream, publish::WatermarkOptions{},
-            [&engine] { return engine.recompute_progress().holds_waits(); });
+    if (sink.is_redis()) {
+        auto holding = [&engine] { return engine.recompute_progress().holds_waits(); };
+        watermark = sink.kind == publish::SinkSpec::Kind::Redis
+                        ? std::make_unique<publish::RedisWatermark>(sink.redis, stream, publish::WatermarkOptions{}, holding)
+                        : std::make_unique<publish::RedisWatermark>(sink.cluster, stream, publish::WatermarkOptions{},
+                                                                    holding);
         coordinator.set_acknowledger(watermark.get());
         pipeline.set_watermark(watermark.get());
     }
@@ -335,7 +337,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // subscribers the subscriber set also decides which docs are live. With --live all every doc the
     // engine knows is live, so a touch computes only a doc it did not know, and a warm always computes.
     std::unique_ptr<publish::RedisLiveness> liveness;
-    if (settings.live == LiveMode::Subscribers || sink.kind == publish::SinkSpec::Kind::Redis) {
+    if (settings.live == LiveMode::Subscribers || sink.is_redis()) {
         publish::LivenessOptions liveness_options;
         liveness_options.poll_subscribers = settings.live == LiveMode::Subscribers;
         liveness_options.poll_interval = settings.live_poll;
@@ -364,9 +366,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     audit::AuditorOptions audit_options;
     audit_options.rate = settings.audit_rate;
     audit_options.rate_given = settings.audit_rate_given;
-    audit_options.sink = sink.kind == publish::SinkSpec::Kind::Stdout ? std::string("stdout")
-                         : sink.kind == publish::SinkSpec::Kind::File ? "the file " + sink.path
-                                                                      : "Redis at " + sink.redis.display();
+    audit_options.sink = sink.display();
     audit::Auditor auditor(engine, executor, *publisher, [&coordinator] { return coordinator.checkpoint(); },
                            audit_options);
     auditor.start();
@@ -376,7 +376,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                                            ? "stdout holds no docs the worker could keep current"
                                            : "the sink holds no docs yet") +
                                ": a doc is published when a row it watches changes, or at start when --warm names it" +
-                               (sink.kind == publish::SinkSpec::Kind::Redis ? " (or when a client asks on docsync:warm)"
+                               (sink.is_redis() ? " (or when a client asks on docsync:warm)"
                                                                             : ""));
 
     std::mutex mutex;

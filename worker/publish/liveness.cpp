@@ -19,7 +19,69 @@ constexpr int kListenTick = 200;  // ms between checks of the stop flag while li
 
 bool is_doc_channel(std::string_view channel) { return channel.size() > 3 && channel.substr(0, 3) == "db:"; }
 
+std::vector<std::string> array_of_strings(const Reply& reply, std::string_view what) {
+    if (reply->type != REDIS_REPLY_ARRAY) throw Error(std::string(what) + " answered " + reply_text(reply.get()), {}, true);
+    std::vector<std::string> out;
+    out.reserve(reply->elements);
+    for (std::size_t i = 0; i < reply->elements; ++i)
+        if (reply->element[i]->type == REDIS_REPLY_STRING)
+            out.emplace_back(channel_of_cluster_key(reply_text(reply->element[i])));
+    return out;
+}
+
 }  // namespace
+
+RedisLiveness::RedisLiveness(RedisClusterAddress cluster, LivenessCallbacks callbacks, LivenessOptions options)
+    : RedisLiveness(cluster.seeds.front(), std::move(callbacks), options) {
+    cluster_address_ = std::move(cluster);
+}
+
+std::string RedisLiveness::display() const {
+    return cluster_address_ ? cluster_address_->display() : "Redis at " + address_.display();
+}
+
+std::vector<std::string> RedisLiveness::subscribed_channels(std::unique_ptr<RedisConnection>& conn) {
+    if (!cluster_address_) {
+        if (!conn) conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+        return array_of_strings(conn->command({"PUBSUB", "CHANNELS", "db:*"}), "PUBSUB CHANNELS");
+    }
+    if (!cluster_) {
+        ClusterOptions o;
+        o.connect_timeout = options_.connect_timeout;
+        o.command_timeout = options_.command_timeout;
+        cluster_ = std::make_unique<ClusterClient>(*cluster_address_, o);
+    } else {
+        cluster_->refresh(true);
+    }
+    std::vector<std::string> channels;
+    auto map = cluster_->map();
+    for (const auto& node : map->nodes) {
+        if (!node.healthy) continue;  // a failed node's subscribers are gone with it
+        auto some = array_of_strings(cluster_->on_node(node, {"PUBSUB", "SHARDCHANNELS", "{db:*"}),
+                                     "PUBSUB SHARDCHANNELS on " + node.endpoint());
+        channels.insert(channels.end(), some.begin(), some.end());
+    }
+    std::sort(channels.begin(), channels.end());
+    channels.erase(std::unique(channels.begin(), channels.end()), channels.end());
+    return channels;
+}
+
+std::unique_ptr<RedisConnection> RedisLiveness::connect_listener() {
+    if (!cluster_address_) return RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+    // A node of the seeds, or of a map of the listener's own: not the poller's client, which is its thread's.
+    std::string errors;
+    for (const auto& seed : cluster_address_->seeds) {
+        try {
+            return RedisConnection::connect(seed, options_.connect_timeout, options_.command_timeout);
+        } catch (const Error& e) {
+            errors += (errors.empty() ? "" : "; ") + std::string(e.what());
+        }
+    }
+    ClusterOptions o;
+    o.connect_timeout = options_.connect_timeout;
+    o.command_timeout = options_.command_timeout;
+    return ClusterClient(*cluster_address_, o).connect_any();
+}
 
 RedisLiveness::RedisLiveness(RedisAddress address, LivenessCallbacks callbacks, LivenessOptions options)
     : address_(std::move(address)), callbacks_(std::move(callbacks)), options_(options) {
@@ -59,16 +121,9 @@ void RedisLiveness::poll_loop() {
     do {
         auto started = std::chrono::steady_clock::now();
         try {
-            if (!conn) conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
-            Reply reply = conn->command({"PUBSUB", "CHANNELS", "db:*"});
-            if (reply->type != REDIS_REPLY_ARRAY)
-                throw Error("PUBSUB CHANNELS answered " + reply_text(reply.get()), {}, true);
-            std::vector<std::string> channels;
-            channels.reserve(reply->elements);
-            for (std::size_t i = 0; i < reply->elements; ++i)
-                if (reply->element[i]->type == REDIS_REPLY_STRING) channels.push_back(reply_text(reply->element[i]));
+            auto channels = subscribed_channels(conn);
             ++polls_;
-            if (reported_down) log_info("publish", "liveness poll of Redis at " + address_.display() + " works again");
+            if (reported_down) log_info("publish", "liveness poll of " + display() + " works again");
             reported_down = false;
             backoff = kInitialBackoff;
             callbacks_.sync_live(channels, true);
@@ -120,7 +175,7 @@ void RedisLiveness::listen_loop() {
 // One connection's life: subscribe, then dispatch messages until stopping (returns) or the
 // connection fails (throws).
 void RedisLiveness::listen_once() {
-    auto conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+    auto conn = connect_listener();
     redisContext* ctx = conn->context();
     const char* argv[] = {"SUBSCRIBE", kWarmChannel, kTouchChannel};
     if (redisAppendCommandArgv(ctx, 3, argv, nullptr) != REDIS_OK)
@@ -139,12 +194,12 @@ void RedisLiveness::listen_once() {
             std::string kind = reply_text(reply->element[0]);
             if (kind == "subscribe") {
                 if (!listening_.exchange(true))
-                    log_info("publish", "listening on docsync:warm and docsync:touch at " + address_.display());
+                    log_info("publish", "listening on docsync:warm and docsync:touch at " + display());
                 continue;
             }
             if (kind != "message") continue;
             std::string on = reply_text(reply->element[1]);
-            std::string channel = reply_text(reply->element[2]);
+            std::string channel(channel_of_cluster_key(reply_text(reply->element[2])));
             if (!is_doc_channel(channel)) {
                 log_warning("publish", "ignored a message on " + on + ": the payload must be a db: channel, not '" +
                                            channel.substr(0, 80) + "'");
@@ -168,8 +223,7 @@ void RedisLiveness::listen_once() {
         int rc = ::poll(&pfd, 1, kListenTick);
         if (rc < 0 && errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);
         if (rc > 0 && redisBufferRead(ctx) != REDIS_OK)
-            throw Error(std::string("lost the connection to Redis at ") + address_.display() + ": " + ctx->errstr, {},
-                        true);
+            throw Error("lost the connection to " + display() + ": " + ctx->errstr, {}, true);
     }
 }
 

@@ -4,12 +4,14 @@
 //
 // Two threads, each with its own connection:
 //   - the poller (only with `poll_subscribers`, i.e. `--live subscribers`) runs
-//     `PUBSUB CHANNELS db:*` every poll interval and calls `sync_live(channels, true)`; when a poll
+//     `PUBSUB CHANNELS db:*` every poll interval (on a cluster `PUBSUB SHARDCHANNELS {db:*` on every
+//     healthy node, masters and replicas, since a sharded subscriber may sit on either) and calls `sync_live(channels, true)`; when a poll
 //     fails it calls `sync_live({}, false)` (an incomplete poll only adds, never drops, so the engine
 //     keeps what it has);
 //   - the listener subscribes to `docsync:warm` and `docsync:touch` and calls `warm(channel)` /
-//     `touch(channel)` for each message whose payload is a `db:` channel (others are logged and
-//     ignored).
+//     `touch(channel)` for each message whose payload is a `db:` channel, or a cluster key
+//     `{db:…}` (others are logged and ignored). On a cluster it subscribes on any one node: Redis
+//     Cluster carries classic pub/sub to every node.
 // Both reconnect with backoff when Redis goes away. The callbacks run on these threads: the wiring
 // connects them to Engine::sync_live, Engine::warm and Engine::touch, which never block.
 
@@ -18,10 +20,12 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "publish/redis_cluster.hpp"
 #include "publish/redis_connection.hpp"
 
 namespace docsync::publish {
@@ -47,6 +51,7 @@ inline constexpr const char* kTouchChannel = "docsync:touch";
 class RedisLiveness {
 public:
     RedisLiveness(RedisAddress address, LivenessCallbacks callbacks, LivenessOptions options = {});
+    RedisLiveness(RedisClusterAddress cluster, LivenessCallbacks callbacks, LivenessOptions options = {});
     ~RedisLiveness();  // stops
     RedisLiveness(const RedisLiveness&) = delete;
     RedisLiveness& operator=(const RedisLiveness&) = delete;
@@ -66,10 +71,16 @@ private:
     void poll_loop();
     void listen_loop();
     void listen_once();
+    // One poll: the channels with subscribers. Throws docsync::Error when it is incomplete.
+    std::vector<std::string> subscribed_channels(std::unique_ptr<RedisConnection>& conn);
+    std::unique_ptr<RedisConnection> connect_listener();
+    std::string display() const;
     // Sleeps up to `d`; false when stopping.
     bool sleep_for(std::chrono::milliseconds d);
 
     const RedisAddress address_;
+    std::optional<RedisClusterAddress> cluster_address_;  // set: a cluster, seeded by these
+    std::unique_ptr<ClusterClient> cluster_;  // the poller's, made on its first poll
     const LivenessCallbacks callbacks_;
     const LivenessOptions options_;
 

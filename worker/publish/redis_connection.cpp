@@ -10,10 +10,14 @@ namespace docsync::publish {
 
 namespace {
 
-[[noreturn]] void bad_url(std::string_view url, const std::string& problem) {
-    throw Error("--sink " + std::string(url) + ": " + problem +
-                "; expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS], as in "
-                "redis://127.0.0.1:6379/0");
+constexpr std::string_view kSingleForm =
+    "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS], as in redis://127.0.0.1:6379/0";
+constexpr std::string_view kClusterForm =
+    "redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...][?tombstone-ttl=SECONDS], as in "
+    "redis-cluster://10.0.0.1:7000,10.0.0.2:7000";
+
+[[noreturn]] void bad_url(std::string_view url, const std::string& problem, std::string_view form) {
+    throw Error("--sink " + std::string(url) + ": " + problem + "; expected " + std::string(form));
 }
 
 bool parse_int(std::string_view text, long long min, long long max, long long& out) {
@@ -29,18 +33,12 @@ timeval to_timeval(std::chrono::milliseconds ms) {
     return tv;
 }
 
-}  // namespace
-
-std::string RedisAddress::display() const {
-    return host + ":" + std::to_string(port) + "/" + std::to_string(db);
-}
-
-RedisAddress parse_redis_url(std::string_view url) {
-    constexpr std::string_view scheme = "redis://";
-    if (url.substr(0, scheme.size()) != scheme) bad_url(url, "not a redis:// URL");
+// What both URL forms share: after the scheme, [[USER]:PASSWORD@]HOSTS[/DB][?PARAMETERS]. Sets the
+// credentials and the tombstone TTL in `address` and returns HOSTS[/DB].
+std::string_view parse_common(std::string_view url, std::string_view scheme, std::string_view form,
+                              RedisAddress& address) {
+    if (url.substr(0, scheme.size()) != scheme) bad_url(url, "not a " + std::string(scheme) + " URL", form);
     std::string_view rest = url.substr(scheme.size());
-    RedisAddress address;
-
     if (auto q = rest.find('?'); q != std::string_view::npos) {
         std::string_view query = rest.substr(q + 1);
         rest = rest.substr(0, q);
@@ -54,10 +52,10 @@ RedisAddress parse_redis_url(std::string_view url) {
             long long seconds = 0;
             if (key == "tombstone-ttl") {
                 if (!parse_int(value, 1, 10LL * 365 * 86400, seconds))
-                    bad_url(url, "tombstone-ttl must be a number of seconds, at least 1");
+                    bad_url(url, "tombstone-ttl must be a number of seconds, at least 1", form);
                 address.tombstone_ttl = std::chrono::seconds(seconds);
             } else {
-                bad_url(url, "unknown parameter '" + std::string(key) + "'");
+                bad_url(url, "unknown parameter '" + std::string(key) + "'", form);
             }
         }
     }
@@ -65,43 +63,100 @@ RedisAddress parse_redis_url(std::string_view url) {
         std::string_view auth = rest.substr(0, at);
         rest = rest.substr(at + 1);
         auto colon = auth.find(':');
-        if (colon == std::string_view::npos) bad_url(url, "credentials must be USER:PASSWORD or :PASSWORD");
+        if (colon == std::string_view::npos) bad_url(url, "credentials must be USER:PASSWORD or :PASSWORD", form);
         address.user = std::string(auth.substr(0, colon));
         address.password = std::string(auth.substr(colon + 1));
-        if (address.password.empty()) bad_url(url, "the password after ':' is empty");
+        if (address.password.empty()) bad_url(url, "the password after ':' is empty", form);
     }
+    return rest;
+}
+
+// HOST[:PORT], HOST an IPv6 address in brackets or not.
+void parse_host_port(std::string_view url, std::string_view rest, std::string_view form, bool port_required,
+                     RedisAddress& address) {
+    std::string_view host = rest;
+    std::string_view port;
+    bool has_port = false;
+    if (!rest.empty() && rest.front() == '[') {  // [::1]:6379
+        auto close = rest.find(']');
+        if (close == std::string_view::npos) bad_url(url, "an IPv6 host needs its closing ']'", form);
+        host = rest.substr(1, close - 1);
+        rest = rest.substr(close + 1);
+        if (!rest.empty() && rest.front() != ':') bad_url(url, "unexpected text after the host", form);
+        has_port = !rest.empty();
+        port = has_port ? rest.substr(1) : rest;
+    } else if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+        host = rest.substr(0, colon);
+        port = rest.substr(colon + 1);
+        has_port = true;
+    }
+    if (host.empty()) bad_url(url, "a host is missing", form);
+    if (has_port) {
+        long long n = 0;
+        if (!parse_int(port, 1, 65535, n)) bad_url(url, "the port '" + std::string(port) + "' is not 1-65535", form);
+        address.port = static_cast<int>(n);
+    } else if (port_required) {
+        bad_url(url, "the host " + std::string(host) + " needs its :PORT", form);
+    }
+    address.host = std::string(host);
+}
+
+}  // namespace
+
+std::string RedisAddress::display() const {
+    return host + ":" + std::to_string(port) + "/" + std::to_string(db);
+}
+
+std::string RedisClusterAddress::display() const {
+    std::string out = "Redis Cluster via ";
+    for (std::size_t i = 0; i < seeds.size(); ++i) {
+        const auto& host = seeds[i].host;
+        out += (i ? "," : "") + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+               std::to_string(seeds[i].port);
+    }
+    return out;
+}
+
+RedisAddress parse_redis_url(std::string_view url) {
+    RedisAddress address;
+    std::string_view rest = parse_common(url, "redis://", kSingleForm, address);
     if (auto slash = rest.find('/'); slash != std::string_view::npos) {
         std::string_view db = rest.substr(slash + 1);
         rest = rest.substr(0, slash);
         long long n = 0;
         if (!db.empty()) {
-            if (!parse_int(db, 0, 1 << 20, n)) bad_url(url, "the database '" + std::string(db) + "' is not a number");
+            if (!parse_int(db, 0, 1 << 20, n))
+                bad_url(url, "the database '" + std::string(db) + "' is not a number", kSingleForm);
             address.db = static_cast<int>(n);
         }
     }
-    std::string_view host = rest;
-    if (!rest.empty() && rest.front() == '[') {  // [::1]:6379
-        auto close = rest.find(']');
-        if (close == std::string_view::npos) bad_url(url, "an IPv6 host needs its closing ']'");
-        host = rest.substr(1, close - 1);
-        rest = rest.substr(close + 1);
-        if (!rest.empty() && rest.front() != ':') bad_url(url, "unexpected text after the host");
-        rest = rest.empty() ? rest : rest.substr(1);
-        if (!rest.empty()) {
-            long long port = 0;
-            if (!parse_int(rest, 1, 65535, port)) bad_url(url, "the port '" + std::string(rest) + "' is not 1-65535");
-            address.port = static_cast<int>(port);
-        }
-    } else if (auto colon = rest.rfind(':'); colon != std::string_view::npos) {
-        host = rest.substr(0, colon);
-        long long port = 0;
-        std::string_view p = rest.substr(colon + 1);
-        if (!parse_int(p, 1, 65535, port)) bad_url(url, "the port '" + std::string(p) + "' is not 1-65535");
-        address.port = static_cast<int>(port);
-    }
-    if (host.empty()) bad_url(url, "the host is missing");
-    address.host = std::string(host);
+    if (rest.find(',') != std::string_view::npos)
+        bad_url(url, "a redis:// URL names one server; for several nodes of a Redis Cluster use redis-cluster://",
+                kSingleForm);
+    parse_host_port(url, rest, kSingleForm, false, address);
     return address;
+}
+
+RedisClusterAddress parse_redis_cluster_url(std::string_view url) {
+    RedisAddress common;
+    std::string_view rest = parse_common(url, "redis-cluster://", kClusterForm, common);
+    if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+        if (rest.substr(slash) != "/" && rest.substr(slash) != "/0")
+            bad_url(url, "a Redis Cluster has database 0 only: remove /" + std::string(rest.substr(slash + 1)),
+                    kClusterForm);
+        rest = rest.substr(0, slash);
+    }
+    RedisClusterAddress cluster;
+    cluster.tombstone_ttl = common.tombstone_ttl;
+    while (true) {
+        auto comma = rest.find(',');
+        RedisAddress seed = common;
+        parse_host_port(url, rest.substr(0, comma), kClusterForm, true, seed);
+        cluster.seeds.push_back(std::move(seed));
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
+    }
+    return cluster;
 }
 
 std::string reply_text(const redisReply* reply) {
@@ -161,14 +216,25 @@ Reply RedisConnection::command(const std::vector<std::string_view>& args) {
 }
 
 std::vector<Reply> RedisConnection::pipeline(const std::vector<std::vector<std::string_view>>& commands) {
+    send(commands);
+    return receive(commands.size());
+}
+
+void RedisConnection::send(const std::vector<std::vector<std::string_view>>& commands) {
     for (const auto& args : commands) {
         Argv a(args);
         if (redisAppendCommandArgv(ctx_.get(), a.count(), a.argv.data(), a.argvlen.data()) != REDIS_OK)
             throw io_error();
     }
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) throw io_error();
+}
+
+std::vector<Reply> RedisConnection::receive(std::size_t count) {
     std::vector<Reply> replies;
-    replies.reserve(commands.size());
-    for (std::size_t i = 0; i < commands.size(); ++i) {
+    replies.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
         void* raw = nullptr;
         if (redisGetReply(ctx_.get(), &raw) != REDIS_OK || raw == nullptr) throw io_error();
         replies.emplace_back(static_cast<redisReply*>(raw));

@@ -25,8 +25,17 @@ struct RedisAddress {
     std::string display() const;            // host:port/db, never the password
 };
 
-// Throws docsync::Error naming the problem and the expected form when `url` is malformed.
+// redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…][?tombstone-ttl=SECONDS]: the seed nodes
+// of a Redis Cluster (any node will do; several let the worker start while one is down).
+struct RedisClusterAddress {
+    std::vector<RedisAddress> seeds;  // each with the URL's credentials, database 0
+    std::chrono::seconds tombstone_ttl{86400};
+    std::string display() const;  // Redis Cluster via host:port,…; never the password
+};
+
+// Throw docsync::Error naming the problem and the expected form when `url` is malformed.
 RedisAddress parse_redis_url(std::string_view url);
+RedisClusterAddress parse_redis_cluster_url(std::string_view url);
 
 struct ReplyFree {
     void operator()(redisReply* reply) const { freeReplyObject(reply); }
@@ -46,6 +55,10 @@ public:
     // Sends the commands at once and returns their replies in order (pipelining: one round trip).
     // Throws as command does; the connection is dead afterwards.
     std::vector<Reply> pipeline(const std::vector<std::vector<std::string_view>>& commands);
+    // pipeline() in two halves, so that one thread can have commands in flight on several
+    // connections at once: send() writes them all out, receive() reads that many replies.
+    void send(const std::vector<std::vector<std::string_view>>& commands);
+    std::vector<Reply> receive(std::size_t count);
 
     // For the subscriber's poll() loop.
     redisContext* context() { return ctx_.get(); }

@@ -11,58 +11,19 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "publish/envelope.hpp"
+#include "publish/redis_script.hpp"
 
 namespace docsync::publish {
 
 namespace {
 
-// KEYS[1] the channel's key, KEYS[2] docsync:max_generation.
-// ARGV[1] the envelope, ARGV[2] generation (decimal), ARGV[3] / ARGV[4] the LSN's high and low
-// 32 bits (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc.
-// Versions compare as (generation, lsn high, lsn low): every part fits a Lua number exactly. The
-// retained version is read from the envelope's tail only (GETRANGE), never the whole doc.
-// Returns 1 when the doc was retained and published, 0 when a newer version was already retained.
-constexpr const char* kScript = R"LUA(local kind = redis.call('TYPE', KEYS[1]).ok
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('DOCSYNC key ' .. KEYS[1] .. ' holds a ' .. kind ..
-    ', not a docsync doc: the db: keys belong to docsync')
-end
-local new = {tonumber(ARGV[2]), tonumber(ARGV[3], 16), tonumber(ARGV[4], 16)}
-if kind == 'string' then
-  local tail = redis.call('GETRANGE', KEYS[1], -100, -1)
-  local g, h, l = string.match(tail, '"generation":(%d+),"lsn":"(%x+)/(%x+)"}$')
-  if g then
-    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}
-    for i = 1, 3 do
-      if new[i] > old[i] then break end
-      if new[i] < old[i] then return 0 end
-    end
-  end
-end
-if ARGV[5] == '0' then
-  redis.call('SET', KEYS[1], ARGV[1])
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
-end
-local max = tonumber(redis.call('GET', KEYS[2]) or '0')
-if new[1] > max then redis.call('SET', KEYS[2], ARGV[2]) end
-redis.call('PUBLISH', KEYS[1], ARGV[1])
-return 1
-)LUA";
-
-constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
 // Set once, never changed by docsync: its loss means Redis lost its data (RedisSink::lost_docs).
 constexpr std::string_view kEpochKey = "docsync:epoch";
-
-std::string hex32(std::uint32_t v) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%X", v);
-    return buf;
-}
+constexpr ScriptKind kKind = ScriptKind::Single;
 
 }  // namespace
 
-const char* RedisSink::script() { return kScript; }
+const char* RedisSink::script() { return doc_script(kKind); }
 
 RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
     : address_(std::move(address)), options_(options), backoff_(options.initial_backoff) {
@@ -85,7 +46,7 @@ RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
         }
         throw Error("--sink: " + text + "; " + fix, {}, true);
     }
-    auto reply = conn->command({"SCRIPT", "LOAD", kScript});
+    auto reply = conn->command({"SCRIPT", "LOAD", script()});
     if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOAUTH", 0) == 0)
         throw Error("--sink: Redis at " + address_.display() + " requires a password (" + reply_text(reply.get()) +
                         "): give it in --sink redis://:PASSWORD@HOST:PORT (USER:PASSWORD@ for an ACL user)",
@@ -143,53 +104,6 @@ void RedisSink::failed(const std::string& why) {
     if (first) log_warning("publish", why + "; docs are retried and hold the slot until Redis is back");
 }
 
-namespace {
-
-// The EVALSHA (or, with `script`, EVAL) arguments of one doc's retain + publish.
-struct ScriptCall {
-    std::string channel;
-    std::string envelope;
-    std::string generation;
-    std::string hi;
-    std::string lo;
-    std::string ttl;
-    std::vector<std::string_view> args(std::string_view sha_or_script, bool script) const {
-        return {script ? "EVAL" : "EVALSHA", sha_or_script, "2", channel, kMaxGenerationKey, envelope, generation,
-                hi, lo, ttl};
-    }
-};
-
-ScriptCall script_call(const std::string& channel, const std::optional<std::string>& doc, DocVersion version,
-                       std::chrono::seconds tombstone_ttl) {
-    return {channel,
-            make_envelope(channel, doc, version),
-            std::to_string(version.generation),
-            hex32(static_cast<std::uint32_t>(version.lsn >> 32)),
-            hex32(static_cast<std::uint32_t>(version.lsn)),
-            doc ? "0" : std::to_string(std::chrono::milliseconds(tombstone_ttl).count())};
-}
-
-bool no_script(const Reply& reply) {
-    return reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0;
-}
-
-}  // namespace
-
-std::optional<Error> RedisSink::judge(const Reply& reply, const std::string& channel) const {
-    if (reply->type == REDIS_REPLY_ERROR) {
-        std::string text = reply_text(reply.get());
-        // A doc key of another type is a setup problem no retry fixes; anything else (LOADING,
-        // READONLY on a demoted primary, OOM, BUSY) clears up when Redis does.
-        bool permanent = text.rfind("DOCSYNC", 0) == 0;
-        return Error("Redis at " + address_.display() + " refused the doc for " + channel + ": " + text, {}, !permanent);
-    }
-    if (reply->type != REDIS_REPLY_INTEGER)
-        return Error("Redis at " + address_.display() + " answered the publish of " + channel + " with an unexpected " +
-                         reply_text(reply.get()),
-                     {}, true);
-    return std::nullopt;
-}
-
 void RedisSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
     auto out = publish_many({Publication{&channel, &doc, version}});
     if (out.front()) throw *out.front();
@@ -198,18 +112,19 @@ void RedisSink::publish(const std::string& channel, const std::optional<std::str
 std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publication>& docs) {
     std::vector<ScriptCall> calls;
     calls.reserve(docs.size());
-    for (const auto& d : docs) calls.push_back(script_call(*d.channel, *d.doc, d.version, address_.tombstone_ttl));
+    for (const auto& d : docs)
+        calls.push_back(script_call(*d.channel, *d.channel, *d.doc, d.version, address_.tombstone_ttl));
     std::vector<std::optional<Error>> out(docs.size());
     std::unique_ptr<RedisConnection> conn;
     try {
         conn = acquire();
         std::vector<std::vector<std::string_view>> commands;
-        for (const auto& call : calls) commands.push_back(call.args(script_sha_, false));
+        for (const auto& call : calls) commands.push_back(call.args(kKind, script_sha_, false));
         auto replies = conn->pipeline(commands);
         for (std::size_t i = 0; i < replies.size(); ++i) {
             // Redis restarted (or SCRIPT FLUSH): send the script itself, which caches it again.
-            if (no_script(replies[i])) replies[i] = conn->command(calls[i].args(kScript, true));
-            out[i] = judge(replies[i], calls[i].channel);
+            if (no_script(replies[i])) replies[i] = conn->command(calls[i].args(kKind, script(), true));
+            out[i] = judge_script_reply(replies[i], "Redis at " + address_.display(), *docs[i].channel);
         }
     } catch (const Error& e) {
         if (conn) failed(std::string("lost the connection to ") + e.what());

@@ -67,8 +67,6 @@ private:
     void failed(const std::string& why);
     // GET of `key` on a pooled connection; a failure is recorded (failed()) and thrown.
     Reply get(const std::string& key);
-    // The error of a script's reply for `channel`'s doc, or nullopt when it was taken.
-    std::optional<Error> judge(const Reply& reply, const std::string& channel) const;
 
     const RedisAddress address_;
     const RedisSinkOptions options_;

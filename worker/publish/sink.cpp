@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "publish/jsonl_sink.hpp"
+#include "publish/redis_cluster_sink.hpp"
 
 namespace docsync::publish {
 
@@ -18,11 +19,25 @@ SinkSpec parse_sink(std::string_view value) {
     } else if (value.substr(0, 8) == "redis://") {
         spec.kind = SinkSpec::Kind::Redis;
         spec.redis = parse_redis_url(value);
+    } else if (value.substr(0, 16) == "redis-cluster://") {
+        spec.kind = SinkSpec::Kind::RedisCluster;
+        spec.cluster = parse_redis_cluster_url(value);
     } else {
         throw Error("unknown --sink '" + std::string(value) +
-                    "': use stdout, file:PATH (JSON lines in a file) or redis://HOST:PORT[/DB]");
+                    "': use stdout, file:PATH (JSON lines in a file), redis://HOST:PORT[/DB] or "
+                    "redis-cluster://HOST:PORT[,HOST:PORT...]");
     }
     return spec;
+}
+
+std::string SinkSpec::display() const {
+    switch (kind) {
+        case Kind::Stdout: return "stdout";
+        case Kind::File: return "the file " + path;
+        case Kind::Redis: return "Redis at " + redis.display();
+        case Kind::RedisCluster: return cluster.display();
+    }
+    return "the sink";
 }
 
 std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options) {
@@ -30,15 +45,18 @@ std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkO
         case SinkSpec::Kind::Stdout: return JsonlSink::open_stdout();
         case SinkSpec::Kind::File: return JsonlSink::open_file(spec.path);
         case SinkSpec::Kind::Redis: return std::make_unique<RedisSink>(spec.redis, redis_options);
+        case SinkSpec::Kind::RedisCluster: return std::make_unique<RedisClusterSink>(spec.cluster, redis_options);
     }
     throw Error("unknown sink kind");
 }
 
 std::unique_ptr<RedisLiveness> make_liveness(const SinkSpec& spec, LivenessCallbacks callbacks,
                                              LivenessOptions options) {
-    if (spec.kind != SinkSpec::Kind::Redis)
-        throw Error("--live subscribers needs a Redis sink (--sink redis://HOST:PORT): only Redis knows who "
-                    "subscribes; with a JSONL sink use --live all");
+    if (!spec.is_redis())
+        throw Error("--live subscribers needs a Redis sink (--sink redis://HOST:PORT or redis-cluster://...): only "
+                    "Redis knows who subscribes; with a JSONL sink use --live all");
+    if (spec.kind == SinkSpec::Kind::RedisCluster)
+        return std::make_unique<RedisLiveness>(spec.cluster, std::move(callbacks), options);
     return std::make_unique<RedisLiveness>(spec.redis, std::move(callbacks), options);
 }
 

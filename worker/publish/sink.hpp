@@ -3,6 +3,8 @@
 //   --sink stdout                       JSONL on standard output
 //   --sink file:PATH                    JSONL in PATH, fsync'd (group commit), repaired at start
 //   --sink redis://HOST:PORT[/DB]       retained + published in Redis (publish/redis_sink.hpp)
+//   --sink redis-cluster://HOST:PORT[,HOST:PORT…]
+//                                       the same over a Redis Cluster (publish/redis_cluster_sink.hpp)
 
 #include <memory>
 #include <string>
@@ -16,10 +18,14 @@
 namespace docsync::publish {
 
 struct SinkSpec {
-    enum class Kind { Stdout, File, Redis };
+    enum class Kind { Stdout, File, Redis, RedisCluster };
     Kind kind = Kind::Stdout;
-    std::string path;    // File
-    RedisAddress redis;  // Redis
+    std::string path;             // File
+    RedisAddress redis;           // Redis
+    RedisClusterAddress cluster;  // RedisCluster
+    bool is_redis() const { return kind == Kind::Redis || kind == Kind::RedisCluster; }
+    // For messages: stdout, the file PATH, Redis at HOST:PORT/DB, Redis Cluster via HOST:PORT,…
+    std::string display() const;
 };
 
 // Parses a --sink value. Throws docsync::Error naming the value and listing the accepted forms.

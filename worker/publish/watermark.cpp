@@ -41,9 +41,14 @@ if ng == og then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
-redis.call('PUBLISH', KEYS[1], ARGV[1])
-return 1
 )LUA";
+
+// The single node's script PUBLISHes; a cluster's SPUBLISHes on the keys' own slot.
+const std::string& script_of(bool cluster) {
+    static const std::string single = std::string(kScript) + "redis.call('PUBLISH', KEYS[1], ARGV[1])\nreturn 1\n";
+    static const std::string sharded = std::string(kScript) + "redis.call('SPUBLISH', KEYS[1], ARGV[1])\nreturn 1\n";
+    return cluster ? sharded : single;
+}
 
 constexpr const char* kComponent = "publish";
 
@@ -60,12 +65,23 @@ Lsn watermark_position(Lsn lsn) { return lsn != 0 && lsn % kWalPage == 0 ? lsn +
 
 }  // namespace
 
-const char* RedisWatermark::script() { return kScript; }
+const char* RedisWatermark::script() { return script_of(false).c_str(); }
 
 RedisWatermark::RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options,
                                std::function<bool()> holding)
     : address_(std::move(address)), next_(next), options_(options), holding_(std::move(holding)) {
     std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
+    thread_ = std::thread([this] { run(); });
+}
+
+RedisWatermark::RedisWatermark(RedisClusterAddress cluster, Acknowledger& next, WatermarkOptions options,
+                               std::function<bool()> holding)
+    : address_(cluster.seeds.front()),
+      cluster_address_(std::move(cluster)),
+      next_(next),
+      options_(options),
+      holding_(std::move(holding)) {
+    std::signal(SIGPIPE, SIG_IGN);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -113,25 +129,30 @@ std::uint64_t RedisWatermark::updates() const {
 }
 
 void RedisWatermark::send(std::uint64_t generation, Lsn lsn) {
+    std::string text = format_lsn(watermark_position(lsn));
+    std::string gen = std::to_string(generation);
+    if (cluster_address_) {
+        send_to_cluster(text, gen);
+        return;
+    }
+    const std::string& script = script_of(false);
     try {
         if (!conn_) {
             conn_ = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
             script_sha_.clear();
         }
         if (script_sha_.empty()) {
-            Reply loaded = conn_->command({"SCRIPT", "LOAD", kScript});
+            Reply loaded = conn_->command({"SCRIPT", "LOAD", script});
             if (loaded->type != REDIS_REPLY_STRING)
                 throw Error("Redis at " + address_.display() + " refused the watermark script: " +
                                 reply_text(loaded.get()),
                             {}, true);
             script_sha_ = reply_text(loaded.get());
         }
-        std::string text = format_lsn(watermark_position(lsn));
-        std::string gen = std::to_string(generation);
         Reply reply = conn_->command({"EVALSHA", script_sha_, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
         // Redis restarted between two updates, or SCRIPT FLUSH: send the script itself, which caches it.
         if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0)
-            reply = conn_->command({"EVAL", kScript, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
+            reply = conn_->command({"EVAL", script, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
         if (reply->type != REDIS_REPLY_INTEGER)
             throw Error("Redis at " + address_.display() + " answered the update to " + text + " with " +
                             reply_text(reply.get()),
@@ -142,6 +163,32 @@ void RedisWatermark::send(std::uint64_t generation, Lsn lsn) {
     }
 }
 
+void RedisWatermark::send_to_cluster(const std::string& text, const std::string& gen) {
+    const std::string& script = script_of(true);
+    if (!cluster_) {
+        ClusterOptions o;
+        o.connect_timeout = options_.connect_timeout;
+        o.command_timeout = options_.command_timeout;
+        cluster_ = std::make_unique<ClusterClient>(*cluster_address_, o);
+    }
+    if (script_sha_.empty()) {
+        Outcome loaded = cluster_->run(KeyedCommand{kClusterWatermarkKey, {"SCRIPT", "LOAD", script}, {}});
+        if (loaded.error) throw *loaded.error;
+        if (loaded.reply->type != REDIS_REPLY_STRING)
+            throw Error(cluster_address_->display() + " refused the watermark script: " + reply_text(loaded.reply.get()),
+                        {}, true);
+        script_sha_ = reply_text(loaded.reply.get());
+    }
+    Outcome o = cluster_->run(KeyedCommand{
+        kClusterWatermarkKey,
+        {"EVALSHA", script_sha_, "2", kClusterWatermarkKey, kClusterWatermarkGenerationKey, text, gen},
+        {"EVAL", script, "2", kClusterWatermarkKey, kClusterWatermarkGenerationKey, text, gen}});
+    if (o.error) throw *o.error;
+    if (o.reply->type != REDIS_REPLY_INTEGER)
+        throw Error(cluster_address_->display() + " answered the update to " + text + " with " + reply_text(o.reply.get()),
+                    {}, true);
+}
+
 void RedisWatermark::run() {
     auto backoff = options_.initial_backoff;
     bool down = false;  // an outage is logged once, and its end once
@@ -149,7 +196,7 @@ void RedisWatermark::run() {
     for (;;) {
         wake_.wait(lock, [this] { return stopping_ || restart_ || latest_ > published_; });
         // Stopping: one last update over a live connection, never a reconnect that would delay the exit.
-        if (stopping_ && ((!restart_ && latest_ <= published_) || !conn_)) return;
+        if (stopping_ && ((!restart_ && latest_ <= published_) || (!conn_ && !cluster_))) return;
         // A gap is being closed: positions wait (a new generation's 0/0 does not).
         if (!restart_ && holding_) {
             lock.unlock();

@@ -39,11 +39,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "common/lsn.hpp"
 #include "progress/coordinator.hpp"
+#include "publish/redis_cluster.hpp"
 #include "publish/redis_connection.hpp"
 
 namespace docsync::publish {
@@ -51,6 +53,9 @@ namespace docsync::publish {
 // The key and the channel of the watermark, and the key of its generation.
 inline constexpr const char* kWatermarkKey = "docsync:watermark";
 inline constexpr const char* kWatermarkGenerationKey = "docsync:watermark_generation";
+// On a Redis Cluster: both keys on one slot (hash tag docsync:watermark), SPUBLISHed on the first.
+inline constexpr const char* kClusterWatermarkKey = "{docsync:watermark}";
+inline constexpr const char* kClusterWatermarkGenerationKey = "{docsync:watermark}:generation";
 
 struct WatermarkOptions {
     std::chrono::milliseconds connect_timeout{2000};
@@ -66,6 +71,9 @@ public:
     // acknowledgement first. While `holding` (called on the publishing thread) says true, positions
     // are recorded but not written.
     RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options = {},
+                   std::function<bool()> holding = {});
+    // The same on a Redis Cluster, with the keys kClusterWatermarkKey and kClusterWatermarkGenerationKey.
+    RedisWatermark(RedisClusterAddress cluster, Acknowledger& next, WatermarkOptions options = {},
                    std::function<bool()> holding = {});
     ~RedisWatermark() override;  // stop()
     RedisWatermark(const RedisWatermark&) = delete;
@@ -95,14 +103,17 @@ private:
     // One update of (generation, lsn), connecting (and loading the script) first when needed.
     // Throws docsync::Error on any failure; the connection is then dropped.
     void send(std::uint64_t generation, Lsn lsn);
+    void send_to_cluster(const std::string& text, const std::string& gen);
 
     const RedisAddress address_;
+    const std::optional<RedisClusterAddress> cluster_address_{};
     Acknowledger& next_;
     const WatermarkOptions options_;
     const std::function<bool()> holding_;
 
     std::unique_ptr<RedisConnection> conn_;  // the publishing thread's
-    std::string script_sha_;                 // of the script loaded on conn_
+    std::unique_ptr<ClusterClient> cluster_;  // the publishing thread's, on a cluster
+    std::string script_sha_;                 // of the script loaded on conn_ (or the cluster)
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;

@@ -1,0 +1,326 @@
+// Routing of commands over a Redis Cluster: the slot map, redirects, per-node pools.
+#include "publish/redis_cluster.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <thread>
+
+#include "common/log.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+constexpr std::chrono::milliseconds kMinRefresh{100};
+
+bool starts_with(const Reply& reply, std::string_view prefix) {
+    return reply && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+std::string ClusterClient::Endpoint::text() const {
+    return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                               : host + ":" + std::to_string(port);
+}
+
+ClusterClient::ClusterClient(RedisClusterAddress address, ClusterOptions options)
+    : address_(std::move(address)), options_(options) {
+    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket a node closed must be an error, not the end
+    if (address_.seeds.empty()) throw Error("a Redis Cluster address needs at least one HOST:PORT");
+    try {
+        refresh(true);
+    } catch (const Error& e) {
+        throw Error(std::string("--sink: ") + e.what(), {}, e.transient());
+    }
+}
+
+std::shared_ptr<const SlotMap> ClusterClient::map() const {
+    std::lock_guard lock(mutex_);
+    return map_;
+}
+
+std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at) {
+    {
+        std::lock_guard lock(mutex_);
+        Pool& pool = pools_[at];
+        if (!pool.idle.empty()) {
+            auto conn = std::move(pool.idle.back());
+            pool.idle.pop_back();
+            return conn;
+        }
+        // Backing off: fail at once rather than hold up the commands of the other nodes.
+        if (std::chrono::steady_clock::now() < pool.next_connect)
+            throw Error("Redis Cluster node " + at.text() + " is unreachable (" + pool.last_error +
+                            "); reconnecting with backoff",
+                        {}, true);
+    }
+    RedisAddress node = address_.seeds.front();
+    node.host = at.host;
+    node.port = at.port;
+    node.db = 0;
+    try {
+        return RedisConnection::connect(node, options_.connect_timeout, options_.command_timeout);
+    } catch (const Error& e) {
+        failed(at, e.what());
+        throw;
+    }
+}
+
+void ClusterClient::release(const Endpoint& at, std::unique_ptr<RedisConnection> conn) {
+    std::lock_guard lock(mutex_);
+    pools_[at].idle.push_back(std::move(conn));
+}
+
+void ClusterClient::failed(const Endpoint& at, const std::string& why) {
+    std::vector<std::unique_ptr<RedisConnection>> dead;
+    bool first = false;
+    {
+        std::lock_guard lock(mutex_);
+        Pool& pool = pools_[at];
+        dead.swap(pool.idle);
+        pool.backoff = pool.backoff.count() == 0 ? options_.initial_backoff : std::min(pool.backoff * 2, options_.max_backoff);
+        pool.next_connect = std::chrono::steady_clock::now() + pool.backoff;
+        pool.last_error = why;
+        first = !pool.down;
+        pool.down = true;
+        stale_ = true;  // a failover may follow: ask for the map again
+    }
+    if (first)
+        log_warning("publish", "lost Redis Cluster node " + at.text() + ": " + why +
+                                   "; what hashes there is retried and holds the slot until it or a promoted replica "
+                                   "answers, the other nodes go on");
+}
+
+void ClusterClient::answered(const Endpoint& at) {
+    bool was_down = false;
+    {
+        std::lock_guard lock(mutex_);
+        Pool& pool = pools_[at];
+        was_down = pool.down;
+        pool.down = false;
+        pool.backoff = std::chrono::milliseconds(0);
+    }
+    if (was_down) log_info("publish", "Redis Cluster node " + at.text() + " answers again");
+}
+
+std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at) {
+    std::unique_ptr<RedisConnection> conn;
+    try {
+        conn = acquire(at);
+        Reply reply = conn->command({"CLUSTER", "SHARDS"});
+        std::optional<SlotMap> map;
+        if (starts_with(reply, "ERR This instance has cluster support disabled"))
+            throw Error("Redis at " + at.text() +
+                            " is not a Redis Cluster node (cluster-enabled is off): use --sink redis://" + at.text() +
+                            " for a single Redis, or give the nodes of the cluster",
+                        {}, false);
+        if (reply->type == REDIS_REPLY_ERROR) {  // before Redis 7
+            reply = conn->command({"CLUSTER", "SLOTS"});
+            map = parse_cluster_slots(reply.get(), at.host);
+        } else {
+            map = parse_cluster_shards(reply.get(), at.host);
+        }
+        release(at, std::move(conn));
+        answered(at);
+        return map;
+    } catch (const Error& e) {
+        if (!e.transient()) throw;
+        if (conn) failed(at, e.what());
+        return std::nullopt;
+    }
+}
+
+void ClusterClient::refresh(bool force) {
+    std::lock_guard one(refresh_mutex_);
+    std::vector<Endpoint> candidates;
+    {
+        std::lock_guard lock(mutex_);
+        auto now = std::chrono::steady_clock::now();
+        if (!force && (!stale_ || now - refreshed_ < kMinRefresh)) return;
+        refreshed_ = now;
+        if (map_) {
+            for (const ClusterNode* m : map_->masters())
+                if (m->healthy) candidates.push_back({m->host, m->port});
+            for (const auto& n : map_->nodes) candidates.push_back({n.host, n.port});
+        }
+    }
+    for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
+    std::set<Endpoint> asked;
+    std::string tried;
+    for (const auto& at : candidates) {
+        if (!asked.insert(at).second) continue;
+        tried += (tried.empty() ? "" : ", ") + at.text();
+        auto map = ask_map(at);
+        // A node that lost its view (just restarted, not yet joined) may answer with no slots.
+        if (!map || map->covered() == 0) continue;
+        std::lock_guard lock(mutex_);
+        map_ = std::make_shared<const SlotMap>(std::move(*map));
+        stale_ = false;
+        return;
+    }
+    throw Error("no Redis Cluster node answered CLUSTER SHARDS (asked " + tried +
+                    "); start the cluster, or fix HOST:PORT in --sink redis-cluster://HOST:PORT[,HOST:PORT...]",
+                {}, true);
+}
+
+std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& commands) {
+    std::vector<Outcome> out(commands.size());
+    try {
+        refresh(false);
+    } catch (const Error&) {
+        // routed with the map we have; its nodes' failures say what is wrong
+    }
+    struct Route {
+        std::optional<Endpoint> to;  // a redirect's node, else the slot's master
+        bool ask = false;
+        bool fallback = false;
+    };
+    std::vector<Route> routes(commands.size());
+    std::vector<std::size_t> pending(commands.size());
+    for (std::size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+
+    for (int round = 0; !pending.empty(); ++round) {
+        if (round > options_.max_redirects) {
+            for (auto i : pending)
+                out[i].error = Error("Redis Cluster redirected the command for " + std::string(commands[i].key) + " " +
+                                         std::to_string(options_.max_redirects) + " times: the slot map does not settle",
+                                     {}, true);
+            break;
+        }
+        auto map = this->map();
+        std::map<Endpoint, std::vector<std::size_t>> groups;
+        for (auto i : pending) {
+            if (routes[i].to) {
+                groups[*routes[i].to].push_back(i);
+                continue;
+            }
+            int slot = key_slot(commands[i].key);
+            const ClusterNode* master = map ? map->master_of(slot) : nullptr;
+            if (master == nullptr) {
+                out[i].error = Error("no Redis Cluster node serves hash slot " + std::to_string(slot) + " (of " +
+                                         std::string(commands[i].key) + ")",
+                                     {}, true);
+                std::lock_guard lock(mutex_);
+                stale_ = true;
+                continue;
+            }
+            groups[{master->host, master->port}].push_back(i);
+        }
+        pending.clear();
+
+        // Write every node's commands out, then read every node's replies.
+        struct Flight {
+            std::unique_ptr<RedisConnection> conn;
+            std::size_t replies = 0;
+        };
+        std::map<Endpoint, Flight> flights;
+        auto fail_group = [&](const std::vector<std::size_t>& group, const Error& e) {
+            for (auto i : group) out[i].error = e;
+        };
+        for (auto& [at, group] : groups) {
+            std::vector<std::vector<std::string_view>> batch;
+            for (auto i : group) {
+                if (routes[i].ask) batch.push_back({"ASKING"});
+                batch.push_back(routes[i].fallback ? commands[i].fallback : commands[i].args);
+            }
+            Flight flight;
+            try {
+                flight.conn = acquire(at);
+                flight.conn->send(batch);
+                flight.replies = batch.size();
+                flights.emplace(at, std::move(flight));
+            } catch (const Error& e) {
+                if (flight.conn) failed(at, e.what());
+                fail_group(group, e);
+            }
+        }
+        bool moved = false;
+        for (auto& [at, flight] : flights) {
+            const auto& group = groups[at];
+            std::vector<Reply> replies;
+            try {
+                replies = flight.conn->receive(flight.replies);
+            } catch (const Error& e) {
+                failed(at, e.what());
+                fail_group(group, e);
+                continue;
+            }
+            release(at, std::move(flight.conn));
+            answered(at);
+            std::size_t r = 0;
+            for (auto i : group) {
+                if (routes[i].ask) ++r;  // ASKING's OK
+                Reply& reply = replies[r++];
+                Route next;
+                if (auto redirect = reply && reply->type == REDIS_REPLY_ERROR
+                                        ? parse_redirect(std::string_view(reply->str, reply->len))
+                                        : std::nullopt) {
+                    next.to = Endpoint{redirect->host.empty() ? at.host : redirect->host, redirect->port};
+                    next.ask = redirect->ask;
+                    next.fallback = routes[i].fallback;
+                    moved = moved || !redirect->ask;
+                } else if (starts_with(reply, "NOSCRIPT") && !commands[i].fallback.empty() && !routes[i].fallback) {
+                    next = routes[i];
+                    next.fallback = true;
+                } else {
+                    out[i].reply = std::move(reply);
+                    continue;
+                }
+                routes[i] = next;
+                pending.push_back(i);
+            }
+        }
+        if (moved) {
+            {
+                std::lock_guard lock(mutex_);
+                stale_ = true;
+            }
+            try {
+                refresh(false);
+            } catch (const Error&) {
+                // the redirects name the nodes to go to
+            }
+        }
+    }
+    return out;
+}
+
+Outcome ClusterClient::run(const KeyedCommand& command) { return std::move(run(std::vector<KeyedCommand>{command}).front()); }
+
+Reply ClusterClient::on_node(const ClusterNode& node, const std::vector<std::string_view>& args) {
+    Endpoint at{node.host, node.port};
+    auto conn = acquire(at);
+    Reply reply;
+    try {
+        reply = conn->command(args);
+    } catch (const Error& e) {
+        failed(at, e.what());
+        throw;
+    }
+    release(at, std::move(conn));
+    answered(at);
+    return reply;
+}
+
+std::unique_ptr<RedisConnection> ClusterClient::connect_any() {
+    std::vector<Endpoint> candidates;
+    if (auto m = map())
+        for (const auto& n : m->nodes)
+            if (n.healthy) candidates.push_back({n.host, n.port});
+    for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
+    std::string errors;
+    for (const auto& at : candidates) {
+        RedisAddress node = address_.seeds.front();
+        node.host = at.host;
+        node.port = at.port;
+        try {
+            return RedisConnection::connect(node, options_.connect_timeout, options_.command_timeout);
+        } catch (const Error& e) {
+            errors += (errors.empty() ? "" : "; ") + std::string(e.what());
+        }
+    }
+    throw Error("no Redis Cluster node accepts a connection: " + errors, {}, true);
+}
+
+}  // namespace docsync::publish

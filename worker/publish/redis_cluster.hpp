@@ -1,0 +1,124 @@
+#pragma once
+// A small Redis Cluster client over hiredis (Debian packages no cluster-aware one): it knows which
+// node serves each hash slot and sends each command there.
+//
+//   - Discovery: CLUSTER SHARDS (Redis 7; CLUSTER SLOTS before) from the first node that answers,
+//     the known masters first, then the seeds of the URL. The map is refreshed after a MOVED, after
+//     a node failed, and when asked (refresh()), at most every 100 ms unless forced.
+//   - Redirects: MOVED sends the command to the node named, and refreshes the map; ASK (a slot
+//     being migrated) sends ASKING and the command to the node named, once. At most 5 redirects per
+//     command, then it fails (transient).
+//   - A command that names a script by SHA (EVALSHA) carries its fallback (EVAL with the script),
+//     sent instead when that node answers NOSCRIPT (a restarted or new node).
+//   - Pipelining: run() groups the commands by node and writes every group out before reading any
+//     reply, so all nodes work at once.
+//   - Connections: an idle pool per node. A node whose connection fails is dropped from the pool and
+//     backs off (100 ms doubling to 5 s) before the next connect; until then its commands fail at
+//     once, so a dead node never slows the commands of the others. One warning per node outage, one
+//     line when it answers again.
+//
+// Thread-safety: every member may be called from any thread, concurrently.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "publish/cluster_map.hpp"
+#include "publish/redis_connection.hpp"
+
+namespace docsync::publish {
+
+struct ClusterOptions {
+    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds command_timeout{5000};
+    std::chrono::milliseconds initial_backoff{100};
+    std::chrono::milliseconds max_backoff{5000};
+    int max_redirects = 5;
+};
+
+struct KeyedCommand {
+    std::string_view key;                    // routes the command: its hash slot
+    std::vector<std::string_view> args;
+    std::vector<std::string_view> fallback;  // sent instead after NOSCRIPT; empty: none
+};
+
+// One command's result: the node's reply (an error reply other than a redirect included), or the
+// transient error that kept it from one (the node unreachable, no master for the slot, too many
+// redirects).
+struct Outcome {
+    Reply reply;
+    std::optional<Error> error;
+};
+
+class ClusterClient {
+public:
+    // Discovers the map. Throws docsync::Error naming the seeds and the fix when no seed answers
+    // (transient) or a seed is not a cluster node (permanent).
+    explicit ClusterClient(RedisClusterAddress address, ClusterOptions options = {});
+
+    std::vector<Outcome> run(const std::vector<KeyedCommand>& commands);
+    Outcome run(const KeyedCommand& command);
+
+    // One command on one node, with no routing (INFO, SCAN, PUBSUB SHARDCHANNELS). Throws
+    // docsync::Error (transient) when the node cannot be reached or does not answer.
+    Reply on_node(const ClusterNode& node, const std::vector<std::string_view>& args);
+    // A new connection to the first node that answers (a subscriber's). Throws as on_node.
+    std::unique_ptr<RedisConnection> connect_any();
+
+    // Asks the nodes for the map now (`force`) or when it is older than 100 ms and was marked stale.
+    // Throws docsync::Error (transient) when no node answers.
+    void refresh(bool force = true);
+    std::shared_ptr<const SlotMap> map() const;
+
+    const RedisClusterAddress& address() const { return address_; }
+
+private:
+    struct Endpoint {
+        std::string host;
+        int port = 0;
+        std::string text() const;
+        bool operator<(const Endpoint& o) const { return std::tie(host, port) < std::tie(o.host, o.port); }
+    };
+    struct Pool {
+        std::vector<std::unique_ptr<RedisConnection>> idle;
+        std::chrono::steady_clock::time_point next_connect{};
+        std::chrono::milliseconds backoff{0};
+        std::string last_error;
+        bool down = false;  // logged as lost, not yet as back
+    };
+
+    std::unique_ptr<RedisConnection> acquire(const Endpoint& at);
+    void release(const Endpoint& at, std::unique_ptr<RedisConnection> conn);
+    // The connection to `at` failed with `why`: drop its pool, back off, mark the map stale.
+    void failed(const Endpoint& at, const std::string& why);
+    void answered(const Endpoint& at);
+    // The map `at` describes, or nullopt (logged at most by the caller) when it cannot say.
+    std::optional<SlotMap> ask_map(const Endpoint& at);
+
+    const RedisClusterAddress address_;
+    const ClusterOptions options_;
+
+    mutable std::mutex mutex_;
+    std::shared_ptr<const SlotMap> map_;
+    bool stale_ = false;
+    std::chrono::steady_clock::time_point refreshed_{};
+    std::map<Endpoint, Pool> pools_;
+    std::mutex refresh_mutex_;  // one refresh at a time
+};
+
+// The key and the channel of a doc's channel in a cluster: `{db:order:42}`, whose hash tag is the
+// whole name, so that the retained doc and its sharded channel live on one slot.
+inline std::string cluster_key(std::string_view channel) { return "{" + std::string(channel) + "}"; }
+// The channel a cluster key names (`{db:order:42}` → `db:order:42`); other names unchanged.
+inline std::string_view channel_of_cluster_key(std::string_view key) {
+    return key.size() >= 2 && key.front() == '{' && key.back() == '}' ? key.substr(1, key.size() - 2) : key;
+}
+
+}  // namespace docsync::publish

@@ -1,0 +1,230 @@
+// The Redis Cluster sink: the doc script per slot, routed over the cluster's masters.
+#include "publish/redis_cluster_sink.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+#include <set>
+
+#include "common/log.hpp"
+#include "publish/envelope.hpp"
+#include "publish/redis_script.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+constexpr ScriptKind kKind = ScriptKind::Cluster;
+
+// Raises KEYS[1] to ARGV[1], never lowers it.
+constexpr const char* kRaiseScript =
+    "local old = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"
+    "if tonumber(ARGV[1]) > old then redis.call('SET', KEYS[1], ARGV[1]) end\n"
+    "return 1\n";
+
+ClusterOptions cluster_options(const RedisSinkOptions& o) {
+    ClusterOptions c;
+    c.connect_timeout = o.connect_timeout;
+    c.command_timeout = o.command_timeout;
+    c.initial_backoff = o.initial_backoff;
+    c.max_backoff = o.max_backoff;
+    return c;
+}
+
+std::string info_field(const Reply& info, std::string_view field) {
+    std::string text = reply_text(info.get());
+    std::string needle = std::string(field) + ":";
+    auto at = text.find(needle);
+    if (at == std::string::npos) return {};
+    auto end = text.find_first_of("\r\n", at);
+    return text.substr(at + needle.size(), end == std::string::npos ? std::string::npos : end - at - needle.size());
+}
+
+// The error of an outcome that did not come back as an answer.
+std::optional<Error> outcome_error(const Outcome& o, const std::string& what) {
+    if (o.error) return o.error;
+    if (o.reply->type == REDIS_REPLY_ERROR) return Error(what + ": " + reply_text(o.reply.get()), {}, true);
+    return std::nullopt;
+}
+
+}  // namespace
+
+const char* RedisClusterSink::script() { return doc_script(kKind); }
+
+RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions options)
+    : client_(std::move(address), cluster_options(options)), options_(options) {
+    auto map = client_.map();
+    for (const ClusterNode* master : map->masters()) {
+        Reply info = client_.on_node(*master, {"INFO", "server"});
+        if (info->type == REDIS_REPLY_ERROR && reply_text(info.get()).rfind("NOAUTH", 0) == 0)
+            throw Error("--sink: Redis Cluster node " + master->endpoint() + " requires a password (" +
+                            reply_text(info.get()) +
+                            "): give it in --sink redis-cluster://:PASSWORD@HOST:PORT (USER:PASSWORD@ for an ACL user)",
+                        {}, true);
+        std::string version = info_field(info, "redis_version");
+        int major = 0;
+        std::from_chars(version.data(), version.data() + version.size(), major);
+        if (major < 7)
+            throw Error("--sink: Redis Cluster node " + master->endpoint() + " runs Redis " +
+                        (version.empty() ? std::string("of an unknown version") : version) +
+                        "; the cluster sink needs Redis 7 or newer on every node (sharded pub/sub, SPUBLISH)");
+        Reply loaded = client_.on_node(*master, {"SCRIPT", "LOAD", script()});
+        if (loaded->type != REDIS_REPLY_STRING)
+            throw Error("Redis Cluster node " + master->endpoint() + " refused the docsync script: " +
+                        reply_text(loaded.get()) + "; docsync needs Lua scripting (EVAL) allowed");
+        script_sha_ = reply_text(loaded.get());
+    }
+    if (script_sha_.empty())
+        throw Error("--sink: " + where() + " has no master serving slots yet: finish creating the cluster "
+                    "(redis-cli --cluster create) and start the worker again", {}, true);
+    if (map->covered() < static_cast<std::size_t>(kClusterSlots))
+        log_warning("publish", where() + " serves " + std::to_string(map->covered()) +
+                                   " of 16384 hash slots: docs hashing to the others hold the slot until they are "
+                                   "assigned");
+}
+
+std::optional<Error> RedisClusterSink::raise_max_generation(std::uint64_t generation) {
+    std::string value = std::to_string(generation);
+    Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"EVAL", kRaiseScript, "1", kMaxGenerationKey, value}, {}});
+    if (auto e = outcome_error(o, where() + " refused to raise " + std::string(kMaxGenerationKey))) return e;
+    std::uint64_t seen = max_generation_raised_.load();
+    while (seen < generation && !max_generation_raised_.compare_exchange_weak(seen, generation)) {
+    }
+    return std::nullopt;
+}
+
+void RedisClusterSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
+    auto out = publish_many({Publication{&channel, &doc, version}});
+    if (out.front()) throw *out.front();
+}
+
+std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vector<Publication>& docs) {
+    std::vector<std::optional<Error>> out(docs.size());
+    std::uint64_t top = 0;
+    for (const auto& d : docs) top = std::max(top, d.version.generation);
+    // Write-ahead: the floor of the next generation covers this one before any of its docs is retained.
+    if (top > max_generation_raised_.load()) {
+        if (auto e = raise_max_generation(top)) {
+            for (auto& o : out) o = e;
+            return out;
+        }
+    }
+    std::vector<ScriptCall> calls;
+    calls.reserve(docs.size());
+    for (const auto& d : docs)
+        calls.push_back(script_call(cluster_key(*d.channel), *d.channel, *d.doc, d.version, client_.address().tombstone_ttl));
+    std::vector<KeyedCommand> commands;
+    commands.reserve(calls.size());
+    for (const auto& call : calls)
+        commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true)});
+    auto outcomes = client_.run(commands);
+    for (std::size_t i = 0; i < outcomes.size(); ++i)
+        out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where(), *docs[i].channel);
+    return out;
+}
+
+std::vector<std::string> RedisClusterSink::retained_channels() {
+    client_.refresh(false);
+    std::vector<std::string> channels;
+    for (const ClusterNode* master : client_.map()->masters()) {
+        std::string cursor = "0";
+        do {
+            Reply reply = client_.on_node(*master, {"SCAN", cursor, "MATCH", "{db:*", "COUNT", "1000"});
+            if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+                reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_ARRAY)
+                throw Error("Redis Cluster node " + master->endpoint() + " answered SCAN with " + reply_text(reply.get()),
+                            {}, true);
+            cursor = reply_text(reply->element[0]);
+            const redisReply* keys = reply->element[1];
+            for (std::size_t i = 0; i < keys->elements; ++i)
+                if (keys->element[i]->type == REDIS_REPLY_STRING)
+                    channels.emplace_back(channel_of_cluster_key(reply_text(keys->element[i])));
+        } while (cursor != "0");
+    }
+    // SCAN may return a key more than once, and a key being migrated is on two masters.
+    std::sort(channels.begin(), channels.end());
+    channels.erase(std::unique(channels.begin(), channels.end()), channels.end());
+    return channels;
+}
+
+std::uint64_t RedisClusterSink::max_generation() {
+    Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"GET", kMaxGenerationKey}, {}});
+    if (auto e = outcome_error(o, where() + " refused GET " + std::string(kMaxGenerationKey))) throw *e;
+    if (o.reply->type == REDIS_REPLY_NIL) return 0;
+    std::string text = reply_text(o.reply.get());
+    std::uint64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (o.reply->type != REDIS_REPLY_STRING || ec != std::errc() || end != text.data() + text.size())
+        throw Error(where() + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
+                    ", not a generation; delete that key (docsync rewrites it with the next doc)");
+    std::uint64_t seen = max_generation_raised_.load();
+    while (seen < value && !max_generation_raised_.compare_exchange_weak(seen, value)) {
+    }
+    return value;
+}
+
+std::optional<RetainedDoc> RedisClusterSink::read_back(const std::string& channel) {
+    std::string key = cluster_key(channel);
+    Outcome o = client_.run(KeyedCommand{key, {"GET", key}, {}});
+    if (auto e = outcome_error(o, where() + " refused GET " + key)) throw *e;
+    if (o.reply->type == REDIS_REPLY_NIL) return std::nullopt;
+    if (o.reply->type != REDIS_REPLY_STRING)
+        throw Error(where() + " answered GET " + key + " with " + reply_text(o.reply.get()), {}, true);
+    auto doc = retained_doc(std::string_view(o.reply->str, o.reply->len), channel);
+    if (!doc) throw Error(where() + " holds at " + key + " something other than the docsync envelope of " + channel, {}, true);
+    return doc;
+}
+
+std::optional<std::string> RedisClusterSink::lost_docs() {
+    client_.refresh(true);
+    auto map = client_.map();
+    auto masters = map->masters();
+    std::lock_guard lock(lost_mutex_);
+    std::optional<std::string> lost;
+    for (const ClusterNode* m : masters) {
+        auto before = was_master_.find(m->id);
+        if (!lost && before != was_master_.end() && !before->second)
+            lost = where() + ": replica " + m->endpoint() + " was promoted to master (failover); with asynchronous "
+                   "replication it may lack the last docs its master took";
+    }
+    was_master_.clear();
+    for (const auto& n : map->nodes) was_master_[n.id] = false;
+    for (const ClusterNode* m : masters) was_master_[m->id] = true;
+
+    std::set<std::string> current;
+    for (const ClusterNode* m : masters) {
+        current.insert(m->id);
+        Seen now;
+        try {
+            now.run_id = info_field(client_.on_node(*m, {"INFO", "server"}), "run_id");
+            now.marker_slot = map->first_slot_of(*m);
+            std::string key = "docsync:epoch:{" + slot_tag(now.marker_slot) + "}";
+            Reply got = client_.on_node(*m, {"GET", key});
+            if (got->type == REDIS_REPLY_NIL) {
+                // A fresh mark; with several workers on one cluster the first one's stays (NX).
+                std::random_device random;
+                std::string token = std::to_string(random()) + "-" + std::to_string(random());
+                client_.on_node(*m, {"SET", key, token, "NX"});
+                got = client_.on_node(*m, {"GET", key});
+            }
+            if (got->type == REDIS_REPLY_STRING) now.marker = reply_text(got.get());
+        } catch (const Error&) {
+            continue;  // unreachable: a failover may follow, which the next call sees
+        }
+        auto it = seen_.find(m->id);
+        if (it != seen_.end() && !lost) {
+            const Seen& old = it->second;
+            if (!old.run_id.empty() && !now.run_id.empty() && old.run_id != now.run_id)
+                lost = where() + ": master " + m->endpoint() + " restarted (run_id " + old.run_id.substr(0, 8) +
+                       "… is now " + now.run_id.substr(0, 8) + "…): docs written just before may be lost";
+            else if (old.marker_slot == now.marker_slot && !old.marker.empty() && old.marker != now.marker)
+                lost = where() + ": master " + m->endpoint() + " no longer holds its marker key docsync:epoch:{" +
+                       slot_tag(now.marker_slot) + "} (FLUSHALL, or a restart without persistence): its docs may be gone";
+        }
+        seen_[m->id] = now;
+    }
+    for (auto it = seen_.begin(); it != seen_.end();) it = current.count(it->first) ? std::next(it) : seen_.erase(it);
+    return lost;
+}
+
+}  // namespace docsync::publish

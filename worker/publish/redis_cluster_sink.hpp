@@ -1,0 +1,71 @@
+#pragma once
+// The Redis Cluster sink: `--sink redis-cluster://HOST:PORT[,HOST:PORT…]`.
+//
+// As the single-node sink (publish/redis_sink.hpp), with these differences:
+//   - A doc's key and channel are one name whose hash tag is the whole channel, `{db:order:42}`
+//     (cluster_key), so that the script touches one slot; it publishes with SPUBLISH (sharded
+//     pub/sub, Redis 7), which only the shard owning that slot carries. The envelope's "channel" is
+//     the doc's channel, `db:order:42`.
+//   - Each batch of docs is grouped by the master of each doc's slot and pipelined to every master
+//     at once (publish/redis_cluster.hpp routes, follows MOVED and ASK, and reconnects). A doc
+//     counts as published only when its master answered its script: while a master is down or
+//     failing over, its docs fail (transient) and hold the slot; the other masters go on.
+//   - docsync:max_generation lives on its own slot. Before the first doc of a generation above the
+//     one it holds is published, the sink raises it (a script that only ever raises it), so it is
+//     never below the generation of a retained doc.
+//   - lost_docs() reports a failover (a replica promoted: with Redis's asynchronous replication it
+//     may lack the last docs its master answered for), a master that restarted (its run_id changed),
+//     and a master that lost its marker key docsync:epoch:{TAG} (FLUSHALL; TAG puts the key on one
+//     of that master's slots). A slot that moved by resharding took its keys along and is no loss.
+//   - retained_channels() SCANs every master.
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "engine/seams.hpp"
+#include "publish/redis_cluster.hpp"
+#include "publish/redis_sink.hpp"
+
+namespace docsync::publish {
+
+class RedisClusterSink final : public Publisher {
+public:
+    // Discovers the cluster, checks that its masters run Redis 7 or newer and loads the script.
+    // Throws docsync::Error naming the address and the fix when it cannot be used.
+    RedisClusterSink(RedisClusterAddress address, RedisSinkOptions options = {});
+
+    void publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) override;
+    std::vector<std::optional<Error>> publish_many(const std::vector<Publication>& docs) override;
+    std::vector<std::string> retained_channels() override;
+    std::uint64_t max_generation() override;
+    std::optional<std::string> lost_docs() override;
+    bool retains() const override { return true; }
+    std::optional<RetainedDoc> read_back(const std::string& channel) override;
+
+    ClusterClient& client() { return client_; }
+    static const char* script();
+
+private:
+    // Raises docsync:max_generation to `generation` unless it is there already.
+    std::optional<Error> raise_max_generation(std::uint64_t generation);
+    std::string where() const { return client_.address().display(); }
+
+    ClusterClient client_;
+    const RedisSinkOptions options_;
+    std::string script_sha_;
+    std::atomic<std::uint64_t> max_generation_raised_{0};
+
+    // lost_docs: what the cluster looked like at the last call.
+    struct Seen {
+        std::string run_id;
+        int marker_slot = -1;
+        std::string marker;
+    };
+    std::mutex lost_mutex_;
+    std::map<std::string, Seen> seen_;         // by master node ID
+    std::map<std::string, bool> was_master_;  // by node ID: its role at the last call
+};
+
+}  // namespace docsync::publish

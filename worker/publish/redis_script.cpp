@@ -1,0 +1,91 @@
+// The retain + publish script and its replies.
+#include "publish/redis_script.hpp"
+
+#include <cstdio>
+
+#include "publish/envelope.hpp"
+
+namespace docsync::publish {
+
+namespace {
+
+#define DOCSYNC_SCRIPT_HEAD                                                                   \
+    "local kind = redis.call('TYPE', KEYS[1]).ok\n"                                           \
+    "if kind ~= 'none' and kind ~= 'string' then\n"                                           \
+    "  return redis.error_reply('DOCSYNC key ' .. KEYS[1] .. ' holds a ' .. kind ..\n"        \
+    "    ', not a docsync doc: the db: keys belong to docsync')\n"                            \
+    "end\n"                                                                                   \
+    "local new = {tonumber(ARGV[2]), tonumber(ARGV[3], 16), tonumber(ARGV[4], 16)}\n"         \
+    "if kind == 'string' then\n"                                                              \
+    "  local tail = redis.call('GETRANGE', KEYS[1], -100, -1)\n"                              \
+    "  local g, h, l = string.match(tail, '\"generation\":(%d+),\"lsn\":\"(%x+)/(%x+)\"}$')\n" \
+    "  if g then\n"                                                                           \
+    "    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}\n"                       \
+    "    for i = 1, 3 do\n"                                                                   \
+    "      if new[i] > old[i] then break end\n"                                               \
+    "      if new[i] < old[i] then return 0 end\n"                                            \
+    "    end\n"                                                                               \
+    "  end\n"                                                                                 \
+    "end\n"                                                                                   \
+    "if ARGV[5] == '0' then\n"                                                                \
+    "  redis.call('SET', KEYS[1], ARGV[1])\n"                                                 \
+    "else\n"                                                                                  \
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])\n"                                  \
+    "end\n"
+
+constexpr const char* kSingleScript = DOCSYNC_SCRIPT_HEAD
+    "local max = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+    "if new[1] > max then redis.call('SET', KEYS[2], ARGV[2]) end\n"
+    "redis.call('PUBLISH', KEYS[1], ARGV[1])\n"
+    "return 1\n";
+
+constexpr const char* kClusterScript = DOCSYNC_SCRIPT_HEAD
+    "redis.call('SPUBLISH', KEYS[1], ARGV[1])\n"
+    "return 1\n";
+
+#undef DOCSYNC_SCRIPT_HEAD
+
+std::string hex32(std::uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%X", v);
+    return buf;
+}
+
+}  // namespace
+
+const char* doc_script(ScriptKind kind) { return kind == ScriptKind::Single ? kSingleScript : kClusterScript; }
+
+std::vector<std::string_view> ScriptCall::args(ScriptKind kind, std::string_view sha_or_script, bool script) const {
+    std::string_view verb = script ? "EVAL" : "EVALSHA";
+    if (kind == ScriptKind::Single)
+        return {verb, sha_or_script, "2", key, kMaxGenerationKey, envelope, generation, hi, lo, ttl};
+    return {verb, sha_or_script, "1", key, envelope, generation, hi, lo, ttl};
+}
+
+ScriptCall script_call(std::string key, const std::string& channel, const std::optional<std::string>& doc,
+                       DocVersion version, std::chrono::seconds tombstone_ttl) {
+    return {std::move(key),
+            make_envelope(channel, doc, version),
+            std::to_string(version.generation),
+            hex32(static_cast<std::uint32_t>(version.lsn >> 32)),
+            hex32(static_cast<std::uint32_t>(version.lsn)),
+            doc ? "0" : std::to_string(std::chrono::milliseconds(tombstone_ttl).count())};
+}
+
+bool no_script(const Reply& reply) {
+    return reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0;
+}
+
+std::optional<Error> judge_script_reply(const Reply& reply, const std::string& where, const std::string& channel) {
+    if (reply->type == REDIS_REPLY_ERROR) {
+        std::string text = reply_text(reply.get());
+        bool permanent = text.rfind("DOCSYNC", 0) == 0;
+        return Error(where + " refused the doc for " + channel + ": " + text, {}, !permanent);
+    }
+    if (reply->type != REDIS_REPLY_INTEGER)
+        return Error(where + " answered the publish of " + channel + " with an unexpected " + reply_text(reply.get()),
+                     {}, true);
+    return std::nullopt;
+}
+
+}  // namespace docsync::publish

@@ -1,0 +1,55 @@
+#pragma once
+// The retain + publish script, shared by the single-node sink (publish/redis_sink.hpp) and the
+// cluster sink (publish/redis_cluster_sink.hpp), and what the sinks make of its replies.
+//
+// KEYS[1] the doc's key, which is also its channel; on a single node KEYS[2] docsync:max_generation.
+// ARGV[1] the envelope, ARGV[2] generation (decimal), ARGV[3] / ARGV[4] the LSN's high and low 32 bits
+// (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc.
+// Versions compare as (generation, lsn high, lsn low): every part fits a Lua number exactly. The
+// retained version is read from the envelope's tail only (GETRANGE), never the whole doc.
+// Returns 1 when the doc was retained and published, 0 when a newer version was already retained.
+//
+// The single-node script also raises docsync:max_generation and PUBLISHes. The cluster script
+// touches one key (a script's keys must share a slot) and SPUBLISHes on the key's own slot: the
+// cluster sink raises docsync:max_generation itself, before it publishes a doc of a new generation.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/seams.hpp"
+#include "publish/redis_connection.hpp"
+
+namespace docsync::publish {
+
+inline constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
+
+enum class ScriptKind { Single, Cluster };
+const char* doc_script(ScriptKind kind);
+
+// The arguments of one doc's script call.
+struct ScriptCall {
+    std::string key;
+    std::string envelope;
+    std::string generation;
+    std::string hi;
+    std::string lo;
+    std::string ttl;
+    // EVALSHA (or, with `script`, EVAL) of the single-node or the cluster script.
+    std::vector<std::string_view> args(ScriptKind kind, std::string_view sha_or_script, bool script) const;
+};
+
+ScriptCall script_call(std::string key, const std::string& channel, const std::optional<std::string>& doc,
+                       DocVersion version, std::chrono::seconds tombstone_ttl);
+
+bool no_script(const Reply& reply);
+
+// The error of a script's reply for `channel`'s doc (`where`: the server, for the message), or
+// nullopt when it was taken. A doc key of another type is a setup problem no retry fixes (permanent);
+// any other error reply (LOADING, READONLY on a demoted primary, OOM, BUSY, CLUSTERDOWN) clears up
+// when Redis does.
+std::optional<Error> judge_script_reply(const Reply& reply, const std::string& where, const std::string& channel);
+
+}  // namespace docsync::publish
