@@ -21,7 +21,8 @@ db=faults_$$
 own_cluster=
 tmp=$(mktemp -d)
 docs=$tmp/docs.jsonl
-fault_sink=${DOCSYNC_FAULT_SINK:-file}   # file: JSONL file $docs; redis: a private redis-server
+fault_sink=${DOCSYNC_FAULT_SINK:-file}   # file: JSONL file $docs; redis: a private redis-server;
+                                         # redis-cluster: a private Redis Cluster (lib/redis_cluster.bash)
 audit_rate=${DOCSYNC_FAULT_AUDIT_RATE:-3000%}  # --audit-rate of every worker; 0 turns the audit off
 run=0
 worker_pid=
@@ -39,6 +40,7 @@ cleanup() {
   local job
   for job in $(jobs -p); do kill -9 "$job" 2>/dev/null; done
   [ "$fault_sink" = redis ] && stop_redis
+  [ "$fault_sink" = redis-cluster ] && stop_redis_cluster
   wait 2>/dev/null
   if [ -n "$own_cluster" ]; then
     "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1
@@ -55,7 +57,10 @@ case $fault_sink in
   redis)
     # shellcheck source=lib/redis_server.bash
     . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash" ;;
-  *) fail "DOCSYNC_FAULT_SINK=$fault_sink: expected file or redis" ;;
+  redis-cluster)
+    # shellcheck source=lib/redis_cluster.bash
+    . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_cluster.bash" ;;
+  *) fail "DOCSYNC_FAULT_SINK=$fault_sink: expected file, redis or redis-cluster" ;;
 esac
 echo "sink $fault_sink"
 
@@ -108,12 +113,14 @@ INSERT INTO orders SELECT g FROM generate_series(1, 10) g;
 INSERT INTO order_items SELECT g, 1 + g % 10, 1 + g % 5, 1 FROM generate_series(1, 20) g;
 SQL
   [ "$fault_sink" = redis ] && start_redis
+  [ "$fault_sink" = redis-cluster ] && start_redis_cluster
   return 0
 }
 sink_url() {
   case $fault_sink in
     file) echo "file:$docs" ;;
     redis) echo "redis://127.0.0.1:$redis_port" ;;
+    redis-cluster) redis_cluster_url ;;
   esac
 }
 
@@ -256,6 +263,7 @@ sink_docs() {
       rc --raw MGET $keys | grep -v '^$' >"$1"
       [ "$(wc -l <"$1")" -eq "$(echo "$keys" | wc -l)" ] || fail "Redis lost retained docs between SCAN and MGET"
       ;;
+    redis-cluster) cluster_docs "$1" ;;
   esac
 }
 
@@ -273,7 +281,7 @@ CREATE TEMP TABLE last_doc AS
          nullif(line::jsonb->'doc', 'null'::jsonb) AS doc
     FROM published ORDER BY line::jsonb->>'channel', n DESC;
 SELECT format('%s: expected %s, %s %s', c, coalesce(e::text, 'null'),
-              CASE WHEN '$fault_sink' = 'redis' THEN 'Redis retains' ELSE 'published' END,
+              CASE WHEN '$fault_sink' LIKE 'redis%' THEN 'Redis retains' ELSE 'published' END,
               CASE WHEN l.channel IS NULL THEN 'nothing' ELSE coalesce(l.doc::text, 'null (tombstone)') END)
   FROM generate_series(1, $keys) k, LATERAL (SELECT 'db:order:' || k AS c, expected_doc(k) AS e) x
   LEFT JOIN last_doc l ON l.channel = x.c
@@ -293,6 +301,7 @@ check_convergence() {
   case $fault_sink in
     file) echo "converged: $keys keys, $(wc -l <"$docs") doc lines published over $run worker runs" ;;
     redis) echo "converged: $keys keys, $(wc -l <"$tmp/held.jsonl") docs and tombstones retained by Redis after $run worker runs" ;;
+    redis-cluster) echo "converged: $keys keys, $(wc -l <"$tmp/held.jsonl") docs and tombstones retained by the cluster's masters after $run worker runs" ;;
   esac
 }
 

@@ -61,7 +61,8 @@ std::string connection_string(std::string_view text, const char* example) {
 
 std::string sink_spec(std::string_view text) {
     std::string value(trim(text));
-    const char* fix = "; give stdout, file:/path/docs.jsonl or redis://127.0.0.1:6379";
+    const char* fix = "; give stdout, file:/path/docs.jsonl, redis://127.0.0.1:6379 or "
+                      "redis-cluster://10.0.0.1:7000,10.0.0.2:7000";
     if (value == "stdout") return value;
     if (value.rfind("file:", 0) == 0) {
         if (value.size() == 5) throw SettingError(std::string("file sink without a path") + fix);
@@ -69,6 +70,10 @@ std::string sink_spec(std::string_view text) {
     }
     if (value.rfind("redis://", 0) == 0) {
         if (value.size() == 8) throw SettingError(std::string("redis sink without a host") + fix);
+        return value;
+    }
+    if (value.rfind("redis-cluster://", 0) == 0) {
+        if (value.size() == 16) throw SettingError(std::string("redis-cluster sink without a node") + fix);
         return value;
     }
     throw SettingError(std::string("unknown sink") + fix);
@@ -220,7 +225,8 @@ const std::vector<Spec>& specs() {
          "while another worker holds the slot's lease, wait as its hot spare and take over when it stops or dies",
          [](const Settings& s) { return std::string(s.standby ? "true" : "false"); },
          [](Settings& s, std::string_view v) { s.standby = parse_bool(v); }},
-        {"sink", Kind::Text, "SINK", "where docs are published: stdout, file:/path/docs.jsonl or redis://host:port",
+        {"sink", Kind::Text, "SINK", "where docs are published: stdout, file:/path/docs.jsonl, redis://host:port or "
+         "redis-cluster://host:port[,host:port...]",
          [](const Settings& s) { return s.sink; }, [](Settings& s, std::string_view v) { s.sink = sink_spec(v); }},
         {"live", Kind::Choice, "all|subscribers",
          "which docs are kept current: every doc the sink holds, or only docs with subscribers",

@@ -258,6 +258,9 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
                                         : std::nullopt) {
                     next.to = Endpoint{redirect->host.empty() ? at.host : redirect->host, redirect->port};
                     next.ask = redirect->ask;
+                    log_debug("publish", std::string(redirect->ask ? "ASK" : "MOVED") + ": slot " +
+                                             std::to_string(redirect->slot) + " of " + std::string(commands[i].key) +
+                                             " from " + at.text() + " to " + next.to->text());
                     next.fallback = routes[i].fallback;
                     moved = moved || !redirect->ask;
                 } else if (starts_with(reply, "NOSCRIPT") && !commands[i].fallback.empty() && !routes[i].fallback) {
