@@ -228,7 +228,7 @@ TEST_CASE("invalid settings exit 2 with one line naming the setting and the fix"
         {{kDsn, kPoolDsn, "--pool", "0"}, {}, "docsync-worker: --pool \"0\": out of range; give a value from 1 to 1000"},
         {{kDsn, kPoolDsn, "--statement-timeout", "5"}, {}, "docsync-worker: --statement-timeout \"5\": duration without a unit"},
         {{kDsn, kPoolDsn, "--live", "some"}, {}, "docsync-worker: --live \"some\": unknown live mode; give all or subscribers"},
-        {{kDsn, kPoolDsn, "--sink", "kafka://x"}, {}, "docsync-worker: --sink \"kafka://x\": unknown sink; give stdout, file:/path/docs.jsonl or redis://127.0.0.1:6379"},
+        {{kDsn, kPoolDsn, "--sink", "kafka://x"}, {}, "docsync-worker: --sink \"kafka://x\": unknown sink; give stdout, file:/path/docs.jsonl, redis://127.0.0.1:6379 or redis-cluster://10.0.0.1:7000,10.0.0.2:7000"},
         {{kDsn, kPoolDsn, "--sink", "file:"}, {}, "docsync-worker: --sink \"file:\": file sink without a path"},
         {{kDsn, kPoolDsn, "--slot", "Docs-1"}, {}, "docsync-worker: --slot \"Docs-1\": not a slot name"},
         {{kDsn, kPoolDsn, "--log-format", "xml"}, {}, "docsync-worker: --log-format \"xml\": unknown log format; give text or json"},
