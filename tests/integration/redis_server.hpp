@@ -45,6 +45,7 @@ public:
     RedisServer& operator=(const RedisServer&) = delete;
 
     int port() const { return port_; }
+    pid_t pid() const { return pid_; }
     std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
     publish::RedisAddress address() const { return publish::parse_redis_url(url()); }
 

@@ -40,6 +40,14 @@ std::string info_field(const Reply& info, std::string_view field) {
     return text.substr(at + needle.size(), end == std::string::npos ? std::string::npos : end - at - needle.size());
 }
 
+// docsync:epoch:{TAG}, TAG putting it on `slot` (appended: GCC 12 warns falsely on a chain of +).
+std::string marker_key(int slot) {
+    std::string key = "docsync:epoch:{";
+    key += slot_tag(slot);
+    key += '}';
+    return key;
+}
+
 // The error of an outcome that did not come back as an answer.
 std::optional<Error> outcome_error(const Outcome& o, const std::string& what) {
     if (o.error) return o.error;
@@ -198,7 +206,7 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         try {
             now.run_id = info_field(client_.on_node(*m, {"INFO", "server"}), "run_id");
             now.marker_slot = map->first_slot_of(*m);
-            std::string key = "docsync:epoch:{" + slot_tag(now.marker_slot) + "}";
+            std::string key = marker_key(now.marker_slot);
             Reply got = client_.on_node(*m, {"GET", key});
             if (got->type == REDIS_REPLY_NIL) {
                 // A fresh mark; with several workers on one cluster the first one's stays (NX).
@@ -218,8 +226,8 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
                 lost = where() + ": master " + m->endpoint() + " restarted (run_id " + old.run_id.substr(0, 8) +
                        "… is now " + now.run_id.substr(0, 8) + "…): docs written just before may be lost";
             else if (old.marker_slot == now.marker_slot && !old.marker.empty() && old.marker != now.marker)
-                lost = where() + ": master " + m->endpoint() + " no longer holds its marker key docsync:epoch:{" +
-                       slot_tag(now.marker_slot) + "} (FLUSHALL, or a restart without persistence): its docs may be gone";
+                lost = where() + ": master " + m->endpoint() + " no longer holds its marker key " +
+                       marker_key(now.marker_slot) + " (FLUSHALL, or a restart without persistence): its docs may be gone";
         }
         seen_[m->id] = now;
     }
