@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/sample_doc.hpp"
 #include "integration/redis_server.hpp"
 #include "publish/redis_cluster_sink.hpp"
 #include "publish/redis_sink.hpp"
@@ -40,13 +41,6 @@ namespace {
 constexpr int kThreads = 4;
 constexpr int kChannels = 10000;
 constexpr int kBatch = 64;
-
-std::string make_doc(int i) {
-    return "{\"id\": " + std::to_string(i) +
-           ", \"status\": \"paid\", \"total\": 1234.50, \"items\": [{\"sku\": \"A-1\", \"qty\": 2}, {\"sku\": "
-           "\"B-7\", \"qty\": 1}], \"note\": \"" +
-           std::string(60, 'n') + "\"}";
-}
 
 double self_cpu_seconds() {
     rusage u{};
@@ -99,7 +93,7 @@ Throughput throughput(Publisher& sink, int docs, const std::vector<pid_t>& serve
                 for (int k = 0; k < n; ++k) {
                     int i = first + k;
                     channels[static_cast<std::size_t>(k)] = "db:order:" + std::to_string(i % kChannels);
-                    bodies[static_cast<std::size_t>(k)] = make_doc(i);
+                    bodies[static_cast<std::size_t>(k)] = docsync::bench::sample_doc(i);
                     batch.push_back({&channels[static_cast<std::size_t>(k)], &bodies[static_cast<std::size_t>(k)],
                                      DocVersion{1, static_cast<std::uint64_t>(i + 1)}});
                 }
@@ -131,7 +125,7 @@ Latency steady(Publisher& sink, int seconds, int rate, std::uint64_t lsn_base) {
                 int i = k * kThreads + t;
                 auto due = start + duration_cast<steady_clock::duration>(period * i);
                 std::this_thread::sleep_until(due);
-                sink.publish("db:order:" + std::to_string(i % kChannels), make_doc(i),
+                sink.publish("db:order:" + std::to_string(i % kChannels), docsync::bench::sample_doc(i),
                              DocVersion{1, lsn_base + static_cast<std::uint64_t>(i + 1)});
                 samples[static_cast<std::size_t>(t)].push_back(duration<double, std::milli>(steady_clock::now() - due).count());
             }

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/sample_doc.hpp"
 #include "integration/redis_server.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/redis_sink.hpp"
@@ -35,13 +36,6 @@ namespace {
 constexpr int kThreads = 4;
 constexpr int kChannels = 10000;
 
-std::string make_doc(int i) {
-    return "{\"id\": " + std::to_string(i) +
-           ", \"status\": \"paid\", \"total\": 1234.50, \"items\": [{\"sku\": \"A-1\", \"qty\": 2}, {\"sku\": "
-           "\"B-7\", \"qty\": 1}], \"note\": \"" +
-           std::string(60, 'n') + "\"}";
-}
-
 double throughput(Publisher& sink, int docs) {
     std::atomic<int> next{0};
     auto started = steady_clock::now();
@@ -49,7 +43,7 @@ double throughput(Publisher& sink, int docs) {
     for (int t = 0; t < kThreads; ++t)
         threads.emplace_back([&] {
             for (int i = next++; i < docs; i = next++)
-                sink.publish("db:order:" + std::to_string(i % kChannels), make_doc(i),
+                sink.publish("db:order:" + std::to_string(i % kChannels), docsync::bench::sample_doc(i),
                              DocVersion{1, static_cast<std::uint64_t>(i + 1)});
         });
     for (auto& th : threads) th.join();
@@ -74,7 +68,7 @@ Latency steady(Publisher& sink, int seconds, std::uint64_t lsn_base) {
                 auto due = start + microseconds(static_cast<long>(k) * kThreads * 1000 + t * 1000);
                 std::this_thread::sleep_until(due);
                 int i = k * kThreads + t;
-                sink.publish("db:order:" + std::to_string(i % kChannels), make_doc(i),
+                sink.publish("db:order:" + std::to_string(i % kChannels), docsync::bench::sample_doc(i),
                              DocVersion{1, lsn_base + static_cast<std::uint64_t>(i + 1)});
                 samples[t].push_back(duration<double, std::milli>(steady_clock::now() - due).count());
             }

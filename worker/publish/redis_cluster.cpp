@@ -132,7 +132,13 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at) {
 }
 
 void ClusterClient::refresh(bool force) {
-    std::lock_guard one(refresh_mutex_);
+    // One refresh at a time; a publish that finds one running goes on with the map it has rather
+    // than wait for nodes that may be slow to refuse.
+    std::unique_lock one(refresh_mutex_, std::defer_lock);
+    if (force)
+        one.lock();
+    else if (!one.try_lock())
+        return;
     std::vector<Endpoint> candidates;
     {
         std::lock_guard lock(mutex_);

@@ -72,8 +72,9 @@ public:
     // A new connection to the first node that answers (a subscriber's). Throws as on_node.
     std::unique_ptr<RedisConnection> connect_any();
 
-    // Asks the nodes for the map now (`force`) or when it is older than 100 ms and was marked stale.
-    // Throws docsync::Error (transient) when no node answers.
+    // Asks the nodes for the map now (`force`, after any refresh already running), or when it was
+    // marked stale, is older than 100 ms and no refresh is running. Throws docsync::Error
+    // (transient) when no node answers.
     void refresh(bool force = true);
     std::shared_ptr<const SlotMap> map() const;
 
