@@ -59,6 +59,18 @@ if ! make installcheck PG_CONFIG="$PG_CONFIG"; then
   [ -f regress/regression.diffs ] && head -n 200 regress/regression.diffs
 fi
 
+# The fuzz targets build with clang beside the tests, at the lowest CPU priority: most tests wait on
+# the server, and the build takes only the CPU they leave (on 2 cores it is two minutes of CPU).
+fuzz_build="$build-fuzz"
+fuzz_build_pid=
+if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
+  (CC=clang CXX=clang++ nice -n 19 cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF \
+     >"$fuzz_build.cmake.log" 2>&1 &&
+   nice -n 19 cmake --build "$fuzz_build" -j "$jobs" \
+     --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) >"$fuzz_build.build.log" 2>&1) &
+  fuzz_build_pid=$!
+fi
+
 step "ctest"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -69,23 +81,35 @@ ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^unit$' || failed+=(ctest-uni
 [ $full -eq 0 ] || ctest_args+=(--label-exclude '^unit$')
 ctest "${ctest_args[@]}" || failed+=(ctest)
 
-if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
+if [ -n "$fuzz_build_pid" ]; then
   fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
-  step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each)"
-  fuzz_build="$build-fuzz"
-  if CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF >"$fuzz_build.cmake.log" 2>&1 &&
-     cmake --build "$fuzz_build" -j "$jobs" --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) \
-       >"$fuzz_build.build.log" 2>&1; then
+  step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each, $jobs at a time)"
+  # run_fuzz TARGET: runs one target on a copy of its corpus; its verdict goes to $fuzz_build/NAME.verdict.
+  run_fuzz() {
+    local target=$1 name=${1##*/fuzz-} corpus
+    corpus=$(mktemp -d)
+    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
+    if "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" >"$fuzz_build/$name.log" 2>&1; then
+      echo "ok ($(grep -c . "$fuzz_build/$name.log") log lines)" >"$fuzz_build/$name.verdict"
+    else
+      echo FAILED >"$fuzz_build/$name.verdict"
+    fi
+    rm -rf "$corpus"
+  }
+  if wait "$fuzz_build_pid"; then
+    running=0
+    for target in "$fuzz_build"/fuzz-*; do
+      run_fuzz "$target" &
+      running=$((running + 1))
+      if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+    done
+    wait
     for target in "$fuzz_build"/fuzz-*; do
       name=${target##*/fuzz-}
-      corpus=$(mktemp -d)
-      [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
-      if "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" >"$fuzz_build/$name.log" 2>&1; then
-        echo "fuzz $name: ok ($(grep -c . "$fuzz_build/$name.log") log lines)"
-      else
-        echo "fuzz $name: FAILED"; tail -n 40 "$fuzz_build/$name.log"; failed+=("fuzz-$name")
+      echo "fuzz $name: $(cat "$fuzz_build/$name.verdict")"
+      if [ "$(cat "$fuzz_build/$name.verdict")" = FAILED ]; then
+        tail -n 40 "$fuzz_build/$name.log"; failed+=("fuzz-$name")
       fi
-      rm -rf "$corpus"
     done
   else
     cat "$fuzz_build.cmake.log" "$fuzz_build.build.log" 2>/dev/null | tail -n 40

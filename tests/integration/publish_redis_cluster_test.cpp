@@ -328,3 +328,83 @@ TEST_CASE("redis cluster: a server that is no cluster node, or no seed answering
     sink.publish("db:a:1", doc("1"), DocVersion{1, 1});
     CHECK(*sink.read_back("db:a:1")->doc == "1");
 }
+
+TEST_CASE("redis cluster: the worker's sink starts while a master is down; that master's docs wait") {
+    RedisTestCluster cluster(3);
+    const std::string on_down = "db:order:1";
+    int down = cluster.owner_of(key_slot(cluster_key(on_down)));
+    std::string elsewhere;
+    for (int i = 2; elsewhere.empty(); ++i)
+        if (cluster.owner_of(key_slot(cluster_key("db:order:" + std::to_string(i)))) != down)
+            elsewhere = "db:order:" + std::to_string(i);
+    cluster.node(down).stop();
+    RedisClusterSink sink(cluster.address());
+    sink.publish(elsewhere, doc("1"), DocVersion{1, 1});
+    CHECK(*sink.read_back(elsewhere)->doc == "1");
+    auto message = error_of([&] { sink.publish(on_down, doc("1"), DocVersion{1, 1}); });
+    CHECK(message.find(std::to_string(cluster.node(down).port())) != std::string::npos);
+    cluster.node(down).start();
+    CHECK(eventually([&] { return error_of([&] { sink.publish(on_down, doc("2"), DocVersion{1, 2}); }) == "no error"; }));
+    CHECK(*sink.read_back(on_down)->doc == "2");
+}
+
+TEST_CASE("redis cluster: a cluster with a password is reached with it, and refused with the fix without it") {
+    RedisTestCluster cluster(3, 0, "s3cret-pw");
+    RedisClusterSink sink(cluster.address());
+    sink.publish("db:a:1", doc("1"), DocVersion{1, 1});
+    CHECK(*sink.read_back("db:a:1")->doc == "1");
+    auto no_password = docsync::publish::parse_redis_cluster_url("redis-cluster://127.0.0.1:" +
+                                                                 std::to_string(cluster.node(0).port()));
+    auto message = error_of([&] { RedisClusterSink refused(no_password); });
+    CHECK(message.find("requires a password") != std::string::npos);
+    CHECK(message.find("redis-cluster://:PASSWORD@HOST:PORT") != std::string::npos);
+    auto wrong = no_password;
+    wrong.seeds.front().password = "wrong";
+    message = error_of([&] { RedisClusterSink refused(wrong); });
+    CHECK(message.find("AUTH failed") != std::string::npos);
+    CHECK(message.find("s3cret-pw") == std::string::npos);
+}
+
+TEST_CASE("redis cluster: with wait-replicas a doc counts only once its master's replica has it") {
+    RedisTestCluster cluster(2, 1);
+    RedisClusterSink sink(docsync::publish::parse_redis_cluster_url(cluster.url() + "?wait-replicas=1&wait-timeout=300"));
+    const std::string channel = "db:order:5";
+    int master = cluster.owner_of(key_slot(cluster_key(channel)));
+    int replica = master + 2;  // node r replicates node (r - masters) % masters
+    for (int v = 1; v <= 20; ++v) {
+        sink.publish(channel, doc(std::to_string(v)), DocVersion{1, static_cast<std::uint64_t>(v)});
+        // Published means on the replica too: read it there at once.
+        auto c = cluster.node(replica).client();
+        c->command({"READONLY"});
+        auto r = c->command({"GET", cluster_key(channel)});
+        REQUIRE(r->type == REDIS_REPLY_STRING);
+        CHECK(status_of(reply_text(r.get())) == std::to_string(v));
+    }
+    cluster.node(replica).stop();
+    auto message = error_of([&] { sink.publish(channel, doc("21"), DocVersion{1, 21}); });
+    CHECK(message.find("only 0 of 1 replicas within 300 ms (wait-replicas in --sink) acknowledged") != std::string::npos);
+    cluster.node(replica).start();
+    CHECK(eventually([&] { return error_of([&] { sink.publish(channel, doc("22"), DocVersion{1, 22}); }) == "no error"; },
+                     20s));
+}
+
+TEST_CASE("redis cluster: a slot no master serves fails its docs as transient until it is assigned again") {
+    RedisTestCluster cluster(3);
+    RedisClusterSink sink(cluster.address());
+    const std::string channel = "db:order:3";
+    int slot = key_slot(cluster_key(channel));
+    int owner = cluster.owner_of(slot);
+    sink.publish(channel, doc("1"), DocVersion{1, 1});
+    for (int n = 0; n < 3; ++n) cluster.command(n, {"CLUSTER", "DELSLOTS", std::to_string(slot)});
+    try {
+        sink.publish(channel, doc("2"), DocVersion{1, 2});
+        FAIL("a doc of an unserved slot was taken");
+    } catch (const Error& e) {
+        CHECK(e.transient());
+        CHECK(std::string(e.what()).find("CLUSTERDOWN") != std::string::npos);
+    }
+    sink.publish("db:order:4", doc("1"), DocVersion{1, 1});  // other slots go on
+    cluster.command(owner, {"CLUSTER", "ADDSLOTS", std::to_string(slot)});
+    CHECK(eventually([&] { return error_of([&] { sink.publish(channel, doc("3"), DocVersion{1, 3}); }) == "no error"; }));
+    CHECK(*sink.read_back(channel)->doc == "3");
+}

@@ -442,3 +442,34 @@ TEST_CASE("redis liveness: polls report subscribed db: channels, warm and touch 
     liveness->stop();
     CHECK(std::chrono::steady_clock::now() - stop_started < 2s);
 }
+
+TEST_CASE("redis: with wait-replicas a doc counts only once the replica has it") {
+    RedisServer master({"--repl-diskless-sync-delay", "0"});
+    RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+        auto info = replica.client()->command({"INFO", "replication"});
+        if (reply_text(info.get()).find("master_link_status:up") != std::string::npos) break;
+        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the replica did not sync");
+        std::this_thread::sleep_for(20ms);
+    }
+    auto address = master.address();
+    address.wait_replicas = 1;
+    address.wait_timeout = 300ms;
+    RedisSink sink(address);
+    auto reader = replica.client();
+    for (int v = 1; v <= 20; ++v) {
+        sink.publish("db:order:1", doc(std::to_string(v)), DocVersion{1, static_cast<std::uint64_t>(v)});
+        auto held = docsync::publish::retained_doc(get(*reader, "db:order:1"), "db:order:1");
+        REQUIRE(held);
+        CHECK(*held->doc == std::to_string(v));  // on the replica as soon as the publish returned
+    }
+    replica.stop();
+    try {
+        sink.publish("db:order:1", doc("21"), DocVersion{1, 21});
+        FAIL("a doc no replica acknowledged was taken");
+    } catch (const Error& e) {
+        CHECK(e.transient());
+        CHECK(std::string(e.what()).find("only 0 of 1 replicas within 300 ms") != std::string::npos);
+    }
+}

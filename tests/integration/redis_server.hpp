@@ -34,6 +34,8 @@ public:
         if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
         dir_ = tmpl;
         port_ = port != 0 ? port : free_port();
+        for (std::size_t i = 0; i + 1 < extra_.size(); ++i)
+            if (extra_[i] == "--requirepass") password_ = extra_[i + 1];
         start();
     }
     ~RedisServer() {
@@ -47,7 +49,12 @@ public:
     int port() const { return port_; }
     pid_t pid() const { return pid_; }
     std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-    publish::RedisAddress address() const { return publish::parse_redis_url(url()); }
+    // With --requirepass among the arguments, the password too.
+    publish::RedisAddress address() const {
+        auto a = publish::parse_redis_url(url());
+        a.password = password_;
+        return a;
+    }
 
     void start() {
         if (pid_ > 0) return;
@@ -131,6 +138,7 @@ public:
 
 private:
     std::vector<std::string> extra_;
+    std::string password_;
     std::filesystem::path dir_;
     int port_ = 0;
     pid_t pid_ = -1;
@@ -140,12 +148,15 @@ private:
 // slots split evenly, every node agreeing on the map before the constructor returns.
 class RedisTestCluster {
 public:
-    explicit RedisTestCluster(int masters = 3, int replicas = 0) : masters_(masters), replicas_(replicas) {
+    // `password`: every node requires it (requirepass, and masterauth for the replicas).
+    explicit RedisTestCluster(int masters = 3, int replicas = 0, std::string password = {})
+        : masters_(masters), replicas_(replicas), password_(std::move(password)) {
+        std::vector<std::string> args{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                      "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
+                                      "--repl-diskless-sync-delay", "0"};
+        if (!password_.empty()) args.insert(args.end(), {"--requirepass", password_, "--masterauth", password_});
         for (int i = 0; i < masters * (1 + replicas); ++i)
-            nodes_.push_back(std::make_unique<RedisServer>(
-                std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                         "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"},
-                cluster_port()));
+            nodes_.push_back(std::make_unique<RedisServer>(args, cluster_port()));
         for (int m = 0; m < masters; ++m) {
             int first = m * 16384 / masters, last = (m + 1) * 16384 / masters - 1;
             command(m, {"CLUSTER", "ADDSLOTSRANGE", std::to_string(first), std::to_string(last)});
@@ -156,13 +167,23 @@ public:
         for (int r = masters; r < static_cast<int>(nodes_.size()); ++r)
             command(r, {"CLUSTER", "REPLICATE", id((r - masters) % masters)});
         wait([&] { return settled(); }, "the cluster to agree on its slots");
+        if (replicas_ > 0) wait_replicas_synced();
+    }
+    // Waits until every replica has synced with its master (only a synced replica takes writes' WAIT
+    // or can be promoted).
+    void wait_replicas_synced() {
+        wait([&] {
+            for (int r = masters_; r < size(); ++r)
+                if (reply(r, {"INFO", "replication"}).find("master_link_status:up") == std::string::npos) return false;
+            return true;
+        }, "the replicas to sync");
     }
 
     int size() const { return static_cast<int>(nodes_.size()); }
     RedisServer& node(int i) { return *nodes_[static_cast<std::size_t>(i)]; }
     std::string url() const {
-        return "redis-cluster://127.0.0.1:" + std::to_string(nodes_[0]->port()) + ",127.0.0.1:" +
-               std::to_string(nodes_[1 % nodes_.size()]->port());
+        return "redis-cluster://" + (password_.empty() ? std::string() : ":" + password_ + "@") + "127.0.0.1:" +
+               std::to_string(nodes_[0]->port()) + ",127.0.0.1:" + std::to_string(nodes_[1 % nodes_.size()]->port());
     }
     publish::RedisClusterAddress address() const { return publish::parse_redis_cluster_url(url()); }
     std::string id(int i) { return reply(i, {"CLUSTER", "MYID"}); }
@@ -251,6 +272,7 @@ private:
 
     int masters_;
     int replicas_;
+    std::string password_;
     std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 

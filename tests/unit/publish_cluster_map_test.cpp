@@ -186,3 +186,18 @@ TEST_CASE("--sink redis-cluster:// parses its seeds; bad values name the form") 
     CHECK(error_of([] { parse_sink("redis://a:1,b:2"); }).find("use redis-cluster://") != std::string::npos);
     CHECK(error_of([] { parse_sink("rediss://a:1"); }).find("redis-cluster://HOST:PORT") != std::string::npos);
 }
+
+TEST_CASE("--sink wait-replicas and wait-timeout parse for both Redis forms") {
+    auto single = parse_sink("redis://h:1?wait-replicas=2&wait-timeout=250");
+    CHECK(single.redis.wait_replicas == 2);
+    CHECK(single.redis.wait_timeout == std::chrono::milliseconds(250));
+    auto cluster = parse_sink("redis-cluster://h:1,h:2?wait-replicas=1");
+    CHECK(cluster.cluster.wait_replicas == 1);
+    CHECK(cluster.cluster.wait_timeout == std::chrono::milliseconds(1000));
+    CHECK(cluster.cluster.seeds[1].wait_replicas == 1);
+    CHECK(parse_sink("redis://h").redis.wait_replicas == 0);
+    CHECK(error_of([] { parse_sink("redis://h?wait-replicas=x"); }).find("wait-replicas must be") != std::string::npos);
+    CHECK(error_of([] { parse_sink("redis://h?wait-timeout=0"); }).find("wait-timeout must be") != std::string::npos);
+    CHECK(error_of([] { parse_sink("redis://h?wat=1"); }).find("known: tombstone-ttl, wait-replicas, wait-timeout") !=
+          std::string::npos);
+}

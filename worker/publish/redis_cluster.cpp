@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "publish/redis_script.hpp"
 
 namespace docsync::publish {
 
@@ -40,13 +41,15 @@ std::shared_ptr<const SlotMap> ClusterClient::map() const {
     return map_;
 }
 
-std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at) {
+std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at, bool* pooled) {
+    if (pooled != nullptr) *pooled = false;
     {
         std::lock_guard lock(mutex_);
         Pool& pool = pools_[at];
         if (!pool.idle.empty()) {
             auto conn = std::move(pool.idle.back());
             pool.idle.pop_back();
+            if (pooled != nullptr) *pooled = true;
             return conn;
         }
         // Backing off: fail at once rather than hold up the commands of the other nodes.
@@ -55,6 +58,10 @@ std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at) {
                             "); reconnecting with backoff",
                         {}, true);
     }
+    return connect(at);
+}
+
+std::unique_ptr<RedisConnection> ClusterClient::connect(const Endpoint& at) {
     RedisAddress node = address_.seeds.front();
     node.host = at.host;
     node.port = at.port;
@@ -65,6 +72,26 @@ std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at) {
         failed(at, e.what());
         throw;
     }
+}
+
+void ClusterClient::drop_idle(const Endpoint& at) {
+    std::vector<std::unique_ptr<RedisConnection>> dead;
+    std::lock_guard lock(mutex_);
+    dead.swap(pools_[at].idle);
+}
+
+std::vector<Reply> ClusterClient::exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch) {
+    auto conn = connect(at);
+    std::vector<Reply> replies;
+    try {
+        replies = conn->pipeline(batch);
+    } catch (const Error& e) {
+        failed(at, e.what());
+        throw;
+    }
+    release(at, std::move(conn));
+    answered(at);
+    return replies;
 }
 
 void ClusterClient::release(const Endpoint& at, std::unique_ptr<RedisConnection> conn) {
@@ -104,7 +131,7 @@ void ClusterClient::answered(const Endpoint& at) {
     if (was_down) log_info("publish", "Redis Cluster node " + at.text() + " answers again");
 }
 
-std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at) {
+std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& last_error) {
     std::unique_ptr<RedisConnection> conn;
     try {
         conn = acquire(at);
@@ -114,6 +141,11 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at) {
             throw Error("Redis at " + at.text() +
                             " is not a Redis Cluster node (cluster-enabled is off): use --sink redis://" + at.text() +
                             " for a single Redis, or give the nodes of the cluster",
+                        {}, false);
+        if (starts_with(reply, "NOAUTH"))
+            throw Error("Redis Cluster node " + at.text() + " requires a password (" + reply_text(reply.get()) +
+                            "): give it in --sink redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for an ACL "
+                            "user)",
                         {}, false);
         if (reply->type == REDIS_REPLY_ERROR) {  // before Redis 7
             reply = conn->command({"CLUSTER", "SLOTS"});
@@ -127,6 +159,7 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at) {
     } catch (const Error& e) {
         if (!e.transient()) throw;
         if (conn) failed(at, e.what());
+        last_error = e.what();
         return std::nullopt;
     }
 }
@@ -153,11 +186,11 @@ void ClusterClient::refresh(bool force) {
     }
     for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
     std::set<Endpoint> asked;
-    std::string tried;
+    std::string tried, last_error;
     for (const auto& at : candidates) {
         if (!asked.insert(at).second) continue;
         tried += (tried.empty() ? "" : ", ") + at.text();
-        auto map = ask_map(at);
+        auto map = ask_map(at, last_error);
         // A node that lost its view (just restarted, not yet joined) may answer with no slots.
         if (!map || map->covered() == 0) continue;
         std::lock_guard lock(mutex_);
@@ -166,6 +199,7 @@ void ClusterClient::refresh(bool force) {
         return;
     }
     throw Error("no Redis Cluster node answered CLUSTER SHARDS (asked " + tried +
+                    (last_error.empty() ? std::string() : "; the last: " + last_error) +
                     "); start the cluster, or fix HOST:PORT in --sink redis-cluster://HOST:PORT[,HOST:PORT...]",
                 {}, true);
 }
@@ -218,42 +252,54 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
         // Write every node's commands out, then read every node's replies.
         struct Flight {
             std::unique_ptr<RedisConnection> conn;
-            std::size_t replies = 0;
+            bool pooled = false;
         };
         std::map<Endpoint, Flight> flights;
         auto fail_group = [&](const std::vector<std::size_t>& group, const Error& e) {
             for (auto i : group) out[i].error = e;
         };
+        const std::string wait_replicas = std::to_string(address_.wait_replicas);
+        const std::string wait_timeout = std::to_string(address_.wait_timeout.count());
+        std::map<Endpoint, bool> waits;  // the group ends with WAIT
+        std::map<Endpoint, std::vector<std::vector<std::string_view>>> batches;
+        std::vector<Endpoint> again;  // groups whose idle connection died: once more on a new one
         for (auto& [at, group] : groups) {
-            std::vector<std::vector<std::string_view>> batch;
+            auto& batch = batches[at];
+            bool durable = false;
             for (auto i : group) {
                 if (routes[i].ask) batch.push_back({"ASKING"});
                 batch.push_back(routes[i].fallback ? commands[i].fallback : commands[i].args);
+                durable = durable || commands[i].durable;
             }
+            waits[at] = durable && address_.wait_replicas > 0;
+            if (waits[at]) batch.push_back({"WAIT", wait_replicas, wait_timeout});
             Flight flight;
             try {
-                flight.conn = acquire(at);
+                flight.conn = acquire(at, &flight.pooled);
                 flight.conn->send(batch);
-                flight.replies = batch.size();
                 flights.emplace(at, std::move(flight));
             } catch (const Error& e) {
+                if (flight.pooled) {
+                    drop_idle(at);
+                    again.push_back(at);
+                    continue;
+                }
                 if (flight.conn) failed(at, e.what());
                 fail_group(group, e);
             }
         }
         bool moved = false;
-        for (auto& [at, flight] : flights) {
+        // The replies of one node's group: each command's outcome, or its next route.
+        auto settle = [&](const Endpoint& at, std::vector<Reply>& replies) {
             const auto& group = groups[at];
-            std::vector<Reply> replies;
-            try {
-                replies = flight.conn->receive(flight.replies);
-            } catch (const Error& e) {
-                failed(at, e.what());
-                fail_group(group, e);
-                continue;
+            // Fewer replicas than asked have the group's writes: a failover could lose them.
+            std::optional<Error> unreplicated;
+            if (waits[at]) {
+                const Reply& wait = replies.back();
+                if (wait->type != REDIS_REPLY_INTEGER || wait->integer < address_.wait_replicas)
+                    unreplicated = Error("Redis Cluster node " + at.text() + ": " + wait_shortfall(wait, address_.seeds.front()),
+                                         {}, true);
             }
-            release(at, std::move(flight.conn));
-            answered(at);
             std::size_t r = 0;
             for (auto i : group) {
                 if (routes[i].ask) ++r;  // ASKING's OK
@@ -273,12 +319,44 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
                     next = routes[i];
                     next.fallback = true;
                 } else {
+                    if (unreplicated && commands[i].durable && reply->type != REDIS_REPLY_ERROR)
+                        out[i].error = unreplicated;
                     out[i].reply = std::move(reply);
                     continue;
                 }
                 routes[i] = next;
                 pending.push_back(i);
             }
+        };
+        for (auto& [at, flight] : flights) {
+            std::vector<Reply> replies;
+            try {
+                replies = flight.conn->receive(batches[at].size());
+            } catch (const Error& e) {
+                flight.conn.reset();
+                if (flight.pooled) {
+                    drop_idle(at);
+                    again.push_back(at);
+                } else {
+                    failed(at, e.what());
+                    fail_group(groups[at], e);
+                }
+                continue;
+            }
+            release(at, std::move(flight.conn));
+            answered(at);
+            settle(at, replies);
+        }
+        // Resending is safe: a doc's script never lets a version replace a newer one.
+        for (const auto& at : again) {
+            std::vector<Reply> replies;
+            try {
+                replies = exchange(at, batches[at]);
+            } catch (const Error& e) {
+                fail_group(groups[at], e);
+                continue;
+            }
+            settle(at, replies);
         }
         if (moved) {
             {
@@ -299,13 +377,20 @@ Outcome ClusterClient::run(const KeyedCommand& command) { return std::move(run(s
 
 Reply ClusterClient::on_node(const ClusterNode& node, const std::vector<std::string_view>& args) {
     Endpoint at{node.host, node.port};
-    auto conn = acquire(at);
+    bool pooled = false;
+    auto conn = acquire(at, &pooled);
     Reply reply;
     try {
         reply = conn->command(args);
     } catch (const Error& e) {
-        failed(at, e.what());
-        throw;
+        if (!pooled) {
+            failed(at, e.what());
+            throw;
+        }
+        // An idle connection may have died with a restart of the node: once more on a new one.
+        conn.reset();
+        drop_idle(at);
+        return std::move(exchange(at, {args}).front());
     }
     release(at, std::move(conn));
     answered(at);

@@ -11,9 +11,11 @@
 //   - A command that names a script by SHA (EVALSHA) carries its fallback (EVAL with the script),
 //     sent instead when that node answers NOSCRIPT (a restarted or new node).
 //   - Pipelining: run() groups the commands by node and writes every group out before reading any
-//     reply, so all nodes work at once.
-//   - Connections: an idle pool per node. A node whose connection fails is dropped from the pool and
-//     backs off (100 ms doubling to 5 s) before the next connect; until then its commands fail at
+//     reply, so all nodes work at once. A group with a durable command ends with WAIT when the
+//     address asks for wait-replicas.
+//   - Connections: an idle pool per node. An idle connection that fails (the node restarted while it
+//     sat in the pool) is replaced once by a new one. A node whose new connection fails is dropped
+//     from the pool and backs off (100 ms doubling to 5 s) before the next connect; until then its commands fail at
 //     once, so a dead node never slows the commands of the others. One warning per node outage, one
 //     line when it answers again.
 //
@@ -47,6 +49,9 @@ struct KeyedCommand {
     std::string_view key;                    // routes the command: its hash slot
     std::vector<std::string_view> args;
     std::vector<std::string_view> fallback;  // sent instead after NOSCRIPT; empty: none
+    // A write that must reach the address's wait-replicas replicas: WAIT follows it on its node,
+    // and fewer replicas acknowledging within wait-timeout fail it (transient).
+    bool durable = false;
 };
 
 // One command's result: the node's reply (an error reply other than a redirect included), or the
@@ -95,13 +100,21 @@ private:
         bool down = false;  // logged as lost, not yet as back
     };
 
-    std::unique_ptr<RedisConnection> acquire(const Endpoint& at);
+    // An idle connection to `at` (`*pooled` set), or a new one unless `at` is backing off.
+    std::unique_ptr<RedisConnection> acquire(const Endpoint& at, bool* pooled = nullptr);
+    // A new connection to `at`, backing off or not.
+    std::unique_ptr<RedisConnection> connect(const Endpoint& at);
+    // Drops `at`'s idle connections (they may all have died with a restart of the node).
+    void drop_idle(const Endpoint& at);
+    // `batch` on a new connection to `at`, which joins the pool after.
+    std::vector<Reply> exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch);
     void release(const Endpoint& at, std::unique_ptr<RedisConnection> conn);
     // The connection to `at` failed with `why`: drop its pool, back off, mark the map stale.
     void failed(const Endpoint& at, const std::string& why);
     void answered(const Endpoint& at);
-    // The map `at` describes, or nullopt (logged at most by the caller) when it cannot say.
-    std::optional<SlotMap> ask_map(const Endpoint& at);
+    // The map `at` describes, or nullopt when it cannot say (why in `last_error`). Throws
+    // docsync::Error (permanent) when `at` is no cluster node or wants a password none was given.
+    std::optional<SlotMap> ask_map(const Endpoint& at, std::string& last_error);
 
     const RedisClusterAddress address_;
     const ClusterOptions options_;

@@ -60,10 +60,18 @@ std::optional<Error> outcome_error(const Outcome& o, const std::string& what) {
 const char* RedisClusterSink::script() { return doc_script(kKind); }
 
 RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions options)
-    : client_(std::move(address), cluster_options(options)), options_(options) {
+    : client_(address, cluster_options(options)), watch_(std::move(address), cluster_options(options)), options_(options) {
     auto map = client_.map();
+    std::string unreachable;
     for (const ClusterNode* master : map->masters()) {
-        Reply info = client_.on_node(*master, {"INFO", "server"});
+        Reply info;
+        try {
+            info = client_.on_node(*master, {"INFO", "server"});
+        } catch (const Error&) {
+            // A master down (failing over) must not keep the worker from starting: its docs wait.
+            unreachable += (unreachable.empty() ? "" : ", ") + master->endpoint();
+            continue;
+        }
         if (info->type == REDIS_REPLY_ERROR && reply_text(info.get()).rfind("NOAUTH", 0) == 0)
             throw Error("--sink: Redis Cluster node " + master->endpoint() + " requires a password (" +
                             reply_text(info.get()) +
@@ -83,8 +91,17 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
         script_sha_ = reply_text(loaded.get());
     }
     if (script_sha_.empty())
-        throw Error("--sink: " + where() + " has no master serving slots yet: finish creating the cluster "
-                    "(redis-cli --cluster create) and start the worker again", {}, true);
+        throw Error("--sink: " + where() +
+                        (map->masters().empty() ? std::string(" has no master serving slots yet: finish creating the "
+                                                              "cluster (redis-cli --cluster create) and start the worker "
+                                                              "again")
+                                                : " answers, but none of its masters (" + unreachable +
+                                                      ") does: start them, or wait for their replicas' promotion"),
+                    {}, true);
+    if (!unreachable.empty())
+        log_warning("publish", where() + ": masters " + unreachable +
+                                   " are unreachable at start; the docs of their slots are retried and hold the slot "
+                                   "until they or promoted replicas answer");
     if (map->covered() < static_cast<std::size_t>(kClusterSlots))
         log_warning("publish", where() + " serves " + std::to_string(map->covered()) +
                                    " of 16384 hash slots: docs hashing to the others hold the slot until they are "
@@ -93,7 +110,7 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
 
 std::optional<Error> RedisClusterSink::raise_max_generation(std::uint64_t generation) {
     std::string value = std::to_string(generation);
-    Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"EVAL", kRaiseScript, "1", kMaxGenerationKey, value}, {}});
+    Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"EVAL", kRaiseScript, "1", kMaxGenerationKey, value}, {}, true});
     if (auto e = outcome_error(o, where() + " refused to raise " + std::string(kMaxGenerationKey))) return e;
     std::uint64_t seen = max_generation_raised_.load();
     while (seen < generation && !max_generation_raised_.compare_exchange_weak(seen, generation)) {
@@ -124,7 +141,7 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
     std::vector<KeyedCommand> commands;
     commands.reserve(calls.size());
     for (const auto& call : calls)
-        commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true)});
+        commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true), true});
     auto outcomes = client_.run(commands);
     for (std::size_t i = 0; i < outcomes.size(); ++i)
         out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where(), *docs[i].channel);
@@ -184,8 +201,8 @@ std::optional<RetainedDoc> RedisClusterSink::read_back(const std::string& channe
 }
 
 std::optional<std::string> RedisClusterSink::lost_docs() {
-    client_.refresh(true);
-    auto map = client_.map();
+    watch_.refresh(true);
+    auto map = watch_.map();
     auto masters = map->masters();
     std::lock_guard lock(lost_mutex_);
     std::optional<std::string> lost;
@@ -204,16 +221,16 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         current.insert(m->id);
         Seen now;
         try {
-            now.run_id = info_field(client_.on_node(*m, {"INFO", "server"}), "run_id");
+            now.run_id = info_field(watch_.on_node(*m, {"INFO", "server"}), "run_id");
             now.marker_slot = map->first_slot_of(*m);
             std::string key = marker_key(now.marker_slot);
-            Reply got = client_.on_node(*m, {"GET", key});
+            Reply got = watch_.on_node(*m, {"GET", key});
             if (got->type == REDIS_REPLY_NIL) {
                 // A fresh mark; with several workers on one cluster the first one's stays (NX).
                 std::random_device random;
                 std::string token = std::to_string(random()) + "-" + std::to_string(random());
-                client_.on_node(*m, {"SET", key, token, "NX"});
-                got = client_.on_node(*m, {"GET", key});
+                watch_.on_node(*m, {"SET", key, token, "NX"});
+                got = watch_.on_node(*m, {"GET", key});
             }
             if (got->type == REDIS_REPLY_STRING) now.marker = reply_text(got.get());
         } catch (const Error&) {

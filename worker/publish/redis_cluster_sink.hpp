@@ -53,6 +53,9 @@ private:
     std::string where() const { return client_.address().display(); }
 
     ClusterClient client_;
+    // lost_docs()'s own view of the cluster, refreshed at each call: the publishing client's map then
+    // changes only on a MOVED or a node's failure, as Redis Cluster clients do.
+    ClusterClient watch_;
     const RedisSinkOptions options_;
     std::string script_sha_;
     std::atomic<std::uint64_t> max_generation_raised_{0};

@@ -11,9 +11,11 @@ namespace docsync::publish {
 namespace {
 
 constexpr std::string_view kSingleForm =
-    "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS], as in redis://127.0.0.1:6379/0";
+    "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS&wait-replicas=N&wait-timeout=MS], as in "
+    "redis://127.0.0.1:6379/0";
 constexpr std::string_view kClusterForm =
-    "redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...][?tombstone-ttl=SECONDS], as in "
+    "redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...][?tombstone-ttl=SECONDS&wait-replicas=N&wait-timeout=MS], "
+    "as in "
     "redis-cluster://10.0.0.1:7000,10.0.0.2:7000";
 
 [[noreturn]] void bad_url(std::string_view url, const std::string& problem, std::string_view form) {
@@ -49,13 +51,21 @@ std::string_view parse_common(std::string_view url, std::string_view scheme, std
             auto eq = item.find('=');
             std::string_view key = item.substr(0, eq);
             std::string_view value = eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1);
-            long long seconds = 0;
+            long long n = 0;
             if (key == "tombstone-ttl") {
-                if (!parse_int(value, 1, 10LL * 365 * 86400, seconds))
+                if (!parse_int(value, 1, 10LL * 365 * 86400, n))
                     bad_url(url, "tombstone-ttl must be a number of seconds, at least 1", form);
-                address.tombstone_ttl = std::chrono::seconds(seconds);
+                address.tombstone_ttl = std::chrono::seconds(n);
+            } else if (key == "wait-replicas") {
+                if (!parse_int(value, 0, 100, n)) bad_url(url, "wait-replicas must be a number of replicas, 0-100", form);
+                address.wait_replicas = static_cast<int>(n);
+            } else if (key == "wait-timeout") {
+                if (!parse_int(value, 1, 600000, n))
+                    bad_url(url, "wait-timeout must be a number of milliseconds, 1-600000", form);
+                address.wait_timeout = std::chrono::milliseconds(n);
             } else {
-                bad_url(url, "unknown parameter '" + std::string(key) + "'", form);
+                bad_url(url, "unknown parameter '" + std::string(key) + "' (known: tombstone-ttl, wait-replicas, wait-timeout)",
+                        form);
             }
         }
     }
@@ -148,6 +158,8 @@ RedisClusterAddress parse_redis_cluster_url(std::string_view url) {
     }
     RedisClusterAddress cluster;
     cluster.tombstone_ttl = common.tombstone_ttl;
+    cluster.wait_replicas = common.wait_replicas;
+    cluster.wait_timeout = common.wait_timeout;
     while (true) {
         auto comma = rest.find(',');
         RedisAddress seed = common;

@@ -14,7 +14,11 @@
 
 namespace docsync::publish {
 
-// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?tombstone-ttl=SECONDS]
+// Parameters both URL forms take after `?`, joined with `&`:
+//   tombstone-ttl=SECONDS  how long a null doc's tombstone is kept (default 86400)
+//   wait-replicas=N        a doc counts as published only once N replicas of its Redis have it (WAIT)
+//   wait-timeout=MS        how long WAIT waits for them (default 1000); fewer fail the publish, retried
+// redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?PARAMETERS]
 struct RedisAddress {
     std::string host = "127.0.0.1";
     int port = 6379;
@@ -22,14 +26,18 @@ struct RedisAddress {
     std::string user;                       // AUTH user (Redis 6 ACLs); empty: the default user
     std::string password;                   // empty: no AUTH
     std::chrono::seconds tombstone_ttl{86400};  // how long a null doc's tombstone is kept
+    int wait_replicas = 0;                      // 0: the master's answer is enough
+    std::chrono::milliseconds wait_timeout{1000};
     std::string display() const;            // host:port/db, never the password
 };
 
-// redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…][?tombstone-ttl=SECONDS]: the seed nodes
-// of a Redis Cluster (any node will do; several let the worker start while one is down).
+// redis-cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…][?PARAMETERS]: the seed nodes of a Redis
+// Cluster (any node will do; several let the worker start while one is down).
 struct RedisClusterAddress {
-    std::vector<RedisAddress> seeds;  // each with the URL's credentials, database 0
+    std::vector<RedisAddress> seeds;  // each with the URL's credentials and parameters, database 0
     std::chrono::seconds tombstone_ttl{86400};
+    int wait_replicas = 0;
+    std::chrono::milliseconds wait_timeout{1000};
     std::string display() const;  // Redis Cluster via host:port,…; never the password
 };
 

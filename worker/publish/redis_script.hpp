@@ -52,4 +52,7 @@ bool no_script(const Reply& reply);
 // when Redis does.
 std::optional<Error> judge_script_reply(const Reply& reply, const std::string& where, const std::string& channel);
 
+// Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
+std::string wait_shortfall(const Reply& wait, const RedisAddress& address);
+
 }  // namespace docsync::publish

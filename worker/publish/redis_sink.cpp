@@ -120,11 +120,26 @@ std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publ
         conn = acquire();
         std::vector<std::vector<std::string_view>> commands;
         for (const auto& call : calls) commands.push_back(call.args(kKind, script_sha_, false));
+        const std::string wait_replicas = std::to_string(address_.wait_replicas);
+        const std::string wait_timeout = std::to_string(address_.wait_timeout.count());
+        const bool wait = address_.wait_replicas > 0;
+        if (wait) commands.push_back({"WAIT", wait_replicas, wait_timeout});
         auto replies = conn->pipeline(commands);
-        for (std::size_t i = 0; i < replies.size(); ++i) {
+        bool resent = false;
+        for (std::size_t i = 0; i < calls.size(); ++i) {
             // Redis restarted (or SCRIPT FLUSH): send the script itself, which caches it again.
-            if (no_script(replies[i])) replies[i] = conn->command(calls[i].args(kKind, script(), true));
+            if (no_script(replies[i])) {
+                replies[i] = conn->command(calls[i].args(kKind, script(), true));
+                resent = true;
+            }
             out[i] = judge_script_reply(replies[i], "Redis at " + address_.display(), *docs[i].channel);
+        }
+        // With wait-replicas, a doc counts once that many replicas have it too (a failover then keeps it).
+        if (wait) {
+            Reply acked = resent ? conn->command({"WAIT", wait_replicas, wait_timeout}) : std::move(replies.back());
+            if (acked->type != REDIS_REPLY_INTEGER || acked->integer < address_.wait_replicas)
+                for (auto& o : out)
+                    if (!o) o = Error("Redis at " + address_.display() + ": " + wait_shortfall(acked, address_), {}, true);
         }
     } catch (const Error& e) {
         if (conn) failed(std::string("lost the connection to ") + e.what());
