@@ -169,12 +169,19 @@ public:
         wait([&] { return settled(); }, "the cluster to agree on its slots");
         if (replicas_ > 0) wait_replicas_synced();
     }
-    // Waits until every replica has synced with its master (only a synced replica takes writes' WAIT
-    // or can be promoted).
+    // Waits until every replica has synced with its master and the master counts it online (only
+    // then does WAIT count it, and can it be promoted).
     void wait_replicas_synced() {
         wait([&] {
             for (int r = masters_; r < size(); ++r)
                 if (reply(r, {"INFO", "replication"}).find("master_link_status:up") == std::string::npos) return false;
+            for (int m = 0; m < masters_; ++m) {
+                std::string info = reply(m, {"INFO", "replication"});
+                std::size_t online = 0;
+                for (auto at = info.find("state=online"); at != std::string::npos; at = info.find("state=online", at + 1))
+                    ++online;
+                if (online < static_cast<std::size_t>(replicas_)) return false;
+            }
             return true;
         }, "the replicas to sync");
     }

@@ -220,8 +220,10 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) {
         current.insert(m->id);
         Seen now;
+        std::string replid, marked_replid;
         try {
             now.run_id = info_field(watch_.on_node(*m, {"INFO", "server"}), "run_id");
+            replid = info_field(watch_.on_node(*m, {"INFO", "replication"}), "master_replid");
             now.marker_slot = map->first_slot_of(*m);
             std::string key = marker_key(now.marker_slot);
             Reply got = watch_.on_node(*m, {"GET", key});
@@ -229,10 +231,27 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
                 // A fresh mark; with several workers on one cluster the first one's stays (NX).
                 std::random_device random;
                 std::string token = std::to_string(random()) + "-" + std::to_string(random());
-                watch_.on_node(*m, {"SET", key, token, "NX"});
+                watch_.on_node(*m, {"SET", key, token + "/" + replid, "NX"});
                 got = watch_.on_node(*m, {"GET", key});
             }
-            if (got->type == REDIS_REPLY_STRING) now.marker = reply_text(got.get());
+            if (got->type == REDIS_REPLY_STRING) {
+                std::string marker = reply_text(got.get());
+                auto slash = marker.rfind('/');
+                now.token = marker.substr(0, slash);
+                if (slash != std::string::npos) marked_replid = marker.substr(slash + 1);
+            }
+            // The marker names the replication history of the master that wrote it. A promoted replica
+            // holds its old master's marker under a new history: a failover, seen even by a worker that
+            // was not running then. A marker slot that changed (a reshard moved slots) says nothing.
+            auto it = seen_.find(m->id);
+            bool same_slot = it == seen_.end() || it->second.marker_slot == now.marker_slot;
+            if (!replid.empty() && !marked_replid.empty() && marked_replid != replid) {
+                if (same_slot && !lost)
+                    lost = where() + ": master " + m->endpoint() + " has another replication history (master_replid " +
+                           replid.substr(0, 8) + "…) than when docsync marked it (" + marked_replid.substr(0, 8) +
+                           "…): a failover promoted it, or it restarted; docs it took may be lost";
+                watch_.on_node(*m, {"SET", key, now.token + "/" + replid});
+            }
         } catch (const Error&) {
             continue;  // unreachable: a failover may follow, which the next call sees
         }
@@ -242,7 +261,7 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
             if (!old.run_id.empty() && !now.run_id.empty() && old.run_id != now.run_id)
                 lost = where() + ": master " + m->endpoint() + " restarted (run_id " + old.run_id.substr(0, 8) +
                        "… is now " + now.run_id.substr(0, 8) + "…): docs written just before may be lost";
-            else if (old.marker_slot == now.marker_slot && !old.marker.empty() && old.marker != now.marker)
+            else if (old.marker_slot == now.marker_slot && !old.token.empty() && old.token != now.token)
                 lost = where() + ": master " + m->endpoint() + " no longer holds its marker key " +
                        marker_key(now.marker_slot) + " (FLUSHALL, or a restart without persistence): its docs may be gone";
         }

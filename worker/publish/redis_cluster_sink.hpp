@@ -16,7 +16,10 @@
 //   - lost_docs() reports a failover (a replica promoted: with Redis's asynchronous replication it
 //     may lack the last docs its master answered for), a master that restarted (its run_id changed),
 //     and a master that lost its marker key docsync:epoch:{TAG} (FLUSHALL; TAG puts the key on one
-//     of that master's slots). A slot that moved by resharding took its keys along and is no loss.
+//     of that master's slots). The marker also holds the master_replid of the master that wrote it:
+//     a promoted replica holds it under a new replication ID, so a failover is reported at the first
+//     call too, by a worker that was not running when it happened (the marker is then rewritten).
+//     A slot that moved by resharding took its keys along and is no loss.
 //   - retained_channels() SCANs every master.
 
 #include <atomic>
@@ -64,7 +67,7 @@ private:
     struct Seen {
         std::string run_id;
         int marker_slot = -1;
-        std::string marker;
+        std::string token;  // of the marker docsync:epoch:{N}, whose value is TOKEN/MASTER_REPLID
     };
     std::mutex lost_mutex_;
     std::map<std::string, Seen> seen_;         // by master node ID
