@@ -474,3 +474,34 @@ TEST_CASE("redis: with wait-replicas a doc counts only once the replica has it")
         CHECK(std::string(e.what()).find("only 0 of 1 replicas within 1000 ms") != std::string::npos);
     }
 }
+
+TEST_CASE("redis: a replica promoted while no worker watched is reported by the next sink, once") {
+    RedisServer master({"--repl-diskless-sync-delay", "0"});
+    RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (reply_text(master.client()->command({"INFO", "replication"}).get()).find("state=online") ==
+           std::string::npos) {
+        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the replica did not sync");
+        std::this_thread::sleep_for(20ms);
+    }
+    {
+        RedisSink first(master.address());
+        CHECK_FALSE(first.lost_docs());  // writes the marker, with the master's replication ID
+        first.publish("db:order:1", doc("1"), DocVersion{1, 1});
+    }
+    // The marker reaches the replica; then the replica is promoted, as Sentinel would.
+    auto waited = replica.client();
+    deadline = std::chrono::steady_clock::now() + 10s;
+    while (get(*waited, "docsync:epoch") == "(nil)") {
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        std::this_thread::sleep_for(20ms);
+    }
+    replica.client()->command({"REPLICAOF", "NO", "ONE"});
+    RedisSink next(replica.address());
+    auto lost = next.lost_docs();
+    REQUIRE(lost);
+    CHECK(lost->find("has another replication history") != std::string::npos);
+    CHECK_FALSE(next.lost_docs());
+    RedisSink third(replica.address());
+    CHECK_FALSE(third.lost_docs());  // the marker was rewritten: reported once
+}

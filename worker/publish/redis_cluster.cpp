@@ -132,11 +132,8 @@ void ClusterClient::answered(const Endpoint& at) {
 }
 
 std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& last_error) {
-    std::unique_ptr<RedisConnection> conn;
     try {
-        conn = acquire(at);
-        Reply reply = conn->command({"CLUSTER", "SHARDS"});
-        std::optional<SlotMap> map;
+        Reply reply = command_on(at, {"CLUSTER", "SHARDS"});
         if (starts_with(reply, "ERR This instance has cluster support disabled"))
             throw Error("Redis at " + at.text() +
                             " is not a Redis Cluster node (cluster-enabled is off): use --sink redis://" + at.text() +
@@ -147,18 +144,11 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& l
                             "): give it in --sink redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for an ACL "
                             "user)",
                         {}, false);
-        if (reply->type == REDIS_REPLY_ERROR) {  // before Redis 7
-            reply = conn->command({"CLUSTER", "SLOTS"});
-            map = parse_cluster_slots(reply.get(), at.host);
-        } else {
-            map = parse_cluster_shards(reply.get(), at.host);
-        }
-        release(at, std::move(conn));
-        answered(at);
-        return map;
+        if (reply->type == REDIS_REPLY_ERROR)  // before Redis 7
+            return parse_cluster_slots(command_on(at, {"CLUSTER", "SLOTS"}).get(), at.host);
+        return parse_cluster_shards(reply.get(), at.host);
     } catch (const Error& e) {
         if (!e.transient()) throw;
-        if (conn) failed(at, e.what());
         last_error = e.what();
         return std::nullopt;
     }
@@ -376,7 +366,10 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
 Outcome ClusterClient::run(const KeyedCommand& command) { return std::move(run(std::vector<KeyedCommand>{command}).front()); }
 
 Reply ClusterClient::on_node(const ClusterNode& node, const std::vector<std::string_view>& args) {
-    Endpoint at{node.host, node.port};
+    return command_on({node.host, node.port}, args);
+}
+
+Reply ClusterClient::command_on(const Endpoint& at, const std::vector<std::string_view>& args) {
     bool pooled = false;
     auto conn = acquire(at, &pooled);
     Reply reply;

@@ -106,6 +106,9 @@ private:
     std::unique_ptr<RedisConnection> connect(const Endpoint& at);
     // Drops `at`'s idle connections (they may all have died with a restart of the node).
     void drop_idle(const Endpoint& at);
+    // One command on `at`; an idle connection that fails is replaced once by a new one. Throws
+    // docsync::Error (transient) when `at` cannot be reached or does not answer.
+    Reply command_on(const Endpoint& at, const std::vector<std::string_view>& args);
     // `batch` on a new connection to `at`, which joins the pool after.
     std::vector<Reply> exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch);
     void release(const Endpoint& at, std::unique_ptr<RedisConnection> conn);

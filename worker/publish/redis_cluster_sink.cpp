@@ -31,15 +31,6 @@ ClusterOptions cluster_options(const RedisSinkOptions& o) {
     return c;
 }
 
-std::string info_field(const Reply& info, std::string_view field) {
-    std::string text = reply_text(info.get());
-    std::string needle = std::string(field) + ":";
-    auto at = text.find(needle);
-    if (at == std::string::npos) return {};
-    auto end = text.find_first_of("\r\n", at);
-    return text.substr(at + needle.size(), end == std::string::npos ? std::string::npos : end - at - needle.size());
-}
-
 // docsync:epoch:{TAG}, TAG putting it on `slot` (appended: GCC 12 warns falsely on a chain of +).
 std::string marker_key(int slot) {
     std::string key = "docsync:epoch:{";
@@ -235,10 +226,9 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
                 got = watch_.on_node(*m, {"GET", key});
             }
             if (got->type == REDIS_REPLY_STRING) {
-                std::string marker = reply_text(got.get());
-                auto slash = marker.rfind('/');
-                now.token = marker.substr(0, slash);
-                if (slash != std::string::npos) marked_replid = marker.substr(slash + 1);
+                auto marker = parse_epoch_marker(reply_text(got.get()));
+                now.token = marker.token;
+                marked_replid = marker.replid;
             }
             // The marker names the replication history of the master that wrote it. A promoted replica
             // holds its old master's marker under a new history: a failover, seen even by a worker that

@@ -95,4 +95,19 @@ std::string wait_shortfall(const Reply& wait, const RedisAddress& address) {
     return "only " + std::to_string(wait->integer) + " of " + asked + " acknowledged the docs; retried";
 }
 
+std::string info_field(const Reply& info, std::string_view field) {
+    std::string text = reply_text(info.get());
+    std::string needle = std::string(field) + ":";
+    auto at = text.find(needle);
+    if (at == std::string::npos) return {};
+    auto end = text.find_first_of("\r\n", at);
+    return text.substr(at + needle.size(), end == std::string::npos ? std::string::npos : end - at - needle.size());
+}
+
+EpochMarker parse_epoch_marker(std::string_view value) {
+    auto slash = value.rfind('/');
+    if (slash == std::string_view::npos) return {std::string(value), {}};
+    return {std::string(value.substr(0, slash)), std::string(value.substr(slash + 1))};
+}
+
 }  // namespace docsync::publish

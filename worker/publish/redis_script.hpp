@@ -52,6 +52,18 @@ bool no_script(const Reply& reply);
 // when Redis does.
 std::optional<Error> judge_script_reply(const Reply& reply, const std::string& where, const std::string& channel);
 
+// One field of an INFO reply (`run_id`, `master_replid`), empty when it has none.
+std::string info_field(const Reply& info, std::string_view field);
+
+// The marker docsync:epoch (or docsync:epoch:{N} of a cluster's master) holds TOKEN/MASTER_REPLID:
+// the token tells a flushed Redis (a new token) and the replication ID a restart or a promotion
+// (another history), also to a worker that was not running then.
+struct EpochMarker {
+    std::string token;
+    std::string replid;  // empty in a marker without one
+};
+EpochMarker parse_epoch_marker(std::string_view value);
+
 // Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
 std::string wait_shortfall(const Reply& wait, const RedisAddress& address);
 

@@ -228,23 +228,27 @@ std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
 
 std::optional<std::string> RedisSink::lost_docs() {
     auto conn = acquire();
-    std::string run_id, epoch;
+    std::string run_id, replid;
+    EpochMarker marker;
+    bool other_history = false;
     try {
-        Reply info = conn->command({"INFO", "server"});
-        std::string text = reply_text(info.get());
-        if (auto at = text.find("run_id:"); at != std::string::npos) {
-            auto end = text.find_first_of("\r\n", at);
-            run_id = text.substr(at + 7, end == std::string::npos ? std::string::npos : end - at - 7);
-        }
+        run_id = info_field(conn->command({"INFO", "server"}), "run_id");
+        replid = info_field(conn->command({"INFO", "replication"}), "master_replid");
         Reply got = conn->command({"GET", std::string(kEpochKey)});
         if (got->type != REDIS_REPLY_STRING) {
             // A fresh mark; with several workers on one Redis the first one's stays (NX).
             std::random_device random;
             std::string token = std::to_string(random()) + "-" + std::to_string(random());
-            conn->command({"SET", std::string(kEpochKey), token, "NX"});
+            conn->command({"SET", std::string(kEpochKey), token + "/" + replid, "NX"});
             got = conn->command({"GET", std::string(kEpochKey)});
         }
-        epoch = reply_text(got.get());
+        marker = parse_epoch_marker(reply_text(got.get()));
+        if (!replid.empty() && marker.replid != replid) {
+            // Another history than the marker's writer (a restart, a promotion by Sentinel), seen also
+            // by a worker that was not running then; a marker without one just gets it.
+            other_history = !marker.replid.empty();
+            conn->command({"SET", std::string(kEpochKey), marker.token + "/" + replid});
+        }
     } catch (const Error& e) {
         failed(std::string("Redis at ") + address_.display() + ": " + e.what());
         throw;
@@ -254,11 +258,15 @@ std::optional<std::string> RedisSink::lost_docs() {
     if (!run_id_.empty() && run_id != run_id_)
         lost = "Redis at " + address_.display() + " restarted (run_id " + run_id_.substr(0, 8) + "… is now " +
                run_id.substr(0, 8) + "…): docs written just before may be lost";
-    else if (!epoch_.empty() && epoch != epoch_)
+    else if (!epoch_.empty() && marker.token != epoch_)
         lost = "Redis at " + address_.display() + " no longer holds the marker key " + std::string(kEpochKey) +
                " (FLUSHALL, FLUSHDB, or a restart without persistence): its docs may be gone";
+    else if (other_history)
+        lost = "Redis at " + address_.display() + " has another replication history (master_replid " +
+               replid.substr(0, 8) + "…) than when docsync marked it: it restarted or was promoted; docs it took "
+               "may be lost";
     run_id_ = run_id;
-    epoch_ = epoch;
+    epoch_ = marker.token;
     return lost;
 }
 
