@@ -36,10 +36,12 @@ cluster_dir() {
   echo "$dir"
 }
 
+# A port nobody listens on, below the kernel's ephemeral range (32768 and up), where a client
+# connection's own end could take it between this check and the server's bind.
 free_port() {
   local port
   for _ in $(seq 1 200); do
-    port=$((20000 + RANDOM % 40000))
+    port=$((20000 + RANDOM % 12000))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return 0; fi
   done
   die "found no free TCP port on 127.0.0.1"

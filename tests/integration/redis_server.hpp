@@ -238,9 +238,12 @@ public:
 
 private:
     static int cluster_port() {
-        // The cluster bus listens on port + 10000: both must be free.
+        // The cluster bus listens on port + 10000: both must be free, and below the ephemeral range
+        // (32768 and up), where a client connection's own end could take them before the server binds.
         for (int attempt = 0; attempt < 200; ++attempt) {
-            int port = 20000 + static_cast<int>((static_cast<unsigned>(::getpid()) * 7919u + static_cast<unsigned>(attempt) * 104729u) % 25000u);
+            int port = 10000 + static_cast<int>((static_cast<unsigned>(::getpid()) * 7919u +
+                                                 static_cast<unsigned>(attempt) * 104729u) %
+                                                12000u);
             if (RedisServer::free_port(port) == port && RedisServer::free_port(port + 10000) == port + 10000) return port;
         }
         throw std::runtime_error("no free pair of loopback ports for a cluster node");

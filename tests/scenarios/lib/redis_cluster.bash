@@ -18,7 +18,7 @@ def free(p):
         s.close()
 ports = []
 while len(ports) < 6:
-    p = random.randrange(20000, 45000)
+    p = random.randrange(10000, 22000)  # p and p + 10000 below the ephemeral range (32768 and up)
     if p not in ports and free(p) and free(p + 10000):
         ports.append(p)
 print(" ".join(map(str, ports)))
