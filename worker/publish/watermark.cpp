@@ -16,7 +16,8 @@ namespace {
 // 32-bit halves, each exact as a Lua number, never as text ("9/0" < "10/0"); a greater generation
 // wins whatever its position. A value that is not a position or a generation (set by hand) is
 // replaced. Returns 1 when the keys were set and the position published, 0 when they held a pair at
-// least as new.
+// least as new. This is the script up to the publish: script_of() adds the PUBLISH (SPUBLISH on a
+// cluster) and the return.
 constexpr const char* kScript = R"LUA(for i = 1, 2 do
   local kind = redis.call('TYPE', KEYS[i]).ok
   if kind ~= 'none' and kind ~= 'string' then
