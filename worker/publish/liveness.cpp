@@ -46,10 +46,7 @@ std::vector<std::string> RedisLiveness::subscribed_channels(std::unique_ptr<Redi
         return array_of_strings(conn->command({"PUBSUB", "CHANNELS", "db:*"}), "PUBSUB CHANNELS");
     }
     if (!cluster_) {
-        ClusterOptions o;
-        o.connect_timeout = options_.connect_timeout;
-        o.command_timeout = options_.command_timeout;
-        cluster_ = std::make_unique<ClusterClient>(*cluster_address_, o);
+        cluster_ = std::make_unique<ClusterClient>(*cluster_address_, cluster_options());
     } else {
         cluster_->refresh(true);
     }
@@ -77,10 +74,14 @@ std::unique_ptr<RedisConnection> RedisLiveness::connect_listener() {
             errors += (errors.empty() ? "" : "; ") + std::string(e.what());
         }
     }
+    return ClusterClient(*cluster_address_, cluster_options()).connect_any();
+}
+
+ClusterOptions RedisLiveness::cluster_options() const {
     ClusterOptions o;
     o.connect_timeout = options_.connect_timeout;
     o.command_timeout = options_.command_timeout;
-    return ClusterClient(*cluster_address_, o).connect_any();
+    return o;
 }
 
 RedisLiveness::RedisLiveness(RedisAddress address, LivenessCallbacks callbacks, LivenessOptions options)

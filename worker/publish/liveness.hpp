@@ -74,6 +74,7 @@ private:
     // One poll: the channels with subscribers. Throws docsync::Error when it is incomplete.
     std::vector<std::string> subscribed_channels(std::unique_ptr<RedisConnection>& conn);
     std::unique_ptr<RedisConnection> connect_listener();
+    ClusterOptions cluster_options() const;  // the timeouts of options_
     std::string display() const;
     // Sleeps up to `d`; false when stopping.
     bool sleep_for(std::chrono::milliseconds d);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <random>
 #include <set>
 
 #include "common/log.hpp"
@@ -51,7 +50,10 @@ std::optional<Error> outcome_error(const Outcome& o, const std::string& what) {
 const char* RedisClusterSink::script() { return doc_script(kKind); }
 
 RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions options)
-    : client_(address, cluster_options(options)), watch_(std::move(address), cluster_options(options)), options_(options) {
+    : client_(address, cluster_options(options)),
+      watch_(address, cluster_options(options)),
+      where_(address.display()),
+      options_(options) {
     auto map = client_.map();
     std::string unreachable;
     for (const ClusterNode* master : map->masters()) {
@@ -82,7 +84,7 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
         script_sha_ = reply_text(loaded.get());
     }
     if (script_sha_.empty())
-        throw Error("--sink: " + where() +
+        throw Error("--sink: " + where_ +
                         (map->masters().empty() ? std::string(" has no master serving slots yet: finish creating the "
                                                               "cluster (redis-cli --cluster create) and start the worker "
                                                               "again")
@@ -90,11 +92,11 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
                                                       ") does: start them, or wait for their replicas' promotion"),
                     {}, true);
     if (!unreachable.empty())
-        log_warning("publish", where() + ": masters " + unreachable +
+        log_warning("publish", where_ + ": masters " + unreachable +
                                    " are unreachable at start; the docs of their slots are retried and hold the slot "
                                    "until they or promoted replicas answer");
     if (map->covered() < static_cast<std::size_t>(kClusterSlots))
-        log_warning("publish", where() + " serves " + std::to_string(map->covered()) +
+        log_warning("publish", where_ + " serves " + std::to_string(map->covered()) +
                                    " of 16384 hash slots: docs hashing to the others hold the slot until they are "
                                    "assigned");
 }
@@ -102,7 +104,7 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
 std::optional<Error> RedisClusterSink::raise_max_generation(std::uint64_t generation) {
     std::string value = std::to_string(generation);
     Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"EVAL", kRaiseScript, "1", kMaxGenerationKey, value}, {}, true});
-    if (auto e = outcome_error(o, where() + " refused to raise " + std::string(kMaxGenerationKey))) return e;
+    if (auto e = outcome_error(o, where_ + " refused to raise " + std::string(kMaxGenerationKey))) return e;
     std::uint64_t seen = max_generation_raised_.load();
     while (seen < generation && !max_generation_raised_.compare_exchange_weak(seen, generation)) {
     }
@@ -135,7 +137,7 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
         commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true), true});
     auto outcomes = client_.run(commands);
     for (std::size_t i = 0; i < outcomes.size(); ++i)
-        out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where(), *docs[i].channel);
+        out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where_, *docs[i].channel);
     return out;
 }
 
@@ -165,13 +167,13 @@ std::vector<std::string> RedisClusterSink::retained_channels() {
 
 std::uint64_t RedisClusterSink::max_generation() {
     Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"GET", kMaxGenerationKey}, {}});
-    if (auto e = outcome_error(o, where() + " refused GET " + std::string(kMaxGenerationKey))) throw *e;
+    if (auto e = outcome_error(o, where_ + " refused GET " + std::string(kMaxGenerationKey))) throw *e;
     if (o.reply->type == REDIS_REPLY_NIL) return 0;
     std::string text = reply_text(o.reply.get());
     std::uint64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (o.reply->type != REDIS_REPLY_STRING || ec != std::errc() || end != text.data() + text.size())
-        throw Error(where() + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
+        throw Error(where_ + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
                     ", not a generation; delete that key (docsync rewrites it with the next doc)");
     std::uint64_t seen = max_generation_raised_.load();
     while (seen < value && !max_generation_raised_.compare_exchange_weak(seen, value)) {
@@ -182,12 +184,12 @@ std::uint64_t RedisClusterSink::max_generation() {
 std::optional<RetainedDoc> RedisClusterSink::read_back(const std::string& channel) {
     std::string key = cluster_key(channel);
     Outcome o = client_.run(KeyedCommand{key, {"GET", key}, {}});
-    if (auto e = outcome_error(o, where() + " refused GET " + key)) throw *e;
+    if (auto e = outcome_error(o, where_ + " refused GET " + key)) throw *e;
     if (o.reply->type == REDIS_REPLY_NIL) return std::nullopt;
     if (o.reply->type != REDIS_REPLY_STRING)
-        throw Error(where() + " answered GET " + key + " with " + reply_text(o.reply.get()), {}, true);
+        throw Error(where_ + " answered GET " + key + " with " + reply_text(o.reply.get()), {}, true);
     auto doc = retained_doc(std::string_view(o.reply->str, o.reply->len), channel);
-    if (!doc) throw Error(where() + " holds at " + key + " something other than the docsync envelope of " + channel, {}, true);
+    if (!doc) throw Error(where_ + " holds at " + key + " something other than the docsync envelope of " + channel, {}, true);
     return doc;
 }
 
@@ -200,7 +202,7 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) {
         auto before = was_master_.find(m->id);
         if (!lost && before != was_master_.end() && !before->second)
-            lost = where() + ": replica " + m->endpoint() + " was promoted to master (failover); with asynchronous "
+            lost = where_ + ": replica " + m->endpoint() + " was promoted to master (failover); with asynchronous "
                    "replication it may lack the last docs its master took";
     }
     was_master_.clear();
@@ -211,37 +213,22 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) {
         current.insert(m->id);
         Seen now;
-        std::string replid, marked_replid;
         try {
             now.run_id = info_field(watch_.on_node(*m, {"INFO", "server"}), "run_id");
-            replid = info_field(watch_.on_node(*m, {"INFO", "replication"}), "master_replid");
+            std::string replid = info_field(watch_.on_node(*m, {"INFO", "replication"}), "master_replid");
             now.marker_slot = map->first_slot_of(*m);
-            std::string key = marker_key(now.marker_slot);
-            Reply got = watch_.on_node(*m, {"GET", key});
-            if (got->type == REDIS_REPLY_NIL) {
-                // A fresh mark; with several workers on one cluster the first one's stays (NX).
-                std::random_device random;
-                std::string token = std::to_string(random()) + "-" + std::to_string(random());
-                watch_.on_node(*m, {"SET", key, token + "/" + replid, "NX"});
-                got = watch_.on_node(*m, {"GET", key});
-            }
-            if (got->type == REDIS_REPLY_STRING) {
-                auto marker = parse_epoch_marker(reply_text(got.get()));
-                now.token = marker.token;
-                marked_replid = marker.replid;
-            }
-            // The marker names the replication history of the master that wrote it. A promoted replica
-            // holds its old master's marker under a new history: a failover, seen even by a worker that
-            // was not running then. A marker slot that changed (a reshard moved slots) says nothing.
+            auto marker = check_epoch_marker([&](const auto& args) { return watch_.on_node(*m, args); },
+                                             marker_key(now.marker_slot), replid);
+            now.token = marker.token;
+            // A promoted replica holds its old master's marker under a new history: a failover, seen
+            // even by a worker that was not running then. A marker slot that changed (a reshard moved
+            // slots) says nothing.
             auto it = seen_.find(m->id);
             bool same_slot = it == seen_.end() || it->second.marker_slot == now.marker_slot;
-            if (!replid.empty() && !marked_replid.empty() && marked_replid != replid) {
-                if (same_slot && !lost)
-                    lost = where() + ": master " + m->endpoint() + " has another replication history (master_replid " +
-                           replid.substr(0, 8) + "…) than when docsync marked it (" + marked_replid.substr(0, 8) +
-                           "…): a failover promoted it, or it restarted; docs it took may be lost";
-                watch_.on_node(*m, {"SET", key, now.token + "/" + replid});
-            }
+            if (marker.other_history && same_slot && !lost)
+                lost = where_ + ": master " + m->endpoint() + " has another replication history (master_replid " +
+                       replid.substr(0, 8) + "…) than when docsync marked it (" + marker.replid.substr(0, 8) +
+                       "…): a failover promoted it, or it restarted; docs it took may be lost";
         } catch (const Error&) {
             continue;  // unreachable: a failover may follow, which the next call sees
         }
@@ -249,10 +236,10 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         if (it != seen_.end() && !lost) {
             const Seen& old = it->second;
             if (!old.run_id.empty() && !now.run_id.empty() && old.run_id != now.run_id)
-                lost = where() + ": master " + m->endpoint() + " restarted (run_id " + old.run_id.substr(0, 8) +
+                lost = where_ + ": master " + m->endpoint() + " restarted (run_id " + old.run_id.substr(0, 8) +
                        "… is now " + now.run_id.substr(0, 8) + "…): docs written just before may be lost";
             else if (old.marker_slot == now.marker_slot && !old.token.empty() && old.token != now.token)
-                lost = where() + ": master " + m->endpoint() + " no longer holds its marker key " +
+                lost = where_ + ": master " + m->endpoint() + " no longer holds its marker key " +
                        marker_key(now.marker_slot) + " (FLUSHALL, or a restart without persistence): its docs may be gone";
         }
         seen_[m->id] = now;

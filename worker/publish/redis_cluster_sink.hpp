@@ -53,12 +53,12 @@ public:
 private:
     // Raises docsync:max_generation to `generation` unless it is there already.
     std::optional<Error> raise_max_generation(std::uint64_t generation);
-    std::string where() const { return client_.address().display(); }
 
     ClusterClient client_;
     // lost_docs()'s own view of the cluster, refreshed at each call: the publishing client's map then
     // changes only on a MOVED or a node's failure, as Redis Cluster clients do.
     ClusterClient watch_;
+    const std::string where_;  // "Redis Cluster via …", for messages
     const RedisSinkOptions options_;
     std::string script_sha_;
     std::atomic<std::uint64_t> max_generation_raised_{0};

@@ -2,6 +2,7 @@
 #include "publish/redis_script.hpp"
 
 #include <cstdio>
+#include <random>
 
 #include "publish/envelope.hpp"
 
@@ -104,10 +105,26 @@ std::string info_field(const Reply& info, std::string_view field) {
     return text.substr(at + needle.size(), end == std::string::npos ? std::string::npos : end - at - needle.size());
 }
 
-EpochMarker parse_epoch_marker(std::string_view value) {
+EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
+                               const std::string& key, const std::string& replid) {
+    Reply got = command({"GET", key});
+    if (got->type == REDIS_REPLY_NIL) {
+        std::random_device random;
+        std::string token = std::to_string(random()) + "-" + std::to_string(random());
+        command({"SET", key, token + "/" + replid, "NX"});
+        got = command({"GET", key});
+    }
+    if (got->type != REDIS_REPLY_STRING) return {};
+    std::string_view value(got->str, got->len);
+    EpochMarker marker;
     auto slash = value.rfind('/');
-    if (slash == std::string_view::npos) return {std::string(value), {}};
-    return {std::string(value.substr(0, slash)), std::string(value.substr(slash + 1))};
+    marker.token = std::string(value.substr(0, slash));
+    if (slash != std::string_view::npos) marker.replid = std::string(value.substr(slash + 1));
+    if (!replid.empty() && marker.replid != replid) {
+        marker.other_history = !marker.replid.empty();  // a marker without one just gets it
+        command({"SET", key, marker.token + "/" + replid});
+    }
+    return marker;
 }
 
 }  // namespace docsync::publish

@@ -13,6 +13,7 @@
 // touches one key (a script's keys must share a slot) and SPUBLISHes on the key's own slot: the
 // cluster sink raises docsync:max_generation itself, before it publishes a doc of a new generation.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,14 +56,19 @@ std::optional<Error> judge_script_reply(const Reply& reply, const std::string& w
 // One field of an INFO reply (`run_id`, `master_replid`), empty when it has none.
 std::string info_field(const Reply& info, std::string_view field);
 
-// The marker docsync:epoch (or docsync:epoch:{N} of a cluster's master) holds TOKEN/MASTER_REPLID:
-// the token tells a flushed Redis (a new token) and the replication ID a restart or a promotion
-// (another history), also to a worker that was not running then.
+// The marker docsync:epoch (or docsync:epoch:{N} on a cluster's master) holds TOKEN/MASTER_REPLID:
+// a new token tells a flushed Redis, another replication ID a restart or a promotion, also to a
+// worker that was not running then. check_epoch_marker reads the marker at `key` through `command`,
+// writes a fresh one when it is missing (NX: with several workers the first one's stays), and writes
+// `replid` into it when it names another (which `other_history` then reports once). An empty token:
+// the key holds something else (set by hand), which tells nothing.
 struct EpochMarker {
     std::string token;
-    std::string replid;  // empty in a marker without one
+    std::string replid;       // the marker's, before it was rewritten; empty in a marker without one
+    bool other_history = false;
 };
-EpochMarker parse_epoch_marker(std::string_view value);
+EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
+                               const std::string& key, const std::string& replid);
 
 // Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
 std::string wait_shortfall(const Reply& wait, const RedisAddress& address);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <csignal>
-#include <random>
 #include <cstdio>
 #include <thread>
 
@@ -26,7 +25,8 @@ constexpr ScriptKind kKind = ScriptKind::Single;
 const char* RedisSink::script() { return doc_script(kKind); }
 
 RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
-    : address_(std::move(address)), options_(options), backoff_(options.initial_backoff) {
+    : address_(std::move(address)), where_("Redis at " + address_.display()), options_(options),
+      backoff_(options.initial_backoff) {
     std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
     std::unique_ptr<RedisConnection> conn;
     try {
@@ -48,11 +48,11 @@ RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
     }
     auto reply = conn->command({"SCRIPT", "LOAD", script()});
     if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOAUTH", 0) == 0)
-        throw Error("--sink: Redis at " + address_.display() + " requires a password (" + reply_text(reply.get()) +
+        throw Error("--sink: " + where_ + " requires a password (" + reply_text(reply.get()) +
                         "): give it in --sink redis://:PASSWORD@HOST:PORT (USER:PASSWORD@ for an ACL user)",
                     {}, true);
     if (reply->type != REDIS_REPLY_STRING)
-        throw Error("Redis at " + address_.display() + " refused the docsync script: " + reply_text(reply.get()) +
+        throw Error(where_ + " refused the docsync script: " + reply_text(reply.get()) +
                     "; docsync needs Redis 5 or newer with Lua scripting (EVAL) allowed");
     script_sha_ = reply_text(reply.get());
     release(std::move(conn));
@@ -132,14 +132,14 @@ std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publ
                 replies[i] = conn->command(calls[i].args(kKind, script(), true));
                 resent = true;
             }
-            out[i] = judge_script_reply(replies[i], "Redis at " + address_.display(), *docs[i].channel);
+            out[i] = judge_script_reply(replies[i], where_, *docs[i].channel);
         }
         // With wait-replicas, a doc counts once that many replicas have it too (a failover then keeps it).
         if (wait) {
             Reply acked = resent ? conn->command({"WAIT", wait_replicas, wait_timeout}) : std::move(replies.back());
             if (acked->type != REDIS_REPLY_INTEGER || acked->integer < address_.wait_replicas)
                 for (auto& o : out)
-                    if (!o) o = Error("Redis at " + address_.display() + ": " + wait_shortfall(acked, address_), {}, true);
+                    if (!o) o = Error(where_ + ": " + wait_shortfall(acked, address_), {}, true);
         }
     } catch (const Error& e) {
         if (conn) failed(std::string("lost the connection to ") + e.what());
@@ -156,7 +156,7 @@ std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publ
         was_down = down_;
         down_ = false;
     }
-    if (was_down) log_info("publish", "Redis at " + address_.display() + " takes docs again");
+    if (was_down) log_info("publish", where_ + " takes docs again");
     return out;
 }
 
@@ -169,7 +169,7 @@ std::vector<std::string> RedisSink::retained_channels() {
             Reply reply = conn->command({"SCAN", cursor, "MATCH", "db:*", "COUNT", "1000"});
             if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
                 reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_ARRAY)
-                throw Error("Redis at " + address_.display() + " answered SCAN with " + reply_text(reply.get()), {},
+                throw Error(where_ + " answered SCAN with " + reply_text(reply.get()), {},
                             true);
             cursor = reply_text(reply->element[0]);
             const redisReply* keys = reply->element[1];
@@ -207,7 +207,7 @@ std::uint64_t RedisSink::max_generation() {
     std::uint64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (reply->type != REDIS_REPLY_STRING || ec != std::errc() || end != text.data() + text.size())
-        throw Error("Redis at " + address_.display() + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
+        throw Error(where_ + " holds '" + text + "' at " + std::string(kMaxGenerationKey) +
                     ", not a generation; delete that key (docsync rewrites it with the next doc)");
     return value;
 }
@@ -216,11 +216,11 @@ std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
     Reply reply = get(channel);
     if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
     if (reply->type != REDIS_REPLY_STRING)
-        throw Error("Redis at " + address_.display() + " answered GET " + channel + " with " + reply_text(reply.get()),
+        throw Error(where_ + " answered GET " + channel + " with " + reply_text(reply.get()),
                     {}, true);
     auto doc = retained_doc(std::string_view(reply->str, reply->len), channel);
     if (!doc)
-        throw Error("Redis at " + address_.display() + " holds at " + channel +
+        throw Error(where_ + " holds at " + channel +
                         " something other than its docsync envelope",
                     {}, true);
     return doc;
@@ -230,39 +230,25 @@ std::optional<std::string> RedisSink::lost_docs() {
     auto conn = acquire();
     std::string run_id, replid;
     EpochMarker marker;
-    bool other_history = false;
     try {
         run_id = info_field(conn->command({"INFO", "server"}), "run_id");
         replid = info_field(conn->command({"INFO", "replication"}), "master_replid");
-        Reply got = conn->command({"GET", std::string(kEpochKey)});
-        if (got->type != REDIS_REPLY_STRING) {
-            // A fresh mark; with several workers on one Redis the first one's stays (NX).
-            std::random_device random;
-            std::string token = std::to_string(random()) + "-" + std::to_string(random());
-            conn->command({"SET", std::string(kEpochKey), token + "/" + replid, "NX"});
-            got = conn->command({"GET", std::string(kEpochKey)});
-        }
-        marker = parse_epoch_marker(reply_text(got.get()));
-        if (!replid.empty() && marker.replid != replid) {
-            // Another history than the marker's writer (a restart, a promotion by Sentinel), seen also
-            // by a worker that was not running then; a marker without one just gets it.
-            other_history = !marker.replid.empty();
-            conn->command({"SET", std::string(kEpochKey), marker.token + "/" + replid});
-        }
+        marker = check_epoch_marker([&conn](const auto& args) { return conn->command(args); },
+                                    std::string(kEpochKey), replid);
     } catch (const Error& e) {
-        failed(std::string("Redis at ") + address_.display() + ": " + e.what());
+        failed(where_ + ": " + e.what());
         throw;
     }
     release(std::move(conn));
     std::optional<std::string> lost;
     if (!run_id_.empty() && run_id != run_id_)
-        lost = "Redis at " + address_.display() + " restarted (run_id " + run_id_.substr(0, 8) + "… is now " +
+        lost = where_ + " restarted (run_id " + run_id_.substr(0, 8) + "… is now " +
                run_id.substr(0, 8) + "…): docs written just before may be lost";
     else if (!epoch_.empty() && marker.token != epoch_)
-        lost = "Redis at " + address_.display() + " no longer holds the marker key " + std::string(kEpochKey) +
+        lost = where_ + " no longer holds the marker key " + std::string(kEpochKey) +
                " (FLUSHALL, FLUSHDB, or a restart without persistence): its docs may be gone";
-    else if (other_history)
-        lost = "Redis at " + address_.display() + " has another replication history (master_replid " +
+    else if (marker.other_history)
+        lost = where_ + " has another replication history (master_replid " +
                replid.substr(0, 8) + "…) than when docsync marked it: it restarted or was promoted; docs it took "
                "may be lost";
     run_id_ = run_id;

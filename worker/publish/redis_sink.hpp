@@ -69,6 +69,7 @@ private:
     Reply get(const std::string& key);
 
     const RedisAddress address_;
+    const std::string where_;  // "Redis at HOST:PORT/DB", for messages
     const RedisSinkOptions options_;
     std::string script_sha_;
 
