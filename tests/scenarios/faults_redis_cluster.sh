@@ -14,6 +14,8 @@
 #    its publishing map changes only on a redirect or a node's failure;
 #    publish_redis_cluster_test.cpp drives each kind deterministically) and every doc converges
 #    again;
+# 3b. the worker killed and its slot dropped with a change in the gap: the new generation is above
+#    the retained docs' (docsync:max_generation) and every doc converges;
 # 4. with --live subscribers, a doc with a sharded subscriber follows its row and one without is not
 #    recomputed;
 # and no acknowledgement in any run's debug log passed an incomplete transaction, and the continuous
@@ -116,6 +118,28 @@ wait_convergence 60
 moved=$(grep -c 'DEBUG \[publish\] MOVED: ' "$tmp/worker.$run.log"); asked=$(grep -c 'DEBUG \[publish\] ASK: ' "$tmp/worker.$run.log")
 echo "redirects the worker followed: $moved MOVED, $asked ASK"
 [ $((moved + asked)) -gt 0 ] || fail "the worker followed no MOVED or ASK redirect, though the orders' slots moved"
+
+# 3b. The worker killed, its slot dropped and a change made in the gap: the next run creates a new
+#     slot in a new generation, which docsync:max_generation (on its own slot) was raised to before
+#     any doc of it was retained; every live doc, listed by a SCAN of every master, is recomputed.
+max_generation() { rcn "$(owner_of_slot "$(key_slot docsync:max_generation)")" GET docsync:max_generation; }
+gen_before=$(max_generation)
+kill_worker
+sql "SELECT pg_drop_replication_slot('$slot')" >/dev/null || fail "could not drop slot $slot"
+gap=$((1 + RANDOM % keys))
+sql "INSERT INTO orders VALUES ($gap, 'in the gap') ON CONFLICT (id) DO UPDATE SET status = 'in the gap'" >/dev/null
+start_worker
+deadline=$((SECONDS + 30))
+until [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active")" = 1 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the worker did not create and stream slot $slot again within 30 s"
+  worker_alive
+  sleep 0.1
+done
+wait_convergence 60  # only the new slot's recompute brings order $gap's change
+gen_after=$(max_generation)
+[ -n "$gen_before" ] && [ "${gen_after:-0}" -gt "$gen_before" ] ||
+  fail "docsync:max_generation did not rise with the new slot's generation: $gen_before, then $gen_after"
+echo "slot dropped: generation $gen_before -> $gen_after, order $gap's change in the gap retained"
 
 # 4. --live subscribers on the cluster: a doc with a sharded subscriber (redis-cli -c SSUBSCRIBE, on
 #    the shard owning its slot) follows its row; a doc without one is not recomputed.
