@@ -10,19 +10,21 @@
 // `DOCSYNC_MAX_RETAINED_WAL=1GB`, `{"max-retained-wal": "1GB"}`. Sizes take B, kB, MB, GB, TB
 // (powers of 1024, case-insensitive, KiB… too; a bare number is bytes); durations take ms, s, min,
 // h, d; no other unit is accepted. `--warm` may be given several times (one channel per line in
-// DOCSYNC_WARM, an array in the config file).
+// DOCSYNC_WARM, an array in the config file). A DOCSYNC_ variable that names no setting is ignored;
+// DOCSYNC_GATEWAY_* are the gateway's (gateway/settings.hpp) and never read here.
 // Parsing touches no global state besides reading the config file: it is called once, from main.
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/defaults.hpp"
 #include "common/log.hpp"
+#include "settings/table.hpp"
+#include "settings/units.hpp"
 
 namespace docsync {
 
@@ -65,13 +67,7 @@ struct Settings {
 
 // What main does with the command line: run with `settings`, or print `output` (to stdout: --help,
 // --version) or `error` (to stderr: one line naming the setting and the fix) and exit.
-struct ParsedSettings {
-    bool run = false;
-    int exit_code = 0;   // when !run: 0 after --help/--version, 2 for invalid settings
-    std::string output;  // text for stdout
-    std::string error;   // one line for stderr (no trailing newline)
-    Settings settings;
-};
+using ParsedSettings = settings::Parsed<Settings>;
 
 // argv[0] is the program name; envp is a null-terminated array of "NAME=value" (environ), may be null.
 ParsedSettings parse_settings(int argc, const char* const* argv, const char* const* envp);
@@ -83,27 +79,8 @@ std::string apply_log_settings(const Settings& settings);
 // The full --help text (also what the README's settings table describes).
 std::string settings_help();
 
-// An invalid value: the message says what is wrong and how to fix it, without naming the setting
-// (the caller adds where the value came from).
-class SettingError : public std::runtime_error {
-public:
-    using std::runtime_error::runtime_error;
-};
-
-// Unit parsers, exposed for tests and the fuzz target. Each throws SettingError.
-// Sizes: "1GB", "512kB", "4096", "16 MB" (powers of 1024; B kB MB GB TB, case-insensitive; also KiB…).
-// Other units ("1G", "1PB") are refused, naming the spelling to use.
-std::uint64_t parse_size(std::string_view text);
-// Durations: "5s", "250ms", "2min", "1h", "1d" (a unit is required; "5sec" and "5m" are refused).
-std::chrono::milliseconds parse_duration(std::string_view text);
-// Unsigned decimal counts: "10000".
-std::uint64_t parse_count(std::string_view text);
-// Booleans for environment variables: true/false, yes/no, on/off, 1/0 (case-insensitive).
-bool parse_bool(std::string_view text);
-// Formats a byte count the way --help shows defaults: "1GB", "512kB", "1000B".
-std::string format_size(std::uint64_t bytes);
-// Formats a duration: "5s", "250ms", "2min".
-std::string format_duration(std::chrono::milliseconds duration);
+// SettingError, and the unit parsers (parse_size, parse_duration, parse_count, parse_bool) with their
+// formatters, are the ones every docsync program shares: settings/units.hpp.
 
 // Parses a JSON config file's text into (key, value-as-setting-text) pairs, validating keys against the
 // known settings. `origin` names the file in messages. Throws SettingError with a complete message.

@@ -1,56 +1,25 @@
-// The settings table: every setting's name, kind, help text, default and reader, in --help order;
-// finding a setting by name (and the closest one to a typo), and the --help text.
-
-#include <arpa/inet.h>
+// The worker's settings table: every setting's name, kind, help text, default and reader, in --help
+// order, and the worker as the shared readers see it (its name, variables, examples, --help's prose).
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <memory>
-#include <sstream>
 
 #include "config/settings.hpp"
 #include "config/spec.hpp"
 #include "engine/channel.hpp"
 #include "pg/connection.hpp"
+#include "settings/listen.hpp"
+#include "settings/log_settings.hpp"
 
 namespace docsync::config {
+
+using namespace settings;
 
 namespace {
 
 // --- per-setting readers: each throws SettingError saying what is wrong and the fix ---
-
-void require_range(std::uint64_t value, std::uint64_t min, std::uint64_t max, const std::string& shown_min,
-                   const std::string& shown_max) {
-    if (value < min || value > max)
-        throw SettingError("out of range; give a value from " + shown_min + " to " + shown_max);
-}
-
-std::uint64_t size_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
-    auto value = parse_size(text);
-    require_range(value, min, max, format_size(min), format_size(max));
-    return value;
-}
-
-std::chrono::milliseconds duration_in(std::string_view text, std::chrono::milliseconds min,
-                                      std::chrono::milliseconds max) {
-    auto value = parse_duration(text);
-    if (value < min || value > max)
-        throw SettingError("out of range; give a duration from " + format_duration(min) + " to " + format_duration(max));
-    return value;
-}
-
-std::uint64_t count_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
-    auto value = parse_count(text);
-    require_range(value, min, max, std::to_string(min), std::to_string(max));
-    return value;
-}
-
-std::string non_empty(std::string_view text, const char* example) {
-    if (trim(text).empty()) throw SettingError(std::string("must not be empty; give e.g. ") + example);
-    return std::string(text);
-}
 
 std::string connection_string(std::string_view text, const char* example) {
     std::string value = non_empty(text, example);
@@ -90,15 +59,6 @@ std::string slot_name(std::string_view text) {
     return value;
 }
 
-LogLevel log_level(std::string_view text) {
-    auto value = lower(trim(text));
-    if (value == "debug") return LogLevel::Debug;
-    if (value == "info") return LogLevel::Info;
-    if (value == "warning" || value == "warn") return LogLevel::Warning;
-    if (value == "error") return LogLevel::Error;
-    throw SettingError("unknown log level; give debug, info, warning or error");
-}
-
 // A doc to compute at start: its channel, exactly as docsync.channel() spells it. A pattern cannot be
 // resolved: the definitions say how changed rows name docs, not which docs exist.
 std::string warm_channel(std::string_view text) {
@@ -122,32 +82,13 @@ std::string warm_channel(std::string_view text) {
 
 // --metrics-listen: an IP address and a port, "127.0.0.1:9464" or "[::1]:9464"; empty: off. The
 // address must be literal: a host name would make the start depend on name resolution.
-void listen_address(Settings& s, std::string_view text) {
-    std::string value(trim(text));
+void metrics_listen(Settings& s, std::string_view text) {
     s.metrics_address.clear();
     s.metrics_port = 0;
-    if (value.empty()) return;
-    const char* fix =
-        "; give ADDR:PORT with an IP address and a port from 1 to 65535, e.g. 127.0.0.1:9464 or [::]:9464";
-    auto colon = value.rfind(':');
-    if (colon == std::string::npos || colon == 0) throw SettingError(std::string("not ADDR:PORT") + fix);
-    std::string address = value.substr(0, colon);
-    std::string port = value.substr(colon + 1);
-    bool ipv6 = address.size() > 2 && address.front() == '[' && address.back() == ']';
-    if (ipv6) address = address.substr(1, address.size() - 2);
-    unsigned char probe[sizeof(in6_addr)];
-    if (ipv6 ? inet_pton(AF_INET6, address.c_str(), probe) != 1 : inet_pton(AF_INET, address.c_str(), probe) != 1)
-        throw SettingError("\"" + address + "\" is not an IP address" +
-                           (ipv6 || address.find(':') == std::string::npos ? "" : " (write IPv6 in brackets)") + fix);
-    std::uint64_t number = 0;
-    try {
-        number = parse_count(port);
-    } catch (const SettingError&) {
-        throw SettingError("\"" + port + "\" is not a port" + fix);
-    }
-    if (number < 1 || number > 65535) throw SettingError("port " + port + " is out of range" + fix);
-    s.metrics_address = address;
-    s.metrics_port = static_cast<std::uint16_t>(number);
+    if (trim(text).empty()) return;
+    auto listen = parse_listen_address(text, {.examples = "127.0.0.1:9464 or [::]:9464"});
+    s.metrics_address = listen.address;
+    s.metrics_port = listen.port;
 }
 
 // --audit-rate: a percentage of the live docs per minute, "1%" or "0.5%", or 0 (off). The % is
@@ -181,21 +122,6 @@ std::string show_rate(double rate) {
 }
 
 std::string show_text(const std::string& value) { return value.empty() ? "(none)" : value; }
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
 
 }  // namespace
 
@@ -310,120 +236,52 @@ const std::vector<Spec>& specs() {
          [](const Settings& s) { return std::string(s.allow_unsafe_pool ? "true" : "false"); },
          [](Settings& s, std::string_view v) { s.allow_unsafe_pool = parse_bool(v); }},
         {"log-format", Kind::Choice, "text|json", "log lines as text or as one JSON object per line",
-         [](const Settings& s) { return std::string(s.log_format == LogFormat::Text ? "text" : "json"); },
-         [](Settings& s, std::string_view v) {
-             auto value = lower(trim(v));
-             if (value == "text") s.log_format = LogFormat::Text;
-             else if (value == "json") s.log_format = LogFormat::Json;
-             else throw SettingError("unknown log format; give text or json");
-         }},
+         [](const Settings& s) { return std::string(log_format_name(s.log_format)); },
+         [](Settings& s, std::string_view v) { s.log_format = parse_log_format(v); }},
         {"log-file", Kind::Text, "FILE", "append the log to this file instead of stderr; reopened on SIGHUP",
          [](const Settings& s) { return s.log_file.empty() ? std::string("(stderr)") : s.log_file; },
          [](Settings& s, std::string_view v) { s.log_file = non_empty(v, "/var/log/docsync/worker.log"); }},
         {"log-level", Kind::Choice, "LEVEL", "lowest level logged: debug, info, warning or error",
          [](const Settings& s) { return std::string(log_level_name(s.log_level)); },
-         [](Settings& s, std::string_view v) { s.log_level = log_level(v); }},
+         [](Settings& s, std::string_view v) { s.log_level = parse_log_level(v); }},
         {"threads", Kind::Count, "N", "compute threads running doc and keys queries",
          [](const Settings&) { return std::string("the value of --pool"); },
          [](Settings& s, std::string_view v) { s.threads = static_cast<unsigned>(count_in(v, 1, 1024)); }},
         {"metrics-listen", Kind::Text, "ADDR:PORT",
          "serve Prometheus metrics at http://ADDR:PORT/metrics (an IP address: 127.0.0.1:9464, [::]:9464)",
          [](const Settings& s) {
-             if (s.metrics_address.empty()) return std::string("off");
-             bool ipv6 = s.metrics_address.find(':') != std::string::npos;
-             return (ipv6 ? "[" + s.metrics_address + "]" : s.metrics_address) + ":" + std::to_string(s.metrics_port);
+             return s.metrics_address.empty() ? std::string("off") : format_listen_address(s.metrics_address, s.metrics_port);
          },
-         listen_address},
+         metrics_listen},
     };
     return table;
 }
 
-const Spec* find_spec(std::string_view name) {
-    for (const auto& spec : specs())
-        if (name == spec.name) return &spec;
-    return nullptr;
-}
-
-std::string env_name(std::string_view name) {
-    std::string out = "DOCSYNC_";
-    for (char c : name) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-    return out;
-}
-
-const Spec* closest_spec(std::string_view key) {
-    std::string probe = lower(key);
-    std::replace(probe.begin(), probe.end(), '_', '-');
-    const Spec* best = nullptr;
-    // Close means fewer than 4 edits, and fewer than half the name's length: "x" is no typo of "dsn".
-    std::size_t best_distance = std::min<std::size_t>(4, probe.size() / 2 + 1);
-    if (probe.size() <= 64) {
-        for (const auto& spec : specs()) {
-            auto d = edit_distance(probe, spec.name);
-            if (d < best_distance) {
-                best_distance = d;
-                best = &spec;
-            }
-        }
-    }
-    return best;
-}
-
-std::string suggestion(std::string_view key) {
-    if (const Spec* best = closest_spec(key)) return std::string("; did you mean \"") + best->name + "\"?";
-    return "; remove it (docsync-worker --help lists the settings)";
+const settings::Program& program() {
+    static const settings::Program worker = {
+        .name = "docsync-worker",
+        .env_prefix = "DOCSYNC_",
+        .foreign_env_prefix = "DOCSYNC_GATEWAY_",
+        .config_path_example = "/etc/docsync/docsync.json",
+        .log_file_example = "/var/log/docsync/worker.log",
+        .config_object_example = "{\"dsn\": \"…\", \"max-retained-wal\": \"1GB\"}",
+        .quoting_example = "--dsn 'host=/run/postgresql dbname=app'",
+        .help_intro = "docsync-worker: keeps JSON documents computed from PostgreSQL current.\n\n"
+                      "Usage: docsync-worker --dsn CONNINFO --pool-dsn CONNINFO [settings]\n\n",
+        .help_notes =
+            "Every setting can also be given as an environment variable DOCSYNC_<NAME> (upper case, dashes\n"
+            "as underscores: DOCSYNC_MAX_RETAINED_WAL=1GB) or as a key of the JSON config file named by\n"
+            "--config or DOCSYNC_CONFIG ({\"max-retained-wal\": \"1GB\"}; unknown keys are errors).\n"
+            "Precedence: flag > environment variable > config file > default.\n"
+            "Flags as environment variables or config keys take true or false.\n"
+            "Sizes: a whole number with B, kB, MB, GB or TB (powers of 1024; KiB, MiB, GiB, TiB too); a\n"
+            "bare number is bytes. Durations: a whole number with ms, s, min, h or d (a unit is required).\n"
+            "No other units: 1G and 5sec are refused, naming the spelling to use.\n"
+            "A setting given several times (--warm) takes every value; as an environment variable, one per\n"
+            "line; in the config file, an array of strings.\n"
+            "Invalid settings exit with status 2.\n",
+    };
+    return worker;
 }
 
 }  // namespace docsync::config
-
-namespace docsync {
-
-std::string settings_help() {
-    Settings defaults;
-    std::ostringstream out;
-    out << "docsync-worker: keeps JSON documents computed from PostgreSQL current.\n\n"
-        << "Usage: docsync-worker --dsn CONNINFO --pool-dsn CONNINFO [settings]\n\n"
-        << "Settings (default in brackets):\n";
-    for (const auto& spec : config::specs()) {
-        std::string left = std::string("  --") + spec.name;
-        if (spec.kind != config::Kind::Flag) left += std::string(" ") + spec.value_name;
-        out << left;
-        if (left.size() < 34) out << std::string(34 - left.size(), ' ');
-        else out << "\n" << std::string(34, ' ');
-        // The description, wrapped at 100 columns under its column.
-        std::istringstream words(std::string(spec.help) + " [" + spec.show_default(defaults) + "]");
-        std::size_t column = 34;
-        std::string word;
-        bool first = true;
-        while (words >> word) {
-            if (!first && column + 1 + word.size() > 100) {
-                out << "\n" << std::string(34, ' ');
-                column = 34;
-                first = true;
-            }
-            if (!first) {
-                out << ' ';
-                ++column;
-            }
-            out << word;
-            column += word.size();
-            first = false;
-        }
-        out << "\n";
-    }
-    out << "  -h, --help                      print this help and exit\n"
-        << "  --version                       print the version and exit\n\n"
-        << "Every setting can also be given as an environment variable DOCSYNC_<NAME> (upper case, dashes\n"
-        << "as underscores: DOCSYNC_MAX_RETAINED_WAL=1GB) or as a key of the JSON config file named by\n"
-        << "--config or DOCSYNC_CONFIG ({\"max-retained-wal\": \"1GB\"}; unknown keys are errors).\n"
-        << "Precedence: flag > environment variable > config file > default.\n"
-        << "Flags as environment variables or config keys take true or false.\n"
-        << "Sizes: a whole number with B, kB, MB, GB or TB (powers of 1024; KiB, MiB, GiB, TiB too); a\n"
-        << "bare number is bytes. Durations: a whole number with ms, s, min, h or d (a unit is required).\n"
-        << "No other units: 1G and 5sec are refused, naming the spelling to use.\n"
-        << "A setting given several times (--warm) takes every value; as an environment variable, one per\n"
-        << "line; in the config file, an array of strings.\n"
-        << "Invalid settings exit with status 2.\n";
-    return out.str();
-}
-
-}  // namespace docsync

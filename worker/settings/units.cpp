@@ -1,17 +1,16 @@
-// The unit parsers and formatters (sizes, durations, counts, booleans) and the text helpers every
-// settings reader shares.
+// The unit parsers and formatters (sizes, durations, counts, booleans), their ranged readers and the
+// text helpers every settings reader shares.
+#include "settings/units.hpp"
+
 #include <cctype>
 #include <cstdio>
 #include <limits>
 
-#include "config/settings.hpp"
-#include "config/spec.hpp"
-
 namespace docsync {
 
-using namespace config;
+using namespace settings;
 
-namespace config {
+namespace settings {
 
 std::string lower(std::string_view text) {
     std::string out(text);
@@ -44,7 +43,7 @@ std::string quote_text(std::string_view text) {
     return out;
 }
 
-}  // namespace config
+}  // namespace settings
 
 namespace {
 
@@ -168,5 +167,44 @@ std::string format_duration(std::chrono::milliseconds duration) {
         if (ms != 0 && ms % size == 0) return std::to_string(ms / size) + name;
     return std::to_string(ms) + "ms";
 }
+
+namespace settings {
+
+namespace {
+
+void require_range(std::uint64_t value, std::uint64_t min, std::uint64_t max, const std::string& shown_min,
+                   const std::string& shown_max) {
+    if (value < min || value > max)
+        throw SettingError("out of range; give a value from " + shown_min + " to " + shown_max);
+}
+
+}  // namespace
+
+std::uint64_t size_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
+    auto value = parse_size(text);
+    require_range(value, min, max, format_size(min), format_size(max));
+    return value;
+}
+
+std::chrono::milliseconds duration_in(std::string_view text, std::chrono::milliseconds min,
+                                      std::chrono::milliseconds max) {
+    auto value = parse_duration(text);
+    if (value < min || value > max)
+        throw SettingError("out of range; give a duration from " + format_duration(min) + " to " + format_duration(max));
+    return value;
+}
+
+std::uint64_t count_in(std::string_view text, std::uint64_t min, std::uint64_t max) {
+    auto value = parse_count(text);
+    require_range(value, min, max, std::to_string(min), std::to_string(max));
+    return value;
+}
+
+std::string non_empty(std::string_view text, const char* example) {
+    if (trim(text).empty()) throw SettingError(std::string("must not be empty; give e.g. ") + example);
+    return std::string(text);
+}
+
+}  // namespace settings
 
 }  // namespace docsync

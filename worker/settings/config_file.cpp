@@ -1,4 +1,5 @@
 // The JSON config file (RapidJSON): reading it, and its keys and values as setting text.
+#include <algorithm>
 #include <cerrno>
 #include <cctype>
 #include <cstring>
@@ -8,19 +9,16 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 
-#include "config/settings.hpp"
-#include "config/spec.hpp"
+#include "settings/table.hpp"
 
-namespace docsync {
-
-using namespace config;
+namespace docsync::settings {
 
 namespace {
 
 constexpr std::size_t max_config_bytes = 1 << 20;
 
 // A JSON value as setting text, checking the JSON type against the setting's kind.
-std::string config_value_text(const Spec& spec, const rapidjson::Value& value) {
+std::string config_value_text(const Entry& spec, const rapidjson::Value& value) {
     switch (spec.kind) {
         case Kind::Flag:
             if (value.IsBool()) return value.GetBool() ? "true" : "false";
@@ -62,12 +60,12 @@ std::string config_value_text(const Spec& spec, const rapidjson::Value& value) {
 
 }  // namespace
 
-std::string config::read_config_file(const std::string& path) {
+std::string read_config_file(const Program& program, const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         int err = errno;
         throw SettingError("config file " + quote_text(path) + ": cannot open (" + std::strerror(err) +
-                           "); give a readable file with --config or DOCSYNC_CONFIG");
+                           "); give a readable file with --config or " + env_name(program, "config"));
     }
     std::string text;
     char buf[8192];
@@ -80,7 +78,8 @@ std::string config::read_config_file(const std::string& path) {
     return text;
 }
 
-std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_view json, std::string_view origin) {
+std::vector<std::pair<std::string, std::string>> parse_config_text(const Program& program, const Table& table,
+                                                                   std::string_view json, std::string_view origin) {
     std::string where = "config file " + quote_text(origin);
     // RapidJSON's parser recurses per nesting level, so deep nesting is refused before parsing
     // (settings need one level) instead of overflowing the stack.
@@ -123,16 +122,17 @@ std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_v
         if (!std::isspace(static_cast<unsigned char>(json[i])))
             throw SettingError(where + ": text after the JSON object; remove it");
     if (!doc.IsObject())
-        throw SettingError(where + ": not a JSON object; write {\"dsn\": \"…\", \"max-retained-wal\": \"1GB\"}");
+        throw SettingError(where + ": not a JSON object; write " + std::string(program.config_object_example));
     std::vector<std::pair<std::string, std::string>> out;
     // Indexed, not iterated: comparing RapidJSON member iterators is ambiguous under C++20.
     for (rapidjson::SizeType i = 0; i < doc.MemberCount(); ++i) {
         const auto& member = doc.MemberBegin()[i];
         std::string key(member.name.GetString(), member.name.GetStringLength());
-        const Spec* spec = find_spec(key);
-        if (!spec) throw SettingError(where + ": unknown setting " + quote_text(key) + suggestion(key));
+        const Entry* spec = find(table, key);
+        if (!spec) throw SettingError(where + ": unknown setting " + quote_text(key) + suggestion(program, table, key));
         if (key == "config")
-            throw SettingError(where + ": \"config\" cannot be set in a config file; give it with --config or DOCSYNC_CONFIG");
+            throw SettingError(where + ": \"config\" cannot be set in a config file; give it with --config or " +
+                               env_name(program, "config"));
         for (const auto& seen : out)
             if (seen.first == key) throw SettingError(where + ": " + quote_text(key) + " is given twice; keep one");
         try {
@@ -144,4 +144,4 @@ std::vector<std::pair<std::string, std::string>> parse_config_text(std::string_v
     return out;
 }
 
-}  // namespace docsync
+}  // namespace docsync::settings
