@@ -1,0 +1,173 @@
+// The gateway's pure parts: channel patterns, token verification, request targets, SSE cursors,
+// WebSocket client messages and the per-connection outbox.
+#include <doctest/doctest.h>
+
+#include <jwt.h>
+
+#include <cstdlib>
+
+#include "gateway/access.hpp"
+#include "gateway/hub.hpp"
+#include "gateway/request.hpp"
+#include "gateway/session.hpp"
+
+using namespace docsync;
+using namespace docsync::gateway;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kSecret = "a-secret-of-at-least-thirty-two-bytes!!";
+
+std::string mint(const std::string& claims_json, jwt_alg_t alg = JWT_ALG_HS256, const std::string& secret = kSecret) {
+    jwt_t* jwt = nullptr;
+    jwt_new(&jwt);
+    jwt_add_grants_json(jwt, claims_json.c_str());
+    jwt_set_alg(jwt, alg, alg == JWT_ALG_NONE ? nullptr : reinterpret_cast<const unsigned char*>(secret.data()),
+                alg == JWT_ALG_NONE ? 0 : static_cast<int>(secret.size()));
+    char* text = jwt_encode_str(jwt);
+    std::string token = text ? text : "";
+    std::free(text);
+    jwt_free(jwt);
+    return token;
+}
+
+const auto kNow = std::chrono::system_clock::time_point(std::chrono::seconds(1'800'000'000));
+
+DocPtr doc(const std::string& channel, std::uint64_t lsn) {
+    return make_doc(channel, "{\"channel\":\"" + channel + "\",\"doc\":{\"n\":" + std::to_string(lsn) +
+                                 "},\"generation\":1,\"lsn\":\"" + format_lsn(lsn) + "\"}");
+}
+
+}  // namespace
+
+TEST_CASE("gateway patterns: exact channels and trailing-* prefixes, nothing else") {
+    CHECK(pattern_error("db:order:42").empty());
+    CHECK(pattern_error("db:customer_orders:7:*").empty());
+    CHECK(pattern_error("db:*").empty());
+    CHECK_FALSE(pattern_error("").empty());
+    CHECK_FALSE(pattern_error("*").empty());
+    CHECK_FALSE(pattern_error("d*").empty());
+    CHECK_FALSE(pattern_error("db:*:42").empty());
+    CHECK_FALSE(pattern_error("order:42").empty());
+    CHECK_FALSE(pattern_error("db:order 42").empty());
+    CHECK(pattern_matches("db:customer_orders:7:*", "db:customer_orders:7:3"));
+    CHECK_FALSE(pattern_matches("db:customer_orders:7:*", "db:customer_orders:70:3"));
+    CHECK(pattern_matches("db:order:42", "db:order:42"));
+    CHECK_FALSE(pattern_matches("db:order:42", "db:order:420"));
+    CHECK_FALSE(channel_error("db:order:4\x01").empty());
+    CHECK_FALSE(channel_error(std::string("db:") + std::string(2000, 'x')).empty());
+}
+
+TEST_CASE("gateway tokens: HS256 under the secret, with exp and channels, or a named refusal") {
+    TokenVerifier verifier(kSecret);
+    long exp = 1'800'000'060;
+    auto ok = verifier.verify(mint(R"({"exp":)" + std::to_string(exp) + R"(,"channels":["db:order:*"]})"), kNow);
+    REQUIRE(ok.grant);
+    CHECK(ok.grant->channels.covers("db:order:1"));
+    CHECK_FALSE(ok.grant->channels.covers("db:user:1"));
+    CHECK(ok.grant->expires == std::chrono::system_clock::time_point(std::chrono::seconds(exp)));
+
+    auto code = [&](const std::string& token) { return verifier.verify(token, kNow).refusal.code; };
+    CHECK(code(mint(R"({"exp":1700000000,"channels":["db:x"]})")) == "token_expired");
+    CHECK(code(mint(R"({"channels":["db:x"]})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":"db:x"})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":[1]})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":["db:*:x"]})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":"soon","channels":["db:x"]})")) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"nbf":1900000000,"channels":["db:x"]})")) == "token_not_yet_valid");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":["db:x"]})", JWT_ALG_NONE)) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":["db:x"]})", JWT_ALG_HS384)) == "invalid_token");
+    CHECK(code(mint(R"({"exp":1900000000,"channels":["db:x"]})", JWT_ALG_HS256, kSecret + "x")) == "invalid_token");
+    CHECK(code("") == "invalid_token");
+    CHECK(code("a.b.c") == "invalid_token");
+    CHECK(code(std::string(kMaxTokenBytes + 1, 'a')) == "invalid_token");
+    // A fractional exp (NumericDate allows it) is read as a date.
+    CHECK(verifier.verify(mint(R"({"exp":1800000060.5,"channels":["db:x"]})"), kNow).grant);
+    // Without a secret nothing is accepted.
+    CHECK(TokenVerifier().verify(mint(R"({"exp":1900000000,"channels":["db:x"]})"), kNow).refusal.code ==
+          "invalid_token");
+}
+
+TEST_CASE("gateway request targets: percent-decoded path and repeated query parameters") {
+    auto t = parse_target("/v1/sse?channel=db%3Aorder%3A42&channel=db:order:43&token=a.b.c&x");
+    REQUIRE(t);
+    CHECK(t->path == "/v1/sse");
+    CHECK(t->all("channel") == std::vector<std::string>{"db:order:42", "db:order:43"});
+    CHECK(t->first("token") == "a.b.c");
+    CHECK(t->first("x") == "");
+    CHECK_FALSE(t->first("y"));
+    CHECK(parse_target("/v1/docs/db%3Aa%2Fb")->path == "/v1/docs/db:a/b");
+    CHECK(parse_target("/?q=a+b")->first("q") == "a b");
+    CHECK_FALSE(parse_target("/v1/docs/%zz"));
+    CHECK_FALSE(parse_target("/v1/docs/%0"));
+    CHECK_FALSE(parse_target("/v1/docs/a%00b"));
+    CHECK(bearer_token("Bearer abc") == "abc");
+    CHECK(bearer_token("bearer  abc ") == "abc");
+    CHECK_FALSE(bearer_token("Basic abc"));
+    CHECK_FALSE(bearer_token("Bearer "));
+}
+
+TEST_CASE("gateway SSE cursors: one version per channel, in order") {
+    std::vector<std::optional<DocVersion>> v{DocVersion{1, 0x16B3F28}, std::nullopt, DocVersion{2, 1}};
+    std::string text = format_cursor(v);
+    CHECK(text == "1/0/16B3F28,-,2/0/1");
+    CHECK(parse_cursor(text, 3) == v);
+    CHECK_FALSE(parse_cursor(text, 2));
+    CHECK_FALSE(parse_cursor("1/0/1,", 1));
+    CHECK_FALSE(parse_cursor("x", 1));
+    CHECK(parse_cursor("-", 1) == std::vector<std::optional<DocVersion>>{std::nullopt});
+    CHECK(parse_version("3/A/B") == DocVersion{3, (0xAull << 32) | 0xB});
+    CHECK_FALSE(parse_version("/0/1"));
+    CHECK_FALSE(parse_version("1/0"));
+}
+
+TEST_CASE("gateway client messages: subscribe, unsubscribe, auth, or a reason") {
+    auto s = parse_client_message(R"({"type":"subscribe","channel":"db:order:42","after":"1/0/10"})");
+    REQUIRE(s.message);
+    CHECK(s.message->type == ClientMessage::Type::Subscribe);
+    CHECK(s.message->channel == "db:order:42");
+    CHECK(s.message->after == DocVersion{1, 0x10});
+    CHECK(parse_client_message(R"({"type":"unsubscribe","channel":"db:x"})").message->type ==
+          ClientMessage::Type::Unsubscribe);
+    CHECK(parse_client_message(R"({"type":"auth","token":"t"})").message->token == "t");
+    CHECK_FALSE(parse_client_message("nope").message);
+    CHECK_FALSE(parse_client_message(R"({"type":"subscribe"})").message);
+    CHECK_FALSE(parse_client_message(R"({"type":"subscribe","channel":"db:x","after":"soon"})").message);
+    CHECK_FALSE(parse_client_message(R"({"type":"dance"})").message.has_value());
+    CHECK_FALSE(parse_client_message(std::string(100000, '[')).message);
+}
+
+TEST_CASE("gateway outbox: at most the newest pending doc per channel; versions only move forward") {
+    Outbox box;
+    box.add("db:a", std::nullopt);
+    box.add("db:b", DocVersion{1, 0x50});
+    CHECK(box.offer(doc("db:a", 0x10)));
+    CHECK(box.offer(doc("db:a", 0x20)));   // replaces the pending one
+    CHECK_FALSE(box.offer(doc("db:a", 0x15)));  // older than what waits
+    CHECK_FALSE(box.offer(doc("db:b", 0x40)));  // at or below the floor
+    CHECK(box.offer(doc("db:b", 0x60)));
+    CHECK_FALSE(box.offer(doc("db:c", 0x60)));  // not followed
+    auto first = box.next();
+    REQUIRE(first);
+    CHECK(first->channel == "db:a");
+    CHECK(first->version.lsn == 0x20);
+    CHECK(box.next()->channel == "db:b");
+    CHECK_FALSE(box.next());
+    CHECK_FALSE(box.offer(doc("db:a", 0x20)));  // sent already: no duplicate
+    CHECK(format_cursor(box.floors()) == "1/0/20,1/0/60");
+    CHECK(box.offer(doc("db:a", 0x30)));
+    box.remove("db:a");
+    CHECK_FALSE(box.next());
+}
+
+TEST_CASE("gateway docs: the WebSocket message is the envelope with its type and version in front") {
+    auto d = doc("db:order:42", 0x16B3F28);
+    REQUIRE(d);
+    CHECK(d->version_text == "1/0/16B3F28");
+    CHECK(d->ws_message ==
+          R"({"type":"doc","version":"1/0/16B3F28","channel":"db:order:42","doc":{"n":23805736},"generation":1,"lsn":"0/16B3F28"})");
+    CHECK_FALSE(make_doc("db:order:43", d->envelope));  // another channel's envelope
+    CHECK_FALSE(make_doc("db:order:42", "garbage"));
+}

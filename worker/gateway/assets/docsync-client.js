@@ -1,0 +1,725 @@
+/*
+ * docsync-client.js: follow docsync docs through docsync-gateway, over one WebSocket or one
+ * EventSource. No dependencies; a plain <script src="/docsync-client.js"> defines
+ * window.DocsyncClient, and `require('./docsync-client.js')` returns it in Node (which has no
+ * EventSource, and no WebSocket before Node 22: pass them as options).
+ *
+ *   const client = new DocsyncClient({
+ *     url: 'http://host:port',     // the gateway (default: the page's origin)
+ *     transport: 'ws',             // 'ws' (default) or 'sse'
+ *     token: 'JWT',                // a fixed token, or
+ *     getToken: async () => 'JWT', // called at every connect and shortly before the token's exp
+ *   });
+ *   const sub = client.subscribe('db:order:42', (doc, meta) => { ... });
+ *       doc   the doc's JSON value, null when the row is gone
+ *       meta  {channel, version: 'G/X/Y', generation, lsn: 'X/Y', deleted: doc === null}
+ *   sub.unsubscribe();
+ *   client.on('status', (status) => ...);  'connecting' | 'open' | 'reconnecting' | 'closed'
+ *   client.on('error', (e) => ...);        e = {error, channel (or null), message}
+ *   client.off(event, fn);
+ *   client.status;                         the last status
+ *   client.setToken('JWT');                replaces a fixed token (and restarts a stopped client)
+ *   client.close();                        final: drops the connection and every subscription
+ *
+ * Other options: WebSocket, EventSource, fetch (implementations to use instead of the globals);
+ * reconnectDelay (250 ms) and maxReconnectDelay (10000 ms), the bounds of the backoff; stableAfter
+ * (5000 ms), how long a connection must have been up for the backoff to start over; refreshMargin
+ * (30000 ms), how long before the token's exp getToken is called again (at most half the token's
+ * remaining life).
+ *
+ * What a handler sees:
+ * - Versions only move forward: a doc whose version (generation, then LSN as a 64-bit number) is
+ *   at or below the last one delivered for its channel is dropped, across reconnects and gateways.
+ * - A reconnect resumes where the client stopped: WS re-subscribes each channel with `after` set to
+ *   its last version; SSE passes the cursor (each channel's version) as `last-event-id`.
+ * - A second handler of a channel gets the channel's current doc at once (asynchronously).
+ * - Reconnects back off exponentially with jitter (each delay between half and all of
+ *   reconnectDelay doubled per failed attempt, at most maxReconnectDelay).
+ * - With getToken, the token is fetched again before its exp (read from the JWT payload, not
+ *   verified) and handed over (WS: an `auth` message; SSE: the stream is reopened with it); a token
+ *   the gateway refuses is fetched again on the next connect. With a fixed token that the gateway
+ *   refuses, the client reports the error and stops ('closed') until setToken.
+ * - A channel the gateway refuses (forbidden, bad_request, too_many_channels) is reported once and
+ *   not retried; subscribe to it again to retry. An SSE request refused as a whole (too many
+ *   channels, or a bad one the gateway does not name) is not retried until the channel set changes.
+ *
+ * Statuses: 'connecting' while a connection is being opened (the first one, or a deliberate reopen:
+ * a new token or a new channel set over SSE), 'open' when it is up, 'reconnecting' after it was lost
+ * (until it is up again), 'closed' when the client holds none: after close(), when an SSE client
+ * follows no channel (or its request was refused as a whole), or when a fixed token was refused.
+ *
+ * The pure parts are exported as static members (parseVersion, compareVersions, formatVersion,
+ * versionOf, buildCursor, parseCursor, backoffDelay, decodeTokenPayload, tokenExpiry,
+ * refreshDelay, newerThan).
+ */
+(function (root, factory) {
+  'use strict';
+  var DocsyncClient = factory();
+  if (typeof module === 'object' && module && module.exports) module.exports = DocsyncClient;
+  if (typeof window !== 'undefined') window.DocsyncClient = DocsyncClient;
+  else if (root && typeof module !== 'object') root.DocsyncClient = DocsyncClient;
+})(typeof globalThis !== 'undefined' ? globalThis : this, function () {
+  'use strict';
+
+  // ---- versions ------------------------------------------------------------------------------
+
+  // 'G/X/Y' -> {generation, hi, lo} (numbers; X and Y are the two 32-bit hex halves of the LSN),
+  // or null when the text is not a version.
+  function parseVersion(text) {
+    if (typeof text !== 'string') return null;
+    var m = /^(\d{1,15})\/([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(text);
+    if (!m) return null;
+    return { generation: Number(m[1]), hi: parseInt(m[2], 16), lo: parseInt(m[3], 16) };
+  }
+
+  function parseLsn(text) {
+    if (typeof text !== 'string') return null;
+    var m = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(text);
+    return m ? { hi: parseInt(m[1], 16), lo: parseInt(m[2], 16) } : null;
+  }
+
+  function hex(n) { return n.toString(16).toUpperCase(); }
+
+  // {generation, hi, lo} -> 'G/X/Y' (hex as PostgreSQL prints an LSN: upper case, no padding).
+  function formatVersion(v) { return v.generation + '/' + hex(v.hi) + '/' + hex(v.lo); }
+
+  // The version of an envelope ({generation, lsn}) or of a WS doc message ({version} as well), or
+  // null.
+  function versionOf(message) {
+    if (!message || typeof message !== 'object') return null;
+    if (typeof message.generation === 'number' && message.generation >= 0 &&
+        Number.isSafeInteger(message.generation)) {
+      var lsn = parseLsn(message.lsn);
+      if (lsn) return { generation: message.generation, hi: lsn.hi, lo: lsn.lo };
+    }
+    return parseVersion(message.version);
+  }
+
+  function asVersion(v) { return typeof v === 'string' ? parseVersion(v) : v || null; }
+
+  // -1, 0 or 1 as a is older than, the same as or newer than b (versions or their text); no
+  // version (null, or text that is not one) is older than every version.
+  function compareVersions(a, b) {
+    a = asVersion(a);
+    b = asVersion(b);
+    if (!a || !b) return a ? 1 : b ? -1 : 0;
+    if (a.generation !== b.generation) return a.generation < b.generation ? -1 : 1;
+    if (a.hi !== b.hi) return a.hi < b.hi ? -1 : 1;
+    if (a.lo !== b.lo) return a.lo < b.lo ? -1 : 1;
+    return 0;
+  }
+
+  // Whether `candidate` is to be delivered after `last` (the last version delivered, or null).
+  function newerThan(candidate, last) {
+    return !!asVersion(candidate) && compareVersions(candidate, last) > 0;
+  }
+
+  // ---- SSE cursors ----------------------------------------------------------------------------
+
+  // The cursor of `channels` (in request order) given each one's last version (versions: a Map or
+  // an object, channel -> 'G/X/Y' or null): one channel's version, or the versions joined with ','
+  // ('-' for a channel without one); null when no channel has a version.
+  function buildCursor(channels, versions) {
+    var get = typeof versions.get === 'function' ? function (c) { return versions.get(c); }
+                                                  : function (c) { return versions[c]; };
+    var any = false;
+    var parts = channels.map(function (c) {
+      var v = get(c);
+      if (v) { any = true; return v; }
+      return '-';
+    });
+    if (!any) return null;
+    return channels.length === 1 ? parts[0] : parts.join(',');
+  }
+
+  // The inverse: a Map channel -> 'G/X/Y' or null, or null when the cursor does not fit channels.
+  function parseCursor(cursor, channels) {
+    if (typeof cursor !== 'string' || !channels.length) return null;
+    var parts = channels.length === 1 ? [cursor] : cursor.split(',');
+    if (parts.length !== channels.length) return null;
+    var out = new Map();
+    for (var i = 0; i < parts.length; i++) {
+      if (parts[i] === '-' && channels.length > 1) { out.set(channels[i], null); continue; }
+      if (!parseVersion(parts[i])) return null;
+      out.set(channels[i], parts[i]);
+    }
+    return out;
+  }
+
+  // ---- backoff and tokens ---------------------------------------------------------------------
+
+  // The delay before reconnect attempt `attempt` (0 for the first): between half and all of
+  // min(max, base * 2^attempt) milliseconds.
+  function backoffDelay(attempt, base, max, random) {
+    base = base == null ? 250 : base;
+    max = max == null ? 10000 : max;
+    random = random || Math.random;
+    var cap = Math.min(max, base * Math.pow(2, Math.min(Math.max(attempt, 0), 30)));
+    return Math.round(cap / 2 + random() * (cap / 2));
+  }
+
+  function base64UrlDecode(text) {
+    var b64 = text.replace(/-/g, '+').replace(/_/g, '/');
+    while (b64.length % 4) b64 += '=';
+    var binary = atob(b64);
+    var bytes = new Uint8Array(binary.length);
+    for (var i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    return new TextDecoder().decode(bytes);
+  }
+
+  // A JWT's payload (not verified: only the gateway can), or null when it is not one.
+  function decodeTokenPayload(token) {
+    if (typeof token !== 'string') return null;
+    var parts = token.split('.');
+    if (parts.length !== 3) return null;
+    try {
+      var payload = JSON.parse(base64UrlDecode(parts[1]));
+      return payload && typeof payload === 'object' ? payload : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // The token's exp (seconds since the epoch), or null.
+  function tokenExpiry(token) {
+    var p = decodeTokenPayload(token);
+    return p && typeof p.exp === 'number' && isFinite(p.exp) ? p.exp : null;
+  }
+
+  var MAX_TIMER = 2147483647;  // setTimeout fires at once beyond 2^31 - 1 ms
+
+  // Milliseconds from now (ms) until a token that expires at exp (seconds) is to be fetched again:
+  // `margin` ms before exp, or halfway there when less than twice the margin is left.
+  function refreshDelay(exp, now, margin) {
+    margin = margin == null ? 30000 : margin;
+    var left = exp * 1000 - now;
+    if (left <= 0) return 0;
+    return Math.min(MAX_TIMER, Math.round(left - Math.min(margin, left / 2)));
+  }
+
+  // ---- the client -----------------------------------------------------------------------------
+
+  // Errors about one channel that another try would get again.
+  var CHANNEL_REFUSALS = { forbidden: 1, bad_request: 1, too_many_channels: 1 };
+  // Errors about the token.
+  var TOKEN_REFUSALS = { missing_token: 1, invalid_token: 1, token_expired: 1, token_not_yet_valid: 1 };
+
+  function later(fn) { setTimeout(fn, 0); }
+  function rethrowLater(e) { setTimeout(function () { throw e; }, 0); }
+
+  function DocsyncClient(options) {
+    if (!(this instanceof DocsyncClient)) return new DocsyncClient(options);
+    options = options || {};
+    var url = options.url;
+    if (!url) {
+      if (typeof location === 'undefined' || !location.origin) {
+        throw new Error('DocsyncClient: no url given and no page origin to default to');
+      }
+      url = location.origin;
+    }
+    this.url = String(url).replace(/\/+$/, '');
+    this.transport = options.transport || 'ws';
+    if (this.transport !== 'ws' && this.transport !== 'sse') {
+      throw new Error("DocsyncClient: transport must be 'ws' or 'sse', not " + JSON.stringify(this.transport));
+    }
+    this._WebSocket = options.WebSocket || (typeof WebSocket !== 'undefined' ? WebSocket : null);
+    this._EventSource = options.EventSource || (typeof EventSource !== 'undefined' ? EventSource : null);
+    this._fetch = options.fetch || (typeof fetch !== 'undefined' ? fetch.bind(globalThis) : null);
+    if (this.transport === 'ws' && !this._WebSocket) throw new Error('DocsyncClient: no WebSocket (pass options.WebSocket)');
+    if (this.transport === 'sse' && !this._EventSource) throw new Error('DocsyncClient: no EventSource (pass options.EventSource)');
+    this._getToken = typeof options.getToken === 'function' ? options.getToken : null;
+    this._token = options.token || null;
+    this._reconnectDelay = options.reconnectDelay == null ? 250 : options.reconnectDelay;
+    this._maxReconnectDelay = options.maxReconnectDelay == null ? 10000 : options.maxReconnectDelay;
+    this._stableAfter = options.stableAfter == null ? 5000 : options.stableAfter;
+    this._refreshMargin = options.refreshMargin == null ? 30000 : options.refreshMargin;
+
+    this.status = 'closed';
+    this._listeners = { status: [], error: [] };
+    this._channels = new Map();  // channel -> {handlers, last, doc, meta, refused}
+    this._conn = null;           // the current connection (or the attempt to open one)
+    this._attempt = 0;           // failed attempts since the last stable connection
+    this._retryTimer = null;
+    this._refreshTimer = null;
+    this._reopenQueued = false;
+    this._stopped = false;       // a fixed token was refused: wait for setToken
+    this._closed = false;
+
+    var self = this;
+    this._onOnline = function () { self._retryNow(); };
+    if (typeof window !== 'undefined' && window.addEventListener) window.addEventListener('online', this._onOnline);
+  }
+
+  DocsyncClient.prototype.on = function (event, fn) {
+    if (!this._listeners[event]) throw new Error("DocsyncClient: no event '" + event + "' (status, error)");
+    this._listeners[event].push(fn);
+    return this;
+  };
+
+  DocsyncClient.prototype.off = function (event, fn) {
+    var list = this._listeners[event];
+    if (list) { var i = list.indexOf(fn); if (i >= 0) list.splice(i, 1); }
+    return this;
+  };
+
+  DocsyncClient.prototype._emit = function (event, value) {
+    this._listeners[event].slice().forEach(function (fn) {
+      try { fn(value); } catch (e) { rethrowLater(e); }
+    });
+  };
+
+  DocsyncClient.prototype._setStatus = function (status) {
+    if (this.status === status) return;
+    this.status = status;
+    this._emit('status', status);
+  };
+
+  DocsyncClient.prototype._error = function (code, channel, message) {
+    this._emit('error', { error: code, channel: channel || null, message: message || code });
+  };
+
+  DocsyncClient.prototype.subscribe = function (channel, handler) {
+    if (this._closed) throw new Error('DocsyncClient: subscribe after close()');
+    if (typeof channel !== 'string' || !channel) throw new Error('DocsyncClient: a channel is a non-empty string');
+    if (typeof handler !== 'function') throw new Error('DocsyncClient: subscribe(channel, handler) needs a handler');
+    var self = this;
+    var state = this._channels.get(channel);
+    var entry = { handler: handler };
+    var fresh = !state || state.refused;
+    if (!state) {
+      state = { handlers: new Set(), last: null, doc: undefined, meta: null, refused: null };
+      this._channels.set(channel, state);
+    }
+    state.handlers.add(entry);
+    if (state.refused) state.refused = null;  // subscribing again retries a refused channel
+    if (fresh) {
+      this._channelAdded(channel);
+    } else if (state.meta) {
+      later(function () {
+        if (state.handlers.has(entry) && self._channels.get(channel) === state) {
+          try { handler(state.doc, state.meta); } catch (e) { rethrowLater(e); }
+        }
+      });
+    }
+    return {
+      channel: channel,
+      unsubscribe: function () { self._unsubscribe(channel, state, entry); },
+    };
+  };
+
+  DocsyncClient.prototype._unsubscribe = function (channel, state, entry) {
+    if (!state.handlers.delete(entry) || state.handlers.size) return;
+    if (this._channels.get(channel) !== state) return;
+    this._channels.delete(channel);
+    if (this._closed) return;
+    if (this.transport === 'ws') {
+      var c = this._conn;
+      if (c && c.open && !state.refused) this._send(c, { type: 'unsubscribe', channel: channel });
+    } else {
+      this._queueReopen();
+    }
+  };
+
+  // The channels to follow, in subscription order: those not refused.
+  DocsyncClient.prototype._active = function () {
+    var out = [];
+    this._channels.forEach(function (s, c) { if (!s.refused) out.push(c); });
+    return out;
+  };
+
+  DocsyncClient.prototype.setToken = function (token) {
+    if (this._closed) return;
+    this._token = token || null;
+    if (this._stopped) {
+      this._stopped = false;
+      this._connect('connecting');
+      return;
+    }
+    this._tokenChanged();
+  };
+
+  DocsyncClient.prototype.close = function () {
+    if (this._closed) return;
+    this._closed = true;
+    if (this._conn) this._drop(this._conn);
+    clearTimeout(this._retryTimer);
+    clearTimeout(this._refreshTimer);
+    this._retryTimer = this._refreshTimer = null;
+    this._channels.clear();
+    if (typeof window !== 'undefined' && window.removeEventListener) window.removeEventListener('online', this._onOnline);
+    this._setStatus('closed');
+  };
+
+  DocsyncClient.prototype._channelAdded = function (channel) {
+    if (this._stopped) return;
+    if (this.transport === 'sse') { this._queueReopen(); return; }
+    var c = this._conn;
+    if (c && c.open) this._subscribeWs(c, channel);
+    else if (!c && !this._retryTimer) this._connect('connecting');
+    // else: the connection being opened subscribes every channel once it is up
+  };
+
+  // ---- connecting -------------------------------------------------------------------------------
+
+  // Opens a connection: a token first (getToken, unless `fresh`: this._token was just fetched),
+  // then the transport.
+  DocsyncClient.prototype._connect = function (status, fresh) {
+    if (this._closed || this._stopped || this._conn) return;
+    clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+    if (this.transport === 'sse' && !this._active().length) { this._setStatus('closed'); return; }
+    this._setStatus(status);
+    var self = this;
+    var conn = { open: false, openedAt: 0, token: null };
+    this._conn = conn;
+    var tokenReady = this._getToken && !fresh
+      ? Promise.resolve().then(function () { return self._getToken(); })
+      : Promise.resolve(this._token);
+    tokenReady.then(function (token) {
+      if (self._conn !== conn) return;
+      if (self._getToken && !fresh) { self._token = token || null; self._scheduleRefresh(false); }
+      conn.token = self._token;
+      if (self.transport === 'ws') self._openWs(conn); else self._openSse(conn);
+    }, function (e) {
+      if (self._conn !== conn) return;
+      self._conn = null;
+      self._error('token_unavailable', null, 'getToken failed: ' + (e && e.message || e));
+      self._retry();
+    });
+  };
+
+  // Forgets `conn` and closes what it holds; resets the backoff when it had been up long enough.
+  DocsyncClient.prototype._drop = function (conn) {
+    if (this._conn === conn) this._conn = null;
+    if (conn.open && Date.now() - conn.openedAt >= this._stableAfter) this._attempt = 0;
+    conn.open = false;
+    var s = conn.socket, es = conn.source;
+    conn.socket = conn.source = null;
+    if (s) { s.onopen = s.onmessage = s.onclose = s.onerror = null; try { s.close(); } catch (e) { /* closing */ } }
+    if (es) { try { es.close(); } catch (e) { /* closing */ } }
+  };
+
+  // Reconnects after the backoff delay.
+  DocsyncClient.prototype._retry = function () {
+    if (this._closed || this._stopped || this._retryTimer) return;
+    if (this.transport === 'sse' && !this._active().length) { this._setStatus('closed'); return; }
+    this._setStatus('reconnecting');
+    var self = this;
+    var delay = backoffDelay(this._attempt++, this._reconnectDelay, this._maxReconnectDelay);
+    this._retryTimer = setTimeout(function () {
+      self._retryTimer = null;
+      self._connect('reconnecting');
+    }, delay);
+  };
+
+  DocsyncClient.prototype._retryNow = function () {
+    if (!this._retryTimer) return;
+    clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+    this._connect('reconnecting');
+  };
+
+  // The connection is gone (closed by the server or the network): reconnect.
+  DocsyncClient.prototype._lost = function (conn) {
+    if (this._conn !== conn) return;
+    this._drop(conn);
+    this._retry();
+  };
+
+  // A fixed token was refused: nothing to retry with until setToken.
+  DocsyncClient.prototype._stop = function () {
+    if (this._conn) this._drop(this._conn);
+    clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+    this._stopped = true;
+    this._setStatus('closed');
+  };
+
+  // ---- tokens -----------------------------------------------------------------------------------
+
+  DocsyncClient.prototype._scheduleRefresh = function (sameToken) {
+    clearTimeout(this._refreshTimer);
+    this._refreshTimer = null;
+    if (!this._getToken || this._closed) return;
+    var exp = tokenExpiry(this._token);
+    if (exp == null) return;
+    var delay = refreshDelay(exp, Date.now(), this._refreshMargin);
+    if (sameToken) delay = Math.max(delay, 5000);  // getToken gave the same token back: ask less often
+    var self = this;
+    this._refreshTimer = setTimeout(function () { self._refresh(); }, delay);
+  };
+
+  DocsyncClient.prototype._refresh = function () {
+    var self = this;
+    var old = this._token;
+    Promise.resolve().then(function () { return self._getToken(); }).then(function (token) {
+      if (self._closed) return;
+      self._token = token || null;
+      var same = self._token === old;
+      self._scheduleRefresh(same);
+      if (!same) self._tokenChanged();
+    }, function (e) {
+      if (self._closed) return;
+      self._error('token_unavailable', null, 'getToken failed: ' + (e && e.message || e));
+      clearTimeout(self._refreshTimer);
+      self._refreshTimer = setTimeout(function () { self._refresh(); }, 5000);
+    });
+  };
+
+  // Hands a new token to the connection: an `auth` message over WS, a new stream over SSE.
+  DocsyncClient.prototype._tokenChanged = function () {
+    var c = this._conn;
+    if (!c) return;
+    if (this.transport === 'ws') {
+      if (c.open && this._token) { c.token = this._token; this._send(c, { type: 'auth', token: this._token }); }
+      // still opening: sent once it is up (see _openWs)
+    } else {
+      this._drop(c);
+      this._connect('connecting', true);
+    }
+  };
+
+  // ---- delivering -------------------------------------------------------------------------------
+
+  DocsyncClient.prototype._deliver = function (message) {
+    var channel = message && message.channel;
+    var state = typeof channel === 'string' ? this._channels.get(channel) : null;
+    if (!state || state.refused) return;
+    var v = versionOf(message);
+    if (!v) { this._error('bad_message', channel, 'a doc without a valid version'); return; }
+    if (state.last && compareVersions(v, state.last) <= 0) return;  // not newer: already delivered
+    state.last = v;
+    var doc = message.doc === undefined ? null : message.doc;
+    var meta = {
+      channel: channel,
+      version: formatVersion(v),
+      generation: v.generation,
+      lsn: hex(v.hi) + '/' + hex(v.lo),
+      deleted: doc === null,
+    };
+    state.doc = doc;
+    state.meta = meta;
+    state.handlers.forEach(function (entry) {
+      if (!state.handlers.has(entry)) return;
+      try { entry.handler(doc, meta); } catch (e) { rethrowLater(e); }
+    });
+  };
+
+  DocsyncClient.prototype._lastVersion = function (channel) {
+    var s = this._channels.get(channel);
+    return s && s.last ? formatVersion(s.last) : null;
+  };
+
+  // An error from the gateway (a WS message, an SSE `event: error`, or the JSON of a refused SSE
+  // request); conn is the connection it came on.
+  DocsyncClient.prototype._serverError = function (conn, body) {
+    var code = typeof body.error === 'string' ? body.error : 'error';
+    var channel = typeof body.channel === 'string' ? body.channel : null;
+    this._error(code, channel, typeof body.message === 'string' ? body.message : code);
+    var ws = this.transport === 'ws';
+    var state = channel ? this._channels.get(channel) : null;
+    if (channel && CHANNEL_REFUSALS[code]) {
+      if (state) state.refused = { error: code, message: body.message };
+      if (ws) return;  // the connection carries on with the other channels
+      this._drop(conn);
+      this._retry();
+      return;
+    }
+    if (!ws && CHANNEL_REFUSALS[code]) {
+      // The stream's request itself (too many channels, a bad one): the same set would be refused
+      // again. Wait for the set to change.
+      this._drop(conn);
+      this._setStatus('closed');
+      return;
+    }
+    if (TOKEN_REFUSALS[code]) {
+      if (this._getToken) {
+        // a fresh token at the next connect
+        this._drop(conn);
+        this._retry();
+      } else if (channel && ws) {
+        if (state) state.refused = { error: code, message: body.message };
+      } else {
+        this._stop();
+      }
+      return;
+    }
+    if (ws && code !== 'too_slow') return;  // reported; the connection decides whether it goes on
+    this._drop(conn);
+    this._retry();
+  };
+
+  // ---- WebSocket ----------------------------------------------------------------------------------
+
+  function wsUrl(base, token) {
+    var u = base.replace(/^http(s?):/i, function (m, s) { return 'ws' + s + ':'; }) + '/v1/ws';
+    return token ? u + '?token=' + encodeURIComponent(token) : u;
+  }
+
+  DocsyncClient.prototype._openWs = function (conn) {
+    var self = this;
+    var socket;
+    try {
+      socket = new this._WebSocket(wsUrl(this.url, conn.token));
+    } catch (e) {
+      this._conn = null;
+      this._error('bad_request', null, 'cannot open a WebSocket: ' + (e && e.message || e));
+      this._retry();
+      return;
+    }
+    conn.socket = socket;
+    socket.onopen = function () {
+      if (self._conn !== conn) return;
+      conn.open = true;
+      conn.openedAt = Date.now();
+      self._setStatus('open');
+      if (self._token && self._token !== conn.token) {  // refreshed while the socket was opening
+        conn.token = self._token;
+        self._send(conn, { type: 'auth', token: self._token });
+      }
+      self._active().forEach(function (channel) { self._subscribeWs(conn, channel); });
+    };
+    socket.onmessage = function (ev) {
+      if (self._conn !== conn) return;
+      var msg;
+      try { msg = JSON.parse(typeof ev.data === 'string' ? ev.data : String(ev.data)); } catch (e) {
+        self._error('bad_message', null, 'a message that is not JSON');
+        return;
+      }
+      if (!msg || typeof msg !== 'object') return;
+      if (msg.type === 'doc') self._deliver(msg);
+      else if (msg.type === 'error') self._serverError(conn, msg);
+      // 'subscribed' needs nothing
+    };
+    socket.onerror = function () { /* a close follows */ };
+    socket.onclose = function () {
+      if (self._conn !== conn) return;
+      // A refused upgrade shows as a bare close: a fixed token past its exp is the likely reason.
+      var exp = !conn.open && !self._getToken ? tokenExpiry(conn.token) : null;
+      if (exp != null && exp * 1000 <= Date.now()) {
+        self._error('token_expired', null, 'the token expired at ' + new Date(exp * 1000).toISOString());
+        self._stop();
+        return;
+      }
+      self._lost(conn);
+    };
+  };
+
+  DocsyncClient.prototype._subscribeWs = function (conn, channel) {
+    var m = { type: 'subscribe', channel: channel };
+    var after = this._lastVersion(channel);
+    if (after) m.after = after;
+    this._send(conn, m);
+  };
+
+  DocsyncClient.prototype._send = function (conn, message) {
+    try { conn.socket.send(JSON.stringify(message)); } catch (e) { /* closing: onclose reconnects */ }
+  };
+
+  // ---- Server-sent events -------------------------------------------------------------------------
+
+  function sseUrl(base, channels, token, cursor) {
+    var q = channels.map(function (c) { return 'channel=' + encodeURIComponent(c); });
+    if (token) q.push('token=' + encodeURIComponent(token));
+    if (cursor) q.push('last-event-id=' + encodeURIComponent(cursor));
+    return base + '/v1/sse?' + q.join('&');
+  }
+
+  // Reopens the stream for the current channel set, once per turn of the event loop.
+  DocsyncClient.prototype._queueReopen = function () {
+    if (this._reopenQueued) return;
+    this._reopenQueued = true;
+    var self = this;
+    Promise.resolve().then(function () {
+      self._reopenQueued = false;
+      if (self._closed || self._stopped) return;
+      var channels = self._active();
+      var c = self._conn;
+      if (c && c.channels && c.source && channels.join('\n') === c.channels.join('\n')) return;
+      if (self._retryTimer) {  // the retry takes the new set
+        if (!channels.length) { clearTimeout(self._retryTimer); self._retryTimer = null; self._setStatus('closed'); }
+        return;
+      }
+      if (c) self._drop(c);
+      if (!channels.length) { self._setStatus('closed'); return; }
+      self._connect('connecting');
+    });
+  };
+
+  DocsyncClient.prototype._openSse = function (conn) {
+    var self = this;
+    var channels = this._active();
+    if (!channels.length) { this._conn = null; this._setStatus('closed'); return; }
+    var versions = new Map();
+    channels.forEach(function (c) { versions.set(c, self._lastVersion(c)); });
+    var url = sseUrl(this.url, channels, conn.token, buildCursor(channels, versions));
+    var source;
+    try {
+      source = new this._EventSource(url);
+    } catch (e) {
+      this._conn = null;
+      this._error('bad_request', null, 'cannot open an EventSource: ' + (e && e.message || e));
+      this._retry();
+      return;
+    }
+    conn.source = source;
+    conn.channels = channels;
+    source.addEventListener('open', function () {
+      if (self._conn !== conn) return;
+      conn.open = true;
+      conn.openedAt = Date.now();
+      self._setStatus('open');
+    });
+    source.addEventListener('doc', function (ev) {
+      if (self._conn !== conn) return;
+      var env;
+      try { env = JSON.parse(ev.data); } catch (e) { self._error('bad_message', null, 'an event that is not JSON'); return; }
+      if (env && conn.channels.indexOf(env.channel) >= 0) self._deliver(env);
+    });
+    source.addEventListener('error', function (ev) {
+      if (self._conn !== conn) return;
+      if (typeof ev.data === 'string') {  // the gateway's `event: error`: it closes the stream
+        var body;
+        try { body = JSON.parse(ev.data); } catch (e) { body = { error: 'error', message: ev.data }; }
+        self._serverError(conn, body && typeof body === 'object' ? body : { error: 'error' });
+        return;
+      }
+      // The stream failed or was lost. The EventSource would reconnect by itself with the same
+      // URL (and token): close it and reconnect here instead.
+      var wasOpen = conn.open;
+      try { source.close(); } catch (e) { /* closing */ }
+      if (wasOpen || !self._fetch) { self._lost(conn); return; }
+      // Refused before the stream started: the same URL fetched says why (401/403/503 JSON).
+      self._probe(url).then(function (body) {
+        if (self._conn !== conn) return;
+        if (body) self._serverError(conn, body); else self._lost(conn);
+      });
+    });
+  };
+
+  // The error JSON the gateway answers `url` with, or null (it answered 200, or is unreachable).
+  DocsyncClient.prototype._probe = function (url) {
+    var ctl = typeof AbortController !== 'undefined' ? new AbortController() : null;
+    return this._fetch(url, { headers: { Accept: 'text/event-stream' }, signal: ctl ? ctl.signal : undefined })
+      .then(function (res) {
+        if (res.ok) { if (ctl) ctl.abort(); return null; }
+        return res.json().then(function (b) {
+          return b && typeof b === 'object' && typeof b.error === 'string' ? b : { error: 'http_' + res.status };
+        }, function () { return { error: 'http_' + res.status, message: 'HTTP ' + res.status }; });
+      })
+      .catch(function () { return null; });
+  };
+
+  DocsyncClient.parseVersion = parseVersion;
+  DocsyncClient.formatVersion = formatVersion;
+  DocsyncClient.versionOf = versionOf;
+  DocsyncClient.compareVersions = compareVersions;
+  DocsyncClient.newerThan = newerThan;
+  DocsyncClient.buildCursor = buildCursor;
+  DocsyncClient.parseCursor = parseCursor;
+  DocsyncClient.backoffDelay = backoffDelay;
+  DocsyncClient.decodeTokenPayload = decodeTokenPayload;
+  DocsyncClient.tokenExpiry = tokenExpiry;
+  DocsyncClient.refreshDelay = refreshDelay;
+  return DocsyncClient;
+});

@@ -1,0 +1,104 @@
+#pragma once
+// The gateway's side of Redis: one subscriber connection that follows the channels clients want, and
+// a few reader connections for the retained docs and the liveness announcements.
+//
+// The subscriber thread owns its connection. It is told which channels to follow
+// (set_following), sends SUBSCRIBE / UNSUBSCRIBE for the difference, and reports each message and
+// each subscription it (re)establishes. After a reconnect every channel is subscribed again and
+// reported again: messages published while the connection was down are lost to pub/sub, so whoever
+// listens reads the retained doc after each `subscribed` (subscribe first, then read: nothing falls
+// between the two). A PING every few seconds finds a connection that died silently.
+//
+// The reader threads run GET (the retained envelope) and PUBLISH docsync:warm / docsync:touch.
+// Callbacks run on the feed's threads; the hub posts them onto its own.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "publish/redis_connection.hpp"
+
+namespace docsync::gateway {
+
+struct FeedEvents {
+    // A message on a followed channel: its payload (an envelope).
+    std::function<void(const std::string& channel, std::string payload)> message;
+    // The subscription to `channel` is in place (again): read its retained doc now.
+    std::function<void(const std::string& channel)> subscribed;
+    // The subscriber connection is up (every followed channel subscribed) or lost.
+    std::function<void(bool up)> state;
+};
+
+struct FeedOptions {
+    unsigned readers = 2;
+    std::chrono::milliseconds connect_timeout{2000};
+    std::chrono::milliseconds command_timeout{5000};
+    std::chrono::milliseconds ping_interval{5000};  // a subscriber with no answer in 2 intervals is dead
+    std::chrono::milliseconds max_backoff{5000};
+};
+
+// The outcome of a read: the value (nullopt for a missing key), or why it failed.
+struct FeedRead {
+    bool ok = false;
+    std::optional<std::string> value;
+    std::string error;
+};
+
+class Feed {
+public:
+    Feed(publish::RedisAddress address, FeedEvents events, FeedOptions options = {});
+    ~Feed();  // stops
+    Feed(const Feed&) = delete;
+    Feed& operator=(const Feed&) = delete;
+
+    void start();
+    void stop();
+
+    // Follow `channel` or stop following it. Cheap: applied by the subscriber thread.
+    void set_following(const std::string& channel, bool follow);
+    // GET `channel`; `done` runs on a reader thread.
+    void read(const std::string& channel, std::function<void(FeedRead)> done);
+    // PUBLISH docsync:warm (warm) or docsync:touch `channel`; failures are logged.
+    void announce(const std::string& channel, bool warm);
+
+    bool up() const { return up_; }
+    std::string display() const { return "Redis at " + address_.display(); }
+
+private:
+    struct Job {
+        std::vector<std::string> args;
+        std::function<void(FeedRead)> done;
+    };
+    void subscriber_loop();
+    void subscribe_once();
+    void reader_loop();
+    void run_job(std::unique_ptr<publish::RedisConnection>& conn, Job& job);
+    void wake();
+    bool stopping() const;
+
+    const publish::RedisAddress address_;
+    const FeedEvents events_;
+    const FeedOptions options_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable jobs_cv_;
+    std::condition_variable stop_cv_;
+    bool stopping_ = false;
+    std::set<std::string> wanted_;  // what clients follow (guarded by mutex_)
+    std::deque<Job> jobs_;          // guarded by mutex_
+    int wake_fd_ = -1;              // an eventfd: set_following and stop wake the subscriber's poll
+    std::atomic<bool> up_{false};
+    std::thread subscriber_;
+    std::vector<std::thread> readers_;
+};
+
+}  // namespace docsync::gateway

@@ -1,0 +1,151 @@
+// The followed channels and their newest docs.
+#include "gateway/hub.hpp"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <charconv>
+
+#include "common/log.hpp"
+#include "publish/envelope.hpp"
+
+namespace docsync::gateway {
+
+namespace asio = boost::asio;
+
+std::string format_version(DocVersion version) {
+    return std::to_string(version.generation) + "/" + format_lsn(version.lsn);
+}
+
+std::optional<DocVersion> parse_version(std::string_view text) {
+    auto slash = text.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash > 20) return std::nullopt;
+    DocVersion version;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + slash, version.generation);
+    if (ec != std::errc() || end != text.data() + slash) return std::nullopt;
+    auto lsn = parse_lsn(text.substr(slash + 1));
+    if (!lsn) return std::nullopt;
+    version.lsn = *lsn;
+    return version;
+}
+
+DocPtr make_doc(const std::string& channel, std::string envelope) {
+    auto head = publish::parse_envelope(envelope);
+    if (!head || head->channel != channel) {
+        log_warning("gateway", "ignored a value on " + channel.substr(0, 200) +
+                                   " that is not docsync's envelope of that channel");
+        return nullptr;
+    }
+    auto doc = std::make_shared<Doc>();
+    doc->channel = channel;
+    doc->version = head->version;
+    doc->version_text = format_version(head->version);
+    doc->ws_message.reserve(envelope.size() + doc->version_text.size() + 32);
+    doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
+    doc->ws_message.append(envelope, 1, std::string::npos);
+    doc->envelope = std::move(envelope);
+    return doc;
+}
+
+Hub::Hub(asio::io_context& io, Feed& feed) : io_(io), feed_(feed) {}
+
+void Hub::follow(const std::string& channel, Follower* follower) {
+    auto [it, fresh] = channels_.try_emplace(channel);
+    if (!it->second.followers.insert(follower).second) return;
+    ++followers_;
+    if (fresh) {
+        feed_.set_following(channel, true);  // `subscribed` follows, then the read
+    } else if (it->second.latest) {
+        follower->on_doc(it->second.latest);
+    }
+}
+
+void Hub::unfollow(const std::string& channel, Follower* follower) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || it->second.followers.erase(follower) == 0) return;
+    --followers_;
+    if (!it->second.followers.empty()) return;
+    channels_.erase(it);
+    feed_.set_following(channel, false);
+}
+
+void Hub::offer(Channel& state, const DocPtr& doc) {
+    if (state.latest && doc->version <= state.latest->version) {
+        ++stale_;
+        return;
+    }
+    state.latest = doc;
+    // A follower may unfollow from inside on_doc (a client dropped for being too slow): copy first.
+    std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
+    for (auto* f : followers) f->on_doc(doc);
+}
+
+void Hub::on_message(const std::string& channel, std::string payload) {
+    ++messages_;
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;  // unfollowed while the message travelled
+    if (auto doc = make_doc(channel, std::move(payload))) offer(it->second, doc);
+}
+
+void Hub::on_subscribed(const std::string& channel) {
+    if (channels_.count(channel)) read_retained(channel);
+}
+
+void Hub::read_retained(const std::string& channel) {
+    auto& state = channels_[channel];
+    std::uint64_t ticket = ++state.reads;
+    feed_.read(channel, [this, channel, ticket](FeedRead result) {
+        asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
+            auto it = channels_.find(channel);
+            if (it == channels_.end() || it->second.reads != ticket) return;  // gone, or read again since
+            if (!result.ok) {
+                // The subscription may be fine while a reader failed: read again shortly. When the
+                // subscriber fails too, its reconnect reads again anyway.
+                log_warning("gateway", "reading " + channel.substr(0, 200) + " failed: " + result.error + "; retrying");
+                auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+                timer->async_wait([this, channel, ticket, timer](const boost::system::error_code& ec) {
+                    auto again = channels_.find(channel);
+                    if (!ec && again != channels_.end() && again->second.reads == ticket) read_retained(channel);
+                });
+                return;
+            }
+            if (!result.value) {
+                feed_.announce(channel, true);  // nothing retained: ask the worker to compute it
+                return;
+            }
+            auto doc = make_doc(channel, std::move(*result.value));
+            if (doc) offer(it->second, doc);
+            feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
+        });
+    });
+}
+
+void Hub::read(const std::string& channel, std::function<void(DocPtr, std::string)> done) {
+    feed_.read(channel, [this, channel, done = std::move(done)](FeedRead result) mutable {
+        asio::post(io_, [this, channel, done = std::move(done), result = std::move(result)]() mutable {
+            if (!result.ok) return done(nullptr, result.error);
+            if (!result.value) {
+                feed_.announce(channel, true);
+                return done(nullptr, {});
+            }
+            auto doc = make_doc(channel, std::move(*result.value));
+            if (!doc) return done(nullptr, "Redis holds a value at " + channel + " that is not a docsync doc");
+            // A followed channel's newer doc (or this one, when it is newer) answers.
+            if (auto it = channels_.find(channel); it != channels_.end()) {
+                if (it->second.latest && it->second.latest->version > doc->version) doc = it->second.latest;
+            }
+            done(doc, {});
+        });
+    });
+}
+
+HubStats Hub::stats() const {
+    HubStats s;
+    s.channels = channels_.size();
+    s.followers = followers_;
+    s.messages = messages_;
+    s.stale = stale_;
+    return s;
+}
+
+}  // namespace docsync::gateway

@@ -1,0 +1,95 @@
+#pragma once
+// The channels the gateway's clients follow, with each one's newest doc, on the gateway's one I/O
+// thread (every call here is made there; the feed's callbacks are posted onto it).
+//
+// A channel's first follower subscribes it on Redis; once the subscription is in place the hub reads
+// the retained doc (subscribe first, then read: nothing published between the two is missed) and
+// announces the subscriber with the liveness protocol: PUBLISH docsync:touch, or docsync:warm when
+// Redis holds no doc, so that the worker computes it. `--live subscribers` counts the gateway's
+// subscription like any other. The last follower leaving unsubscribes.
+//
+// A doc is offered to the followers only when its version is above the newest one the hub holds for
+// the channel, so a late read or a replayed message never moves a channel back. After a Redis
+// outage every channel is subscribed and read again, so no channel ends on an old doc.
+
+#include <boost/asio/io_context.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/lsn.hpp"
+#include "gateway/feed.hpp"
+
+namespace docsync::gateway {
+
+// One version of one channel's doc, shared by every client it goes to (never copied per client).
+struct Doc {
+    std::string channel;
+    DocVersion version;
+    std::string version_text;  // "G/X/Y": an SSE id, an ETag, the WebSocket message's "version"
+    std::string envelope;      // as Redis holds it
+    std::string ws_message;    // {"type":"doc","version":"G/X/Y",<the envelope's fields>}
+};
+using DocPtr = std::shared_ptr<const Doc>;
+
+// "G/X/Y" and back.
+std::string format_version(DocVersion version);
+std::optional<DocVersion> parse_version(std::string_view text);
+// The Doc of an envelope read or received for `channel`; nullptr when it is not one (logged).
+DocPtr make_doc(const std::string& channel, std::string envelope);
+
+class Follower {
+public:
+    virtual ~Follower() = default;
+    // A newer doc of a followed channel.
+    virtual void on_doc(const DocPtr& doc) = 0;
+};
+
+struct HubStats {
+    std::size_t channels = 0;   // followed channels
+    std::size_t followers = 0;  // (client, channel) pairs
+    std::uint64_t messages = 0; // docs received from Redis
+    std::uint64_t stale = 0;    // docs received at or below the version held, not offered
+};
+
+class Hub {
+public:
+    Hub(boost::asio::io_context& io, Feed& feed);
+
+    // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
+    void follow(const std::string& channel, Follower* follower);
+    void unfollow(const std::string& channel, Follower* follower);
+
+    // The retained doc of `channel` read from Redis (for GET /v1/docs), on the I/O thread: the doc,
+    // nullptr when Redis holds none (the worker is then asked for it), or an error text.
+    void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
+
+    bool redis_up() const { return feed_.up(); }
+    HubStats stats() const;
+
+    // Posted from the feed's threads.
+    void on_message(const std::string& channel, std::string payload);
+    void on_subscribed(const std::string& channel);
+
+private:
+    struct Channel {
+        std::unordered_set<Follower*> followers;
+        DocPtr latest;
+        std::uint64_t reads = 0;  // reads started for this channel: a later one supersedes
+    };
+    void offer(Channel& state, const DocPtr& doc);
+    void read_retained(const std::string& channel);
+
+    boost::asio::io_context& io_;
+    Feed& feed_;
+    std::unordered_map<std::string, Channel> channels_;
+    std::size_t followers_ = 0;
+    std::uint64_t messages_ = 0;
+    std::uint64_t stale_ = 0;
+};
+
+}  // namespace docsync::gateway

@@ -1,0 +1,103 @@
+// docsync-gateway: wiring only. Settings, then the Redis feed, the hub and the HTTP server on one
+// I/O thread, until SIGTERM or SIGINT.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "gateway/access.hpp"
+#include "gateway/feed.hpp"
+#include "gateway/hub.hpp"
+#include "gateway/server.hpp"
+#include "gateway/settings.hpp"
+
+extern char** environ;
+
+namespace asio = boost::asio;
+using namespace docsync;
+using namespace docsync::gateway;
+
+int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);
+    auto parsed = parse_gateway_settings(argc, argv, environ);
+    if (!parsed.run) {
+        if (!parsed.output.empty()) std::fputs(parsed.output.c_str(), stdout);
+        if (!parsed.error.empty()) std::fprintf(stderr, "%s\n", parsed.error.c_str());
+        return parsed.exit_code;
+    }
+    const GatewaySettings& settings = parsed.settings;
+    if (auto error = apply_gateway_log_settings(settings); !error.empty()) {
+        std::fprintf(stderr, "%s\n", error.c_str());
+        return 2;
+    }
+
+    try {
+        asio::io_context io(1);
+        Hub* hub_ptr = nullptr;
+        FeedEvents events;
+        events.message = [&](const std::string& channel, std::string payload) {
+            asio::post(io, [&, channel, payload = std::move(payload)]() mutable { hub_ptr->on_message(channel, std::move(payload)); });
+        };
+        events.subscribed = [&](const std::string& channel) {
+            asio::post(io, [&, channel] { hub_ptr->on_subscribed(channel); });
+        };
+        events.state = [](bool up) {
+            if (!up) log_warning("gateway", "Redis is unreachable: streams stay open and catch up when it is back");
+        };
+        FeedOptions feed_options;
+        feed_options.readers = settings.redis_connections;
+        Feed feed(publish::parse_redis_url(settings.redis), std::move(events), feed_options);
+        Hub hub(io, feed);
+        hub_ptr = &hub;
+
+        TokenVerifier verifier(settings.jwt_secret);
+        ServerOptions options;
+        options.listen_address = settings.listen_address;
+        options.listen_port = settings.listen_port;
+        options.public_channels = Patterns(settings.public_patterns);
+        options.allow_origins = settings.allow_origins;
+        options.max_connections = settings.max_connections;
+        options.max_channels = settings.max_channels;
+        options.slow_client_timeout = settings.slow_client_timeout;
+        options.heartbeat = settings.heartbeat;
+        Server server(io, hub, verifier, options);
+        server.start();
+        std::string opened = verifier.enabled() ? "tokens signed with the key of --jwt-secret-file" : "no tokens";
+        std::string open_channels;
+        for (const auto& p : settings.public_patterns) open_channels += (open_channels.empty() ? "" : ", ") + p;
+        log_info("gateway", "listening on " + settings.listen_address + ":" + std::to_string(server.port()) +
+                                " for " + feed.display() + "; accepts " + opened + "; public channels: " +
+                                (open_channels.empty() ? "none" : open_channels));
+        if (!verifier.enabled() && settings.public_patterns.empty())
+            log_warning("gateway", "no --jwt-secret-file and no --public pattern: every channel is refused");
+        feed.start();
+
+        asio::signal_set stop_signals(io, SIGINT, SIGTERM);
+        stop_signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+            if (ec) return;
+            log_info("gateway", std::string("stopping (") + (signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
+            server.stop();
+            io.stop();
+        });
+        asio::signal_set hangup(io, SIGHUP);
+        std::function<void()> wait_hangup = [&] {
+            hangup.async_wait([&](const boost::system::error_code& ec, int) {
+                if (ec) return;
+                reopen_log();
+                wait_hangup();
+            });
+        };
+        wait_hangup();
+        io.run();
+        feed.stop();
+    } catch (const std::exception& e) {
+        log_error("gateway", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,699 @@
+// The acceptor, HTTP requests and their routes, and the Server-Sent Events streams.
+#include "gateway/server.hpp"
+
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include <algorithm>
+#include <array>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "gateway/assets.hpp"
+#include "gateway/session.hpp"
+
+namespace docsync::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+using wall_clock = std::chrono::system_clock;
+
+// ---------------------------------------------------------------------------------------------
+// Who may follow what.
+
+std::optional<std::string> request_token(const Request& req, const Target& target) {
+    if (auto it = req.find(http::field::authorization); it != req.end()) {
+        if (auto token = bearer_token(std::string_view(it->value().data(), it->value().size()))) return token;
+    }
+    return target.first("token");
+}
+
+Caller identify(const TokenVerifier& verifier, const std::optional<std::string>& token, wall_clock::time_point now) {
+    Caller caller;
+    if (!token) return caller;
+    auto result = verifier.verify(*token, now);
+    if (result.grant) caller.grant = std::move(result.grant);
+    else caller.refusal = std::move(result.refusal);
+    return caller;
+}
+
+Verdict authorize(const Caller& caller, const Patterns& public_channels, std::string_view channel) {
+    Verdict v;
+    if (caller.refusal) {
+        v.status = 401;
+        v.code = caller.refusal->code;
+        v.message = caller.refusal->message;
+        return v;
+    }
+    if (public_channels.covers(channel) || (caller.grant && caller.grant->channels.covers(channel))) {
+        v.allowed = true;
+        return v;
+    }
+    std::string shown(channel.substr(0, 200));
+    if (caller.grant) {
+        v.status = 403;
+        v.code = "forbidden";
+        v.message = "the token does not open " + shown +
+                    ": mint one whose \"channels\" claim names it (or a pattern such as db:order:*)";
+    } else {
+        v.status = 401;
+        v.code = "missing_token";
+        v.message = shown + " is not public: present a token, as the header Authorization: Bearer TOKEN or the "
+                            "query parameter token=TOKEN";
+    }
+    return v;
+}
+
+std::string error_json(std::string_view code, std::string_view message, std::string_view channel) {
+    std::string out = "{\"error\":" + json_string(code);
+    if (!channel.empty()) out += ",\"channel\":" + json_string(channel);
+    out += ",\"message\":" + json_string(message) + "}";
+    return out;
+}
+
+void add_cors(http::fields& fields, const ServerOptions& options, std::string_view origin) {
+    if (origin.empty()) return;
+    bool any = std::find(options.allow_origins.begin(), options.allow_origins.end(), "*") != options.allow_origins.end();
+    bool listed = std::find(options.allow_origins.begin(), options.allow_origins.end(), origin) != options.allow_origins.end();
+    if (!any && !listed) return;
+    fields.set(http::field::access_control_allow_origin, any ? beast::string_view("*") : beast::string_view(origin.data(), origin.size()));
+    fields.set(http::field::access_control_expose_headers, "ETag");
+    if (!any) fields.set(http::field::vary, "Origin");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outbox
+
+Outbox::Slot* Outbox::find(std::string_view channel) {
+    for (auto& s : slots_)
+        if (s.channel == channel) return &s;
+    return nullptr;
+}
+
+Outbox::Slot& Outbox::add(std::string channel, std::optional<DocVersion> floor) {
+    slots_.push_back(Slot{std::move(channel), floor, nullptr, false});
+    return slots_.back();
+}
+
+void Outbox::remove(std::string_view channel) {
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if (it->channel != channel) continue;
+        queue_.erase(std::remove(queue_.begin(), queue_.end(), &*it), queue_.end());
+        slots_.erase(it);
+        return;
+    }
+}
+
+bool Outbox::offer(const DocPtr& doc) {
+    Slot* slot = find(doc->channel);
+    if (!slot) return false;
+    if (slot->floor && doc->version <= *slot->floor) return false;
+    if (slot->pending && doc->version <= slot->pending->version) return false;
+    slot->pending = doc;
+    if (!slot->queued) {
+        slot->queued = true;
+        queue_.push_back(slot);
+    }
+    return true;
+}
+
+DocPtr Outbox::next() {
+    if (queue_.empty()) return nullptr;
+    Slot* slot = queue_.front();
+    queue_.pop_front();
+    slot->queued = false;
+    DocPtr doc = std::move(slot->pending);
+    slot->floor = doc->version;
+    return doc;
+}
+
+std::vector<std::optional<DocVersion>> Outbox::floors() const {
+    std::vector<std::optional<DocVersion>> out;
+    out.reserve(slots_.size());
+    for (const auto& s : slots_) out.push_back(s.floor);
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connections and the server
+
+Connection::Connection(Server& server) : server_(server) { server_.add(this); }
+Connection::~Connection() { server_.remove(this); }
+
+Server::Server(asio::io_context& io, Hub& hub, const TokenVerifier& verifier, ServerOptions options)
+    : io_(io), hub_(hub), verifier_(verifier), options_(std::move(options)), acceptor_(io), tick_(io) {}
+
+std::uint16_t Server::port() const {
+    boost::system::error_code ec;
+    auto ep = acceptor_.local_endpoint(ec);
+    return ec ? 0 : ep.port();
+}
+
+ServerStats Server::stats() const {
+    ServerStats s = counters_;
+    s.connections = connections_.size();
+    return s;
+}
+
+void Server::start() {
+    boost::system::error_code ec;
+    asio::ip::address address = asio::ip::make_address(options_.listen_address, ec);
+    tcp::endpoint endpoint;
+    if (ec) {
+        tcp::resolver resolver(io_);
+        auto found = resolver.resolve(options_.listen_address, std::to_string(options_.listen_port), ec);
+        if (ec || found.empty())
+            throw Error("cannot resolve the listen address " + options_.listen_address + ": " + ec.message());
+        endpoint = found.begin()->endpoint();
+    } else {
+        endpoint = tcp::endpoint(address, options_.listen_port);
+    }
+    std::string where = options_.listen_address + ":" + std::to_string(options_.listen_port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+        throw Error("cannot listen on " + where + ": " + ec.message() +
+                    (ec == asio::error::address_in_use ? " (another process holds the port: choose another --listen)" : ""));
+    accept();
+    schedule_tick();
+}
+
+void Server::stop() {
+    stopping_ = true;
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    tick_.cancel();
+    std::vector<Connection*> all(connections_.begin(), connections_.end());
+    for (auto* c : all) c->shut();
+}
+
+void Server::schedule_tick() {
+    tick_.expires_after(std::chrono::seconds(1));
+    tick_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec || stopping_) return;
+        auto now = steady::now();
+        auto wall = wall_clock::now();
+        // A tick may close connections, which leave the set: walk a copy.
+        std::vector<Connection*> all(connections_.begin(), connections_.end());
+        for (auto* c : all)
+            if (connections_.count(c)) c->tick(now, wall);
+        schedule_tick();
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server-Sent Events
+
+namespace {
+
+class SseStream : public Connection, public Follower, public std::enable_shared_from_this<SseStream> {
+public:
+    SseStream(Server& server, tcp::socket socket, wall_clock::time_point expires)
+        : Connection(server), socket_(std::move(socket)), expires_(expires) {
+        ++server_.counters().sse_streams;
+    }
+    ~SseStream() override {
+        unfollow_all();
+        --server_.counters().sse_streams;
+    }
+
+    void start(const Request& req, std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors) {
+        for (std::size_t i = 0; i < channels.size(); ++i) outbox_.add(channels[i], floors[i]);
+        auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, req.version());
+        res->set(http::field::content_type, "text/event-stream");
+        res->set(http::field::cache_control, "no-cache");
+        res->set("X-Accel-Buffering", "no");  // proxies: pass each event on at once
+        res->keep_alive(false);
+        if (auto it = req.find(http::field::origin); it != req.end())
+            add_cors(*res, server_.options(), std::string_view(it->value().data(), it->value().size()));
+        auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+        writing_ = true;
+        write_started_ = steady::now();
+        auto self = shared_from_this();
+        http::async_write_header(socket_, *serializer, [self, res, serializer](beast::error_code ec, std::size_t) {
+            self->writing_ = false;
+            if (ec) return self->close("");
+            self->last_write_ = steady::now();
+            // The browser reconnects after 1 s when the stream ends.
+            self->control_.push_back("retry: 1000\n\n");
+            for (const auto& slot : self->outbox_.slots()) self->server_.hub().follow(slot.channel, self.get());
+            self->following_ = true;
+            self->pump();
+            self->watch_for_close();
+        });
+    }
+
+    void on_doc(const DocPtr& doc) override {
+        if (!closed_ && outbox_.offer(doc)) pump();
+    }
+
+    void tick(steady::time_point now, wall_clock::time_point wall) override {
+        if (closed_) return;
+        if (writing_ && now - write_started_ >= server_.options().slow_client_timeout) {
+            ++server_.counters().slow_disconnects;
+            log_info("gateway", "closed an SSE stream whose client took no bytes for " +
+                                    std::to_string(server_.options().slow_client_timeout.count()) + " ms (too slow)");
+            return close("");
+        }
+        if (wall >= expires_) {
+            ++server_.counters().expired_disconnects;
+            expires_ = wall_clock::time_point::max();
+            control_.push_back("event: error\ndata: " +
+                               error_json("token_expired", "the token has expired: reconnect with a new one") + "\n\n");
+            close_after_flush_ = true;
+            return pump();
+        }
+        if (!writing_ && now - last_write_ >= server_.options().heartbeat) {
+            control_.push_back(": ping\n\n");
+            pump();
+        }
+    }
+
+    void shut() override { close(""); }
+
+private:
+    void unfollow_all() {
+        if (!following_) return;
+        following_ = false;
+        for (const auto& slot : outbox_.slots()) server_.hub().unfollow(slot.channel, this);
+    }
+
+    void close(const std::string&) {
+        if (closed_) return;
+        closed_ = true;
+        unfollow_all();
+        boost::system::error_code ec;
+        socket_.shutdown(tcp::socket::shutdown_both, ec);
+        socket_.close(ec);
+    }
+
+    // A client sends nothing on an event stream: the read ends when it goes away.
+    void watch_for_close() {
+        auto self = shared_from_this();
+        socket_.async_read_some(asio::buffer(&read_byte_, 1), [self](beast::error_code ec, std::size_t) {
+            if (ec || ++self->bytes_read_ > 4096) return self->close("");
+            self->watch_for_close();
+        });
+    }
+
+    void pump() {
+        if (writing_ || closed_) return;
+        auto self = shared_from_this();
+        auto done = [self](beast::error_code ec, std::size_t) {
+            self->writing_ = false;
+            self->sending_.reset();
+            if (ec) return self->close("");
+            self->last_write_ = steady::now();
+            self->pump();
+        };
+        if (!control_.empty()) {
+            current_ = std::move(control_.front());
+            control_.pop_front();
+            start_write();
+            asio::async_write(socket_, asio::buffer(current_), done);
+            return;
+        }
+        if (DocPtr doc = outbox_.next()) {
+            head_ = "event: doc\nid: " + format_cursor(outbox_.floors()) + "\ndata: ";
+            sending_ = std::move(doc);
+            std::array<asio::const_buffer, 3> buffers{asio::buffer(head_), asio::buffer(sending_->envelope),
+                                                      asio::buffer("\n\n", 2)};
+            start_write();
+            asio::async_write(socket_, buffers, done);
+            return;
+        }
+        if (close_after_flush_) close("");
+    }
+
+    void start_write() {
+        writing_ = true;
+        write_started_ = steady::now();
+    }
+
+    tcp::socket socket_;
+    wall_clock::time_point expires_;
+    Outbox outbox_;
+    std::deque<std::string> control_;
+    std::string current_;
+    std::string head_;
+    DocPtr sending_;
+    steady::time_point write_started_{};
+    steady::time_point last_write_{};
+    char read_byte_ = 0;
+    std::size_t bytes_read_ = 0;
+    bool writing_ = false;
+    bool closed_ = false;
+    bool close_after_flush_ = false;
+    bool following_ = false;
+};
+
+}  // namespace
+
+void start_sse(Server& server, tcp::socket socket, const Request& req, std::vector<std::string> channels,
+               std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires) {
+    auto stream = std::make_shared<SseStream>(server, std::move(socket), expires);
+    stream->start(req, std::move(channels), std::move(floors));
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP requests
+
+namespace {
+
+using Response = http::response<http::string_body>;
+
+std::string_view header(const Request& req, http::field f) {
+    auto it = req.find(f);
+    return it == req.end() ? std::string_view() : std::string_view(it->value().data(), it->value().size());
+}
+
+// Whether an If-None-Match header names `etag` (or is `*`).
+bool etag_matches(std::string_view header_value, std::string_view etag) {
+    while (!header_value.empty()) {
+        auto comma = header_value.find(',');
+        std::string_view item = header_value.substr(0, comma);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (item.rfind("W/", 0) == 0) item.remove_prefix(2);
+        if (item == "*" || item == etag) return true;
+        if (comma == std::string_view::npos) break;
+        header_value.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
+class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
+public:
+    HttpSession(Server& server, tcp::socket socket) : Connection(server), socket_(std::move(socket)) {}
+
+    void start() { read(); }
+
+    void tick(steady::time_point now, wall_clock::time_point) override {
+        if ((reading_ || writing_) && now >= deadline_) close();
+    }
+    void shut() override { close(); }
+
+private:
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        boost::system::error_code ec;
+        socket_.shutdown(tcp::socket::shutdown_both, ec);
+        socket_.close(ec);
+    }
+
+    void read() {
+        parser_.emplace();
+        parser_->header_limit(16 * 1024);
+        parser_->body_limit(16 * 1024);
+        reading_ = true;
+        deadline_ = steady::now() + server_.options().request_timeout;
+        auto self = shared_from_this();
+        http::async_read(socket_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) {
+            self->reading_ = false;
+            if (self->closed_) return;
+            if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset)
+                return self->close();
+            if (ec) {
+                // A request Beast could not parse (or too large): answer once, then close.
+                bool too_large = ec == http::error::header_limit || ec == http::error::body_limit ||
+                                 ec == http::error::buffer_overflow;
+                return self->respond_error(too_large ? 431 : 400, "bad_request",
+                                           too_large ? "the request's header or body is too large"
+                                                     : "the request is not valid HTTP/1.1: " + ec.message(),
+                                           {}, false);
+            }
+            self->route(self->parser_->release());
+        });
+    }
+
+    void respond(Response res, bool keep_alive) {
+        res.keep_alive(keep_alive);
+        res.prepare_payload();
+        auto shared = std::make_shared<Response>(std::move(res));
+        writing_ = true;
+        deadline_ = steady::now() + server_.options().slow_client_timeout;
+        auto self = shared_from_this();
+        http::async_write(socket_, *shared, [self, shared](beast::error_code ec, std::size_t) {
+            self->writing_ = false;
+            if (ec || !shared->keep_alive()) return self->close();
+            self->read();
+        });
+    }
+
+    Response json(const Request& req, unsigned status, std::string body) {
+        Response res(static_cast<http::status>(status), req.version());
+        res.set(http::field::content_type, "application/json");
+        res.set(http::field::cache_control, "no-store");
+        add_cors(res, server_.options(), header(req, http::field::origin));
+        res.body() = std::move(body);
+        return res;
+    }
+
+    void respond_error(unsigned status, std::string_view code, const std::string& message, std::string_view channel,
+                       bool keep_alive, const Request* req = nullptr) {
+        Request none;
+        Response res = json(req ? *req : none, status, error_json(code, message, channel));
+        if (status == 401)
+            res.set(http::field::www_authenticate,
+                    "Bearer error=\"" + std::string(code == "missing_token" ? "invalid_request" : "invalid_token") + "\"");
+        if (status == 401 || status == 403) ++server_.counters().refused;
+        respond(std::move(res), keep_alive);
+    }
+
+    void route(Request req) {
+        bool keep = req.keep_alive();
+        auto target = parse_target(std::string_view(req.target().data(), req.target().size()));
+        if (!target)
+            return respond_error(400, "bad_request", "the request's target holds a malformed %-escape", {}, keep, &req);
+        if (req.method() == http::verb::options) return preflight(req);
+        if (req.method() != http::verb::get && req.method() != http::verb::head) {
+            Response res = json(req, 405, error_json("method_not_allowed", "only GET is served here"));
+            res.set(http::field::allow, "GET, HEAD, OPTIONS");
+            return respond(std::move(res), keep);
+        }
+        const std::string& path = target->path;
+        if (path == "/healthz") return healthz(req);
+        if (path == "/v1/sse") return sse(std::move(req), *target);
+        if (path == "/v1/ws") return websocket(std::move(req), *target);
+        if (path.rfind("/v1/docs/", 0) == 0) return doc(std::move(req), *target, path.substr(9));
+        if (const Asset* asset = find_asset(path)) {
+            Response res(http::status::ok, req.version());
+            res.set(http::field::content_type, beast::string_view(asset->content_type.data(), asset->content_type.size()));
+            res.set(http::field::cache_control, "no-cache");
+            res.set("X-Content-Type-Options", "nosniff");
+            if (req.method() == http::verb::get) res.body() = std::string(asset->body);
+            else res.content_length(asset->body.size());
+            if (req.method() == http::verb::head) {
+                res.keep_alive(keep);
+                return respond_head(std::move(res));
+            }
+            return respond(std::move(res), keep);
+        }
+        respond_error(404, "not_found",
+                      "no such path; the gateway serves /v1/docs/{channel}, /v1/sse?channel=…, /v1/ws, /healthz and /",
+                      {}, keep, &req);
+    }
+
+    // A HEAD answer keeps its Content-Length: sent as is, without prepare_payload.
+    void respond_head(Response res) {
+        auto shared = std::make_shared<Response>(std::move(res));
+        writing_ = true;
+        deadline_ = steady::now() + server_.options().slow_client_timeout;
+        auto self = shared_from_this();
+        auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*shared);
+        http::async_write_header(socket_, *serializer, [self, shared, serializer](beast::error_code ec, std::size_t) {
+            self->writing_ = false;
+            if (ec || !shared->keep_alive()) return self->close();
+            self->read();
+        });
+    }
+
+    void preflight(const Request& req) {
+        Response res(http::status::no_content, req.version());
+        add_cors(res, server_.options(), header(req, http::field::origin));
+        if (res.find(http::field::access_control_allow_origin) != res.end()) {
+            res.set(http::field::access_control_allow_methods, "GET, HEAD, OPTIONS");
+            res.set(http::field::access_control_allow_headers, "Authorization, Last-Event-ID, If-None-Match");
+            res.set(http::field::access_control_max_age, "600");
+        }
+        respond(std::move(res), req.keep_alive());
+    }
+
+    void healthz(const Request& req) {
+        bool up = server_.hub().redis_up();
+        auto s = server_.stats();
+        auto h = server_.hub().stats();
+        std::string body = std::string("{\"status\":\"") + (up ? "ok" : "unavailable") + "\",\"redis\":\"" +
+                           (up ? "up" : "down") + "\",\"connections\":" + std::to_string(s.connections) +
+                           ",\"sse_streams\":" + std::to_string(s.sse_streams) +
+                           ",\"websockets\":" + std::to_string(s.websockets) + ",\"channels\":" +
+                           std::to_string(h.channels) + ",\"followers\":" + std::to_string(h.followers) +
+                           ",\"slow_disconnects\":" + std::to_string(s.slow_disconnects) + "}";
+        respond(json(req, up ? 200 : 503, std::move(body)), req.keep_alive());
+    }
+
+    void doc(Request req, const Target& target, std::string channel) {
+        bool keep = req.keep_alive();
+        if (auto why = channel_error(channel); !why.empty())
+            return respond_error(400, "bad_request", "/v1/docs/" + channel.substr(0, 200) + ": " + why, {}, keep, &req);
+        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
+        Verdict verdict = authorize(caller, server_.options().public_channels, channel);
+        if (!verdict.allowed) return respond_error(verdict.status, verdict.code, verdict.message, channel, keep, &req);
+        auto self = shared_from_this();
+        auto shared_req = std::make_shared<Request>(std::move(req));
+        reading_ = true;  // the request's deadline covers the read from Redis
+        deadline_ = steady::now() + server_.options().request_timeout;
+        server_.hub().read(channel, [self, shared_req, channel](DocPtr doc, std::string error) {
+            self->reading_ = false;
+            if (self->closed_) return;
+            const Request& req = *shared_req;
+            bool keep = req.keep_alive();
+            if (!error.empty())
+                return self->respond_error(503, "unavailable", "Redis cannot be read now: " + error, channel, keep, &req);
+            if (!doc)
+                return self->respond_error(404, "not_found",
+                                           "docsync holds no doc for " + channel.substr(0, 200) +
+                                               " yet; the worker has been asked to compute it: retry shortly, or "
+                                               "follow it with /v1/sse or /v1/ws to get it when it comes",
+                                           channel, keep, &req);
+            std::string etag = "\"" + doc->version_text + "\"";
+            Response res = self->json(req, 200, {});
+            res.set(http::field::etag, etag);
+            res.set(http::field::cache_control, "no-cache");
+            if (etag_matches(header(req, http::field::if_none_match), etag)) {
+                res.result(http::status::not_modified);
+                res.erase(http::field::content_type);
+                return self->respond(std::move(res), keep);
+            }
+            if (req.method() == http::verb::head) {
+                res.content_length(doc->envelope.size());
+                res.keep_alive(keep);
+                return self->respond_head(std::move(res));
+            }
+            res.body() = doc->envelope;
+            self->respond(std::move(res), keep);
+        });
+    }
+
+    // The channels of an SSE or WebSocket request, each checked; false when one was refused (the
+    // answer is on its way).
+    bool check_channels(const Request& req, const std::vector<std::string>& channels, const Caller& caller) {
+        bool keep = req.keep_alive();
+        if (channels.size() > server_.options().max_channels) {
+            respond_error(400, "too_many_channels",
+                          std::to_string(channels.size()) + " channels asked for; one connection follows at most " +
+                              std::to_string(server_.options().max_channels) + " (--max-channels)",
+                          {}, keep, &req);
+            return false;
+        }
+        for (std::size_t i = 0; i < channels.size(); ++i) {
+            if (auto why = channel_error(channels[i]); !why.empty()) {
+                respond_error(400, "bad_request", "channel " + json_string(channels[i].substr(0, 200)) + ": " + why,
+                              {}, keep, &req);
+                return false;
+            }
+            if (std::find(channels.begin(), channels.begin() + static_cast<std::ptrdiff_t>(i), channels[i]) !=
+                channels.begin() + static_cast<std::ptrdiff_t>(i)) {
+                respond_error(400, "bad_request", "channel " + channels[i].substr(0, 200) + " is given twice", {}, keep,
+                              &req);
+                return false;
+            }
+            Verdict verdict = authorize(caller, server_.options().public_channels, channels[i]);
+            if (!verdict.allowed) {
+                respond_error(verdict.status, verdict.code, verdict.message, channels[i], keep, &req);
+                return false;
+            }
+        }
+        return true;
+    }
+
+    void sse(Request req, const Target& target) {
+        auto channels = target.all("channel");
+        if (channels.empty())
+            return respond_error(400, "bad_request", "name the channels to follow: /v1/sse?channel=db:order:42", {},
+                                 req.keep_alive(), &req);
+        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
+        if (!check_channels(req, channels, caller)) return;
+        // Where the client is: Last-Event-ID (sent by EventSource when it reconnects), or the
+        // last-event-id parameter of a client that opened a new stream.
+        std::string cursor;
+        if (auto it = req.find("Last-Event-ID"); it != req.end()) cursor = std::string(it->value());
+        if (cursor.empty()) cursor = target.first("last-event-id").value_or("");
+        std::vector<std::optional<DocVersion>> floors(channels.size());
+        if (!cursor.empty()) {
+            if (auto parsed = parse_cursor(cursor, channels.size())) floors = std::move(*parsed);
+            else log_debug("gateway", "ignored a Last-Event-ID that is not a cursor of this stream's channels");
+        }
+        auto expires = wall_clock::time_point::max();
+        for (const auto& c : channels)
+            if (needs_token(server_.options().public_channels, c) && caller.grant) expires = caller.grant->expires;
+        handed_off_ = true;
+        start_sse(server_, std::move(socket_), req, std::move(channels), std::move(floors), expires);
+    }
+
+    void websocket(Request req, const Target& target) {
+        if (!beast::websocket::is_upgrade(req))
+            return respond_error(426, "upgrade_required", "/v1/ws is a WebSocket: connect with a WebSocket client", {},
+                                 req.keep_alive(), &req);
+        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
+        if (caller.refusal) {
+            Verdict v = authorize(caller, server_.options().public_channels, "db:");
+            return respond_error(v.status, v.code, v.message, {}, false, &req);
+        }
+        handed_off_ = true;
+        start_websocket(server_, std::move(socket_), std::move(req), std::move(caller));
+    }
+
+    tcp::socket socket_;
+    beast::flat_buffer buffer_{20 * 1024};  // above the header limit, so the parser reports it
+    std::optional<http::request_parser<http::string_body>> parser_;
+    steady::time_point deadline_{};
+    bool reading_ = false;
+    bool writing_ = false;
+    bool closed_ = false;
+    bool handed_off_ = false;
+};
+
+}  // namespace
+
+void Server::accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+        if (stopping_) return;
+        if (ec) {
+            // Out of descriptors, say: wait a moment instead of spinning on the error.
+            log_warning("gateway", "accept failed: " + ec.message());
+            auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(100));
+            timer->async_wait([this, timer](const boost::system::error_code&) {
+                if (!stopping_) accept();
+            });
+            return;
+        }
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        if (connections_.size() >= options_.max_connections) {
+            // Answered at once and closed: the kernel's buffer of a fresh socket takes the few bytes.
+            static const std::string body =
+                error_json("too_many_connections", "this gateway holds --max-connections connections: retry later");
+            static const std::string full =
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                "Retry-After: 5\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+            socket.non_blocking(true, ignored);
+            socket.write_some(asio::buffer(full), ignored);
+            socket.close(ignored);
+            log_debug("gateway", "refused a connection: --max-connections reached");
+        } else {
+            std::make_shared<HttpSession>(*this, std::move(socket))->start();
+        }
+        accept();
+    });
+}
+
+}  // namespace docsync::gateway

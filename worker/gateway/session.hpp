@@ -1,0 +1,92 @@
+#pragma once
+// What the gateway's connection types share (not part of its interface): who the caller is and
+// what they may follow, the per-connection delivery state, the error bodies, and the hand-offs from
+// an HTTP request to a Server-Sent Events stream or a WebSocket.
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <chrono>
+#include <deque>
+#include <list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/access.hpp"
+#include "gateway/hub.hpp"
+#include "gateway/request.hpp"
+#include "gateway/server.hpp"
+
+namespace docsync::gateway {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+// The caller behind a request: the grant of a valid token, or why the token given was refused.
+struct Caller {
+    std::optional<Grant> grant;
+    std::optional<TokenRefusal> refusal;  // a token was given and refused
+};
+Caller identify(const TokenVerifier& verifier, const std::optional<std::string>& token,
+                std::chrono::system_clock::time_point now);
+// The token of a request: its bearer header, else its `token` query parameter.
+std::optional<std::string> request_token(const Request& req, const Target& target);
+
+// Whether the caller may follow `channel`; when not, the HTTP status and the error to send back.
+struct Verdict {
+    bool allowed = false;
+    int status = 0;  // 401 or 403 when refused
+    std::string code;
+    std::string message;
+};
+Verdict authorize(const Caller& caller, const Patterns& public_channels, std::string_view channel);
+// Whether a followed channel needs the caller's token (it is not public).
+inline bool needs_token(const Patterns& public_channels, std::string_view channel) {
+    return !public_channels.covers(channel);
+}
+
+// {"error":CODE,"channel":CHANNEL,"message":MESSAGE} (no channel when empty).
+std::string error_json(std::string_view code, std::string_view message, std::string_view channel = {});
+
+// A connection's channels with, for each, the newest version it was sent (or asked to skip to) and at
+// most one pending doc: the newest not yet sent. A slow client thus skips versions but always ends
+// on the newest, and what waits for it is bounded by its channels, never by the docs published.
+class Outbox {
+public:
+    struct Slot {
+        std::string channel;
+        std::optional<DocVersion> floor;  // sent, or skipped to: only newer versions go out
+        DocPtr pending;
+        bool queued = false;
+    };
+
+    Slot* find(std::string_view channel);
+    Slot& add(std::string channel, std::optional<DocVersion> floor);
+    void remove(std::string_view channel);
+    std::size_t size() const { return slots_.size(); }
+    const std::list<Slot>& slots() const { return slots_; }
+
+    // Keeps `doc` as its channel's pending doc when it is newer than what was sent and what waits;
+    // true when it was kept.
+    bool offer(const DocPtr& doc);
+    // The next doc to send (its channel's floor moves to it), or nullptr when none waits.
+    DocPtr next();
+    // Each channel's floor, in the order the channels were added (the SSE cursor).
+    std::vector<std::optional<DocVersion>> floors() const;
+
+private:
+    std::list<Slot> slots_;
+    std::deque<Slot*> queue_;  // channels with a pending doc, oldest first
+};
+
+// Hand-offs from the HTTP session once a request is authorized.
+void start_sse(Server& server, boost::asio::ip::tcp::socket socket, const Request& req, std::vector<std::string> channels,
+               std::vector<std::optional<DocVersion>> floors, std::chrono::system_clock::time_point expires);
+void start_websocket(Server& server, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
+
+// CORS headers for `origin` when it is allowed (nothing otherwise).
+void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);
+
+}  // namespace docsync::gateway

@@ -1,0 +1,254 @@
+// WebSocket connections: one socket follows many channels, with JSON messages both ways.
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include <deque>
+
+#include "common/log.hpp"
+#include "gateway/session.hpp"
+
+namespace docsync::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+using wall_clock = std::chrono::system_clock;
+
+namespace {
+
+constexpr std::size_t kMaxMessageBytes = 64 * 1024;  // a client's message; tokens are at most 8 KB
+constexpr std::size_t kMaxControlPending = 256;      // replies not yet taken: more is a client not reading
+
+class WsSession : public Connection, public Follower, public std::enable_shared_from_this<WsSession> {
+public:
+    WsSession(Server& server, tcp::socket socket, Caller caller)
+        : Connection(server), ws_(std::move(socket)), caller_(std::move(caller)) {
+        ++server_.counters().websockets;
+    }
+    ~WsSession() override {
+        unfollow_all();
+        --server_.counters().websockets;
+    }
+
+    void start(Request req) {
+        websocket::stream_base::timeout timeout{};
+        timeout.handshake_timeout = std::chrono::seconds(10);
+        // Beast pings an idle client at half this and drops one that answers nothing for all of it.
+        timeout.idle_timeout = 2 * server_.options().heartbeat;
+        timeout.keep_alive_pings = true;
+        ws_.set_option(timeout);
+        ws_.read_message_max(kMaxMessageBytes);
+        ws_.set_option(websocket::stream_base::decorator(
+            [](websocket::response_type& res) { res.set(beast::http::field::server, "docsync-gateway"); }));
+        auto shared_req = std::make_shared<Request>(std::move(req));
+        auto self = shared_from_this();
+        ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
+            if (ec) return self->close();
+            self->open_ = true;
+            self->read();
+        });
+    }
+
+    void on_doc(const DocPtr& doc) override {
+        if (!closed_ && outbox_.offer(doc)) pump();
+    }
+
+    void tick(steady::time_point now, wall_clock::time_point wall) override {
+        if (closed_ || !open_) return;
+        if (writing_ && now - write_started_ >= server_.options().slow_client_timeout) {
+            ++server_.counters().slow_disconnects;
+            log_info("gateway", "closed a WebSocket whose client took no bytes for " +
+                                    std::to_string(server_.options().slow_client_timeout.count()) + " ms (too slow)");
+            return close();
+        }
+        if (caller_.grant && wall >= caller_.grant->expires) {
+            caller_.grant.reset();
+            if (!relies_on_token()) return;  // only public channels: the connection needs no token
+            ++server_.counters().expired_disconnects;
+            send_control(error_json("token_expired", "the token has expired: reconnect with a new one, or send "
+                                                     "{\"type\":\"auth\",\"token\":…} before it expires"));
+            close_reason_ = "token_expired";
+            close_after_flush_ = true;
+            pump();
+        }
+    }
+
+    void shut() override { close(); }
+
+private:
+    bool relies_on_token() const {
+        for (const auto& s : outbox_.slots())
+            if (needs_token(server_.options().public_channels, s.channel)) return true;
+        return false;
+    }
+
+    void unfollow_all() {
+        for (const auto& slot : outbox_.slots()) server_.hub().unfollow(slot.channel, this);
+    }
+
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        unfollow_all();
+        while (outbox_.size()) outbox_.remove(outbox_.slots().front().channel);
+        boost::system::error_code ec;
+        beast::get_lowest_layer(ws_).shutdown(tcp::socket::shutdown_both, ec);
+        beast::get_lowest_layer(ws_).close(ec);
+    }
+
+    void read() {
+        auto self = shared_from_this();
+        ws_.async_read(buffer_, [self](beast::error_code ec, std::size_t) {
+            if (ec) return self->close();
+            if (!self->ws_.got_text()) {
+                self->send_control(error_json("bad_request", "messages are JSON text, not binary"));
+            } else {
+                auto data = self->buffer_.cdata();
+                self->handle(std::string_view(static_cast<const char*>(data.data()), data.size()));
+            }
+            self->buffer_.consume(self->buffer_.size());
+            if (!self->closed_) self->read();
+        });
+    }
+
+    void handle(std::string_view text) {
+        auto parsed = parse_client_message(text);
+        if (!parsed.message) return send_control(error_json("bad_request", parsed.error));
+        ClientMessage& m = *parsed.message;
+        switch (m.type) {
+            case ClientMessage::Type::Subscribe: return subscribe(m.channel, m.after);
+            case ClientMessage::Type::Unsubscribe: return unsubscribe(m.channel);
+            case ClientMessage::Type::Auth: return reauthorize(m.token);
+        }
+    }
+
+    void subscribe(const std::string& channel, std::optional<DocVersion> after) {
+        if (auto why = channel_error(channel); !why.empty())
+            return send_control(error_json("bad_request", why, channel.substr(0, 200)));
+        Verdict verdict = authorize(caller_, server_.options().public_channels, channel);
+        if (!verdict.allowed) {
+            ++server_.counters().refused;
+            return send_control(error_json(verdict.code, verdict.message, channel));
+        }
+        if (Outbox::Slot* slot = outbox_.find(channel)) {
+            // Subscribed already: a newer `after` moves the floor up, never down.
+            if (after && (!slot->floor || *after > *slot->floor)) slot->floor = after;
+            return send_control(subscribed_json(channel));
+        }
+        if (outbox_.size() >= server_.options().max_channels)
+            return send_control(error_json("too_many_channels",
+                                           "this connection follows " + std::to_string(outbox_.size()) +
+                                               " channels, the most one may (--max-channels): unsubscribe one first",
+                                           channel));
+        outbox_.add(channel, after);
+        send_control(subscribed_json(channel));
+        server_.hub().follow(channel, this);
+    }
+
+    void unsubscribe(const std::string& channel) {
+        if (!outbox_.find(channel))
+            return send_control(error_json("bad_request", "not subscribed to this channel", channel.substr(0, 200)));
+        server_.hub().unfollow(channel, this);
+        outbox_.remove(channel);
+        send_control("{\"type\":\"unsubscribed\",\"channel\":" + json_string(channel) + "}");
+    }
+
+    // A new token for the connection (a refreshed one before the old expires). Channels it no longer
+    // opens are dropped, each with an error.
+    void reauthorize(const std::string& token) {
+        Caller fresh = identify(server_.verifier(), token, wall_clock::now());
+        if (fresh.refusal) {
+            ++server_.counters().refused;
+            return send_control(error_json(fresh.refusal->code, fresh.refusal->message + " (the previous token stays in use)"));
+        }
+        caller_ = std::move(fresh);
+        std::vector<std::string> dropped;
+        for (const auto& s : outbox_.slots())
+            if (!authorize(caller_, server_.options().public_channels, s.channel).allowed) dropped.push_back(s.channel);
+        for (const auto& channel : dropped) {
+            server_.hub().unfollow(channel, this);
+            outbox_.remove(channel);
+            send_control(error_json("forbidden", "the new token does not open this channel: unsubscribed", channel));
+        }
+        send_control("{\"type\":\"authorized\"}");
+    }
+
+    static std::string subscribed_json(const std::string& channel) {
+        return "{\"type\":\"subscribed\",\"channel\":" + json_string(channel) + "}";
+    }
+
+    void send_control(std::string message) {
+        if (closed_) return;
+        if (control_.size() >= kMaxControlPending) {
+            log_info("gateway", "closed a WebSocket that sends requests without reading the replies");
+            ++server_.counters().slow_disconnects;
+            return close();
+        }
+        control_.push_back(std::move(message));
+        pump();
+    }
+
+    void pump() {
+        if (writing_ || closed_ || !open_) return;
+        auto self = shared_from_this();
+        auto done = [self](beast::error_code ec, std::size_t) {
+            self->writing_ = false;
+            self->sending_.reset();
+            if (ec) return self->close();
+            self->pump();
+        };
+        ws_.text(true);
+        if (!control_.empty()) {
+            current_ = std::move(control_.front());
+            control_.pop_front();
+            start_write();
+            ws_.async_write(asio::buffer(current_), done);
+            return;
+        }
+        if (DocPtr doc = outbox_.next()) {
+            sending_ = std::move(doc);
+            start_write();
+            ws_.async_write(asio::buffer(sending_->ws_message), done);
+            return;
+        }
+        if (close_after_flush_) {
+            close_after_flush_ = false;
+            start_write();
+            ws_.async_close(websocket::close_reason(websocket::close_code::policy_error, close_reason_),
+                            [self](beast::error_code) {
+                                self->writing_ = false;
+                                self->close();
+                            });
+        }
+    }
+
+    void start_write() {
+        writing_ = true;
+        write_started_ = steady::now();
+    }
+
+    websocket::stream<tcp::socket> ws_;
+    beast::flat_buffer buffer_;
+    Caller caller_;
+    Outbox outbox_;
+    std::deque<std::string> control_;
+    std::string current_;
+    DocPtr sending_;
+    std::string close_reason_;
+    steady::time_point write_started_{};
+    bool open_ = false;
+    bool writing_ = false;
+    bool closed_ = false;
+    bool close_after_flush_ = false;
+};
+
+}  // namespace
+
+void start_websocket(Server& server, tcp::socket socket, Request req, Caller caller) {
+    auto session = std::make_shared<WsSession>(server, std::move(socket), std::move(caller));
+    session->start(std::move(req));
+}
+
+}  // namespace docsync::gateway
