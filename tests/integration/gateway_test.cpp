@@ -5,6 +5,9 @@
 #include <rapidjson/document.h>
 
 #include "gateway_client.hpp"
+#include "publish/cluster_map.hpp"
+#include "publish/redis_cluster.hpp"
+#include "publish/redis_cluster_sink.hpp"
 #include "publish/redis_sink.hpp"
 #include "redis_server.hpp"
 
@@ -13,6 +16,7 @@ using namespace docsync::testing;
 using namespace std::chrono_literals;
 
 namespace {
+
 
 const std::string kSecret = "0123456789abcdef0123456789abcdef-test-secret";
 
@@ -409,4 +413,61 @@ TEST_CASE("gateway: settings errors exit 2; SIGTERM exits 0") {
     CHECK(run({"--public", "db:*:x"}) == 2);
     CHECK(run({"--jwt-secret-file", "/nonexistent/secret"}) == 2);
     CHECK(run({"--redis", "http://x"}) == 2);
+}
+
+TEST_CASE("gateway on a Redis Cluster: SSUBSCRIBE on the slot's master, following moved slots and a failover") {
+    RedisTestCluster cluster(2, 1);  // node 2 replicates node 0
+    publish::RedisClusterSink sink(cluster.address());
+    GatewayProcess gateway(cluster.url(), kSecret);
+    const std::string channel = "db:order:42";
+    const std::string key = publish::cluster_key(channel);
+    const int slot = publish::key_slot(key);
+    std::uint64_t lsn = 0x100;
+    int n = 0;
+    // Publishes the next version, retrying while a master fails over.
+    auto publish_next = [&] {
+        ++n;
+        lsn += 0x100;
+        auto deadline = std::chrono::steady_clock::now() + 20s;
+        for (;;) {
+            try {
+                sink.publish(channel, doc_of(n), DocVersion{1, lsn});
+                return;
+            } catch (const Error&) {
+                if (std::chrono::steady_clock::now() > deadline) throw;
+                std::this_thread::sleep_for(100ms);
+            }
+        }
+    };
+    publish_next();
+    auto token = mint_token(kSecret, {"db:order:*"});
+    SseClient sse(gateway.port(), "/v1/sse?channel=" + channel + "&token=" + token);
+    auto first = sse.next_doc();
+    REQUIRE(first);
+    CHECK(n_of(first->data) == 1);
+    auto shard_subscribers = [&](int node) {
+        auto r = cluster.node(node).client()->command({"PUBSUB", "SHARDNUMSUB", key});
+        return r->elements == 2 ? r->element[1]->integer : -1;
+    };
+    CHECK(shard_subscribers(cluster.owner_of(slot)) == 1);
+    // Resharding: the slot moves (twice when it starts on node 0, so that it ends there).
+    std::vector<int> path = cluster.owner_of(slot) == 0 ? std::vector<int>{1, 0} : std::vector<int>{0};
+    for (int to : path) {
+        cluster.move_slot(slot, cluster.owner_of(slot), to);
+        publish_next();
+        auto e = sse.next_doc(15000ms);
+        REQUIRE_MESSAGE(e, "no doc after the slot moved to node " << to);
+        CHECK(n_of(e->data) == n);
+        CHECK(eventually([&] { return shard_subscribers(to) == 1; }, 10s));
+    }
+    // A failover: the replica (node 2) takes node 0's slots.
+    cluster.command(2, {"CLUSTER", "FAILOVER"});
+    REQUIRE(eventually([&] { return cluster.owner_of(slot) == 2; }, 20s));
+    publish_next();
+    auto e = sse.next_doc(20000ms);
+    REQUIRE_MESSAGE(e, "no doc after the failover");
+    CHECK(n_of(e->data) == n);
+    CHECK(eventually([&] { return shard_subscribers(2) == 1; }, 10s));
+    // Docs and WebSocket subscriptions work on the new master too.
+    CHECK(n_of(http_get(gateway.port(), "/v1/docs/" + channel + "?token=" + token).body) == n);
 }

@@ -28,6 +28,7 @@ using docsync::Publication;
 using docsync::publish::RedisClusterSink;
 using docsync::publish::RedisConnection;
 using docsync::publish::reply_text;
+using docsync::testing::eventually;
 using docsync::testing::RedisTestCluster;
 
 namespace {
@@ -48,15 +49,6 @@ std::string status_of(const std::string& envelope) {
     return envelope.substr(head->doc_at, head->doc_size);
 }
 
-template <typename F>
-bool eventually(F done, std::chrono::milliseconds limit = 10s) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::sleep_for(20ms);
-    }
-    return true;
-}
 
 std::string error_of(const std::function<void()>& f) {
     try {

@@ -26,6 +26,17 @@
 
 namespace docsync::testing {
 
+// Polls `done` every 20 ms until it holds (true) or `limit` has passed (false).
+template <typename F>
+bool eventually(F done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
 class RedisServer {
 public:
     // `port` 0: a free one.
@@ -215,6 +226,10 @@ public:
         return r->type == REDIS_REPLY_INTEGER ? std::to_string(r->integer) : publish::reply_text(r.get());
     }
     void command(int i, const std::vector<std::string>& args) { (void)reply(i, args); }
+    bool is_master(int i) {
+        auto r = node(i).client()->command({"ROLE"});
+        return r->type == REDIS_REPLY_ARRAY && r->elements > 0 && publish::reply_text(r->element[0]) == "master";
+    }
     // Moves `slot` from node `from` to node `to` the way redis-cli --cluster reshard does.
     void move_slot(int slot, int from, int to) {
         begin_migration(slot, from, to);
@@ -233,7 +248,9 @@ public:
                            "0", "5000"});
     }
     void end_migration(int slot, int to) {
-        for (int n = 0; n < size(); ++n) command(n, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", id(to)});
+        // Every master learns the new owner (replicas take it from their masters and refuse SETSLOT).
+        for (int n = 0; n < size(); ++n)
+            if (is_master(n)) command(n, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", id(to)});
     }
 
 private:

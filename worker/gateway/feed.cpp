@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cerrno>
 #include <cstring>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "publish/cluster_map.hpp"
 #include "publish/liveness.hpp"
 
 namespace docsync::gateway {
@@ -59,6 +61,12 @@ void append_chunked(redisContext* ctx, const char* verb, const std::vector<std::
 
 Feed::Feed(publish::RedisAddress address, FeedEvents events, FeedOptions options)
     : address_(std::move(address)), events_(std::move(events)), options_(options) {
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
+}
+
+Feed::Feed(publish::RedisClusterAddress cluster, FeedEvents events, FeedOptions options)
+    : address_(cluster.seeds.front()), cluster_address_(std::move(cluster)), events_(std::move(events)), options_(options) {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
 }
@@ -118,7 +126,7 @@ void Feed::read(const std::string& channel, std::function<void(FeedRead)> done) 
     {
         std::lock_guard lock(mutex_);
         if (!stopping_) {
-            jobs_.push_back(Job{{"GET", channel}, std::move(done)});
+            jobs_.push_back(Job{{"GET", cluster_address_ ? publish::cluster_key(channel) : channel}, std::move(done)});
             jobs_cv_.notify_one();
             return;
         }
@@ -153,6 +161,36 @@ void Feed::reader_loop() {
 
 void Feed::run_job(std::unique_ptr<RedisConnection>& conn, Job& job) {
     FeedRead result;
+    if (cluster_address_) {
+        try {
+            publish::ClusterClient* client;
+            {
+                std::lock_guard lock(cluster_mutex_);
+                if (!cluster_) {
+                    publish::ClusterOptions o;
+                    o.connect_timeout = options_.connect_timeout;
+                    o.command_timeout = options_.command_timeout;
+                    cluster_ = std::make_unique<publish::ClusterClient>(*cluster_address_, o);
+                }
+                client = cluster_.get();
+            }
+            // GET routes by its key; PUBLISH (classic pub/sub reaches every node) by its channel.
+            std::vector<std::string_view> args(job.args.begin(), job.args.end());
+            auto outcome = client->run(publish::KeyedCommand{args[1], args, {}, false});
+            if (outcome.error) {
+                result.error = outcome.error->what();
+            } else if (outcome.reply->type == REDIS_REPLY_ERROR) {
+                result.error = display() + " answered " + reply_text(outcome.reply.get());
+            } else {
+                result.ok = true;
+                if (outcome.reply->type == REDIS_REPLY_STRING) result.value = reply_text(outcome.reply.get());
+            }
+        } catch (const std::exception& e) {
+            result.error = e.what();
+        }
+        if (job.done) job.done(std::move(result));
+        return;
+    }
     // One attempt on a pooled connection that may have died idle, then one on a fresh one.
     for (int attempt = 0; attempt < 2; ++attempt) {
         bool fresh = !conn;
@@ -181,7 +219,8 @@ void Feed::subscriber_loop() {
     bool reported = false;
     while (!stopping()) {
         try {
-            subscribe_once();
+            if (cluster_address_) cluster_subscribe_once();
+            else subscribe_once();
         } catch (const std::exception& e) {
             if (up_.exchange(false)) {
                 backoff = kInitialBackoff;
@@ -197,6 +236,49 @@ void Feed::subscriber_loop() {
     }
 }
 
+std::set<std::string> Feed::wanted() const {
+    std::lock_guard lock(mutex_);
+    return wanted_;
+}
+
+void Feed::wait(std::vector<pollfd>& fds, int ms) {
+    fds.push_back({wake_fd_, POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), std::clamp(ms, 10, 1000));
+    if (rc < 0 && errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);
+    if (fds.back().revents & POLLIN) {
+        std::uint64_t n;
+        [[maybe_unused]] auto r = ::read(wake_fd_, &n, sizeof n);
+    }
+    fds.pop_back();
+}
+
+bool Feed::dispatch(const Reply& reply, bool& pong) {
+    if (reply->type == REDIS_REPLY_ERROR) throw Error(display() + " answered " + reply_text(reply.get()), {}, true);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) return true;
+    std::string kind = reply_text(reply->element[0]);
+    if (kind == "pong") {
+        pong = true;
+        return true;
+    }
+    if ((kind == "message" || kind == "smessage") && reply->elements >= 3) {
+        std::string channel(publish::channel_of_cluster_key(reply_text(reply->element[1])));
+        if (events_.message) events_.message(channel, reply_text(reply->element[2]));
+        return true;
+    }
+    if (kind == "subscribe" || kind == "ssubscribe") {
+        std::string channel(publish::channel_of_cluster_key(reply_text(reply->element[1])));
+        // A confirmation for a channel dropped meanwhile is not reported: its unsubscribe follows.
+        bool still = false;
+        {
+            std::lock_guard lock(mutex_);
+            still = wanted_.count(channel) > 0;
+        }
+        if (still && events_.subscribed) events_.subscribed(channel);
+        return true;
+    }
+    return kind != "sunsubscribe";
+}
+
 // One connection's life: subscribe to what is wanted, keep the subscriptions in line with it and
 // dispatch messages, until stopping (returns) or the connection fails (throws).
 void Feed::subscribe_once() {
@@ -207,15 +289,12 @@ void Feed::subscribe_once() {
     auto last_ping = clock::now();
     std::optional<clock::time_point> ping_unanswered;
     bool announced_up = false;
-    for (;;) {
+    while (!stopping()) {
         // Bring the subscriptions in line with what is wanted.
+        auto want = wanted();
         std::vector<std::string> add, drop;
-        {
-            std::lock_guard lock(mutex_);
-            if (stopping_) return;
-            std::set_difference(wanted_.begin(), wanted_.end(), sent.begin(), sent.end(), std::back_inserter(add));
-            std::set_difference(sent.begin(), sent.end(), wanted_.begin(), wanted_.end(), std::back_inserter(drop));
-        }
+        std::set_difference(want.begin(), want.end(), sent.begin(), sent.end(), std::back_inserter(add));
+        std::set_difference(sent.begin(), sent.end(), want.begin(), want.end(), std::back_inserter(drop));
         append_chunked(ctx, "SUBSCRIBE", add);
         append_chunked(ctx, "UNSUBSCRIBE", drop);
         sent.insert(add.begin(), add.end());
@@ -240,15 +319,9 @@ void Feed::subscribe_once() {
             }
         }
 
-        pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(options_.ping_interval - (clock::now() - last_ping));
-        int rc = ::poll(fds, 2, static_cast<int>(std::clamp<long long>(wait.count(), 10, 1000)));
-        if (rc < 0 && errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);
-        if (rc <= 0) continue;
-        if (fds[1].revents & POLLIN) {
-            std::uint64_t n;
-            [[maybe_unused]] auto r = ::read(wake_fd_, &n, sizeof n);
-        }
+        std::vector<pollfd> fds{{ctx->fd, POLLIN, 0}};
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options_.ping_interval - (clock::now() - last_ping));
+        wait(fds, static_cast<int>(left.count()));
         if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         if (redisBufferRead(ctx) != REDIS_OK) throw Error("lost the connection to " + display() + ": " + ctx->errstr, {}, true);
         for (;;) {
@@ -256,23 +329,150 @@ void Feed::subscribe_once() {
             if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
                 throw Error(std::string("bad reply from ") + display() + ": " + ctx->errstr, {}, true);
             if (!raw) break;
-            Reply reply(static_cast<redisReply*>(raw));
-            if (reply->type == REDIS_REPLY_ERROR) throw Error(display() + " answered " + reply_text(reply.get()), {}, true);
-            if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) continue;
-            std::string kind = reply_text(reply->element[0]);
-            if (kind == "pong") {
-                ping_unanswered.reset();
-            } else if (kind == "message" && reply->elements >= 3) {
-                if (events_.message) events_.message(reply_text(reply->element[1]), reply_text(reply->element[2]));
-            } else if (kind == "subscribe") {
-                std::string channel = reply_text(reply->element[1]);
-                // A confirmation for a channel dropped meanwhile is not reported: its UNSUBSCRIBE follows.
-                bool still = false;
-                {
-                    std::lock_guard lock(mutex_);
-                    still = wanted_.count(channel) > 0;
+            bool pong = false;
+            dispatch(Reply(static_cast<redisReply*>(raw)), pong);
+            if (pong) ping_unanswered.reset();
+        }
+    }
+}
+
+namespace {
+
+// One master's subscriber connection, and the channels SSUBSCRIBE was sent for on it.
+struct Link {
+    std::unique_ptr<RedisConnection> conn;
+    std::set<std::string> sent;
+    std::chrono::steady_clock::time_point last_ping{};
+    std::optional<std::chrono::steady_clock::time_point> ping_unanswered;
+};
+
+}  // namespace
+
+// The cluster's subscriber: a connection per master that serves a followed channel's slot. Returns
+// when stopping; throws when the cluster cannot be reached at all.
+void Feed::cluster_subscribe_once() {
+    using clock = std::chrono::steady_clock;
+    publish::ClusterOptions o;
+    o.connect_timeout = options_.connect_timeout;
+    o.command_timeout = options_.command_timeout;
+    publish::ClusterClient client(*cluster_address_, o);
+    std::map<std::string, Link> links;  // by master endpoint
+    bool refresh = false;
+    auto backoff = kInitialBackoff;
+    while (!stopping()) {
+        if (refresh) {
+            client.refresh(true);  // throws when no node answers: the outer loop backs off
+            refresh = false;
+        }
+        auto map = client.map();
+        auto want = wanted();
+        // Where each wanted channel lives now.
+        std::map<std::string, std::set<std::string>> placed;
+        std::map<std::string, const publish::ClusterNode*> masters;
+        bool unplaced = false;
+        for (const auto& channel : want) {
+            const publish::ClusterNode* master = map->master_of(publish::key_slot(publish::cluster_key(channel)));
+            if (!master) {
+                unplaced = true;  // no master serves the slot now (failing over): ask the map again
+                continue;
+            }
+            placed[master->endpoint()].insert(channel);
+            masters[master->endpoint()] = master;
+        }
+        // Links to masters that serve nothing wanted are closed; the others subscribe the difference.
+        for (auto it = links.begin(); it != links.end();)
+            it = placed.count(it->first) ? std::next(it) : links.erase(it);
+        bool failed = false;
+        auto now = clock::now();
+        for (auto& [endpoint, channels] : placed) {
+            Link& link = links[endpoint];
+            try {
+                if (!link.conn) {
+                    publish::RedisAddress at = cluster_address_->seeds.front();
+                    at.host = masters[endpoint]->host;
+                    at.port = masters[endpoint]->port;
+                    at.db = 0;
+                    link.conn = RedisConnection::connect(at, options_.connect_timeout, options_.command_timeout);
+                    link.last_ping = now;
                 }
-                if (still && events_.subscribed) events_.subscribed(channel);
+                redisContext* ctx = link.conn->context();
+                // One channel per command: every channel of a SSUBSCRIBE must hash to one slot.
+                for (const auto& c : channels)
+                    if (!link.sent.count(c)) append(ctx, {"SSUBSCRIBE", publish::cluster_key(c)});
+                for (const auto& c : link.sent)
+                    if (!channels.count(c)) append(ctx, {"SUNSUBSCRIBE", publish::cluster_key(c)});
+                link.sent = channels;
+                if (now - link.last_ping >= options_.ping_interval) {
+                    if (link.ping_unanswered && now - *link.ping_unanswered >= 2 * options_.ping_interval)
+                        throw Error(endpoint + " did not answer PING", {}, true);
+                    append(ctx, {"PING"});
+                    if (!link.ping_unanswered) link.ping_unanswered = now;
+                    link.last_ping = now;
+                }
+                flush(ctx);
+            } catch (const std::exception& e) {
+                log_warning("gateway", "subscriber on " + endpoint + ": " + e.what() + "; following its slots elsewhere");
+                links.erase(endpoint);
+                failed = true;
+            }
+        }
+        bool healthy = !failed && !unplaced;
+        if (healthy && !up_.exchange(true)) {
+            log_info("gateway", "subscriber connected to " + display());
+            if (events_.state) events_.state(true);
+        } else if (!healthy && up_.exchange(false)) {
+            if (events_.state) events_.state(false);
+        }
+        if (failed || unplaced) {
+            // A master gone: the map changes once a replica is promoted. Ask again, backing off.
+            refresh = true;
+            std::vector<pollfd> none;
+            wait(none, static_cast<int>(backoff.count()));
+            backoff = std::min(backoff * 2, options_.max_backoff);
+            continue;
+        }
+        backoff = kInitialBackoff;
+
+        std::vector<pollfd> fds;
+        std::vector<std::string> order;
+        for (auto& [endpoint, link] : links) {
+            fds.push_back({link.conn->context()->fd, POLLIN, 0});
+            order.push_back(endpoint);
+        }
+        wait(fds, static_cast<int>(options_.ping_interval.count()));
+        for (std::size_t i = 0; i < fds.size(); ++i) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            Link& link = links[order[i]];
+            redisContext* ctx = link.conn->context();
+            try {
+                if (redisBufferRead(ctx) != REDIS_OK) throw Error(std::string("lost the connection: ") + ctx->errstr, {}, true);
+                for (;;) {
+                    void* raw = nullptr;
+                    if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
+                        throw Error(std::string("bad reply: ") + ctx->errstr, {}, true);
+                    if (!raw) break;
+                    Reply reply(static_cast<redisReply*>(raw));
+                    if (reply->type == REDIS_REPLY_ERROR) {
+                        // MOVED for a SSUBSCRIBE: the slot lives elsewhere now.
+                        auto redirect = publish::parse_redirect(reply_text(reply.get()));
+                        if (!redirect) throw Error("answered " + reply_text(reply.get()), {}, true);
+                        for (auto it = link.sent.begin(); it != link.sent.end();)
+                            it = publish::key_slot(publish::cluster_key(*it)) == redirect->slot ? link.sent.erase(it) : std::next(it);
+                        refresh = true;
+                        continue;
+                    }
+                    bool pong = false;
+                    if (!dispatch(reply, pong)) {
+                        // An unasked sunsubscribe: the slot moved (resharding). Subscribe where it went.
+                        std::string channel(publish::channel_of_cluster_key(reply_text(reply->element[1])));
+                        if (link.sent.erase(channel)) refresh = true;
+                    }
+                    if (pong) link.ping_unanswered.reset();
+                }
+            } catch (const std::exception& e) {
+                log_warning("gateway", "subscriber on " + order[i] + ": " + e.what() + "; following its slots elsewhere");
+                links.erase(order[i]);
+                refresh = true;
             }
         }
     }

@@ -2,6 +2,14 @@
 // The gateway's side of Redis: one subscriber connection that follows the channels clients want, and
 // a few reader connections for the retained docs and the liveness announcements.
 //
+// On a Redis Cluster (`redis-cluster://`) the subscriber holds one connection per master and
+// follows each channel with SSUBSCRIBE on the master of its key's slot (`{db:order:42}`). A slot
+// that moves (resharding: the node answers MOVED, or ends the subscription with an unasked
+// `sunsubscribe`) or a master that fails (its connection drops; a replica is promoted) makes it
+// refresh the map and subscribe again where the slot now lives; each such subscription is
+// reported like any other, so the retained doc is read again there. Reads go through the cluster
+// client, which follows redirects.
+//
 // The subscriber thread owns its connection. It is told which channels to follow
 // (set_following), sends SUBSCRIBE / UNSUBSCRIBE for the difference, and reports each message and
 // each subscription it (re)establishes. After a reconnect every channel is subscribed again and
@@ -11,6 +19,8 @@
 //
 // The reader threads run GET (the retained envelope) and PUBLISH docsync:warm / docsync:touch.
 // Callbacks run on the feed's threads; the hub posts them onto its own.
+
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "publish/redis_cluster.hpp"
 #include "publish/redis_connection.hpp"
 
 namespace docsync::gateway {
@@ -56,6 +67,7 @@ struct FeedRead {
 class Feed {
 public:
     Feed(publish::RedisAddress address, FeedEvents events, FeedOptions options = {});
+    Feed(publish::RedisClusterAddress cluster, FeedEvents events, FeedOptions options = {});
     ~Feed();  // stops
     Feed(const Feed&) = delete;
     Feed& operator=(const Feed&) = delete;
@@ -71,7 +83,9 @@ public:
     void announce(const std::string& channel, bool warm);
 
     bool up() const { return up_; }
-    std::string display() const { return "Redis at " + address_.display(); }
+    std::string display() const {
+        return cluster_address_ ? cluster_address_->display() : "Redis at " + address_.display();
+    }
 
 private:
     struct Job {
@@ -80,12 +94,22 @@ private:
     };
     void subscriber_loop();
     void subscribe_once();
+    void cluster_subscribe_once();
+    // The subscriptions wanted now, and a wait on the wake descriptor and `fds` for at most `ms`.
+    std::set<std::string> wanted() const;
+    void wait(std::vector<pollfd>& fds, int ms);
+    // A reply of a subscriber connection: a message, a (s)subscribe confirmation, a pong.
+    // Returns false for an unasked sunsubscribe (the slot moved).
+    bool dispatch(const publish::Reply& reply, bool& pong);
     void reader_loop();
     void run_job(std::unique_ptr<publish::RedisConnection>& conn, Job& job);
     void wake();
     bool stopping() const;
 
     const publish::RedisAddress address_;
+    const std::optional<publish::RedisClusterAddress> cluster_address_;
+    std::unique_ptr<publish::ClusterClient> cluster_;  // the readers' (thread-safe), made on first use
+    std::mutex cluster_mutex_;
     const FeedEvents events_;
     const FeedOptions options_;
 

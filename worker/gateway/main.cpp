@@ -4,9 +4,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
-#include <iostream>
+#include <memory>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -15,12 +17,30 @@
 #include "gateway/hub.hpp"
 #include "gateway/server.hpp"
 #include "gateway/settings.hpp"
+#include "settings/listen.hpp"
 
 extern char** environ;
 
 namespace asio = boost::asio;
 using namespace docsync;
 using namespace docsync::gateway;
+
+namespace {
+
+// Each client is a descriptor: the soft limit (often 1024) goes up to the hard one.
+void raise_descriptor_limit(std::size_t wanted) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted + 64)
+        log_warning("gateway", "the descriptor limit (" + std::to_string(limit.rlim_cur) +
+                                   ") is below --max-connections: raise it (LimitNOFILE= in the unit, ulimit -n)");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
@@ -36,6 +56,7 @@ int main(int argc, char** argv) {
         return 2;
     }
 
+    raise_descriptor_limit(settings.max_connections);
     try {
         asio::io_context io(1);
         Hub* hub_ptr = nullptr;
@@ -51,7 +72,11 @@ int main(int argc, char** argv) {
         };
         FeedOptions feed_options;
         feed_options.readers = settings.redis_connections;
-        Feed feed(publish::parse_redis_url(settings.redis), std::move(events), feed_options);
+        std::unique_ptr<Feed> feed_ptr =
+            settings.redis.rfind("redis-cluster://", 0) == 0
+                ? std::make_unique<Feed>(publish::parse_redis_cluster_url(settings.redis), std::move(events), feed_options)
+                : std::make_unique<Feed>(publish::parse_redis_url(settings.redis), std::move(events), feed_options);
+        Feed& feed = *feed_ptr;
         Hub hub(io, feed);
         hub_ptr = &hub;
 
@@ -70,7 +95,7 @@ int main(int argc, char** argv) {
         std::string opened = verifier.enabled() ? "tokens signed with the key of --jwt-secret-file" : "no tokens";
         std::string open_channels;
         for (const auto& p : settings.public_patterns) open_channels += (open_channels.empty() ? "" : ", ") + p;
-        log_info("gateway", "listening on " + settings.listen_address + ":" + std::to_string(server.port()) +
+        log_info("gateway", "listening on " + settings::format_listen_address(settings.listen_address, server.port()) +
                                 " for " + feed.display() + "; accepts " + opened + "; public channels: " +
                                 (open_channels.empty() ? "none" : open_channels));
         if (!verifier.enabled() && settings.public_patterns.empty())
