@@ -471,3 +471,20 @@ TEST_CASE("gateway on a Redis Cluster: SSUBSCRIBE on the slot's master, followin
     // Docs and WebSocket subscriptions work on the new master too.
     CHECK(n_of(http_get(gateway.port(), "/v1/docs/" + channel + "?token=" + token).body) == n);
 }
+
+TEST_CASE("gateway: a channel left and followed again at once still gets its retained doc") {
+    Setup s;
+    s.publish("db:order:42", 1, 0x100);
+    WsClient ws(s.gateway.port(), "/v1/ws?token=" + mint_token(kSecret, {"db:order:*"}));
+    ws.send(R"({"type":"subscribe","channel":"db:order:42"})");
+    REQUIRE(ws.next_with("\"type\":\"doc\""));
+    for (int round = 0; round < 20; ++round) {
+        // The gateway drops the channel (its only follower left) and takes it up again before the
+        // subscriber thread has seen either: the subscription never changed, the doc must still come.
+        ws.send(R"({"type":"unsubscribe","channel":"db:order:42"})");
+        ws.send(R"({"type":"subscribe","channel":"db:order:42"})");
+        auto m = ws.next_with("\"type\":\"doc\"", 3000ms);
+        REQUIRE_MESSAGE(m, "round " << round << ": no doc after subscribing again");
+        CHECK(n_of(*m) == 1);
+    }
+}

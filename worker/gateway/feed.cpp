@@ -117,7 +117,12 @@ void Feed::wake() {
 void Feed::set_following(const std::string& channel, bool follow) {
     {
         std::lock_guard lock(mutex_);
-        if (follow ? !wanted_.insert(channel).second : wanted_.erase(channel) == 0) return;
+        if (follow) {
+            renewed_.insert(channel);
+            wanted_.insert(channel);
+        } else if (wanted_.erase(channel) == 0) {
+            return;
+        }
     }
     wake();
 }
@@ -241,6 +246,13 @@ std::set<std::string> Feed::wanted() const {
     return wanted_;
 }
 
+std::set<std::string> Feed::take_renewed() {
+    std::lock_guard lock(mutex_);
+    std::set<std::string> out;
+    out.swap(renewed_);
+    return out;
+}
+
 void Feed::wait(std::vector<pollfd>& fds, int ms) {
     fds.push_back({wake_fd_, POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), std::clamp(ms, 10, 1000));
@@ -291,7 +303,10 @@ void Feed::subscribe_once() {
     bool announced_up = false;
     while (!stopping()) {
         // Bring the subscriptions in line with what is wanted.
+        auto renewed = take_renewed();
         auto want = wanted();
+        for (const auto& c : renewed)
+            if (sent.count(c) && want.count(c) && events_.subscribed) events_.subscribed(c);
         std::vector<std::string> add, drop;
         std::set_difference(want.begin(), want.end(), sent.begin(), sent.end(), std::back_inserter(add));
         std::set_difference(sent.begin(), sent.end(), want.begin(), want.end(), std::back_inserter(drop));
@@ -365,6 +380,7 @@ void Feed::cluster_subscribe_once() {
             refresh = false;
         }
         auto map = client.map();
+        auto renewed = take_renewed();
         auto want = wanted();
         // Where each wanted channel lives now.
         std::map<std::string, std::set<std::string>> placed;
@@ -399,6 +415,7 @@ void Feed::cluster_subscribe_once() {
                 // One channel per command: every channel of a SSUBSCRIBE must hash to one slot.
                 for (const auto& c : channels)
                     if (!link.sent.count(c)) append(ctx, {"SSUBSCRIBE", publish::cluster_key(c)});
+                    else if (renewed.count(c) && events_.subscribed) events_.subscribed(c);
                 for (const auto& c : link.sent)
                     if (!channels.count(c)) append(ctx, {"SUNSUBSCRIBE", publish::cluster_key(c)});
                 link.sent = channels;

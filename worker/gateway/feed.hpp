@@ -97,6 +97,8 @@ private:
     void cluster_subscribe_once();
     // The subscriptions wanted now, and a wait on the wake descriptor and `fds` for at most `ms`.
     std::set<std::string> wanted() const;
+    // The channels followed anew since the last call (see renewed_).
+    std::set<std::string> take_renewed();
     void wait(std::vector<pollfd>& fds, int ms);
     // A reply of a subscriber connection: a message, a (s)subscribe confirmation, a pong.
     // Returns false for an unasked sunsubscribe (the slot moved).
@@ -118,6 +120,10 @@ private:
     std::condition_variable stop_cv_;
     bool stopping_ = false;
     std::set<std::string> wanted_;  // what clients follow (guarded by mutex_)
+    // Channels followed anew since the subscriber last looked (guarded by mutex_): one whose
+    // subscription stayed in place (dropped and taken up again in between) is reported as
+    // subscribed at once, since no confirmation will come for it.
+    std::set<std::string> renewed_;
     std::deque<Job> jobs_;          // guarded by mutex_
     int wake_fd_ = -1;              // an eventfd: set_following and stop wake the subscriber's poll
     std::atomic<bool> up_{false};
