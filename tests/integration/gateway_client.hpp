@@ -63,11 +63,12 @@ inline std::string mint_token(const std::string& secret, const std::vector<std::
     return token;
 }
 
-// A free loopback port below the ephemeral range.
+// A free loopback port below the ranges the other test servers draw from (PostgreSQL 20000–31999,
+// Redis Cluster nodes 10000–21999 and their bus ports 20000–31999) and the ephemeral range.
 inline int gateway_free_port() {
     static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(std::random_device{}()));
     for (int i = 0; i < 200; ++i) {
-        int port = 20000 + static_cast<int>(rng() % 12000);
+        int port = 3000 + static_cast<int>(rng() % 7000);
         int fd = ::socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
