@@ -102,14 +102,17 @@ int main(int argc, char** argv) {
             log_warning("gateway", "no --jwt-secret-file and no --public pattern: every channel is refused");
         feed.start();
 
+        asio::signal_set hangup(io, SIGHUP);
         asio::signal_set stop_signals(io, SIGINT, SIGTERM);
+        // Stopping lets the I/O thread run dry rather than cutting it off: every connection's pending
+        // operation ends (its socket closed) and releases it while the server and hub still exist.
         stop_signals.async_wait([&](const boost::system::error_code& ec, int signal) {
             if (ec) return;
             log_info("gateway", std::string("stopping (") + (signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
             server.stop();
-            io.stop();
+            feed.stop();  // nothing more is posted
+            hangup.cancel();
         });
-        asio::signal_set hangup(io, SIGHUP);
         std::function<void()> wait_hangup = [&] {
             hangup.async_wait([&](const boost::system::error_code& ec, int) {
                 if (ec) return;
@@ -119,7 +122,6 @@ int main(int argc, char** argv) {
         };
         wait_hangup();
         io.run();
-        feed.stop();
     } catch (const std::exception& e) {
         log_error("gateway", e.what());
         return 1;
