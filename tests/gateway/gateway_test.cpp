@@ -157,11 +157,21 @@ TEST_CASE("gateway: every way a token is refused, and what it opens") {
         SseClient forbidden(port, "/v1/sse?channel=db:public:1&channel=db:order:42&token=" +
                                       mint_token(kSecret, {"db:order:41"}));
         CHECK(forbidden.status() == 403);
-        CHECK_THROWS(WsClient(port, "/v1/ws?token=forged." + mint_token("x", {})));
+        {
+            // A refused token at the upgrade: the reason over the socket, then the close.
+            WsClient refused_ws(port, "/v1/ws?token=" + mint_token("another-secret-another-secret-0123456789", {"db:*"}));
+            auto m = refused_ws.next();
+            REQUIRE(m);
+            CHECK(m->find("\"type\":\"error\"") != std::string::npos);
+            CHECK(error_of(*m) == "invalid_token");
+            CHECK(refused_ws.closed(3000ms));
+            CHECK(refused_ws.close_reason() == "invalid_token");
+        }
         WsClient ws(port, "/v1/ws?token=" + mint_token(kSecret, {"db:order:41"}));
         ws.send(R"({"type":"subscribe","channel":"db:order:42"})");
         auto m = ws.next();
         REQUIRE(m);
+        CHECK(m->find("\"type\":\"error\"") != std::string::npos);
         CHECK(error_of(*m) == "forbidden");
         ws.send(R"({"type":"subscribe","channel":"db:public:1"})");
         CHECK(ws.next_with("\"type\":\"doc\""));
@@ -184,7 +194,7 @@ TEST_CASE("gateway: a token that expires mid-stream closes the stream") {
     REQUIRE(ws.next_with("\"type\":\"doc\""));
     auto e = sse.next(5000ms);
     REQUIRE(e);
-    CHECK(e->event == "error");
+    CHECK(e->event == "stream-error");
     CHECK(error_of(e->data) == "token_expired");
     CHECK(sse.ended(3000ms));
     auto m = ws.next_with("token_expired", 5000ms);

@@ -265,7 +265,7 @@ public:
         if (wall >= expires_) {
             ++server_.counters().expired_disconnects;
             expires_ = wall_clock::time_point::max();
-            control_.push_back("event: error\ndata: " +
+            control_.push_back("event: stream-error\ndata: " +
                                error_json("token_expired", "the token has expired: reconnect with a new one") + "\n\n");
             close_after_flush_ = true;
             return pump();
@@ -597,13 +597,13 @@ private:
         for (std::size_t i = 0; i < channels.size(); ++i) {
             if (auto why = channel_error(channels[i]); !why.empty()) {
                 respond_error(400, "bad_request", "channel " + json_string(channels[i].substr(0, 200)) + ": " + why,
-                              {}, keep, &req);
+                              channels[i].substr(0, 200), keep, &req);
                 return false;
             }
             if (std::find(channels.begin(), channels.begin() + static_cast<std::ptrdiff_t>(i), channels[i]) !=
                 channels.begin() + static_cast<std::ptrdiff_t>(i)) {
-                respond_error(400, "bad_request", "channel " + channels[i].substr(0, 200) + " is given twice", {}, keep,
-                              &req);
+                respond_error(400, "bad_request", "channel " + channels[i].substr(0, 200) + " is given twice",
+                              channels[i].substr(0, 200), keep, &req);
                 return false;
             }
             Verdict verdict = authorize(caller, server_.options().public_channels, channels[i]);
@@ -643,11 +643,10 @@ private:
         if (!beast::websocket::is_upgrade(req))
             return respond_error(426, "upgrade_required", "/v1/ws is a WebSocket: connect with a WebSocket client", {},
                                  req.keep_alive(), &req);
+        // A refused token is told over the WebSocket (an error message, then a close): a browser
+        // sees nothing of an HTTP answer to its upgrade.
         Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
-        if (caller.refusal) {
-            Verdict v = authorize(caller, server_.options().public_channels, "db:");
-            return respond_error(v.status, v.code, v.message, {}, false, &req);
-        }
+        if (caller.refusal) ++server_.counters().refused;
         handed_off_ = true;
         start_websocket(server_, std::move(socket_), std::move(req), std::move(caller));
     }

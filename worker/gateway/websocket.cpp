@@ -21,6 +21,11 @@ namespace {
 constexpr std::size_t kMaxMessageBytes = 64 * 1024;  // a client's message; tokens are at most 8 KB
 constexpr std::size_t kMaxControlPending = 256;      // replies not yet taken: more is a client not reading
 
+// {"type":"error","error":CODE,…}: error_json with the message's type in front.
+std::string ws_error(std::string_view code, std::string_view message, std::string_view channel = {}) {
+    return "{\"type\":\"error\"," + error_json(code, message, channel).substr(1);
+}
+
 class WsSession : public Connection, public Follower, public std::enable_shared_from_this<WsSession> {
 public:
     WsSession(Server& server, tcp::socket socket, Caller caller)
@@ -47,6 +52,12 @@ public:
         ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
             if (ec) return self->close();
             self->open_ = true;
+            if (self->caller_.refusal) {
+                // The token given at the upgrade was refused: the reason, then the close.
+                self->close_reason_ = self->caller_.refusal->code;
+                self->close_after_flush_ = true;
+                return self->send_control(ws_error(self->caller_.refusal->code, self->caller_.refusal->message));
+            }
             self->read();
         });
     }
@@ -67,7 +78,7 @@ public:
             caller_.grant.reset();
             if (!relies_on_token()) return;  // only public channels: the connection needs no token
             ++server_.counters().expired_disconnects;
-            send_control(error_json("token_expired", "the token has expired: reconnect with a new one, or send "
+            send_control(ws_error("token_expired", "the token has expired: reconnect with a new one, or send "
                                                      "{\"type\":\"auth\",\"token\":…} before it expires"));
             close_reason_ = "token_expired";
             close_after_flush_ = true;
@@ -103,7 +114,7 @@ private:
         ws_.async_read(buffer_, [self](beast::error_code ec, std::size_t) {
             if (ec) return self->close();
             if (!self->ws_.got_text()) {
-                self->send_control(error_json("bad_request", "messages are JSON text, not binary"));
+                self->send_control(ws_error("bad_request", "messages are JSON text, not binary"));
             } else {
                 auto data = self->buffer_.cdata();
                 self->handle(std::string_view(static_cast<const char*>(data.data()), data.size()));
@@ -115,7 +126,7 @@ private:
 
     void handle(std::string_view text) {
         auto parsed = parse_client_message(text);
-        if (!parsed.message) return send_control(error_json("bad_request", parsed.error));
+        if (!parsed.message) return send_control(ws_error("bad_request", parsed.error));
         ClientMessage& m = *parsed.message;
         switch (m.type) {
             case ClientMessage::Type::Subscribe: return subscribe(m.channel, m.after);
@@ -126,11 +137,11 @@ private:
 
     void subscribe(const std::string& channel, std::optional<DocVersion> after) {
         if (auto why = channel_error(channel); !why.empty())
-            return send_control(error_json("bad_request", why, channel.substr(0, 200)));
+            return send_control(ws_error("bad_request", why, channel.substr(0, 200)));
         Verdict verdict = authorize(caller_, server_.options().public_channels, channel);
         if (!verdict.allowed) {
             ++server_.counters().refused;
-            return send_control(error_json(verdict.code, verdict.message, channel));
+            return send_control(ws_error(verdict.code, verdict.message, channel));
         }
         if (Outbox::Slot* slot = outbox_.find(channel)) {
             // Subscribed already: a newer `after` moves the floor up, never down.
@@ -138,7 +149,7 @@ private:
             return send_control(subscribed_json(channel));
         }
         if (outbox_.size() >= server_.options().max_channels)
-            return send_control(error_json("too_many_channels",
+            return send_control(ws_error("too_many_channels",
                                            "this connection follows " + std::to_string(outbox_.size()) +
                                                " channels, the most one may (--max-channels): unsubscribe one first",
                                            channel));
@@ -149,7 +160,7 @@ private:
 
     void unsubscribe(const std::string& channel) {
         if (!outbox_.find(channel))
-            return send_control(error_json("bad_request", "not subscribed to this channel", channel.substr(0, 200)));
+            return send_control(ws_error("bad_request", "not subscribed to this channel", channel.substr(0, 200)));
         server_.hub().unfollow(channel, this);
         outbox_.remove(channel);
         send_control("{\"type\":\"unsubscribed\",\"channel\":" + json_string(channel) + "}");
@@ -161,7 +172,7 @@ private:
         Caller fresh = identify(server_.verifier(), token, wall_clock::now());
         if (fresh.refusal) {
             ++server_.counters().refused;
-            return send_control(error_json(fresh.refusal->code, fresh.refusal->message + " (the previous token stays in use)"));
+            return send_control(ws_error(fresh.refusal->code, fresh.refusal->message + " (the previous token stays in use)"));
         }
         caller_ = std::move(fresh);
         std::vector<std::string> dropped;
@@ -170,7 +181,7 @@ private:
         for (const auto& channel : dropped) {
             server_.hub().unfollow(channel, this);
             outbox_.remove(channel);
-            send_control(error_json("forbidden", "the new token does not open this channel: unsubscribed", channel));
+            send_control(ws_error("forbidden", "the new token does not open this channel: unsubscribed", channel));
         }
         send_control("{\"type\":\"authorized\"}");
     }

@@ -43,6 +43,11 @@
  *   not retried; subscribe to it again to retry. An SSE request refused as a whole (too many
  *   channels, or a bad one the gateway does not name) is not retried until the channel set changes.
  *
+ * - Errors carry the gateway's codes, plus token_unavailable (getToken failed) and bad_message (a
+ *   message that is not JSON or a doc without a valid version). A browser shows a refused WebSocket
+ *   upgrade as a bare close: the client then asks the SSE endpoint, which checks the token the same
+ *   way and answers in JSON, for the reason.
+ *
  * Statuses: 'connecting' while a connection is being opened (the first one, or a deliberate reopen:
  * a new token or a new channel set over SSE), 'open' when it is up, 'reconnecting' after it was lost
  * (until it is up again), 'closed' when the client holds none: after close(), when an SSE client
@@ -510,7 +515,7 @@
     return s && s.last ? formatVersion(s.last) : null;
   };
 
-  // An error from the gateway (a WS message, an SSE `event: error`, or the JSON of a refused SSE
+  // An error from the gateway (a WS message, an SSE `event: stream-error`, or the JSON of a refused SSE
   // request); conn is the connection it came on.
   DocsyncClient.prototype._serverError = function (conn, body) {
     var code = typeof body.error === 'string' ? body.error : 'error';
@@ -594,14 +599,25 @@
     socket.onerror = function () { /* a close follows */ };
     socket.onclose = function () {
       if (self._conn !== conn) return;
-      // A refused upgrade shows as a bare close: a fixed token past its exp is the likely reason.
-      var exp = !conn.open && !self._getToken ? tokenExpiry(conn.token) : null;
-      if (exp != null && exp * 1000 <= Date.now()) {
-        self._error('token_expired', null, 'the token expired at ' + new Date(exp * 1000).toISOString());
-        self._stop();
-        return;
-      }
-      self._lost(conn);
+      if (conn.open || !conn.token) { self._lost(conn); return; }
+      // Never opened. A browser shows a refused upgrade (401) as a bare close; the SSE endpoint
+      // checks a token the same way and answers in JSON, so ask it whether the token is the reason.
+      var channels = self._active();
+      var probe = self._fetch && channels.length
+        ? self._probe(sseUrl(self.url, channels.slice(0, 1), conn.token, null)) : Promise.resolve(null);
+      probe.then(function (body) {
+        if (self._conn !== conn) return;
+        if (body && TOKEN_REFUSALS[body.error]) {  // the token, whatever the channel
+          self._serverError(conn, { error: body.error, message: body.message });
+          return;
+        }
+        var exp = body ? null : tokenExpiry(conn.token);
+        if (!body && !self._getToken && exp != null && exp * 1000 <= Date.now()) {
+          self._serverError(conn, { error: 'token_expired', message: 'the token expired at ' + new Date(exp * 1000).toISOString() });
+          return;
+        }
+        self._lost(conn);
+      });
     };
   };
 
@@ -676,14 +692,14 @@
       try { env = JSON.parse(ev.data); } catch (e) { self._error('bad_message', null, 'an event that is not JSON'); return; }
       if (env && conn.channels.indexOf(env.channel) >= 0) self._deliver(env);
     });
-    source.addEventListener('error', function (ev) {
+    source.addEventListener('stream-error', function (ev) {  // the gateway's reason, then it closes the stream
       if (self._conn !== conn) return;
-      if (typeof ev.data === 'string') {  // the gateway's `event: error`: it closes the stream
-        var body;
-        try { body = JSON.parse(ev.data); } catch (e) { body = { error: 'error', message: ev.data }; }
-        self._serverError(conn, body && typeof body === 'object' ? body : { error: 'error' });
-        return;
-      }
+      var body;
+      try { body = JSON.parse(ev.data); } catch (e) { body = { error: 'error', message: ev.data }; }
+      self._serverError(conn, body && typeof body === 'object' ? body : { error: 'error' });
+    });
+    source.addEventListener('error', function () {
+      if (self._conn !== conn) return;
       // The stream failed or was lost. The EventSource would reconnect by itself with the same
       // URL (and token): close it and reconnect here instead.
       var wasOpen = conn.open;
