@@ -246,7 +246,7 @@ TEST_CASE("hostile doc queries fail as outcomes while other docs keep updating a
     for (const char* hostile : {"write", "unpin", "sleep", "tworows", "big"}) CHECK_FALSE(publisher.doc(std::string("db:") + hostile + ":1"));
 }
 
-TEST_CASE("batched: a doc that raises, one of two rows and one over --max-doc-bytes fail alone; the rest publish") {
+TEST_CASE("batched: a doc that raises, one of two rows and one over --max-doc-bytes fail alone, the rest publish") {
     Fixture f(40);
     SteadyClock clock;
     ExecutorOptions xo = executor_options();

@@ -113,7 +113,10 @@ inline HttpAnswer http_get(int port, const std::string& target, const std::map<s
 // docsync-gateway as a child process; its log goes to a file in a temporary directory.
 class GatewayProcess {
 public:
-    GatewayProcess(const std::string& redis_url, const std::string& secret, std::vector<std::string> extra = {}) {
+    // `environment`: NAME=VALUE pairs set for the gateway alone.
+    GatewayProcess(const std::string& redis_url, const std::string& secret, std::vector<std::string> extra = {},
+                   std::vector<std::string> environment = {})
+        : environment_(std::move(environment)) {
         std::string tmpl = (std::filesystem::temp_directory_path() / "docsync-gateway-XXXXXX").string();
         if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
         dir_ = tmpl;
@@ -155,6 +158,7 @@ public:
         if (pid < 0) throw std::runtime_error("fork failed");
         if (pid == 0) {
             ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (auto& e : environment_) ::putenv(e.data());
             std::vector<char*> argv;
             for (auto& a : args_) argv.push_back(a.data());
             argv.push_back(nullptr);
@@ -201,6 +205,7 @@ public:
 private:
     std::filesystem::path dir_;
     std::vector<std::string> args_;
+    std::vector<std::string> environment_;
     int port_ = 0;
     pid_t pid_ = -1;
 };

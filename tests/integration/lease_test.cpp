@@ -52,7 +52,7 @@ void terminate(Connection& c, const std::string& pid) {
 
 }  // namespace
 
-TEST_CASE("one worker holds a slot's lease; a spare registers as a standby and names the holder") {
+TEST_CASE("one worker holds a slot's lease, a spare registers as a standby and names the holder") {
     auto slot = unique_slot("one");
     auto admin = Connection::connect("", deadline_in(10s));
     Lease active(options(slot)), spare(options(slot));
@@ -166,7 +166,7 @@ TEST_CASE("a session of a role that cannot stream, squatting on the lease key, k
     admin.exec_simple("DROP ROLE " + role, deadline_in(10s));
 }
 
-TEST_CASE("a spare ends a hung holder's lease session; a slot nobody streams has no silence to measure") {
+TEST_CASE("a spare ends a hung holder's lease session, a slot nobody streams has no silence to measure") {
     auto slot = unique_slot("hung");
     auto admin = Connection::connect("", deadline_in(10s));
     Lease hung(options(slot)), spare(options(slot));

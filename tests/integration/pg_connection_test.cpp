@@ -58,7 +58,7 @@ TEST_CASE("a pipeline answers every statement in order, in one exchange") {
     CHECK(c.exec("SELECT 1", deadline_in(10s)).rows() == 1);  // out of pipeline mode again
 }
 
-TEST_CASE("a prepared statement is planned once and reused; one that fails to prepare is not kept") {
+TEST_CASE("a prepared statement is planned once and reused, one that fails to prepare is not kept") {
     auto c = Connection::connect("", deadline_in(10s));
     docsync::pg::Statement twice{"SELECT $1::int * 2", {"21"}, true, true};
     for (int i = 0; i < 3; ++i) {

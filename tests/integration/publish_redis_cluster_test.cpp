@@ -188,7 +188,7 @@ TEST_CASE("redis cluster: NOSCRIPT is answered with the script, and max_generati
     CHECK(*sink.read_back("db:a:1")->doc == "2");
 }
 
-TEST_CASE("redis cluster: a master down fails only its docs, fast; a restart without its data is reported") {
+TEST_CASE("redis cluster: a master down fails only its docs, fast, a restart without its data is reported") {
     RedisTestCluster cluster(3);
     docsync::publish::RedisSinkOptions options;
     options.command_timeout = 2000ms;
@@ -249,7 +249,7 @@ TEST_CASE("redis cluster: a failover (a replica promoted) is reported as possibl
     CHECK(*sink.read_back("db:a:1")->doc == "1");
 }
 
-TEST_CASE("redis cluster: sharded subscribers make docs live; warm and touch arrive from any node") {
+TEST_CASE("redis cluster: sharded subscribers make docs live, warm and touch arrive from any node") {
     RedisTestCluster cluster(3);
     std::mutex mutex;
     std::set<std::string> live, warmed, touched;
@@ -330,7 +330,7 @@ TEST_CASE("redis cluster: a server that is no cluster node, or no seed answering
     CHECK(*sink.read_back("db:a:1")->doc == "1");
 }
 
-TEST_CASE("redis cluster: the worker's sink starts while a master is down; that master's docs wait") {
+TEST_CASE("redis cluster: the worker's sink starts while a master is down, that master's docs wait") {
     RedisTestCluster cluster(3);
     const std::string on_down = "db:order:1";
     int down = cluster.owner_of(key_slot(cluster_key(on_down)));

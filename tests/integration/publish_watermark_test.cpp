@@ -178,7 +178,7 @@ TEST_CASE("watermark: never moves back, compared as numbers, also across a resta
     }
 }
 
-TEST_CASE("watermark: a new generation starts at 0/0 at once; an older one changes nothing") {
+TEST_CASE("watermark: a new generation starts at 0/0 at once, an older one changes nothing") {
     RedisServer redis;
     auto client = redis.client();
     Subscriber sub(redis);
@@ -263,7 +263,7 @@ TEST_CASE("watermark: a burst of acknowledgements is coalesced, the newest alway
     CHECK(watermark.updates() == updates);
 }
 
-TEST_CASE("watermark: Redis gone holds nothing back; the newest position is written once it is back") {
+TEST_CASE("watermark: Redis gone holds nothing back, the newest position is written once it is back") {
     RedisServer redis;
     auto client = redis.client();
     Recorder stream;

@@ -209,7 +209,7 @@ TEST_CASE("audit: a doc query that gives another doc at every compute is not jud
     CHECK(auditor.audit_one(7) == Verdict::Diverged);
 }
 
-TEST_CASE("audit: a null doc and nothing retained agree; a tombstone for a doc that exists diverges") {
+TEST_CASE("audit: a null doc and nothing retained agree, a tombstone for a doc that exists diverges") {
     Audit a;
     auto auditor = a.auditor();
     a.runner.rows.erase("db:order:1");  // the order is gone: the query returns no row
@@ -351,7 +351,7 @@ TEST_CASE("audit: a sample that ran a doc query the definitions changed meanwhil
     auditor.audit_one(7);
 }
 
-TEST_CASE("audit: off with a sink that retains nothing (stdout), saying why; off at rate 0") {
+TEST_CASE("audit: off with a sink that retains nothing (stdout), saying why, off at rate 0") {
     LogCapture log;
     Audit a;
     a.sink.retaining = false;

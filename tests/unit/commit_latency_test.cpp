@@ -17,7 +17,7 @@ std::int64_t pg_time(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
-TEST_CASE("a completed ticket counts the time since its commit; unknown and repeated tickets do not") {
+TEST_CASE("a completed ticket counts the time since its commit, unknown and repeated tickets do not") {
     CommitLatency latency;
     auto commit = std::chrono::system_clock::now();
     latency.committed(1, pg_time(commit));

@@ -162,7 +162,7 @@ TEST_CASE("the config file can hold every setting but config, including the conn
     CHECK(p.settings.threads == 5);
 }
 
-TEST_CASE("DOCSYNC_CONFIG names the config file; --config wins over it") {
+TEST_CASE("DOCSYNC_CONFIG names the config file, --config wins over it") {
     TempConfig a(R"({"slot": "from_a"})");
     TempConfig b(R"({"slot": "from_b"})");
     auto p = parse({kDsn, kPoolDsn}, {"DOCSYNC_CONFIG=" + a.path});

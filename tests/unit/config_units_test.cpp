@@ -7,7 +7,7 @@
 using namespace docsync;
 using namespace std::chrono_literals;
 
-TEST_CASE("sizes take B, kB, MB, GB and TB as powers of 1024; a bare number is bytes") {
+TEST_CASE("sizes take B, kB, MB, GB and TB as powers of 1024, a bare number is bytes") {
     CHECK(parse_size("4096") == 4096);
     CHECK(parse_size("0") == 0);
     CHECK(parse_size("10B") == 10);

@@ -83,7 +83,7 @@ TEST_CASE("a failed statement is halved down to the doc at fault: only it record
     CHECK(h.is_complete(1));  // a recorded outcome completes the transaction like a publish
 }
 
-TEST_CASE("a batch sees the union of what its docs complete; not visible yet, every doc waits and none publishes") {
+TEST_CASE("a batch sees the union of what its docs complete, not visible yet, every doc waits and none publishes") {
     Harness h(batch_options(4));
     h.engine.sync_live(orders(1, 3), true);
     h.drain();

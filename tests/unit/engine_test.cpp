@@ -84,7 +84,7 @@ TEST_CASE("a row that moves from one doc to another dirties both") {
     CHECK(h.is_complete(1));
 }
 
-TEST_CASE("a DELETE reaches the doc its old row named; a NULL key has its own doc") {
+TEST_CASE("a DELETE reaches the doc its old row named, a NULL key has its own doc") {
     Harness h;
     h.engine.sync_live({"db:order:5", "db:order:%00"}, true);
     h.drain();
@@ -497,7 +497,7 @@ TEST_CASE("with --live all every doc is live, starting from what the sink holds"
     CHECK(engine.stats().live_docs == 3);
 }
 
-TEST_CASE("with --live all, warm computes a doc and keeps it live; touch computes only a doc not kept yet") {
+TEST_CASE("with --live all, warm computes a doc and keeps it live, touch computes only a doc not kept yet") {
     EngineOptions options = test_options();
     options.live_all = true;
     FakeClock clock;
@@ -556,7 +556,7 @@ TEST_CASE("a doc's version is the later of the commits it completes and its comp
     CHECK(h.publisher.last("db:order:1")->version.lsn == 0x7030);
 }
 
-TEST_CASE("the recompute of every live doc reports done of total; retries are not done, outcomes are") {
+TEST_CASE("the recompute of every live doc reports done of total, retries are not done, outcomes are") {
     Harness h;
     h.engine.sync_live({"db:order:1", "db:order:2", "db:order:3", "db:order:4"}, true);
     h.drain();
@@ -679,7 +679,7 @@ TEST_CASE("a definitions transaction completes only after the recomputes its rel
     CHECK(h.engine.stats().live_docs == 1);
 }
 
-TEST_CASE("a docsync.definitions message asks for a reload; a changed fingerprint recomputes that query only") {
+TEST_CASE("a docsync.definitions message asks for a reload, a changed fingerprint recomputes that query only") {
     Harness h;
     h.engine.sync_live({"db:order:1", "db:user:1"}, true);
     h.drain();
@@ -780,7 +780,7 @@ TEST_CASE("memory per waiting transaction stays small on a hot key") {
     CHECK(h.completed.size() == 200000);
 }
 
-TEST_CASE("a hot doc's rounds start at least min_round_interval apart; a quiet doc computes at once") {
+TEST_CASE("a hot doc's rounds start at least min_round_interval apart, a quiet doc computes at once") {
     EngineOptions options = test_options();
     options.min_round_interval = 100ms;
     Harness h(options);

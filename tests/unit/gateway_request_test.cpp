@@ -139,7 +139,7 @@ TEST_CASE("gateway client messages: subscribe, unsubscribe, auth, or a reason") 
     CHECK_FALSE(parse_client_message(std::string(100000, '[')).message);
 }
 
-TEST_CASE("gateway outbox: at most the newest pending doc per channel; versions only move forward") {
+TEST_CASE("gateway outbox: at most the newest pending doc per channel, versions only move forward") {
     Outbox box;
     box.add("db:a", std::nullopt);
     box.add("db:b", DocVersion{1, 0x50});

@@ -140,7 +140,7 @@ TEST_CASE("gateway settings: every setting is read from its DOCSYNC_GATEWAY_ var
     CHECK(s.log_level == LogLevel::Warning);
 }
 
-TEST_CASE("gateway settings: the config file holds every setting but config; lists are arrays") {
+TEST_CASE("gateway settings: the config file holds every setting but config, lists are arrays") {
     TempFile secret(kSecret);
     TempFile file(R"({"redis": "redis://10.2.2.2:6379", "listen": "0.0.0.0:80", "jwt-secret-file": ")" + secret.path +
                   R"(", "public": ["db:a:*", "db:b:1"], "allow-origin": ["https://x.example"], "max-connections": 5,

@@ -140,7 +140,7 @@ TEST_CASE("cluster: CLUSTER SLOTS builds the map, for servers before Redis 7") {
     CHECK_FALSE(parse_cluster_slots(read_resp(arr(1) + arr(3) + num(0) + num(1) + arr(2) + num(1) + num(7000)).get(), "h"));
 }
 
-TEST_CASE("cluster: MOVED and ASK redirects parse; anything else is no redirect") {
+TEST_CASE("cluster: MOVED and ASK redirects parse, anything else is no redirect") {
     auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381");
     REQUIRE(moved);
     CHECK_FALSE(moved->ask);
@@ -162,7 +162,7 @@ TEST_CASE("cluster: MOVED and ASK redirects parse; anything else is no redirect"
         CHECK_MESSAGE(!parse_redirect(bad), bad);
 }
 
-TEST_CASE("--sink redis-cluster:// parses its seeds; bad values name the form") {
+TEST_CASE("--sink redis-cluster:// parses its seeds, bad values name the form") {
     auto spec = parse_sink("redis-cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001,[::1]:7002?tombstone-ttl=30");
     CHECK(spec.kind == SinkSpec::Kind::RedisCluster);
     CHECK(spec.is_redis());

@@ -282,7 +282,7 @@ TEST_CASE("file sink: read_back gives each channel's newest line, indexed at ope
     CHECK(again->read_back("db:c:3")->version == DocVersion{8, 1});
 }
 
-TEST_CASE("file sink: read_back sees a line changed in place; restore never writes behind a newer version") {
+TEST_CASE("file sink: read_back sees a line changed in place, restore never writes behind a newer version") {
     TempDir dir;
     auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());
@@ -428,7 +428,7 @@ TEST_CASE("file sink: a disk that fills up mid-stream leaves whole lines, and on
     CHECK(lines == published);  // the failed writes were cut back to where they began
 }
 
-TEST_CASE("file sink: a second writer of the same file is refused; a truncated or replaced file is noticed") {
+TEST_CASE("file sink: a second writer of the same file is refused, a truncated or replaced file is noticed") {
     TempDir dir;
     auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());

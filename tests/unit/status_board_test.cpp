@@ -217,7 +217,7 @@ TEST_CASE("a second board for the same slot is refused, naming the pid that hold
     StatusBoard again(dir.path, "app", "docsync", quiet());  // released with its owner
 }
 
-TEST_CASE("a clean shutdown leaves state stopped with the last values; seq keeps growing across restarts") {
+TEST_CASE("a clean shutdown leaves state stopped with the last values, seq keeps growing across restarts") {
     TempDir dir;
     fs::path file;
     std::uint64_t seq_before = 0;

@@ -168,7 +168,7 @@ TEST_CASE("a retried failure is the last error when the engine's count of them m
     CHECK(history.snapshot(r, at(22)).last_error_at == at(22));
 }
 
-TEST_CASE("a wait is fresh at every snapshot; the ending error is noted once") {
+TEST_CASE("a wait is fresh at every snapshot, the ending error is noted once") {
     StatusHistory history;
     Readings r = streaming();
     r.waiting = "waiting 30 s for transaction 42";

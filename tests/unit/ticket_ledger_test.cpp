@@ -43,7 +43,7 @@ std::uint64_t commit_held(TicketLedger& ledger, std::uint64_t ticket) {
 
 }  // namespace
 
-TEST_CASE("a later transaction released first waits for the earlier one; then both complete in order") {
+TEST_CASE("a later transaction released first waits for the earlier one, then both complete in order") {
     TicketLedger ledger;
     auto s1 = commit_held(ledger, 101);
     auto s2 = commit_held(ledger, 102);
@@ -180,7 +180,7 @@ TEST_CASE("sequence 0 is nobody: holding, waiting on or releasing it changes not
     CHECK(collect(ledger) == Tickets{1});
 }
 
-TEST_CASE("a reset forgets waiting tickets and holds; releases of forgotten sequences are ignored") {
+TEST_CASE("a reset forgets waiting tickets and holds, releases of forgotten sequences are ignored") {
     TicketLedger ledger;
     auto s1 = commit_held(ledger, 1);
     auto s2 = commit_held(ledger, 2);
