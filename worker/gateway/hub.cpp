@@ -43,6 +43,7 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     doc->ws_message.reserve(envelope.size() + doc->version_text.size() + 32);
     doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
     doc->ws_message.append(envelope, 1, std::string::npos);
+    doc->sse_head = "event: doc\nid: " + doc->version_text + "\ndata: ";
     doc->envelope = std::move(envelope);
     return doc;
 }
@@ -52,7 +53,7 @@ Hub::Hub(asio::io_context& io, Feed& feed) : io_(io), feed_(feed) {}
 void Hub::follow(const std::string& channel, Follower* follower) {
     auto [it, fresh] = channels_.try_emplace(channel);
     if (!it->second.followers.insert(follower).second) return;
-    ++followers_;
+    channel_count_ = channels_.size();
     if (fresh) {
         feed_.set_following(channel, true);  // `subscribed` follows, then the read
     } else if (it->second.latest) {
@@ -63,9 +64,9 @@ void Hub::follow(const std::string& channel, Follower* follower) {
 void Hub::unfollow(const std::string& channel, Follower* follower) {
     auto it = channels_.find(channel);
     if (it == channels_.end() || it->second.followers.erase(follower) == 0) return;
-    --followers_;
     if (!it->second.followers.empty()) return;
     channels_.erase(it);
+    channel_count_ = channels_.size();
     feed_.set_following(channel, false);
 }
 
@@ -141,11 +142,57 @@ void Hub::read(const std::string& channel, std::function<void(DocPtr, std::strin
 
 HubStats Hub::stats() const {
     HubStats s;
-    s.channels = channels_.size();
-    s.followers = followers_;
+    s.channels = channel_count_;
+    s.followers = client_followers;
     s.messages = messages_;
     s.stale = stale_;
     return s;
+}
+
+LocalHub::LocalHub(asio::io_context& io, asio::io_context& hub_io, Hub& hub) : io_(io), hub_io_(hub_io), hub_(hub) {}
+
+void LocalHub::follow(const std::string& channel, Follower* follower) {
+    auto [it, fresh] = channels_.try_emplace(channel);
+    if (!it->second.followers.insert(follower).second) return;
+    ++hub_.client_followers;
+    if (fresh) {
+        asio::post(hub_io_, [this, channel] { hub_.follow(channel, this); });
+    } else if (it->second.latest) {
+        follower->on_doc(it->second.latest);
+    }
+}
+
+void LocalHub::unfollow(const std::string& channel, Follower* follower) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || it->second.followers.erase(follower) == 0) return;
+    --hub_.client_followers;
+    if (!it->second.followers.empty()) return;
+    channels_.erase(it);
+    asio::post(hub_io_, [this, channel] { hub_.unfollow(channel, this); });
+}
+
+void LocalHub::read(const std::string& channel, std::function<void(DocPtr, std::string)> done) {
+    asio::post(hub_io_, [this, channel, done = std::move(done)]() mutable {
+        hub_.read(channel, [this, done = std::move(done)](DocPtr doc, std::string error) mutable {
+            asio::post(io_, [done = std::move(done), doc = std::move(doc), error = std::move(error)]() mutable {
+                done(std::move(doc), std::move(error));
+            });
+        });
+    });
+}
+
+void LocalHub::on_doc(const DocPtr& doc) {
+    asio::post(io_, [this, doc] { deliver(doc); });
+}
+
+void LocalHub::deliver(const DocPtr& doc) {
+    auto it = channels_.find(doc->channel);
+    if (it == channels_.end()) return;  // no follower left here
+    auto& state = it->second;
+    if (state.latest && doc->version <= state.latest->version) return;
+    state.latest = doc;
+    std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
+    for (auto* f : followers) f->on_doc(doc);
 }
 
 }  // namespace docsync::gateway

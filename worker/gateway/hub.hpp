@@ -1,6 +1,9 @@
 #pragma once
-// The channels the gateway's clients follow, with each one's newest doc, on the gateway's one I/O
-// thread (every call here is made there; the feed's callbacks are posted onto it).
+// The channels the gateway's clients follow, with each one's newest doc. The Hub lives on the hub's
+// thread (every call to it is made there; the feed's callbacks are posted onto it); each I/O thread
+// has a LocalHub, where its connections follow channels: it follows each channel once at the Hub and
+// hands every doc it gets to its own followers, so that a doc crosses threads once per I/O thread,
+// not once per client.
 //
 // A channel's first follower subscribes it on Redis; once the subscription is in place the hub reads
 // the retained doc (subscribe first, then read: nothing published between the two is missed) and
@@ -14,6 +17,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +37,7 @@ struct Doc {
     std::string version_text;  // "G/X/Y": an SSE id, an ETag, the WebSocket message's "version"
     std::string envelope;      // as Redis holds it
     std::string ws_message;    // {"type":"doc","version":"G/X/Y",<the envelope's fields>}
+    std::string sse_head;      // "event: doc\nid: G/X/Y\ndata: ": a one-channel stream's event head
 };
 using DocPtr = std::shared_ptr<const Doc>;
 
@@ -69,7 +74,10 @@ public:
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
 
     bool redis_up() const { return feed_.up(); }
+    // Readable from any thread.
     HubStats stats() const;
+    // (client, channel) pairs across the LocalHubs, kept by them.
+    std::atomic<std::size_t> client_followers{0};
 
     // Posted from the feed's threads.
     void on_message(const std::string& channel, std::string payload);
@@ -87,9 +95,39 @@ private:
     boost::asio::io_context& io_;
     Feed& feed_;
     std::unordered_map<std::string, Channel> channels_;
-    std::size_t followers_ = 0;
-    std::uint64_t messages_ = 0;
-    std::uint64_t stale_ = 0;
+    std::atomic<std::size_t> channel_count_{0};
+    std::atomic<std::uint64_t> messages_{0};
+    std::atomic<std::uint64_t> stale_{0};
+};
+
+// An I/O thread's side of the Hub; every call is made on that thread, but on_doc, which the Hub
+// makes on its own.
+class LocalHub : public Follower {
+public:
+    LocalHub(boost::asio::io_context& io, boost::asio::io_context& hub_io, Hub& hub);
+
+    // As Hub::follow and Hub::unfollow.
+    void follow(const std::string& channel, Follower* follower);
+    void unfollow(const std::string& channel, Follower* follower);
+    // As Hub::read; `done` runs on this thread.
+    void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
+    bool redis_up() const { return hub_.redis_up(); }
+    HubStats stats() const { return hub_.stats(); }
+
+    // A newer doc of a channel this thread follows, from the Hub's thread.
+    void on_doc(const DocPtr& doc) override;
+
+private:
+    struct Channel {
+        std::unordered_set<Follower*> followers;
+        DocPtr latest;
+    };
+    void deliver(const DocPtr& doc);
+
+    boost::asio::io_context& io_;
+    boost::asio::io_context& hub_io_;
+    Hub& hub_;
+    std::unordered_map<std::string, Channel> channels_;
 };
 
 }  // namespace docsync::gateway

@@ -90,13 +90,15 @@ int main(int argc, char** argv) {
         options.max_channels = settings.max_channels;
         options.slow_client_timeout = settings.slow_client_timeout;
         options.heartbeat = settings.heartbeat;
+        options.threads = settings.threads;
         Server server(io, hub, verifier, options);
         server.start();
         std::string opened = verifier.enabled() ? "tokens signed with the key of --jwt-secret-file" : "no tokens";
         std::string open_channels;
         for (const auto& p : settings.public_patterns) open_channels += (open_channels.empty() ? "" : ", ") + p;
         log_info("gateway", "listening on " + settings::format_listen_address(settings.listen_address, server.port()) +
-                                " for " + feed.display() + "; accepts " + opened + "; public channels: " +
+                                " (" + std::to_string(settings.threads) + " I/O threads) for " + feed.display() +
+                                "; accepts " + opened + "; public channels: " +
                                 (open_channels.empty() ? "none" : open_channels));
         if (!verifier.enabled() && settings.public_patterns.empty())
             log_warning("gateway", "no --jwt-secret-file and no --public pattern: every channel is refused");
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
         };
         wait_hangup();
         io.run();
+        server.join();
     } catch (const std::exception& e) {
         log_error("gateway", e.what());
         return 1;

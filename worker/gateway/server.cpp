@@ -125,7 +125,7 @@ bool Outbox::offer(const DocPtr& doc) {
 DocPtr Outbox::next() {
     if (queue_.empty()) return nullptr;
     Slot* slot = queue_.front();
-    queue_.pop_front();
+    queue_.erase(queue_.begin());
     slot->queued = false;
     DocPtr doc = std::move(slot->pending);
     slot->floor = doc->version;
@@ -140,13 +140,68 @@ std::vector<std::optional<DocVersion>> Outbox::floors() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Connections and the server
+// Connections, shards and the server
 
-Connection::Connection(Server& server) : server_(server) { server_.add(this); }
-Connection::~Connection() { server_.remove(this); }
+Connection::Connection(Shard& shard) : shard_(shard) {
+    shard_.add(this);
+    ++shard_.counters().connections;
+}
+Connection::~Connection() {
+    shard_.remove(this);
+    --shard_.counters().connections;
+}
+
+Shard::Shard(Server& server, asio::io_context& hub_io, Hub& hub)
+    : server_(server), work_(io_.get_executor()), hub_(io_, hub_io, hub), tick_(io_) {}
+
+const TokenVerifier& Shard::verifier() const { return server_.verifier(); }
+const ServerOptions& Shard::options() const { return server_.options(); }
+ServerCounters& Shard::counters() { return server_.counters(); }
+ServerStats Shard::stats() const { return server_.stats(); }
+
+void Shard::start() {
+    schedule_tick();
+    thread_ = std::thread([this] { io_.run(); });
+}
+
+void Shard::stop() {
+    asio::post(io_, [this] {
+        stopping_ = true;
+        tick_.cancel();
+        std::vector<Connection*> all(connections_.begin(), connections_.end());
+        for (auto* c : all) c->shut();
+        work_.reset();  // the thread ends once the closed connections' operations have finished
+    });
+}
+
+void Shard::join() {
+    if (thread_.joinable()) thread_.join();
+}
+
+void Shard::schedule_tick() {
+    tick_.expires_after(std::chrono::seconds(1));
+    tick_.async_wait([this](const boost::system::error_code& ec) {
+        if (ec || stopping_) return;
+        auto now = steady::now();
+        auto wall = wall_clock::now();
+        // A tick may close connections, which leave the set: walk a copy.
+        std::vector<Connection*> all(connections_.begin(), connections_.end());
+        for (auto* c : all)
+            if (connections_.count(c)) c->tick(now, wall);
+        schedule_tick();
+    });
+}
 
 Server::Server(asio::io_context& io, Hub& hub, const TokenVerifier& verifier, ServerOptions options)
-    : io_(io), hub_(hub), verifier_(verifier), options_(std::move(options)), acceptor_(io), tick_(io) {}
+    : io_(io), verifier_(verifier), options_(std::move(options)), acceptor_(io) {
+    for (unsigned i = 0; i < std::max(1u, options_.threads); ++i)
+        shards_.push_back(std::make_unique<Shard>(*this, io, hub));
+}
+
+Server::~Server() {
+    stop();
+    join();
+}
 
 std::uint16_t Server::port() const {
     boost::system::error_code ec;
@@ -155,8 +210,13 @@ std::uint16_t Server::port() const {
 }
 
 ServerStats Server::stats() const {
-    ServerStats s = counters_;
-    s.connections = connections_.size();
+    ServerStats s;
+    s.connections = counters_.connections;
+    s.sse_streams = counters_.sse_streams;
+    s.websockets = counters_.websockets;
+    s.slow_disconnects = counters_.slow_disconnects;
+    s.expired_disconnects = counters_.expired_disconnects;
+    s.refused = counters_.refused;
     return s;
 }
 
@@ -181,31 +241,20 @@ void Server::start() {
     if (ec)
         throw Error("cannot listen on " + where + ": " + ec.message() +
                     (ec == asio::error::address_in_use ? " (another process holds the port: choose another --listen)" : ""));
+    for (auto& shard : shards_) shard->start();
     accept();
-    schedule_tick();
 }
 
 void Server::stop() {
+    if (stopping_) return;
     stopping_ = true;
     boost::system::error_code ec;
     acceptor_.close(ec);
-    tick_.cancel();
-    std::vector<Connection*> all(connections_.begin(), connections_.end());
-    for (auto* c : all) c->shut();
+    for (auto& shard : shards_) shard->stop();
 }
 
-void Server::schedule_tick() {
-    tick_.expires_after(std::chrono::seconds(1));
-    tick_.async_wait([this](const boost::system::error_code& ec) {
-        if (ec || stopping_) return;
-        auto now = steady::now();
-        auto wall = wall_clock::now();
-        // A tick may close connections, which leave the set: walk a copy.
-        std::vector<Connection*> all(connections_.begin(), connections_.end());
-        for (auto* c : all)
-            if (connections_.count(c)) c->tick(now, wall);
-        schedule_tick();
-    });
+void Server::join() {
+    for (auto& shard : shards_) shard->join();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -215,13 +264,13 @@ namespace {
 
 class SseStream : public Connection, public Follower, public std::enable_shared_from_this<SseStream> {
 public:
-    SseStream(Server& server, tcp::socket socket, wall_clock::time_point expires)
-        : Connection(server), socket_(std::move(socket)), expires_(expires) {
-        ++server_.counters().sse_streams;
+    SseStream(Shard& shard, tcp::socket socket, wall_clock::time_point expires)
+        : Connection(shard), socket_(std::move(socket)), expires_(expires) {
+        ++shard_.counters().sse_streams;
     }
     ~SseStream() override {
         unfollow_all();
-        --server_.counters().sse_streams;
+        --shard_.counters().sse_streams;
     }
 
     void start(const Request& req, std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors) {
@@ -232,7 +281,7 @@ public:
         res->set("X-Accel-Buffering", "no");  // proxies: pass each event on at once
         res->keep_alive(false);
         if (auto it = req.find(http::field::origin); it != req.end())
-            add_cors(*res, server_.options(), std::string_view(it->value().data(), it->value().size()));
+            add_cors(*res, shard_.options(), std::string_view(it->value().data(), it->value().size()));
         auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
         writing_ = true;
         write_started_ = steady::now();
@@ -243,7 +292,7 @@ public:
             self->last_write_ = steady::now();
             // The browser reconnects after 1 s when the stream ends.
             self->control_.push_back("retry: 1000\n\n");
-            for (const auto& slot : self->outbox_.slots()) self->server_.hub().follow(slot.channel, self.get());
+            for (const auto& slot : self->outbox_.slots()) self->shard_.hub().follow(slot.channel, self.get());
             self->following_ = true;
             self->pump();
             self->watch_for_close();
@@ -256,21 +305,21 @@ public:
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
         if (closed_) return;
-        if (writing_ && now - write_started_ >= server_.options().slow_client_timeout) {
-            ++server_.counters().slow_disconnects;
+        if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
+            ++shard_.counters().slow_disconnects;
             log_info("gateway", "closed an SSE stream whose client took no bytes for " +
-                                    std::to_string(server_.options().slow_client_timeout.count()) + " ms (too slow)");
+                                    std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
             return close("");
         }
         if (wall >= expires_) {
-            ++server_.counters().expired_disconnects;
+            ++shard_.counters().expired_disconnects;
             expires_ = wall_clock::time_point::max();
             control_.push_back("event: stream-error\ndata: " +
                                error_json("token_expired", "the token has expired: reconnect with a new one") + "\n\n");
             close_after_flush_ = true;
             return pump();
         }
-        if (!writing_ && now - last_write_ >= server_.options().heartbeat) {
+        if (!writing_ && now - last_write_ >= shard_.options().heartbeat) {
             control_.push_back(": ping\n\n");
             pump();
         }
@@ -282,7 +331,7 @@ private:
     void unfollow_all() {
         if (!following_) return;
         following_ = false;
-        for (const auto& slot : outbox_.slots()) server_.hub().unfollow(slot.channel, this);
+        for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
     }
 
     void close(const std::string&) {
@@ -314,17 +363,23 @@ private:
             self->pump();
         };
         if (!control_.empty()) {
-            current_ = std::move(control_.front());
-            control_.pop_front();
+            current_ = pop_front(control_);
             start_write();
             asio::async_write(socket_, asio::buffer(current_), done);
             return;
         }
         if (DocPtr doc = outbox_.next()) {
-            head_ = "event: doc\nid: " + format_cursor(outbox_.floors()) + "\ndata: ";
+            // A one-channel stream's id is the doc's version: the head every such stream shares.
+            // Several channels: the cursor of them all, this stream's own.
+            if (outbox_.size() == 1) {
+                head_.clear();
+            } else {
+                head_ = "event: doc\nid: " + format_cursor(outbox_.floors()) + "\ndata: ";
+            }
             sending_ = std::move(doc);
-            std::array<asio::const_buffer, 3> buffers{asio::buffer(head_), asio::buffer(sending_->envelope),
-                                                      asio::buffer("\n\n", 2)};
+            std::array<asio::const_buffer, 3> buffers{
+                asio::buffer(head_.empty() ? sending_->sse_head : head_), asio::buffer(sending_->envelope),
+                asio::buffer("\n\n", 2)};
             start_write();
             asio::async_write(socket_, buffers, done);
             return;
@@ -340,7 +395,7 @@ private:
     tcp::socket socket_;
     wall_clock::time_point expires_;
     Outbox outbox_;
-    std::deque<std::string> control_;
+    ControlQueue control_;
     std::string current_;
     std::string head_;
     DocPtr sending_;
@@ -356,9 +411,9 @@ private:
 
 }  // namespace
 
-void start_sse(Server& server, tcp::socket socket, const Request& req, std::vector<std::string> channels,
+void start_sse(Shard& shard, tcp::socket socket, const Request& req, std::vector<std::string> channels,
                std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires) {
-    auto stream = std::make_shared<SseStream>(server, std::move(socket), expires);
+    auto stream = std::make_shared<SseStream>(shard, std::move(socket), expires);
     stream->start(req, std::move(channels), std::move(floors));
 }
 
@@ -391,7 +446,7 @@ bool etag_matches(std::string_view header_value, std::string_view etag) {
 
 class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
 public:
-    HttpSession(Server& server, tcp::socket socket) : Connection(server), socket_(std::move(socket)) {}
+    HttpSession(Shard& shard, tcp::socket socket) : Connection(shard), socket_(std::move(socket)) {}
 
     void start() { read(); }
 
@@ -414,7 +469,7 @@ private:
         parser_->header_limit(16 * 1024);
         parser_->body_limit(16 * 1024);
         reading_ = true;
-        deadline_ = steady::now() + server_.options().request_timeout;
+        deadline_ = steady::now() + shard_.options().request_timeout;
         auto self = shared_from_this();
         http::async_read(socket_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) {
             self->reading_ = false;
@@ -439,7 +494,7 @@ private:
         res.prepare_payload();
         auto shared = std::make_shared<Response>(std::move(res));
         writing_ = true;
-        deadline_ = steady::now() + server_.options().slow_client_timeout;
+        deadline_ = steady::now() + shard_.options().slow_client_timeout;
         auto self = shared_from_this();
         http::async_write(socket_, *shared, [self, shared](beast::error_code ec, std::size_t) {
             self->writing_ = false;
@@ -452,7 +507,7 @@ private:
         Response res(static_cast<http::status>(status), req.version());
         res.set(http::field::content_type, "application/json");
         res.set(http::field::cache_control, "no-store");
-        add_cors(res, server_.options(), header(req, http::field::origin));
+        add_cors(res, shard_.options(), header(req, http::field::origin));
         res.body() = std::move(body);
         return res;
     }
@@ -464,7 +519,7 @@ private:
         if (status == 401)
             res.set(http::field::www_authenticate,
                     "Bearer error=\"" + std::string(code == "missing_token" ? "invalid_request" : "invalid_token") + "\"");
-        if (status == 401 || status == 403) ++server_.counters().refused;
+        if (status == 401 || status == 403) ++shard_.counters().refused;
         respond(std::move(res), keep_alive);
     }
 
@@ -506,7 +561,7 @@ private:
     void respond_head(Response res) {
         auto shared = std::make_shared<Response>(std::move(res));
         writing_ = true;
-        deadline_ = steady::now() + server_.options().slow_client_timeout;
+        deadline_ = steady::now() + shard_.options().slow_client_timeout;
         auto self = shared_from_this();
         auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*shared);
         http::async_write_header(socket_, *serializer, [self, shared, serializer](beast::error_code ec, std::size_t) {
@@ -518,7 +573,7 @@ private:
 
     void preflight(const Request& req) {
         Response res(http::status::no_content, req.version());
-        add_cors(res, server_.options(), header(req, http::field::origin));
+        add_cors(res, shard_.options(), header(req, http::field::origin));
         if (res.find(http::field::access_control_allow_origin) != res.end()) {
             res.set(http::field::access_control_allow_methods, "GET, HEAD, OPTIONS");
             res.set(http::field::access_control_allow_headers, "Authorization, Last-Event-ID, If-None-Match");
@@ -528,9 +583,9 @@ private:
     }
 
     void healthz(const Request& req) {
-        bool up = server_.hub().redis_up();
-        auto s = server_.stats();
-        auto h = server_.hub().stats();
+        bool up = shard_.hub().redis_up();
+        auto s = shard_.stats();
+        auto h = shard_.hub().stats();
         std::string body = std::string("{\"status\":\"") + (up ? "ok" : "unavailable") + "\",\"redis\":\"" +
                            (up ? "up" : "down") + "\",\"connections\":" + std::to_string(s.connections) +
                            ",\"sse_streams\":" + std::to_string(s.sse_streams) +
@@ -544,14 +599,14 @@ private:
         bool keep = req.keep_alive();
         if (auto why = channel_error(channel); !why.empty())
             return respond_error(400, "bad_request", "/v1/docs/" + channel.substr(0, 200) + ": " + why, {}, keep, &req);
-        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
-        Verdict verdict = authorize(caller, server_.options().public_channels, channel);
+        Caller caller = identify(shard_.verifier(), request_token(req, target), wall_clock::now());
+        Verdict verdict = authorize(caller, shard_.options().public_channels, channel);
         if (!verdict.allowed) return respond_error(verdict.status, verdict.code, verdict.message, channel, keep, &req);
         auto self = shared_from_this();
         auto shared_req = std::make_shared<Request>(std::move(req));
         reading_ = true;  // the request's deadline covers the read from Redis
-        deadline_ = steady::now() + server_.options().request_timeout;
-        server_.hub().read(channel, [self, shared_req, channel](DocPtr doc, std::string error) {
+        deadline_ = steady::now() + shard_.options().request_timeout;
+        shard_.hub().read(channel, [self, shared_req, channel](DocPtr doc, std::string error) {
             self->reading_ = false;
             if (self->closed_) return;
             const Request& req = *shared_req;
@@ -587,10 +642,10 @@ private:
     // answer is on its way).
     bool check_channels(const Request& req, const std::vector<std::string>& channels, const Caller& caller) {
         bool keep = req.keep_alive();
-        if (channels.size() > server_.options().max_channels) {
+        if (channels.size() > shard_.options().max_channels) {
             respond_error(400, "too_many_channels",
                           std::to_string(channels.size()) + " channels asked for; one connection follows at most " +
-                              std::to_string(server_.options().max_channels) + " (--max-channels)",
+                              std::to_string(shard_.options().max_channels) + " (--max-channels)",
                           {}, keep, &req);
             return false;
         }
@@ -606,7 +661,7 @@ private:
                               channels[i].substr(0, 200), keep, &req);
                 return false;
             }
-            Verdict verdict = authorize(caller, server_.options().public_channels, channels[i]);
+            Verdict verdict = authorize(caller, shard_.options().public_channels, channels[i]);
             if (!verdict.allowed) {
                 respond_error(verdict.status, verdict.code, verdict.message, channels[i], keep, &req);
                 return false;
@@ -620,7 +675,7 @@ private:
         if (channels.empty())
             return respond_error(400, "bad_request", "name the channels to follow: /v1/sse?channel=db:order:42", {},
                                  req.keep_alive(), &req);
-        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
+        Caller caller = identify(shard_.verifier(), request_token(req, target), wall_clock::now());
         if (!check_channels(req, channels, caller)) return;
         // Where the client is: Last-Event-ID (sent by EventSource when it reconnects), or the
         // last-event-id parameter of a client that opened a new stream.
@@ -634,9 +689,9 @@ private:
         }
         auto expires = wall_clock::time_point::max();
         for (const auto& c : channels)
-            if (needs_token(server_.options().public_channels, c) && caller.grant) expires = caller.grant->expires;
+            if (needs_token(shard_.options().public_channels, c) && caller.grant) expires = caller.grant->expires;
         handed_off_ = true;
-        start_sse(server_, std::move(socket_), req, std::move(channels), std::move(floors), expires);
+        start_sse(shard_, std::move(socket_), req, std::move(channels), std::move(floors), expires);
     }
 
     void websocket(Request req, const Target& target) {
@@ -645,10 +700,10 @@ private:
                                  req.keep_alive(), &req);
         // A refused token is told over the WebSocket (an error message, then a close): a browser
         // sees nothing of an HTTP answer to its upgrade.
-        Caller caller = identify(server_.verifier(), request_token(req, target), wall_clock::now());
-        if (caller.refusal) ++server_.counters().refused;
+        Caller caller = identify(shard_.verifier(), request_token(req, target), wall_clock::now());
+        if (caller.refusal) ++shard_.counters().refused;
         handed_off_ = true;
-        start_websocket(server_, std::move(socket_), std::move(req), std::move(caller));
+        start_websocket(shard_, std::move(socket_), std::move(req), std::move(caller));
     }
 
     tcp::socket socket_;
@@ -664,7 +719,9 @@ private:
 }  // namespace
 
 void Server::accept() {
-    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    // Each connection goes to the next shard, and lives on its thread from the start.
+    Shard& shard = *shards_[next_shard_++ % shards_.size()];
+    acceptor_.async_accept(shard.io(), [this, &shard](boost::system::error_code ec, tcp::socket socket) {
         if (stopping_) return;
         if (ec) {
             // Out of descriptors, say: wait a moment instead of spinning on the error.
@@ -677,7 +734,7 @@ void Server::accept() {
         }
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        if (connections_.size() >= options_.max_connections) {
+        if (counters_.connections >= options_.max_connections) {
             // Answered at once and closed: the kernel's buffer of a fresh socket takes the few bytes.
             static const std::string body =
                 error_json("too_many_connections", "this gateway holds --max-connections connections: retry later");
@@ -689,7 +746,9 @@ void Server::accept() {
             socket.close(ignored);
             log_debug("gateway", "refused a connection: --max-connections reached");
         } else {
-            std::make_shared<HttpSession>(*this, std::move(socket))->start();
+            asio::post(shard.io(), [&shard, socket = std::move(socket)]() mutable {
+                std::make_shared<HttpSession>(shard, std::move(socket))->start();
+            });
         }
         accept();
     });

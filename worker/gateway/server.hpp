@@ -1,6 +1,7 @@
 #pragma once
-// The gateway's HTTP side on Boost.Beast: one acceptor and every client connection, all on one I/O
-// thread (a doc is fanned out by handing each connection a pointer to the same bytes).
+// The gateway's HTTP side on Boost.Beast: one acceptor on the hub's thread, and the client
+// connections spread over `threads` I/O threads (shards), each with its own LocalHub. A doc is
+// fanned out by handing each connection a pointer to the same bytes.
 //
 //   GET /v1/docs/{channel}   the retained doc; ETag = its version, If-None-Match answers 304
 //   GET /v1/sse?channel=…    Server-Sent Events: each channel's retained doc, then every newer one
@@ -8,16 +9,19 @@
 //   GET /healthz             Redis reachability and the gateway's counts
 //   GET /, /docsync-client.js  the demo page and the client library
 //
-// A once-a-second tick walks the connections: it closes the ones whose token expired, the ones too
+// A once-a-second tick on each shard walks its connections: it closes the ones whose token expired, the ones too
 // slow to take a doc for `slow_client_timeout`, and requests that never finish; it sends the SSE
 // heartbeats. Nothing per connection is timed by its own timer, so an idle connection costs its
 // socket and a few hundred bytes.
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +43,7 @@ struct ServerOptions {
     std::chrono::milliseconds slow_client_timeout{30000};
     std::chrono::milliseconds heartbeat{15000};
     std::chrono::milliseconds request_timeout{30000};  // to send a request's header and body
+    unsigned threads = 1;  // I/O threads (shards)
 };
 
 struct ServerStats {
@@ -50,12 +55,23 @@ struct ServerStats {
     std::uint64_t refused = 0;  // 401 / 403 answers and refused subscriptions
 };
 
-class Server;
+// The same, counted by every shard at once.
+struct ServerCounters {
+    std::atomic<std::size_t> connections{0};
+    std::atomic<std::size_t> sse_streams{0};
+    std::atomic<std::size_t> websockets{0};
+    std::atomic<std::uint64_t> slow_disconnects{0};
+    std::atomic<std::uint64_t> expired_disconnects{0};
+    std::atomic<std::uint64_t> refused{0};
+};
 
-// What the tick walks: every open connection.
+class Server;
+class Shard;
+
+// What a shard's tick walks: every open connection of that shard.
 class Connection {
 public:
-    explicit Connection(Server& server);
+    explicit Connection(Shard& shard);
     virtual ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -63,41 +79,68 @@ public:
     virtual void shut() = 0;  // closes at once (the gateway is stopping)
 
 protected:
-    Server& server_;
+    Shard& shard_;
 };
 
-class Server {
+// One I/O thread with its connections; everything here but start, stop and join runs on it.
+class Shard {
 public:
-    Server(boost::asio::io_context& io, Hub& hub, const TokenVerifier& verifier, ServerOptions options);
-    // Binds and listens; throws docsync::Error naming the address when it cannot.
-    void start();
-    // Stops accepting and closes every connection.
-    void stop();
-    // The port bound (the one chosen when listen_port was 0).
-    std::uint16_t port() const;
-
-    Hub& hub() { return hub_; }
-    const TokenVerifier& verifier() const { return verifier_; }
-    const ServerOptions& options() const { return options_; }
+    Shard(Server& server, boost::asio::io_context& hub_io, Hub& hub);
     boost::asio::io_context& io() { return io_; }
+    LocalHub& hub() { return hub_; }
+    const TokenVerifier& verifier() const;
+    const ServerOptions& options() const;
+    ServerCounters& counters();
     ServerStats stats() const;
 
     void add(Connection* c) { connections_.insert(c); }
     void remove(Connection* c) { connections_.erase(c); }
-    ServerStats& counters() { return counters_; }
+
+    void start();  // the thread
+    void stop();   // from any thread: closes every connection, then the thread runs dry
+    void join();
+
+private:
+    void schedule_tick();
+
+    Server& server_;
+    boost::asio::io_context io_{1};
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+    LocalHub hub_;
+    boost::asio::steady_timer tick_;
+    std::unordered_set<Connection*> connections_;
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
+class Server {
+public:
+    // `io`: the hub's; the acceptor runs there.
+    Server(boost::asio::io_context& io, Hub& hub, const TokenVerifier& verifier, ServerOptions options);
+    ~Server();
+    // Binds, listens and starts the shards; throws docsync::Error naming the address when it cannot.
+    void start();
+    // Stops accepting and closes every connection; join() then waits for the shards' threads.
+    void stop();
+    void join();
+    // The port bound (the one chosen when listen_port was 0).
+    std::uint16_t port() const;
+
+    const TokenVerifier& verifier() const { return verifier_; }
+    const ServerOptions& options() const { return options_; }
+    ServerCounters& counters() { return counters_; }
+    ServerStats stats() const;
 
 private:
     void accept();
-    void schedule_tick();
 
     boost::asio::io_context& io_;
-    Hub& hub_;
     const TokenVerifier& verifier_;
     const ServerOptions options_;
     boost::asio::ip::tcp::acceptor acceptor_;
-    boost::asio::steady_timer tick_;
-    std::unordered_set<Connection*> connections_;
-    ServerStats counters_;
+    ServerCounters counters_;
+    std::vector<std::unique_ptr<Shard>> shards_;
+    std::size_t next_shard_ = 0;
     bool stopping_ = false;
 };
 

@@ -8,7 +8,6 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include <chrono>
-#include <deque>
 #include <list>
 #include <optional>
 #include <string>
@@ -50,6 +49,15 @@ inline bool needs_token(const Patterns& public_channels, std::string_view channe
 // {"error":CODE,"channel":CHANNEL,"message":MESSAGE} (no channel when empty).
 std::string error_json(std::string_view code, std::string_view message, std::string_view channel = {});
 
+// A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
+// vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.
+using ControlQueue = std::vector<std::string>;
+inline std::string pop_front(ControlQueue& queue) {
+    std::string first = std::move(queue.front());
+    queue.erase(queue.begin());
+    return first;
+}
+
 // A connection's channels with, for each, the newest version it was sent (or asked to skip to) and at
 // most one pending doc: the newest not yet sent. A slow client thus skips versions but always ends
 // on the newest, and what waits for it is bounded by its channels, never by the docs published.
@@ -78,13 +86,15 @@ public:
 
 private:
     std::list<Slot> slots_;
-    std::deque<Slot*> queue_;  // channels with a pending doc, oldest first
+    // Channels with a pending doc, oldest first. A vector, not a deque: an empty deque allocates
+    // half a kilobyte, and this queue is short (at most one entry per channel).
+    std::vector<Slot*> queue_;
 };
 
 // Hand-offs from the HTTP session once a request is authorized.
-void start_sse(Server& server, boost::asio::ip::tcp::socket socket, const Request& req, std::vector<std::string> channels,
+void start_sse(Shard& shard, boost::asio::ip::tcp::socket socket, const Request& req, std::vector<std::string> channels,
                std::vector<std::optional<DocVersion>> floors, std::chrono::system_clock::time_point expires);
-void start_websocket(Server& server, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
+void start_websocket(Shard& shard, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
 
 // CORS headers for `origin` when it is allowed (nothing otherwise).
 void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);

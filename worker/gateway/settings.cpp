@@ -4,10 +4,12 @@
 #include "gateway/settings.hpp"
 
 #include <arpa/inet.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
+#include <thread>
 
 #include "common/error.hpp"
 #include "gateway/access.hpp"
@@ -16,6 +18,12 @@
 #include "settings/log_settings.hpp"
 
 namespace docsync::gateway {
+
+unsigned default_threads() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+    return std::max(1u, std::thread::hardware_concurrency());
+}
 
 using namespace settings;
 
@@ -173,6 +181,9 @@ const std::vector<Spec>& specs() {
          [](GatewaySettings& s, std::string_view v) {
              s.heartbeat = duration_in(v, std::chrono::seconds(1), std::chrono::hours(1));
          }},
+        {"threads", Kind::Count, "N", "I/O threads serving the clients, each a share of the connections (default: the cores)",
+         [](const GatewaySettings& s) { return std::to_string(s.threads); },
+         [](GatewaySettings& s, std::string_view v) { s.threads = static_cast<unsigned>(count_in(v, 1, 256)); }},
         {"redis-connections", Kind::Count, "N", "Redis connections for reads (GET), besides the one subscriber",
          [](const GatewaySettings& s) { return std::to_string(s.redis_connections); },
          [](GatewaySettings& s, std::string_view v) { s.redis_connections = static_cast<unsigned>(count_in(v, 1, 64)); }},

@@ -26,6 +26,9 @@
 
 namespace docsync::gateway {
 
+// The cores this process may run on (at least 1): the default of --threads.
+unsigned default_threads();
+
 struct GatewaySettings {
     // The Redis the worker publishes to (its --sink): redis:// or redis-cluster://, checked at parse time.
     std::string redis = "redis://127.0.0.1:6379";
@@ -41,6 +44,7 @@ struct GatewaySettings {
     // A client whose socket has taken no bytes for this long while a doc waits for it is disconnected.
     std::chrono::milliseconds slow_client_timeout{std::chrono::seconds(30)};
     std::chrono::milliseconds heartbeat{std::chrono::seconds(15)};  // SSE comment, WebSocket ping
+    unsigned threads = default_threads();  // I/O threads, each serving a share of the connections
     unsigned redis_connections = 2;  // connections for reads (GET) besides the subscriber
     std::string config;              // JSON config file, if any
     LogFormat log_format = LogFormat::Text;

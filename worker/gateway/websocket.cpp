@@ -2,7 +2,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include <deque>
 
 #include "common/log.hpp"
 #include "gateway/session.hpp"
@@ -28,20 +27,20 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
 
 class WsSession : public Connection, public Follower, public std::enable_shared_from_this<WsSession> {
 public:
-    WsSession(Server& server, tcp::socket socket, Caller caller)
-        : Connection(server), ws_(std::move(socket)), caller_(std::move(caller)) {
-        ++server_.counters().websockets;
+    WsSession(Shard& shard, tcp::socket socket, Caller caller)
+        : Connection(shard), ws_(std::move(socket)), caller_(std::move(caller)) {
+        ++shard_.counters().websockets;
     }
     ~WsSession() override {
         unfollow_all();
-        --server_.counters().websockets;
+        --shard_.counters().websockets;
     }
 
     void start(Request req) {
         websocket::stream_base::timeout timeout{};
         timeout.handshake_timeout = std::chrono::seconds(10);
         // Beast pings an idle client at half this and drops one that answers nothing for all of it.
-        timeout.idle_timeout = 2 * server_.options().heartbeat;
+        timeout.idle_timeout = 2 * shard_.options().heartbeat;
         timeout.keep_alive_pings = true;
         ws_.set_option(timeout);
         ws_.read_message_max(kMaxMessageBytes);
@@ -68,16 +67,16 @@ public:
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
         if (closed_ || !open_) return;
-        if (writing_ && now - write_started_ >= server_.options().slow_client_timeout) {
-            ++server_.counters().slow_disconnects;
+        if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
+            ++shard_.counters().slow_disconnects;
             log_info("gateway", "closed a WebSocket whose client took no bytes for " +
-                                    std::to_string(server_.options().slow_client_timeout.count()) + " ms (too slow)");
+                                    std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
             return close();
         }
         if (caller_.grant && wall >= caller_.grant->expires) {
             caller_.grant.reset();
             if (!relies_on_token()) return;  // only public channels: the connection needs no token
-            ++server_.counters().expired_disconnects;
+            ++shard_.counters().expired_disconnects;
             send_control(ws_error("token_expired", "the token has expired: reconnect with a new one, or send "
                                                      "{\"type\":\"auth\",\"token\":…} before it expires"));
             close_reason_ = "token_expired";
@@ -91,12 +90,12 @@ public:
 private:
     bool relies_on_token() const {
         for (const auto& s : outbox_.slots())
-            if (needs_token(server_.options().public_channels, s.channel)) return true;
+            if (needs_token(shard_.options().public_channels, s.channel)) return true;
         return false;
     }
 
     void unfollow_all() {
-        for (const auto& slot : outbox_.slots()) server_.hub().unfollow(slot.channel, this);
+        for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
     }
 
     void close() {
@@ -138,9 +137,9 @@ private:
     void subscribe(const std::string& channel, std::optional<DocVersion> after) {
         if (auto why = channel_error(channel); !why.empty())
             return send_control(ws_error("bad_request", why, channel.substr(0, 200)));
-        Verdict verdict = authorize(caller_, server_.options().public_channels, channel);
+        Verdict verdict = authorize(caller_, shard_.options().public_channels, channel);
         if (!verdict.allowed) {
-            ++server_.counters().refused;
+            ++shard_.counters().refused;
             return send_control(ws_error(verdict.code, verdict.message, channel));
         }
         if (Outbox::Slot* slot = outbox_.find(channel)) {
@@ -148,20 +147,20 @@ private:
             if (after && (!slot->floor || *after > *slot->floor)) slot->floor = after;
             return send_control(subscribed_json(channel));
         }
-        if (outbox_.size() >= server_.options().max_channels)
+        if (outbox_.size() >= shard_.options().max_channels)
             return send_control(ws_error("too_many_channels",
                                            "this connection follows " + std::to_string(outbox_.size()) +
                                                " channels, the most one may (--max-channels): unsubscribe one first",
                                            channel));
         outbox_.add(channel, after);
         send_control(subscribed_json(channel));
-        server_.hub().follow(channel, this);
+        shard_.hub().follow(channel, this);
     }
 
     void unsubscribe(const std::string& channel) {
         if (!outbox_.find(channel))
             return send_control(ws_error("bad_request", "not subscribed to this channel", channel.substr(0, 200)));
-        server_.hub().unfollow(channel, this);
+        shard_.hub().unfollow(channel, this);
         outbox_.remove(channel);
         send_control("{\"type\":\"unsubscribed\",\"channel\":" + json_string(channel) + "}");
     }
@@ -169,17 +168,17 @@ private:
     // A new token for the connection (a refreshed one before the old expires). Channels it no longer
     // opens are dropped, each with an error.
     void reauthorize(const std::string& token) {
-        Caller fresh = identify(server_.verifier(), token, wall_clock::now());
+        Caller fresh = identify(shard_.verifier(), token, wall_clock::now());
         if (fresh.refusal) {
-            ++server_.counters().refused;
+            ++shard_.counters().refused;
             return send_control(ws_error(fresh.refusal->code, fresh.refusal->message + " (the previous token stays in use)"));
         }
         caller_ = std::move(fresh);
         std::vector<std::string> dropped;
         for (const auto& s : outbox_.slots())
-            if (!authorize(caller_, server_.options().public_channels, s.channel).allowed) dropped.push_back(s.channel);
+            if (!authorize(caller_, shard_.options().public_channels, s.channel).allowed) dropped.push_back(s.channel);
         for (const auto& channel : dropped) {
-            server_.hub().unfollow(channel, this);
+            shard_.hub().unfollow(channel, this);
             outbox_.remove(channel);
             send_control(ws_error("forbidden", "the new token does not open this channel: unsubscribed", channel));
         }
@@ -194,7 +193,7 @@ private:
         if (closed_) return;
         if (control_.size() >= kMaxControlPending) {
             log_info("gateway", "closed a WebSocket that sends requests without reading the replies");
-            ++server_.counters().slow_disconnects;
+            ++shard_.counters().slow_disconnects;
             return close();
         }
         control_.push_back(std::move(message));
@@ -212,8 +211,7 @@ private:
         };
         ws_.text(true);
         if (!control_.empty()) {
-            current_ = std::move(control_.front());
-            control_.pop_front();
+            current_ = pop_front(control_);
             start_write();
             ws_.async_write(asio::buffer(current_), done);
             return;
@@ -244,7 +242,7 @@ private:
     beast::flat_buffer buffer_;
     Caller caller_;
     Outbox outbox_;
-    std::deque<std::string> control_;
+    ControlQueue control_;
     std::string current_;
     DocPtr sending_;
     std::string close_reason_;
@@ -257,8 +255,8 @@ private:
 
 }  // namespace
 
-void start_websocket(Server& server, tcp::socket socket, Request req, Caller caller) {
-    auto session = std::make_shared<WsSession>(server, std::move(socket), std::move(caller));
+void start_websocket(Shard& shard, tcp::socket socket, Request req, Caller caller) {
+    auto session = std::make_shared<WsSession>(shard, std::move(socket), std::move(caller));
     session->start(std::move(req));
 }
 
