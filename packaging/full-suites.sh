@@ -5,9 +5,10 @@
 #   packaging/full-suites.sh [BUILD-DIR]
 #   1. valgrind: the extension's regress suite once with the server under valgrind memcheck
 #      (packaging/valgrind-regress.sh); memcheck errors in the docsync library fail it;
-#   2. tsan: the worker built with ThreadSanitizer (clang, -DDOCSYNC_TSAN=ON, in BUILD-DIR-tsan,
-#      default build/test-tsan) running the unit tests and the C++ integration tests (stream,
-#      executor, the engine on the real executor, the Redis sink) against a throwaway cluster, then
+#   2. tsan: the worker and the gateway built with ThreadSanitizer (clang, -DDOCSYNC_TSAN=ON, in
+#      BUILD-DIR-tsan, default build/test-tsan) running the unit tests, the C++ integration tests
+#      (stream, executor, the engine on the real executor, the Redis sink) against a throwaway
+#      cluster and the gateway's tests (the instrumented docsync-gateway exits 66 on a report), then
 #      the instrumented docsync-worker through worker_hostile_sessions.sh and worker_hostile_names.sh
 #      (a worker with a report exits 66 instead of 0 on SIGTERM); any ThreadSanitizer report fails it.
 # DOCSYNC_FULL_SUITES=valgrind or =tsan runs one of them. Prints each suite's time; exits non-zero
@@ -33,12 +34,13 @@ run_tsan() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >"$tsan_build.cmake.log" 2>&1 ||
     { cat "$tsan_build.cmake.log"; return 1; }
   cmake --build "$tsan_build" -j "$(nproc)" --target docsync-worker docsync-unit-tests docsync-integration-tests \
+    docsync-gateway docsync-gateway-tests \
     >"$tsan_build.build.log" 2>&1 || { tail -n 40 "$tsan_build.build.log"; return 1; }
   cluster=$(packaging/dev-cluster.sh start) || return 1
   # shellcheck disable=SC1091
   (. "$cluster/cluster.env"
    export TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1 history_size=4"
-   for t in docsync-unit-tests docsync-integration-tests; do
+   for t in docsync-unit-tests docsync-integration-tests docsync-gateway-tests; do
      if "$tsan_build/$t" >"$tsan_build/$t.log" 2>&1; then
        echo "tsan $t: ok ($(grep -o 'test cases: *[0-9]*' "$tsan_build/$t.log" | tail -n 1))"
      else

@@ -376,10 +376,11 @@ public:
         });
     }
     ~WsClient() {
+        // shutdown ends the reader's read; the socket is closed once the reader is gone.
         boost::system::error_code ec;
         gw_beast::get_lowest_layer(ws_).shutdown(gw_tcp::socket::shutdown_both, ec);
-        gw_beast::get_lowest_layer(ws_).close(ec);
         if (reader_.joinable()) reader_.join();
+        gw_beast::get_lowest_layer(ws_).close(ec);
     }
     void send(const std::string& text) {
         std::lock_guard lock(write_mutex_);
