@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_stats.hpp"
 #include "bench/sample_doc.hpp"
 #include "integration/redis_server.hpp"
 #include "publish/redis_cluster_sink.hpp"
@@ -33,6 +34,7 @@
 
 using namespace std::chrono;
 using docsync::DocVersion;
+using docsync::bench::process_cpu_seconds;
 using docsync::Publication;
 using docsync::Publisher;
 
@@ -47,25 +49,6 @@ double self_cpu_seconds() {
     ::getrusage(RUSAGE_SELF, &u);
     return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
            static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-double process_cpu_seconds(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    auto close = line.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream fields(line.substr(close + 2));
-    std::string f;
-    double utime = 0, stime = 0;
-    for (int i = 3; fields >> f; ++i) {
-        if (i == 14) utime = std::stod(f);
-        if (i == 15) {
-            stime = std::stod(f);
-            break;
-        }
-    }
-    return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 struct Throughput {

@@ -59,11 +59,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_stats.hpp"
 #include "bench/sample_doc.hpp"
 #include "publish/redis_sink.hpp"
 
 using namespace std::chrono;
 using docsync::DocVersion;
+using docsync::bench::process_cpu_seconds;
 
 namespace {
 
@@ -110,25 +112,6 @@ long proc_kb(pid_t pid, const char* file, const char* field) {
     while (std::getline(in, line))
         if (line.rfind(name, 0) == 0) return std::stol(line.substr(name.size()));
     return -1;
-}
-
-double process_cpu_seconds(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    auto close = line.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream fields(line.substr(close + 2));
-    std::string f;
-    double utime = 0, stime = 0;
-    for (int i = 3; fields >> f; ++i) {
-        if (i == 14) utime = std::stod(f);
-        if (i == 15) {
-            stime = std::stod(f);
-            break;
-        }
-    }
-    return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 double self_cpu_seconds() {
