@@ -75,8 +75,8 @@ step "ctest"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest_args=(--test-dir "$build" --output-on-failure --timeout 600)
-# The unit tests need no server, and the gateway's tests only Redis servers of their own: both cores
-# at once. The rest one at a time.
+# The unit tests need no server, and the gateway's (its C++ tests, the browser scenario) only Redis
+# servers and a database of their own: both cores at once. The rest one at a time.
 ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^(unit|gateway)$' || failed+=(ctest-unit-gateway)
 [ $full -eq 1 ] || ctest_args+=(--label-exclude 'long|^unit$|^gateway$')
 [ $full -eq 0 ] || ctest_args+=(--label-exclude '^unit$|^gateway$')
