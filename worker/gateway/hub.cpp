@@ -124,17 +124,18 @@ void Hub::read_retained(const std::string& channel) {
 void Hub::read(const std::string& channel, std::function<void(DocPtr, std::string)> done) {
     feed_.read(channel, [this, channel, done = std::move(done)](FeedRead result) mutable {
         asio::post(io_, [this, channel, done = std::move(done), result = std::move(result)]() mutable {
-            if (!result.ok) return done(nullptr, result.error);
+            auto followed = channels_.find(channel);
+            DocPtr held = followed == channels_.end() ? nullptr : followed->second.latest;
+            if (!result.ok) return held ? done(held, {}) : done(nullptr, result.error);
             if (!result.value) {
+                if (held) return done(held, {});  // a tombstone expired since, or a Redis that forgot
                 feed_.announce(channel, true);
                 return done(nullptr, {});
             }
             auto doc = make_doc(channel, std::move(*result.value));
             if (!doc) return done(nullptr, "Redis holds a value at " + channel + " that is not a docsync doc");
             // A followed channel's newer doc (or this one, when it is newer) answers.
-            if (auto it = channels_.find(channel); it != channels_.end()) {
-                if (it->second.latest && it->second.latest->version > doc->version) doc = it->second.latest;
-            }
+            if (held && held->version > doc->version) doc = held;
             done(doc, {});
         });
     });
