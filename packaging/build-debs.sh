@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the Debian packages postgresql-15-docsync and docsync-worker from this checkout:
+# Builds the Debian packages postgresql-15-docsync, docsync-worker and docsync-gateway from this
+# checkout (packaging/debian/control):
 #   packaging/build-debs.sh [OUTDIR]     the .deb files land in OUTDIR (default: build/debs)
-# Works on a copy of the tree (without build/ and .git), so the checkout stays as it is. Needs the
-# build dependencies of packaging/debian/control (all in packaging/deps.sh).
+# Works on a copy of the tree (without build/, .git and the browser tests' node_modules), so the
+# checkout stays as it is. Needs the build dependencies of packaging/debian/control (all in
+# packaging/deps.sh). A few minutes on two cores, most of it the C++ build.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$top/build/debs}
@@ -12,7 +14,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir "$work/docsync"
-tar -C "$top" --exclude=./build --exclude=./.git --exclude=./.dev-cluster -cf - . | tar -C "$work/docsync" -xf -
+tar -C "$top" --exclude=./build --exclude=./.git --exclude=./.dev-cluster --exclude=./tests/browser/node_modules \
+  -cf - . | tar -C "$work/docsync" -xf -
 cp -r "$work/docsync/packaging/debian" "$work/docsync/debian"
 (
   cd "$work/docsync"

@@ -8,12 +8,15 @@ set -euo pipefail
 PACKAGES=(
   # build: extension
   postgresql-15 postgresql-server-dev-15 make
-  # build: worker
-  cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libhiredis-dev
+  # build: worker and gateway
+  cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libhiredis-dev libjwt-dev
   # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools, JSON and script tools
   doctest-dev clang libclang-rt-14-dev redis-server procps util-linux jq python3
   # tests: promtool checks the /metrics output and the alert rules (the service is not used)
   prometheus
+  # tests and demo.sh --browser: the gateway in headless Chromium (tests/browser: node --test, and
+  # puppeteer-core fetched by npm ci), tokens minted with openssl, HTTP with curl
+  chromium nodejs npm openssl curl
   # benchmarks: peer plugins and tools
   postgresql-15-wal2json
   # packaging
@@ -25,10 +28,20 @@ if [ "${1:-}" = "--list" ]; then
   exit 0
 fi
 
+# A name counts as present when its package is installed, or when an installed package provides it
+# (a nodejs from another archive bundles npm and conflicts with Debian's).
+provided=
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed' && return 0
+  [ -n "$provided" ] || provided=$(dpkg-query -W -f='${Status}\t${Provides}\n' 2>/dev/null |
+    sed -n 's/^install ok installed\t//p' | tr ',' '\n' | sed 's/(.*)//; s/[[:space:]]//g' | sort -u)
+  grep -qxF "$1" <<<"$provided"
+}
+
 # postgresql-15 is also upgraded when older than 15.19, the first release with output_plugin_libraries.
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 pg_version=$(dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null || true)
 if [ -n "$pg_version" ] && dpkg --compare-versions "$pg_version" lt 15.19; then

@@ -515,3 +515,49 @@ TEST_CASE("gateway: a channel left and followed again at once still gets its ret
         CHECK(n_of(*m) == 1);
     }
 }
+
+TEST_CASE("gateway: idle with no channel followed it stays connected to Redis (a plain PONG counts)") {
+    Setup s;
+    // Pings go every 5 s; two unanswered ones would drop the connection and fail /healthz.
+    for (int i = 0; i < 26; ++i) {
+        CHECK(http_get(s.gateway.port(), "/healthz").status == 200);
+        std::this_thread::sleep_for(500ms);
+    }
+    CHECK(s.gateway.log().find("did not answer PING") == std::string::npos);
+    CHECK(s.gateway.log().find("unreachable") == std::string::npos);
+}
+
+TEST_CASE("gateway: clients asking for docs Redis does not hold cannot make the worker compute at their pace") {
+    Setup s({"--public", "db:order:*", "--warm-rate", "20"});
+    auto listener = s.redis.client();
+    auto* ctx = listener->context();
+    REQUIRE(redisAppendCommand(ctx, "SUBSCRIBE docsync:warm") == REDIS_OK);
+    int done = 0;
+    while (!done) REQUIRE(redisBufferWrite(ctx, &done) == REDIS_OK);
+    // Ten asks for one missing doc: one warm. Then 200 distinct missing docs at once.
+    for (int i = 0; i < 10; ++i) CHECK(http_get(s.gateway.port(), "/v1/docs/db:order:1").status == 404);
+    auto started = std::chrono::steady_clock::now();
+    for (int i = 2; i < 202; ++i) http_get(s.gateway.port(), "/v1/docs/db:order:" + std::to_string(i));
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::this_thread::sleep_for(300ms);
+    std::map<std::string, int> warmed;
+    for (;;) {
+        pollfd pfd{ctx->fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 200) <= 0) break;
+        REQUIRE(redisBufferRead(ctx) == REDIS_OK);
+        void* raw = nullptr;
+        while (redisGetReplyFromReader(ctx, &raw) == REDIS_OK && raw) {
+            publish::Reply reply(static_cast<redisReply*>(raw));
+            if (reply->elements == 3 && publish::reply_text(reply->element[0]) == "message")
+                ++warmed[publish::reply_text(reply->element[2])];
+            raw = nullptr;
+        }
+    }
+    CHECK(warmed["db:order:1"] == 1);
+    int total = 0;
+    for (const auto& [channel, n] : warmed) total += n;
+    MESSAGE(total << " warm requests for 201 missing docs asked in " << seconds << " s, at --warm-rate 20");
+    CHECK(total <= 1 + 20 + static_cast<int>(20 * (seconds + 0.5)));
+    CHECK(total >= 20);
+    CHECK(s.gateway.log().find("--warm-rate") != std::string::npos);
+}

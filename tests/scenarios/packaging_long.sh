@@ -14,6 +14,7 @@ echo "--- dpkg-buildpackage (a few minutes)"
 "$top/packaging/build-debs.sh" "$tmp/debs" >/dev/null
 ext=$(ls "$tmp"/debs/postgresql-15-docsync_*.deb)
 wrk=$(ls "$tmp"/debs/docsync-worker_*.deb)
+gwy=$(ls "$tmp"/debs/docsync-gateway_*.deb)
 
 echo "--- postgresql-15-docsync contents"
 contents=$(dpkg-deb -c "$ext")
@@ -35,6 +36,23 @@ dpkg-deb -e "$wrk" "$tmp/control"
 grep -q 'systemd-sysusers' "$tmp/control/postinst" || fail "postinst does not create the docsync user"
 grep -q '^/etc/default/docsync-worker$' "$tmp/control/conffiles" || fail "/etc/default/docsync-worker is not a conffile"
 
+echo "--- docsync-gateway contents"
+contents=$(dpkg-deb -c "$gwy")
+has "$contents" "^-rwxr-xr-x .* \./usr/bin/docsync-gateway$" "gateway binary missing or not executable"
+has "$contents" "\./lib/systemd/system/docsync-gateway\.service$" "gateway systemd unit missing"
+has "$contents" "\./usr/lib/sysusers\.d/docsync-gateway\.conf$" "gateway sysusers file missing"
+has "$contents" "\./etc/default/docsync-gateway$" "gateway environment file missing"
+has "$contents" "\./usr/share/doc/docsync-gateway/examples/docsync-gateway\.json\.example$" "gateway sample config missing"
+! grep -qE 'docsync-worker|docsync\.so' <<<"$contents" || fail "the gateway package holds the worker or the extension"
+grep -q 'docsync-gateway' <<<"$(dpkg-deb -c "$wrk")" && fail "the worker package holds the gateway"
+depends=$(dpkg-deb -f "$gwy" Depends)
+has "$depends" "libjwt" "the gateway does not depend on libjwt"
+! grep -qE 'libpq|postgresql' <<<"$depends" || fail "the gateway depends on PostgreSQL: $depends"
+rm -rf "$tmp/control"
+dpkg-deb -e "$gwy" "$tmp/control"
+grep -q 'systemd-sysusers' "$tmp/control/postinst" || fail "postinst does not create the docsync-gateway user"
+grep -q '^/etc/default/docsync-gateway$' "$tmp/control/conffiles" || fail "/etc/default/docsync-gateway is not a conffile"
+
 echo "--- installed into a throwaway root"
 root=$tmp/root
 dpkg -x "$ext" "$root"
@@ -46,8 +64,8 @@ grep -qx 'EnvironmentFile=-/etc/default/docsync-worker' "$unit" || fail "unit ha
 grep -q '^ExecStart=/usr/bin/docsync-worker --config /etc/docsync/docsync.json --status-dir /run/docsync$' "$unit" ||
   fail "unit ExecStart is not the worker with --config and --status-dir /run/docsync"
 grep -q '^u docsync ' "$root/usr/lib/sysusers.d/docsync-worker.conf" || fail "sysusers does not declare docsync"
-"$root/usr/bin/docsync-worker" --version | grep -qx 'docsync-worker 0\.1\.0' || fail "--version"
-"$root/usr/bin/docsync-worker" --help | grep -q -- '--max-retained-wal SIZE' || fail "--help"
+[ "$("$root/usr/bin/docsync-worker" --version)" = 'docsync-worker 0.1.0' ] || fail "--version"
+grep -q -- '--max-retained-wal SIZE' <<<"$("$root/usr/bin/docsync-worker" --help)" || fail "--help"
 set +e
 err=$("$root/usr/bin/docsync-worker" --config "$root/usr/share/doc/docsync-worker/examples/docsync.json.example" \
   --max-retained-wal 1XB 2>&1 >/dev/null)
@@ -57,6 +75,31 @@ set -e
 [ "$err" = 'docsync-worker: --max-retained-wal "1XB": unknown size unit "XB"; use B, kB, MB, GB or TB, e.g. 1GB or 512kB' ] ||
   fail "unexpected error line: $err"
 
+dpkg -x "$gwy" "$root"
+gunit=$root/lib/systemd/system/docsync-gateway.service
+grep -qx 'User=docsync-gateway' "$gunit" || fail "gateway unit does not run as docsync-gateway"
+grep -qx 'EnvironmentFile=-/etc/default/docsync-gateway' "$gunit" || fail "gateway unit has no EnvironmentFile"
+grep -qx 'ExecStart=/usr/bin/docsync-gateway --config /etc/docsync/gateway.json' "$gunit" || fail "gateway unit ExecStart"
+grep -qx 'LimitNOFILE=65536' "$gunit" || fail "gateway unit LimitNOFILE"
+! grep -qi 'postgresql' <<<"$(grep -E '^(After|Wants|Requires)=' "$gunit")" || fail "the gateway unit waits for PostgreSQL"
+grep -q '^u docsync-gateway ' "$root/usr/lib/sysusers.d/docsync-gateway.conf" || fail "sysusers does not declare docsync-gateway"
+[ "$("$root/usr/bin/docsync-gateway" --version)" = 'docsync-gateway 0.1.0' ] || fail "gateway --version"
+set +e
+err=$("$root/usr/bin/docsync-gateway" --config "$root/usr/share/doc/docsync-gateway/examples/docsync-gateway.json.example" 2>&1 >/dev/null)
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "the sample gateway config without its key file exited $rc, not 2"
+grep -q '/etc/docsync/gateway.key' <<<"$err" || fail "unexpected error line: $err"
+openssl rand -hex 32 >"$tmp/gateway.key"
+sed -e "s|/etc/docsync/gateway.key|$tmp/gateway.key|" -e 's|127.0.0.1:8080|127.0.0.1:0|' \
+  "$root/usr/share/doc/docsync-gateway/examples/docsync-gateway.json.example" >"$tmp/gateway.json"
+"$root/usr/bin/docsync-gateway" --config "$tmp/gateway.json" --log-format text 2>"$tmp/gateway.log" &
+gpid=$!
+for _ in $(seq 1 50); do grep -q 'listening on' "$tmp/gateway.log" && break; sleep 0.1; done
+kill -TERM $gpid
+wait $gpid || fail "the installed gateway with the sample config did not exit 0 on SIGTERM: $(cat "$tmp/gateway.log")"
+grep -q 'listening on 127.0.0.1:' "$tmp/gateway.log" || fail "the installed gateway did not start: $(cat "$tmp/gateway.log")"
+
 echo "--- make install DESTDIR=… PREFIX=…"
 mkdir "$tmp/src"
 tar -C "$top" --exclude=./build --exclude=./.git --exclude=./.dev-cluster -cf - . | tar -C "$tmp/src" -xf -
@@ -65,7 +108,8 @@ make -s -C "$tmp/src" PG_CONFIG="$PG_CONFIG" install DESTDIR="$tmp/dest" PREFIX=
 [ -x "$tmp/dest/opt/docsync/bin/docsync-worker" ] || fail "make install did not put the worker in PREFIX/bin"
 [ -f "$tmp/dest$("$PG_CONFIG" --pkglibdir)/docsync.so" ] || fail "make install did not install the extension library"
 [ -f "$tmp/dest$("$PG_CONFIG" --sharedir)/extension/docsync.control" ] || fail "make install did not install the control file"
-"$tmp/dest/opt/docsync/bin/docsync-worker" --version | grep -qx 'docsync-worker 0\.1\.0' || fail "installed worker --version"
+[ "$("$tmp/dest/opt/docsync/bin/docsync-worker" --version)" = 'docsync-worker 0.1.0' ] || fail "installed worker --version"
+[ -x "$tmp/dest/opt/docsync/bin/docsync-gateway" ] || fail "make install did not put the gateway in PREFIX/bin"
 make -s -C "$tmp/src" PG_CONFIG="$PG_CONFIG" install WORKER=no DESTDIR="$tmp/dest2" >/dev/null
 [ ! -e "$tmp/dest2/usr/local/bin/docsync-worker" ] || fail "WORKER=no installed the worker"
 [ -f "$tmp/dest2$("$PG_CONFIG" --pkglibdir)/docsync.so" ] || fail "WORKER=no did not install the extension"

@@ -266,6 +266,11 @@ void Feed::wait(std::vector<pollfd>& fds, int ms) {
 
 bool Feed::dispatch(const Reply& reply, bool& pong) {
     if (reply->type == REDIS_REPLY_ERROR) throw Error(display() + " answered " + reply_text(reply.get()), {}, true);
+    // A connection subscribed to nothing answers PING with a plain PONG, not the subscriber's array.
+    if (reply->type == REDIS_REPLY_STATUS && reply_text(reply.get()) == "PONG") {
+        pong = true;
+        return true;
+    }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) return true;
     std::string kind = reply_text(reply->element[0]);
     if (kind == "pong") {

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <charconv>
 
 #include "common/log.hpp"
@@ -48,7 +49,38 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     return doc;
 }
 
-Hub::Hub(asio::io_context& io, Feed& feed) : io_(io), feed_(feed) {}
+Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate)
+    : io_(io),
+      feed_(feed),
+      warm_rate_(std::max(1u, warm_rate)),
+      warm_tokens_(warm_rate_),
+      warm_refilled_(std::chrono::steady_clock::now()) {}
+
+void Hub::warm(const std::string& channel) {
+    using clock = std::chrono::steady_clock;
+    constexpr auto repeat = std::chrono::seconds(10);
+    auto now = clock::now();
+    warm_tokens_ = std::min(warm_rate_, warm_tokens_ + warm_rate_ * std::chrono::duration<double>(now - warm_refilled_).count());
+    warm_refilled_ = now;
+    if (auto it = warmed_.find(channel); it != warmed_.end() && now - it->second < repeat) return;
+    if (warm_tokens_ < 1) {
+        ++warms_dropped_;
+        if (now - warm_reported_ >= repeat) {
+            warm_reported_ = now;
+            log_warning("gateway", "asked the worker for no more than --warm-rate " + std::to_string(static_cast<long>(warm_rate_)) +
+                                       " docs per second (" + std::to_string(warms_dropped_) +
+                                       " requests for docs Redis does not hold left out so far)");
+        }
+        return;
+    }
+    warm_tokens_ -= 1;
+    if (warmed_.size() >= 100000) {
+        for (auto it = warmed_.begin(); it != warmed_.end();)
+            it = now - it->second >= repeat ? warmed_.erase(it) : std::next(it);
+    }
+    warmed_[channel] = now;
+    feed_.announce(channel, true);
+}
 
 void Hub::follow(const std::string& channel, Follower* follower) {
     auto [it, fresh] = channels_.try_emplace(channel);
@@ -111,7 +143,7 @@ void Hub::read_retained(const std::string& channel) {
                 return;
             }
             if (!result.value) {
-                feed_.announce(channel, true);  // nothing retained: ask the worker to compute it
+                warm(channel);  // nothing retained: ask the worker to compute it
                 return;
             }
             auto doc = make_doc(channel, std::move(*result.value));
@@ -129,7 +161,7 @@ void Hub::read(const std::string& channel, std::function<void(DocPtr, std::strin
             if (!result.ok) return held ? done(held, {}) : done(nullptr, result.error);
             if (!result.value) {
                 if (held) return done(held, {});  // a tombstone expired since, or a Redis that forgot
-                feed_.announce(channel, true);
+                warm(channel);
                 return done(nullptr, {});
             }
             auto doc = make_doc(channel, std::move(*result.value));

@@ -18,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,7 +64,8 @@ struct HubStats {
 
 class Hub {
 public:
-    Hub(boost::asio::io_context& io, Feed& feed);
+    // `warm_rate`: docsync:warm requests per second at most (see may_warm).
+    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100);
 
     // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
     void follow(const std::string& channel, Follower* follower);
@@ -91,11 +93,23 @@ private:
     };
     void offer(Channel& state, const DocPtr& doc);
     void read_retained(const std::string& channel);
+    // Asks the worker for a doc Redis does not hold (docsync:warm), unless this channel was asked
+    // for in the last 10 s or --warm-rate requests went out in the last second (a burst of as many
+    // is allowed): clients naming channels that do not exist cannot make the worker run doc
+    // queries at their pace. A doc not asked for now comes with the worker's next poll of the
+    // subscribers (--live subscribers) or its next change.
+    void warm(const std::string& channel);
 
     boost::asio::io_context& io_;
     Feed& feed_;
     std::unordered_map<std::string, Channel> channels_;
     std::atomic<std::size_t> channel_count_{0};
+    const double warm_rate_;
+    double warm_tokens_;
+    std::chrono::steady_clock::time_point warm_refilled_;
+    std::unordered_map<std::string, std::chrono::steady_clock::time_point> warmed_;  // channel → when
+    std::uint64_t warms_dropped_ = 0;
+    std::chrono::steady_clock::time_point warm_reported_{};
     std::atomic<std::uint64_t> messages_{0};
     std::atomic<std::uint64_t> stale_{0};
 };

@@ -45,6 +45,7 @@ struct GatewaySettings {
     std::chrono::milliseconds slow_client_timeout{std::chrono::seconds(30)};
     std::chrono::milliseconds heartbeat{std::chrono::seconds(15)};  // SSE comment, WebSocket ping
     unsigned threads = default_threads();  // I/O threads, each serving a share of the connections
+    unsigned warm_rate = 100;        // docsync:warm requests per second, at most
     unsigned redis_connections = 2;  // connections for reads (GET) besides the subscriber
     std::string config;              // JSON config file, if any
     LogFormat log_format = LogFormat::Text;
