@@ -171,3 +171,13 @@ TEST_CASE("gateway docs: the WebSocket message is the envelope with its type and
     CHECK_FALSE(make_doc("db:order:43", d->envelope));  // another channel's envelope
     CHECK_FALSE(make_doc("db:order:42", "garbage"));
 }
+
+TEST_CASE("gateway json_string: client bytes quoted back stay valid JSON, a cut UTF-8 sequence included") {
+    CHECK(json_string("db:order:42") == "\"db:order:42\"");
+    CHECK(json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+    CHECK(json_string("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
+    CHECK(json_string("caf\xc3") == "\"caf?\"");            // a sequence cut at the end
+    CHECK(json_string(".\xf2" "1(") == "\".?1(\"");         // a lead byte without its continuation
+    CHECK(json_string("\xc0\xaf") == "\"??\"");             // an overlong form
+    CHECK(json_string("\xed\xa0\x80") == "\"???\"");        // a surrogate
+}

@@ -5,6 +5,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <cstdint>
 #include <cstdio>
 
 #include "gateway/hub.hpp"
@@ -172,18 +173,56 @@ ClientMessageResult parse_client_message(std::string_view text) {
     return result;
 }
 
+namespace {
+
+// Whether `text` is UTF-8: no overlong form, no surrogate, nothing above U+10FFFF, no sequence cut
+// short. (RapidJSON's validating writer reads past the end of a sequence cut at the end of the text.)
+bool valid_utf8(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+        auto c = static_cast<unsigned char>(text[i]);
+        std::size_t n;
+        std::uint32_t cp;
+        if (c < 0x80) {
+            ++i;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            n = 1, cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2, cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (text.size() - i - 1 < n) return false;
+        for (std::size_t k = 1; k <= n; ++k) {
+            auto d = static_cast<unsigned char>(text[i + k]);
+            if ((d & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        static constexpr std::uint32_t least[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += n + 1;
+    }
+    return true;
+}
+
+}  // namespace
+
 std::string json_string(std::string_view text) {
+    std::string ascii;
+    if (!valid_utf8(text)) {
+        // Not UTF-8 (a client's bytes quoted back): the bytes above ASCII become '?'.
+        ascii.assign(text);
+        for (auto& c : ascii)
+            if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+        text = ascii;
+    }
     rapidjson::StringBuffer buffer;
-    using Writer = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
-                                     rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>;
-    Writer writer(buffer);
-    if (writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size())))
-        return std::string(buffer.GetString(), buffer.GetSize());
-    // Not UTF-8 (a client's bytes quoted back): the bytes above ASCII become '?'.
-    std::string ascii(text);
-    for (auto& c : ascii)
-        if (static_cast<unsigned char>(c) >= 0x80) c = '?';
-    return json_string(ascii);
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+    return std::string(buffer.GetString(), buffer.GetSize());
 }
 
 }  // namespace docsync::gateway
