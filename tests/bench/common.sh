@@ -35,6 +35,20 @@ bench_setup_db() {
 }
 
 # Starts a private redis-server on a free loopback port; sets redis_port.
+# bench_item_table N: the table `item` (id, v) with N rows, granted to the reader, and the doc query
+# `item` (db:item:ID) watching it.
+bench_item_table() {
+  psql -d "$db" <<SQL >/dev/null
+SET client_min_messages = error;
+CREATE TABLE item (id int PRIMARY KEY, v int NOT NULL);
+INSERT INTO item SELECT g, 0 FROM generate_series(1, $1) g;
+GRANT SELECT ON item TO $reader;
+SELECT docsync.define_query('item', \$\$SELECT jsonb_build_object('id', i.id, 'v', i.v) FROM item i WHERE i.id = \$1\$\$,
+                            params => ARRAY['id']);
+SELECT docsync.watch('item', 'item', params => ARRAY['id']);
+SQL
+}
+
 bench_start_redis() {
   redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$bench_tmp/redis.log" 2>&1 &

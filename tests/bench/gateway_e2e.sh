@@ -34,15 +34,7 @@ export DOCSYNC_WORKER=${DOCSYNC_WORKER:-$build/docsync-worker}
 . "$top/tests/bench/common.sh"
 trap 'bench_cleanup; packaging/dev-cluster.sh stop "$cluster" >/dev/null' EXIT
 bench_setup_db
-psql -d "$db" <<SQL >/dev/null
-SET client_min_messages = error;
-CREATE TABLE item (id int PRIMARY KEY, v int NOT NULL);
-INSERT INTO item SELECT g, 0 FROM generate_series(1, $docs) g;
-GRANT SELECT ON item TO $reader;
-SELECT docsync.define_query('item', \$\$SELECT jsonb_build_object('id', i.id, 'v', i.v) FROM item i WHERE i.id = \$1\$\$,
-                            params => ARRAY['id']);
-SELECT docsync.watch('item', 'item', params => ARRAY['id']);
-SQL
+bench_item_table "$docs"
 bench_start_redis
 "$worker" --dsn "$dsn_repl" --pool-dsn "$dsn_reader" --slot "bench_gateway_$$" --create-slot \
   --sink "redis://127.0.0.1:$redis_port" --live subscribers --status-dir "$bench_tmp/status" \

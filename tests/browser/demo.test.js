@@ -14,6 +14,7 @@
 // A plain `node tests/browser/demo.test.js` exits non-zero when the test fails.
 'use strict';
 const { test } = require('node:test');
+const { launchChromium } = require('./chromium.js');
 const assert = require('node:assert');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -38,7 +39,6 @@ function run(cmd) {
 }
 
 test(`demo page over ${transport}: a committed change reaches the DOM`, { skip, timeout: 90000 }, async () => {
-  const puppeteer = require('puppeteer-core');
   const channel = env.CHANNEL;
   const expect = env.EXPECT;
   const shots = env.SCREENSHOT_DIR || '.';
@@ -50,11 +50,7 @@ test(`demo page over ${transport}: a committed change reaches the DOM`, { skip, 
   q.set('transport', transport);
   const url = `${env.GATEWAY_URL.replace(/\/+$/, '')}/?${q}`;
 
-  const browser = await puppeteer.launch({
-    executablePath: env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-  });
+  const browser = await launchChromium(env);
   const console_ = [];
   try {
     const page = await browser.newPage();

@@ -14,6 +14,7 @@
 //   CHROMIUM         the browser (default /usr/bin/chromium)
 'use strict';
 const { test } = require('node:test');
+const { launchChromium } = require('./chromium.js');
 const assert = require('node:assert');
 const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
@@ -49,17 +50,12 @@ function mint(secret, claims) {
 }
 
 test(`token refresh over ${transport}: tokens of ${ttl} s, no doc lost`, { skip, timeout: 120000 }, async () => {
-  const puppeteer = require('puppeteer-core');
   let secret = fs.readFileSync(env.JWT_SECRET_FILE);
   if (secret[secret.length - 1] === 0x0a) secret = secret.subarray(0, secret.length - 1);
   const channel = env.CHANNEL;
   let minted = 0;
 
-  const browser = await puppeteer.launch({
-    executablePath: env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-  });
+  const browser = await launchChromium(env);
   const console_ = [];
   try {
     const page = await browser.newPage();

@@ -11,6 +11,7 @@
 //   CHROMIUM         the browser (default /usr/bin/chromium)
 'use strict';
 const { test } = require('node:test');
+const { launchChromium } = require('./chromium.js');
 const assert = require('node:assert');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -27,18 +28,13 @@ function mint(secret, claims) {
 }
 
 test(`refusals over ${transport}`, { skip, timeout: 90000 }, async (t) => {
-  const puppeteer = require('puppeteer-core');
   let secret = fs.readFileSync(env.JWT_SECRET_FILE);
   if (secret[secret.length - 1] === 0x0a) secret = secret.subarray(0, secret.length - 1);
   const channel = env.CHANNEL;
   const other = env.OTHER_CHANNEL || 'db:secret:1';
   const exp = (s) => Math.floor(Date.now() / 1000) + s;
 
-  const browser = await puppeteer.launch({
-    executablePath: env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-  });
+  const browser = await launchChromium(env);
   try {
     const page = await browser.newPage();
     const pageErrors = [];

@@ -591,7 +591,9 @@ private:
                            ",\"sse_streams\":" + std::to_string(s.sse_streams) +
                            ",\"websockets\":" + std::to_string(s.websockets) + ",\"channels\":" +
                            std::to_string(h.channels) + ",\"followers\":" + std::to_string(h.followers) +
-                           ",\"slow_disconnects\":" + std::to_string(s.slow_disconnects) + "}";
+                           ",\"slow_disconnects\":" + std::to_string(s.slow_disconnects) +
+                           ",\"docs_received\":" + std::to_string(h.messages) +
+                           ",\"older_docs_dropped\":" + std::to_string(h.stale) + "}";
         respond(json(req, up ? 200 : 503, std::move(body)), req.keep_alive());
     }
 
