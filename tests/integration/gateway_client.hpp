@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "redis_server.hpp"
+
 namespace docsync::testing {
 
 namespace gw_asio = boost::asio;
@@ -186,20 +188,9 @@ public:
     // SIGTERM; the exit status (SIGKILL after 10 s: -1).
     int stop() {
         if (pid_ <= 0) return 0;
-        ::kill(pid_, SIGTERM);
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        int status = 0;
-        while (::waitpid(pid_, &status, WNOHANG) != pid_) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-                pid_ = -1;
-                return -1;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
+        int status = terminate_child(pid_);
         pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return status;
     }
 
 private:

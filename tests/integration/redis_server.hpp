@@ -26,6 +26,23 @@
 
 namespace docsync::testing {
 
+// SIGTERM to child `pid`, SIGKILL after 10 s; its exit status (128 + signal when a signal ended it),
+// or -1 when it had to be killed.
+inline int terminate_child(pid_t pid) {
+    ::kill(pid, SIGTERM);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) != pid) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return -1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 // Polls `done` every 20 ms until it holds (true) or `limit` has passed (false).
 template <typename F>
 bool eventually(F done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -110,17 +127,7 @@ public:
     // SIGTERM (Redis flushes its append-only file and exits), SIGKILL after 10 s.
     void stop() {
         if (pid_ <= 0) return;
-        ::kill(pid_, SIGTERM);
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        int status = 0;
-        while (::waitpid(pid_, &status, WNOHANG) != pid_) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                ::kill(pid_, SIGKILL);
-                ::waitpid(pid_, &status, 0);
-                break;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
+        terminate_child(pid_);
         pid_ = -1;
     }
 
