@@ -77,10 +77,11 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest_args=(--test-dir "$build" --output-on-failure --timeout 600)
 # The unit tests need no server, and the gateway's (its C++ tests, the browser scenario) only Redis
 # servers and a database of their own: both cores at once. The rest one at a time.
-ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^(unit|gateway)$' || failed+=(ctest-unit-gateway)
+ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^(unit|gateway)$' -O "$build/ctest-parallel.log" ||
+  failed+=(ctest-unit-gateway)
 [ $full -eq 1 ] || ctest_args+=(--label-exclude 'long|^unit$|^gateway$')
 [ $full -eq 0 ] || ctest_args+=(--label-exclude '^unit$|^gateway$')
-ctest "${ctest_args[@]}" || failed+=(ctest)
+ctest "${ctest_args[@]}" -O "$build/ctest-serial.log" || failed+=(ctest)
 
 if [ -n "$fuzz_build_pid" ]; then
   fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
@@ -124,6 +125,11 @@ if [ $full -eq 1 ]; then
 fi
 
 step "summary"
+# The ten slowest tests of this run, from ctest's own lines ("  12/340 Test  #7: NAME ....  Passed  1.23 sec").
+echo "ten slowest tests:"
+sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ ]) \.{2,}.* ([0-9]+\.[0-9]+) sec$/\2\t\1/p' \
+  "$build/ctest-parallel.log" "$build/ctest-serial.log" 2>/dev/null | sort -rn | head -n 10 |
+  while IFS=$'\t' read -r seconds name; do printf '  %8s s  %s\n' "$seconds" "$name"; done
 echo "wall time: $(( $(date +%s) - start ))s"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

@@ -66,13 +66,20 @@ std::string help_text(const Program& program, const Table& table) {
     std::ostringstream out;
     out << program.help_intro << "Settings (default in brackets):\n";
     for (const auto& entry : table) {
-        std::string left = "  --" + std::string(entry.name);
-        if (entry.kind != Kind::Flag) left += " " + std::string(entry.value_name);
+        // Built by appending: GCC 12 reports a false -Wrestrict for "literal" + std::string at -O2.
+        std::string left = "  --";
+        left += entry.name;
+        if (entry.kind != Kind::Flag) {
+            left += ' ';
+            left += entry.value_name;
+        }
         out << left;
         if (left.size() < 34) out << std::string(34 - left.size(), ' ');
         else out << "\n" << std::string(34, ' ');
         // The description, wrapped at 100 columns under its column.
-        std::istringstream words(std::string(entry.help) + " [" + entry.shown_default + "]");
+        std::string described(entry.help);
+        described.append(" [").append(entry.shown_default).append("]");
+        std::istringstream words(described);
         std::size_t column = 34;
         std::string word;
         bool first = true;
