@@ -52,12 +52,13 @@ extern "C" {
 /* The worker's state. */
 typedef enum DocsyncStatusState
 {
-	DOCSYNC_STATE_STARTING = 1,		/* connecting, loading definitions, startup recompute */
+	DOCSYNC_STATE_STARTING = 1,		/* loading definitions, before the first connection */
 	DOCSYNC_STATE_STREAMING = 2,	/* consuming the slot */
 	DOCSYNC_STATE_RECONNECTING = 3, /* lost the stream or the server; retrying */
 	DOCSYNC_STATE_DRAINING = 4,		/* shutting down: finishing in-flight work, final acknowledgement */
 	DOCSYNC_STATE_VALVE_RESET = 5,	/* the WAL safety valve is recreating the slot */
-	DOCSYNC_STATE_STOPPED = 6		/* exited (cleanly, or told so by the reader for a stale file) */
+	DOCSYNC_STATE_STOPPED = 6,		/* exited (cleanly, or told so by the reader for a stale file) */
+	DOCSYNC_STATE_CONNECTING = 7	/* the first connection to the server: never streamed yet */
 } DocsyncStatusState;
 
 /* The name of a state as the SQL views show it; NULL for a value outside the enum. */
@@ -72,6 +73,7 @@ docsync_status_state_name(uint32_t state)
 		case DOCSYNC_STATE_DRAINING: return "draining";
 		case DOCSYNC_STATE_VALVE_RESET: return "valve-reset";
 		case DOCSYNC_STATE_STOPPED: return "stopped";
+		case DOCSYNC_STATE_CONNECTING: return "connecting";
 	}
 	return NULL;
 }

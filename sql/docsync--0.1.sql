@@ -456,7 +456,6 @@ DECLARE
   p text;
   rtype regtype;
   nwatches bigint;
-  unwatched regclass[];
 BEGIN
   PERFORM docsync.require_admin('define docsync queries');
   PERFORM docsync.check_segment('docsync query name', name);
@@ -539,13 +538,8 @@ BEGIN
     VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name)
     RETURNING * INTO existing;
   END IF;
-  -- tables the query reads that no watch covers: their changes never refresh its docs
-  SELECT chk.unwatched INTO unwatched FROM docsync.query_check(existing) chk;
-  IF cardinality(unwatched) > 0 THEN
-    RAISE NOTICE 'doc query "%" reads %, which no watch covers yet', name, array_to_string(unwatched, ', ')
-      USING DETAIL = 'Changes to a table no watch covers never refresh the query''s docs; docsync.queries lists such tables in unwatched_tables.',
-            HINT = format('Watch each with docsync.watch(%L, table, params => …) or with keys_sql => … .', name);
-  END IF;
+  -- Tables the query reads that no watch covers are named at commit (docsync.notice_uncovered),
+  -- once the watches that usually follow in the same transaction are in place.
 END
 $$;
 -- search_path defaults to the caller's (a default is evaluated in the calling statement).
@@ -1108,11 +1102,52 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_sql(text, bigint) IS
   'the batched form of a stored doc query, or of the keys query of one of its watches; null when it has none or no longer analyses';
 
+-- The unwatched tables of a query, or the reason they cannot be computed.
+CREATE FUNCTION docsync.query_check(q docsync.query_defs, OUT reads regclass[], OUT unwatched regclass[],
+                                    OUT problem text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  watched regclass[];
+  k text;
+BEGIN
+  SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched
+    FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NULL;
+  reads := docsync.tables_read(q.sql, q.search_path);
+  SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
+    FROM unnest(reads) r WHERE NOT r = ANY (watched);
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS k = MESSAGE_TEXT;
+  problem := k;
+END
+$$;
+
+-- Each query whose docs go stale because a table it reads has no watch, one line each (for the
+-- worker's log and docsync.status); refused queries are not run, so they are left out. Like
+-- fingerprint(), it analyses the stored queries as the extension's owner, for the roles that read it.
+CREATE FUNCTION docsync.uncovered_queries(OUT query text, OUT tables text[], OUT message text)
+RETURNS SETOF record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY SELECT q.name, chk.unwatched::text[],
+         format('doc query "%s" reads %s, which no watch covers: its docs go stale when %s; watch %s with docsync.watch(%L, …)',
+                q.name, array_to_string(chk.unwatched, ', '),
+                CASE WHEN cardinality(chk.unwatched) = 1 THEN 'it changes' ELSE 'they change' END,
+                CASE WHEN cardinality(chk.unwatched) = 1 THEN 'it' ELSE 'each' END, q.name)
+    FROM docsync.query_defs q
+   CROSS JOIN LATERAL docsync.query_check(q) chk
+   WHERE cardinality(chk.unwatched) > 0 AND docsync.refusal(q.name) IS NULL
+   ORDER BY q.name;
+END
+$$;
+COMMENT ON FUNCTION docsync.uncovered_queries() IS
+  'doc queries that read a table no watch covers (their docs go stale when it changes), with a line saying so';
+
 -- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
 -- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
 -- Watches are resolved by name in this database; those that do not resolve are left out of
--- "watches" and listed in "unresolved" with the problem, for the worker to report. A reverse-index
+-- "watches" and listed in "unresolved" with the problem, for the worker to report; "uncovered"
+-- names the queries that read a table no watch covers, for the worker to log. A reverse-index
 -- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. refusal() runs
 -- once per query.
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
@@ -1147,7 +1182,9 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                         WHERE w.problem IS NULL), '[]'),
     'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', w.problem)
                                              ORDER BY w.query, w.id)
-                              FROM docsync.watch_targets w WHERE w.problem IS NOT NULL), '[]'))
+                              FROM docsync.watch_targets w WHERE w.problem IS NOT NULL), '[]'),
+    'uncovered', coalesce((SELECT jsonb_agg(jsonb_build_object('query', u.query, 'message', u.message) ORDER BY u.query)
+                             FROM docsync.uncovered_queries() u), '[]'))
 $$;
 COMMENT ON FUNCTION docsync.worker_definitions() IS 'all definitions as one jsonb, for docsync-worker';
 
@@ -1202,24 +1239,47 @@ COMMENT ON FUNCTION docsync.advance_generation(name, text, integer, bigint, bool
 -- Definition views
 -------------------------------------------------------------------------------
 
--- The unwatched tables of a query, or the reason they cannot be computed.
-CREATE FUNCTION docsync.query_check(q docsync.query_defs, OUT reads regclass[], OUT unwatched regclass[],
-                                    OUT problem text)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+
+-- What no watch covers, named once a definition is complete: at the commit of the transaction that
+-- defined a query or added a watch, once per query, and only for a query with at least one watch
+-- (one with none is still being defined: docsync.queries, the worker's log and docsync.status say
+-- so). Defining a query and its watches in one transaction gives no NOTICE unless one is missing.
+-- Never an error: the commit it runs in may be a customer's (a rename's event trigger rewrites a
+-- watch, but not through these triggers' events). As the extension's owner, who ran the definition
+-- (docsync_api_call) and may read the definition tables whoever commits.
+CREATE FUNCTION docsync.notice_uncovered() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  watched regclass[];
-  k text;
+  qname text;
+  q docsync.query_defs;
+  chk record;
+  seen text := coalesce(current_setting('docsync_notice.uncovered', true), '');
 BEGIN
-  SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched
-    FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NULL;
-  reads := docsync.tables_read(q.sql, q.search_path);
-  SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
-    FROM unnest(reads) r WHERE NOT r = ANY (watched);
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS k = MESSAGE_TEXT;
-  problem := k;
+  IF TG_TABLE_NAME = 'query_defs' THEN qname := NEW.name; ELSE qname := NEW.query; END IF;
+  IF position(E'\n' || qname || E'\n' IN seen) > 0 THEN RETURN NULL; END IF;   -- named already
+  PERFORM set_config('docsync_notice.uncovered', coalesce(nullif(seen, ''), E'\n') || qname || E'\n', true);
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = qname;
+  IF NOT FOUND OR NOT EXISTS (SELECT FROM docsync.watch_defs w WHERE w.query = qname) THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    SELECT * INTO chk FROM docsync.query_check(q);
+  EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;   -- docsync.queries shows why it does not analyse
+  END;
+  IF cardinality(chk.unwatched) > 0 THEN
+    RAISE NOTICE 'doc query "%" reads %, which no watch covers', qname, array_to_string(chk.unwatched, ', ')
+      USING DETAIL = 'A change there never refreshes the query''s docs: they go stale. docsync.queries lists such tables in unwatched_tables, and docsync.status warns while a worker runs the query.',
+            HINT = format('Watch each with SELECT docsync.watch(%L, table, params => ARRAY[…]), or with keys_sql => … when its rows do not hold the doc''s params.', qname);
+  END IF;
+  RETURN NULL;
 END
 $$;
+CREATE CONSTRAINT TRIGGER notice_uncovered AFTER INSERT OR UPDATE OF sql, search_path ON docsync.query_defs
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION docsync.notice_uncovered();
+CREATE CONSTRAINT TRIGGER notice_uncovered AFTER INSERT ON docsync.watch_defs
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION docsync.notice_uncovered();
+
 
 CREATE VIEW docsync.queries AS
   SELECT q.name,
@@ -1480,7 +1540,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1611,6 +1671,10 @@ WITH files AS (
            docsync.status_directory() AS dir,
            -- servers with output_plugin_libraries let a role without superuser use only listed plugins
            docsync.output_plugin_problem() AS plugin_problem
+), uncovered AS (
+    -- this database's doc queries whose docs go stale because a table they read has no watch
+    SELECT pg_catalog.string_agg(u.message, '; ' ORDER BY u.query) AS problem
+      FROM docsync.uncovered_queries() u
 ), joined AS (
     SELECT coalesce(s.database, f.database) AS database,
            coalesce(s.slot_name, f.slot_name) AS slot_name,
@@ -1641,10 +1705,12 @@ WITH files AS (
            CASE WHEN f.recompute IS NOT NULL THEN
                 f.recompute_done / nullif(extract(epoch FROM coalesce(f.recompute_finished_at, v.now) - f.recompute_started_at), 0)
            END::double precision AS recompute_rate,
-           f.last_error, f.last_error_at, v.dir, v.plugin_problem, v.now
+           f.last_error, f.last_error_at, v.dir, v.plugin_problem, v.now,
+           CASE WHEN coalesce(s.database, f.database) = pg_catalog.current_database() THEN u.problem END AS uncovered
       FROM slots s
       FULL JOIN files f ON f.slot_name = s.slot_name AND f.database = s.database
      CROSS JOIN server v
+     CROSS JOIN uncovered u
 ), judged AS (
     SELECT j.*,
            CASE WHEN j.recompute_finished_at IS NULL AND j.recompute_rate > 0
@@ -1754,15 +1820,17 @@ SELECT j.database,
        pg_catalog.format('nothing acknowledged for %s s while %s transactions and %s of WAL wait, %s docs dirty (state %s)',
                          round(extract(epoch FROM j.now - j.acked_at)), j.open_txns,
                          pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth, j.state)),
-      (14, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
+      -- a worker runs a query whose docs go stale: a table it reads has no watch
+      (14, j.uncovered IS NOT NULL AND j.file_ok AND j.worker_state NOT IN ('stopped', 'draining'), 'warning', j.uncovered),
+      (15, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
        pg_catalog.format('%s: %s of %s live docs (%s%%), %s docs/s, %s',
                          CASE j.recompute WHEN 'valve' THEN 'WAL safety valve recompute' ELSE j.recompute || ' recompute' END,
                          j.recompute_done, j.recompute_total,
                          j.recompute_done * 100 / nullif(j.recompute_total, 0),
                          round(coalesce(j.recompute_rate, 0)::numeric),
                          coalesce('about ' || round(j.recompute_seconds_left::numeric) || ' s left', 'time left unknown'))),
-      (15, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
-      (16, true, 'ok',
+      (16, j.state <> 'streaming', 'ok', pg_catalog.format('worker is %s', j.state)),
+      (17, true, 'ok',
        pg_catalog.format('streaming; %s behind, %s docs waiting', pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth))
     ) AS c(rank, applies, health, reason)
     WHERE c.applies
@@ -1790,6 +1858,7 @@ REVOKE ALL ON FUNCTION docsync.forget_slot(name, name) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.status_files(), docsync.status_file_queries(), docsync.status_directory() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION docsync.uncovered_queries() TO pg_monitor;
 GRANT USAGE ON SCHEMA docsync TO pg_monitor;
 GRANT SELECT ON docsync.status, docsync.query_stats, docsync.workers TO pg_monitor;
 
@@ -1823,6 +1892,6 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(t
   docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
-  docsync.stored_batch_sql(text, bigint)
+  docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries()
   TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

@@ -24,7 +24,7 @@ GetOptions(\%o, 'dir=s', 'database=s', 'slot=s', 'state=s', 'pid=i', 'heartbeat-
   or die "status_fixture: bad arguments\n";
 for (qw(dir database slot)) { defined $o{$_} or die "status_fixture: --$_ is required\n" }
 
-my %states = (starting => 1, streaming => 2, reconnecting => 3, draining => 4, 'valve-reset' => 5, stopped => 6);
+my %states = (starting => 1, streaming => 2, reconnecting => 3, draining => 4, 'valve-reset' => 5, stopped => 6, connecting => 7);
 my $state = $states{$o{state}} // die "status_fixture: unknown state $o{state}\n";
 my $now = int(time() * 1e6);
 my $hb = $now - int($o{'heartbeat-age'} * 1e6);

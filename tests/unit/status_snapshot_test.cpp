@@ -41,9 +41,11 @@ TEST_CASE("the worker's state: an ending error, then a drain, then the stream's 
     Readings r;
     CHECK(worker_state(r) == WorkerState::Starting);  // idle
     r.phase = StreamPhase::Connecting;
-    CHECK(worker_state(r) == WorkerState::Starting);  // no session yet: still starting
+    CHECK(worker_state(r) == WorkerState::Connecting);  // the first connection
     r.sessions = 1;
-    CHECK(worker_state(r) == WorkerState::Reconnecting);
+    CHECK(worker_state(r) == WorkerState::Connecting);  // its session started: creating the slot, streaming soon
+    r.reconnects = 1;
+    CHECK(worker_state(r) == WorkerState::Reconnecting);  // a session ended before
     r.phase = StreamPhase::Streaming;
     CHECK(worker_state(r) == WorkerState::Streaming);
     r.phase = StreamPhase::Ended;

@@ -170,6 +170,17 @@ Definitions parse_definitions(std::string_view json) {
                                       string_member(u, "query", at) + "\": " + string_member(u, "problem", at));
         }
     }
+    if (doc.HasMember("uncovered")) {
+        const Value& uncovered = doc["uncovered"];
+        if (!uncovered.IsArray()) fail("top level", "\"uncovered\" must be an array");
+        for (rapidjson::SizeType i = 0; i < uncovered.Size(); ++i) {
+            std::string at = "uncovered[" + std::to_string(i) + "]";
+            const Value& u = uncovered[i];
+            if (!u.IsObject()) fail(at, "must be an object");
+            string_member(u, "query", at);
+            defs.uncovered.push_back(string_member(u, "message", at));
+        }
+    }
     return defs;
 }
 

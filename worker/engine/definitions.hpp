@@ -46,6 +46,9 @@ struct Definitions {
     // unseen by docsync's event triggers, a partial restore): never used; each is "watch <id> of
     // query \"<name>\": <problem, with the fix>", for the log.
     std::vector<std::string> unresolved;
+    // Queries that read a table no watch covers, so their docs go stale when it changes: one line
+    // each, naming the tables and the fix, for the log.
+    std::vector<std::string> uncovered;
 
     // The query named `name`, or nullptr.
     const DocQuery* find_query(std::string_view name) const;

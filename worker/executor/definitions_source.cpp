@@ -43,6 +43,8 @@ Definitions DefinitionsSource::fetch() {
         try {
             Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
             for (const auto& problem : definitions.unresolved) log_warning("definitions", "not used: " + problem);
+            for (const auto& line : definitions.uncovered)
+                if (uncovered_logged_.insert(line).second) log_warning("definitions", line);
             return definitions;
         } catch (const Error& e) {
             if (!e.transient() || attempt >= 5) throw;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -37,7 +38,8 @@ public:
     // naming what it reaches, unless `allow_unsafe` (then a warning is logged).
     void check_role(bool allow_unsafe);
 
-    // The current definitions, with a warning logged for each part not used. A transient failure is
+    // The current definitions, with a warning logged for each part not used, and once for each query
+    // that reads a table no watch covers (its docs go stale). A transient failure is
     // retried (5 attempts in all); the last one, or a permanent one, throws docsync::Error.
     Definitions fetch();
 
@@ -54,6 +56,8 @@ private:
     std::optional<pg::Connection> conn_;
     mutable std::mutex waiting_mutex_;
     std::string waiting_;
+    // The uncovered-table warnings already logged: each is logged once, not at every reload.
+    std::set<std::string> uncovered_logged_;
 };
 
 }  // namespace docsync

@@ -87,7 +87,8 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
               snap.state == status::WorkerState::Streaming ? 1 : 0);
     out.gauge(kStandbyName, kStandbyHelp, {}, 0);
     // The state docsync.status shows, one series per state, the current one 1.
-    for (auto state : {status::WorkerState::Starting, status::WorkerState::Streaming, status::WorkerState::Reconnecting,
+    for (auto state : {status::WorkerState::Starting, status::WorkerState::Connecting, status::WorkerState::Streaming,
+                       status::WorkerState::Reconnecting,
                        status::WorkerState::Draining, status::WorkerState::ValveReset, status::WorkerState::Stopped})
         out.gauge("docsync_state", "The worker's state as docsync.status shows it: 1 for the current one.",
                   {{"state", std::string(status::state_name(state))}}, snap.state == state ? 1 : 0);

@@ -11,7 +11,9 @@ WorkerState worker_state(const Readings& r) {
     if (r.draining) return WorkerState::Draining;
     switch (r.phase) {
         case StreamPhase::Streaming: return WorkerState::Streaming;
-        case StreamPhase::Connecting: return r.sessions > 0 ? WorkerState::Reconnecting : WorkerState::Starting;
+        // A session that ended before is what makes a connection a reconnection: the first one,
+        // slot creation and startup recompute included, is "connecting".
+        case StreamPhase::Connecting: return r.reconnects > 0 ? WorkerState::Reconnecting : WorkerState::Connecting;
         case StreamPhase::Ended: return WorkerState::Stopped;
         case StreamPhase::Idle: break;
     }

@@ -33,6 +33,7 @@ enum class WorkerState : std::uint32_t {
     Draining = DOCSYNC_STATE_DRAINING,
     ValveReset = DOCSYNC_STATE_VALVE_RESET,
     Stopped = DOCSYNC_STATE_STOPPED,
+    Connecting = DOCSYNC_STATE_CONNECTING,
 };
 
 // "streaming", as the views show it.
