@@ -10,6 +10,11 @@
 # --browser also reads DOCSYNC_DEMO_SECONDS (stop N seconds after the workload instead of waiting
 # for Ctrl-C, and never wait for Enter), DOCSYNC_DEMO_PACE (seconds between the workload's steps,
 # default 3) and DOCSYNC_DEMO_PORT (the gateway's port on 127.0.0.1, default a free one).
+# Both read DOCSYNC_DEMO_PG_PORT (the cluster's port on 127.0.0.1) and DOCSYNC_DEMO_REDIS_PORT
+# (--browser: redis-server's), each a free one by default, and DOCSYNC_WORKER and DOCSYNC_GATEWAY
+# (binaries already built: nothing of the worker is built then).
+# The demo ends with docsync.status, once the status file reports everything the workload did; it
+# fails unless the health there is ok.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -32,14 +37,20 @@ else
   say "building the extension and the worker"
 fi
 make -s PG_CONFIG="$PG_CONFIG" >/dev/null
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DDOCSYNC_TESTS=OFF >/dev/null
-cmake --build build/release -j "$(nproc)" --target "${targets[@]}" >/dev/null
-worker=$top/build/release/docsync-worker
-gateway=$top/build/release/docsync-gateway
+worker=${DOCSYNC_WORKER:-$top/build/release/docsync-worker}
+gateway=${DOCSYNC_GATEWAY:-$top/build/release/docsync-gateway}
+if [ -z "${DOCSYNC_WORKER:-}" ] || { [ $browser -eq 1 ] && [ -z "${DOCSYNC_GATEWAY:-}" ]; }; then
+  cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DDOCSYNC_TESTS=OFF >/dev/null
+  cmake --build build/release -j "$(nproc)" --target "${targets[@]}" >/dev/null
+fi
 built_at=$SECONDS
 
 say "starting a throwaway PostgreSQL cluster"
-cluster=$(packaging/dev-cluster.sh start)
+if [ -n "${DOCSYNC_DEMO_PG_PORT:-}" ] && (exec 3<>"/dev/tcp/127.0.0.1/$DOCSYNC_DEMO_PG_PORT") 2>/dev/null; then
+  echo "DOCSYNC_DEMO_PG_PORT=$DOCSYNC_DEMO_PG_PORT: something already listens on 127.0.0.1:$DOCSYNC_DEMO_PG_PORT; choose another port, or unset it for a free one" >&2
+  exit 1
+fi
+cluster=$(DOCSYNC_CLUSTER_PORT=${DOCSYNC_DEMO_PG_PORT:-} packaging/dev-cluster.sh start)
 work=$(mktemp -d)
 worker_pid=
 redis_pid=
@@ -78,7 +89,11 @@ free_port() {
 
 if [ $browser -eq 1 ]; then
   say "starting a throwaway redis-server"
-  redis_port=$(free_port)
+  redis_port=${DOCSYNC_DEMO_REDIS_PORT:-$(free_port)}
+  if [ -n "${DOCSYNC_DEMO_REDIS_PORT:-}" ] && (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null; then
+    echo "DOCSYNC_DEMO_REDIS_PORT=$redis_port: something already listens on 127.0.0.1:$redis_port; choose another port, or unset it for a free one" >&2
+    exit 1
+  fi
   # In its own session: Ctrl-C in the terminal does not stop it before the worker has drained.
   setsid redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work" --save '' --appendonly no \
     --daemonize no >"$work/redis.log" 2>&1 &
@@ -221,8 +236,18 @@ step "order 2 ships" \
 step "order 3 is deleted: its doc becomes null" \
   "BEGIN; DELETE FROM order_items WHERE order_id = 3; DELETE FROM orders WHERE id = 3; COMMIT;"
 
+# The status file is rewritten every half second: wait until it reports the whole workload (its
+# acknowledged position at the last commit), so the row below shows what the demo did.
+target=$(psql -X -At -c "SELECT pg_current_wal_lsn()")
+health=
+for _ in $(seq 1 100); do
+  health=$(psql -X -At -c "SELECT health FROM docsync.status WHERE slot_name = 'docsync_demo' AND acked_lsn >= '$target' AND publishes > 0")
+  [ "$health" = ok ] && break
+  sleep 0.1
+done
 say "SELECT * FROM docsync.status"
 psql -X -x -c "SELECT * FROM docsync.status"
+[ "$health" = ok ] || { echo "the worker's health is not ok:"; tail -n 20 "$work/worker.log"; exit 1; }
 
 if [ $browser -eq 1 ]; then
   say "everything keeps running: the page follows every change"

@@ -10,7 +10,8 @@
 #   dev-cluster.sh promote DIR            promote the standby in DIR to a primary
 #   dev-cluster.sh ctl DIR start|CMD…     start the server, or run pg_ctl CMD… on it as the server's user
 #
-# DIR defaults to $DOCSYNC_CLUSTER_DIR. The cluster lives in a temporary directory owned by the
+# DIR defaults to $DOCSYNC_CLUSTER_DIR; `start` listens on $DOCSYNC_CLUSTER_PORT when set (refused
+# when something listens there), else on a free port. The cluster lives in a temporary directory owned by the
 # postgres OS user (the server refuses to run as root). It runs from a private copy of the server's
 # install tree, into which the extension is installed with `make install DESTDIR=…`, so clusters of
 # several checkouts never share an installed extension. The server listens on its own socket
@@ -102,7 +103,16 @@ cmd_start() {
   [ "$(id -u)" -eq 0 ] && chown -R "$server_user" "$dir/socket" && chown "$server_user" "$dir"
   as_server "$(bin "$dir")/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; die "initdb failed"; }
-  port=$(free_port)
+  if [ -n "${DOCSYNC_CLUSTER_PORT:-}" ]; then
+    port=$DOCSYNC_CLUSTER_PORT
+    [[ $port =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65535 ] ||
+      die "DOCSYNC_CLUSTER_PORT=$port is not a TCP port (1 to 65535)"
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      die "DOCSYNC_CLUSTER_PORT=$port: something already listens on 127.0.0.1:$port; choose another port, or unset it for a free one"
+    fi
+  else
+    port=$(free_port)
+  fi
   {
     echo "listen_addresses = '127.0.0.1'"
     echo "port = $port"
