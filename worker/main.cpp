@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -269,6 +271,21 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
     auto board = open_board(settings, identity.database);
+    // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
+    // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
+    auto withdraw_if_no_slot = [&] {
+        if (board && board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
+    };
+    struct FailedStart {
+        std::function<void()> withdraw;
+        int exceptions = std::uncaught_exceptions();
+        ~FailedStart() {
+            if (std::uncaught_exceptions() > exceptions) try {
+                    withdraw();
+                } catch (...) {
+                }
+        }
+    } failed_start{withdraw_if_no_slot};
     // A spare arrives here holding the lease; anyone else takes it now, after the lock file, which
     // refuses a second worker on this host at once.
     if (!settings.standby) take_lease(lease, settings.slot);
@@ -564,6 +581,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     publish_status(false, error, {});
     if (!error.empty()) {
         log_error("worker", error);
+        withdraw_if_no_slot();
         return 1;
     }
     if (stepped_down) {

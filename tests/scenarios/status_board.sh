@@ -4,8 +4,8 @@
 # error and turns the health to failing; a second worker for the same slot is refused naming the
 # owner's pid; after kill -9 the row turns `stopped` once the heartbeat is stale and the slot
 # inactive, keeping the last values; a new worker takes over. docsync.forget_slot refuses while the
-# worker serves the slot; a worker started on a misspelt slot leaves a stale row saying how to forget
-# it, and forget_slot removes its files and the row.
+# worker serves the slot; a worker started on a misspelt slot fails and leaves no row; a slot dropped
+# for good leaves a stale row saying how to forget it, and forget_slot removes its files and the row.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh and DOCSYNC_WORKER.
 set -euo pipefail
 test_name=status_it
@@ -80,7 +80,7 @@ echo "a new worker takes the slot over once the old one is gone"
 start_worker
 wait_for 30 "SELECT worker_pid = $worker_pid AND worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$slot'" || fail "the restarted worker does not show: $(row)"
 
-echo "a worker started on a misspelt slot leaves a stale row; forget_slot removes it"
+echo "a worker started on a misspelt slot fails and leaves no row behind"
 typo=${slot}x
 forget_typo_files() { rm -f "$status_dir/$db.$typo".*; }
 cleanup_hooks+=(forget_typo_files)
@@ -91,8 +91,21 @@ rc=$?
 set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "the worker on a missing slot exited $rc"
 typo_row() { sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$typo'"; }
+[ ! -e "$status_dir/$db.$typo.status" ] || fail "the failed start left its status file: $(typo_row)"
+[ "$(sql "SELECT count(*) FROM docsync.status WHERE slot_name = '$typo'")" = 0 ] || fail "the failed start left a row: $(typo_row)"
+tail -n 1 "$tmp/typo.err" | grep -q "ERROR" || fail "the failed start's last line is not its error: $(tail -n 3 "$tmp/typo.err")"
+
+echo "a slot dropped for good leaves a stale row; forget_slot removes it"
+timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$typo" --create-slot \
+  --sink "file:$tmp/typo.jsonl" --status-dir "$status_dir" >"$tmp/typo.out" 2>"$tmp/typo.err" &
+typo_pid=$!
+wait_for 30 "SELECT worker_state = 'streaming' FROM docsync.status WHERE slot_name = '$typo'" || fail "the second slot's worker never streamed: $(typo_row)"
+kill -TERM "$typo_pid"
+wait "$typo_pid" || fail "the second slot's worker did not exit 0 on SIGTERM"
+wait_for 10 "SELECT NOT active FROM pg_replication_slots WHERE slot_name = '$typo'" || fail "the second slot stays active"
+sql "SELECT pg_drop_replication_slot('$typo')" >/dev/null
 wait_for 10 "SELECT health = 'stopped' AND reason LIKE 'stale status file: slot $typo does not exist in database $db;%forget it: SELECT docsync.forget_slot(''$typo'');'
-             FROM docsync.status WHERE slot_name = '$typo'" || fail "the misspelt slot's row: $(typo_row)"
+             FROM docsync.status WHERE slot_name = '$typo'" || fail "the dropped slot's row: $(typo_row)"
 removed=$(sql "SELECT string_agg(f, ' ') FROM docsync.forget_slot('$typo') f")
 [ "$removed" = "$status_dir/$db.$typo.status $status_dir/$db.$typo.lock" ] || fail "forget_slot removed: $removed"
 [ "$(sql "SELECT count(*) FROM docsync.status WHERE slot_name = '$typo'")" = 0 ] || fail "the forgotten slot still shows: $(typo_row)"

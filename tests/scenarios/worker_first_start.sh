@@ -3,7 +3,8 @@
 #   - command line mistakes exit 2 with one line naming the option and the fix;
 #   - connections that fail (nothing at the port, a database that does not exist, no password or a
 #     wrong one) end the start with one line naming --dsn or --pool-dsn, the server's reason and the
-#     fix; a --pool-dsn on another database than --dsn's is refused, naming both;
+#     fix; a --pool-dsn on another database than --dsn's is refused, naming both; the reader role
+#     as --dsn (or the two roles swapped) says the roles look swapped;
 #   - a JSONL file sink stays empty until a watched row changes, and says so; --warm publishes the
 #     docs it names at start, keeps them current, and refuses a pattern or an unknown query.
 set -euo pipefail
@@ -93,6 +94,15 @@ echo "a --pool-dsn on another database than --dsn's is refused, naming both"
 out=$(run_once --dsn "$repl" --pool-dsn "host=$PGHOST port=$PGPORT dbname=postgres user=$reader_role")
 expect "$out" "1 " "--pool-dsn reaches database \"postgres\" of the server with system identifier " \
   ", but --dsn reaches database \"$db\" of the server with system identifier " "point --pool-dsn at dbname=$db"
+
+echo "the reader role given as --dsn, or both roles swapped: the roles look swapped, not a missing grant_replication"
+out=$(run_once --dsn "$reader" --pool-dsn "$reader")
+expect "$out" "1 " "the --dsn role \"$reader_role\" has no REPLICATION attribute" "the reader role" \
+  "--dsn takes the replication role (the one docsync.grant_replication was given) and --pool-dsn the reader role (docsync.grant_reader's)"
+[[ "$out" != *"ALTER ROLE"* ]] || fail "the hint leads to making the reader a replication role: $out"
+out=$(run_once --dsn "$reader" --pool-dsn "$repl")
+expect "$out" "1 " "the pool role \"$repl_role\"" "it looks like the replication role: --dsn and --pool-dsn look swapped"
+[[ "$out" != *"ALTER ROLE"* ]] || fail "the hint leads to making the reader a replication role: $out"
 
 echo "a JSONL sink is empty until a watched row changes, and the log says so"
 start_worker --live all

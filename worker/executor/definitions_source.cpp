@@ -38,6 +38,18 @@ void DefinitionsSource::check_role(bool allow_unsafe) {
                           allow_unsafe, "definitions");
 }
 
+bool DefinitionsSource::slot_exists(const std::string& slot) {
+    try {
+        auto result = connection().exec(
+            "SELECT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1 AND database = "
+            "pg_catalog.current_database())",
+            {slot}, pg::deadline_in(std::chrono::seconds(5)));
+        return result.get(0, 0) == "t";
+    } catch (const Error&) {
+        return true;
+    }
+}
+
 Definitions DefinitionsSource::fetch() {
     for (int attempt = 1;; ++attempt) {
         try {

@@ -46,6 +46,9 @@ public:
     // Returns once transaction `xid` is visible to new snapshots, however long it takes.
     void wait_visible(std::uint64_t xid);
 
+    // Whether the slot exists in this database (true when that cannot be told).
+    bool slot_exists(const std::string& slot);
+
     // What wait_visible waits for now, for docsync.status, or empty.
     std::string waiting() const;
 

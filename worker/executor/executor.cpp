@@ -125,12 +125,20 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     auto conn = pg::Connection::connect(options_.pool_dsn, pg::deadline_in(options_.connect_timeout),
                                         {{"application_name", options_.application_name}}, "--pool-dsn");
     pin(conn, pg::deadline_in(std::chrono::seconds(30)));
+    // A pool role with REPLICATION itself is the replication role given as --pool-dsn.
+    bool replication_role = conn.exec("SELECT rolreplication FROM pg_catalog.pg_roles WHERE rolname = current_user",
+                                      pg::deadline_in(std::chrono::seconds(30)))
+                                .get(0, 0) == "t";
     require_harmless_role(conn, false, std::string("the pool role \"") + conn.user() + "\"",
-                          "doc queries are customer SQL and must run as a role that reaches no superuser, "
-                          "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
-                          "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "
-                          "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
-                          "on what the docs read (SELECT docsync.grant_reader('<role>'))",
+                          std::string(replication_role ? "it has REPLICATION, so it looks like the replication role: "
+                                                         "--dsn and --pool-dsn look swapped (or both name the "
+                                                         "replication role). "
+                                                       : "") +
+                              "doc queries are customer SQL and must run as a role that reaches no superuser, "
+                              "no REPLICATION, BYPASSRLS or CREATEROLE role, no pg_read_server_files, "
+                              "pg_write_server_files, pg_execute_server_program, pg_signal_backend, pg_read_all_data "
+                              "or pg_write_all_data, and owns no table; connect --pool-dsn as a plain role with SELECT "
+                              "on what the docs read (SELECT docsync.grant_reader('<role>'))",
                           options_.allow_unsafe_pool, "executor");
     // Which server and database the pool reaches (a standby shares its primary's system identifier).
     auto identity = conn.exec("SELECT pg_catalog.current_database(), (SELECT system_identifier FROM "

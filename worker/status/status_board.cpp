@@ -371,6 +371,7 @@ StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database,
     }
     lock_ = std::make_unique<SlotLock>(dir, database_, slot_);
     file_path_ = dir / status_file_name(database_, slot_);
+    created_ = !std::filesystem::exists(file_path_, ec);
     if (auto gap = unfinished_gap(file_path_)) {
         last_.recompute = *gap;
         inherited_gap_ = true;
@@ -406,6 +407,12 @@ StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database,
 StatusBoard::~StatusBoard() {
     try {
         std::lock_guard lock(mutex_);
+        if (withdrawn_) {
+            mapping_.reset();
+            std::error_code ec;
+            std::filesystem::remove(file_path_, ec);  // silently: the error that ended the start is the last line
+            return;
+        }
         StatusSnapshot final = last_;
         final.state = WorkerState::Stopped;
         write_locked(final);

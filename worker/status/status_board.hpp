@@ -152,7 +152,8 @@ public:
     // docsync::Error naming the owning pid when another worker holds it), creates or resizes the
     // status file (mode 0644), maps it and publishes state `starting`.
     StatusBoard(const std::filesystem::path& dir, std::string database, std::string slot, BoardOptions options = {});
-    // Publishes state `stopped` (keeping the last values) and releases the lock.
+    // Publishes state `stopped` (keeping the last values) and releases the lock; after withdraw(),
+    // removes the status file instead.
     ~StatusBoard();
     StatusBoard(const StatusBoard&) = delete;
     StatusBoard& operator=(const StatusBoard&) = delete;
@@ -169,6 +170,11 @@ public:
     // publish; the caller's own recompute must cover that gap (Engine::recompute_all_live).
     bool inherited_gap() const { return inherited_gap_; }
     std::uint64_t sequence() const;
+    // This board created its status file (none was there before it).
+    bool created() const { return created_; }
+    // A start that failed before its slot existed: the file describes no worker anyone can run, so
+    // it goes at the end instead of staying as a `stopped` row that only docsync.forget_slot removes.
+    void withdraw() { withdrawn_ = true; }
 
 private:
     void write_locked(const StatusSnapshot& snapshot);
@@ -186,6 +192,8 @@ private:
     mutable std::mutex mutex_;
     StatusSnapshot last_;
     bool inherited_gap_ = false;
+    bool created_ = false;
+    bool withdrawn_ = false;
     bool logged_any_ = false;
     WorkerState logged_state_ = WorkerState::Starting;
     std::chrono::steady_clock::time_point last_summary_;
