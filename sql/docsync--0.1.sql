@@ -613,7 +613,10 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Raises unless values of a type (under a collation) may name docs (docsync.key_type_problem).
-CREATE FUNCTION docsync.check_key_type(what text, t regtype, coll oid DEFAULT 0) RETURNS void
+-- A watched column (watch_hint) cannot take the query side's route ($n::text): its hint names the
+-- route that works for a watch instead.
+CREATE FUNCTION docsync.check_key_type(what text, t regtype, coll oid DEFAULT 0, watch_hint text DEFAULT NULL)
+RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   problem text := docsync.key_type_problem(t, coll);
@@ -622,9 +625,26 @@ BEGIN
     RAISE EXCEPTION '% cannot name docs: %', what, problem
       USING ERRCODE = 'datatype_mismatch',
             DETAIL = 'A doc''s channel spells each key as its value prints, while the doc query matches keys by equality: two equal keys that print differently would be two channels for one doc, and only one of them would be kept current.',
-            HINT = 'Use a key of a type whose equal values print alike (an integer, text, uuid, date, timestamp or timestamptz), or a canonical form: write the param as $n::text and compare it with trim_scale(col)::text, lower(col::text) or col::text COLLATE "C".';
+            HINT = coalesce(watch_hint, 'Use a key of a type whose equal values print alike (an integer, text, uuid, date, timestamp or timestamptz), or a canonical form: write the param as $n::text and compare it with trim_scale(col)::text, lower(col::text) or col::text COLLATE "C".');
   END IF;
 END
+$$;
+
+-- The hint for a direct watch on a column whose type cannot name docs: a reverse index whose keys
+-- query gives the column's canonical text, matched by a doc query that takes the param as text.
+CREATE FUNCTION docsync.watch_key_hint(query text, rel regclass, col name, t regtype) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT format('A watch maps the column''s value as it prints, so map it through a keys query that gives its canonical text: '
+                'SELECT docsync.watch(%L, %L, keys_sql => %L, keys_args => ARRAY[%L]); the doc query then takes that param '
+                'as $n::text and compares it with %s.',
+                query, rel::text, format('SELECT %s', replace(e.canon, 'col', CASE WHEN e.canon LIKE 'trim_scale%' THEN '$1::numeric' ELSE '$1' END)), col,
+                replace(e.canon, 'col', quote_ident(col)))
+    FROM (SELECT CASE
+                   WHEN docsync.base_type(t) = 'numeric'::regtype THEN 'trim_scale(col)::text'
+                   WHEN (SELECT typname FROM pg_type WHERE oid = docsync.base_type(t)) = 'citext' THEN 'lower(col::text)'
+                   ELSE 'col::text COLLATE "C"'
+                 END AS canon) e
+   WHERE docsync.base_type(t) NOT IN ('real'::regtype, 'double precision'::regtype, 'interval'::regtype)
 $$;
 
 -- Whether values of two types print the same way, so a key read as one and a doc param of the other
@@ -675,7 +695,8 @@ DECLARE
   types regtype[];
 BEGIN
   IF keys_sql IS NULL THEN
-    PERFORM docsync.check_key_type(format('column %I of %s', a.attname, rel), a.atttypid::regtype, a.attcollation)
+    PERFORM docsync.check_key_type(format('column %I of %s', a.attname, rel), a.atttypid::regtype, a.attcollation,
+                                   docsync.watch_key_hint(query.name, rel, a.attname, a.atttypid::regtype))
        FROM unnest(cols) WITH ORDINALITY p(name, n)
        JOIN pg_attribute a ON a.attrelid = rel AND a.attname = p.name ORDER BY p.n;
     PERFORM docsync.check_key_types(query,

@@ -21,11 +21,17 @@ SELECT docsync.define_query('byspan', 'SELECT to_jsonb(count(*)) FROM acct WHERE
 SELECT docsync.define_query('byemail', 'SELECT to_jsonb(count(*)) FROM acct WHERE email = $1', params => ARRAY['email']);
 -- the canonical form the hint suggests is accepted
 SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE trim_scale(rate)::text = $1::text', params => ARRAY['rate']);
+-- a direct watch on the numeric column is refused with the route that works for a watch (the
+-- query-side $n::text cannot apply there), and that route is accepted
+SELECT docsync.watch('byrate', 'acct', params => ARRAY['rate']);
+SELECT docsync.watch('byrate', 'acct', keys_sql => 'SELECT trim_scale($1::numeric)::text', keys_args => ARRAY['rate']) > 0 AS watched_rate;
 -- text params are fine, and so is timestamptz: every worker connection prints it in UTC
 SELECT docsync.define_query('bycode', 'SELECT to_jsonb(count(*)) FROM acct WHERE code = $1', params => ARRAY['code']);
 SELECT docsync.define_query('byat', 'SELECT to_jsonb(count(*)) FROM acct WHERE at = $1', params => ARRAY['at']);
 -- a watched column under a nondeterministic collation ('A' = 'a') cannot name docs either
 SELECT docsync.watch('bycode', 'acct', params => ARRAY['handle']);
+SELECT docsync.define_query('byemail', 'SELECT to_jsonb(count(*)) FROM acct WHERE lower(email::text) = $1::text', params => ARRAY['email']);
+SELECT docsync.watch('byemail', 'acct', params => ARRAY['email']);
 SELECT docsync.watch('bycode', 'acct', params => ARRAY['code']) > 0 AS watched_code;
 SELECT docsync.watch('byat', 'acct', params => ARRAY['at']) > 0 AS watched_timestamptz;
 -- nor a keys query returning such a type
@@ -33,7 +39,7 @@ SELECT docsync.define_query('one', 'SELECT to_jsonb($1::int)', params => ARRAY['
 SELECT docsync.watch('one', 'acct', keys_sql => 'SELECT rate FROM acct WHERE id = $1', keys_args => ARRAY['id']);
 SELECT name FROM docsync.queries ORDER BY name;
 
-SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'bycode', 'byat', 'one');
+SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'byemail', 'bycode', 'byat', 'one');
 SET client_min_messages = warning;
 DROP SCHEMA keys CASCADE;
 RESET client_min_messages;

@@ -17,8 +17,8 @@ BEGIN;
 SELECT docsync.define_query('whole', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
   params => ARRAY['order_id']);
-SELECT docsync.watch('whole', 'orders', params => ARRAY['id']);
-SELECT docsync.watch('whole', 'order_items', params => ARRAY['order_id']);
+SELECT docsync.watch('whole', 'orders', params => ARRAY['id']) > 0 AS watched;
+SELECT docsync.watch('whole', 'order_items', params => ARRAY['order_id']) > 0 AS watched;
 COMMIT;
 
 -- the forgotten watch, in one transaction: one NOTICE, at COMMIT, naming the table
@@ -26,7 +26,7 @@ BEGIN;
 SELECT docsync.define_query('forgot', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
   params => ARRAY['order_id']);
-SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT 'no notice before commit' AS checkpoint;
 COMMIT;
 
@@ -35,8 +35,8 @@ COMMIT;
 SELECT docsync.define_query('steps', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
   params => ARRAY['order_id']);
-SELECT docsync.watch('steps', 'orders', params => ARRAY['id']);
-SELECT docsync.watch('steps', 'order_items', params => ARRAY['order_id']);
+SELECT docsync.watch('steps', 'orders', params => ARRAY['id']) > 0 AS watched;
+SELECT docsync.watch('steps', 'order_items', params => ARRAY['order_id']) > 0 AS watched;
 
 -- a redefinition that reads one more table: named at its commit
 SELECT docsync.define_query('steps', $$SELECT jsonb_build_object('id', o.id, 'n',
@@ -47,7 +47,7 @@ SELECT docsync.define_query('steps', $$SELECT jsonb_build_object('id', o.id, 'n'
 -- several changes to one query in a transaction: named once
 BEGIN;
 SELECT docsync.unwatch('forgot', 'orders');
-SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT docsync.define_query('forgot', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
   params => ARRAY['order_id'], or_replace => true);
