@@ -432,6 +432,44 @@ describe('client over SSE', () => {
     c.close();
   });
 
+  test('a page of another origin the gateway does not allow: one cors error naming the flag, retried', async () => {
+    const saved = Object.getOwnPropertyDescriptor(globalThis, 'location');
+    Object.defineProperty(globalThis, 'location', { value: { origin: 'http://app.test:8000' }, configurable: true });
+    try {
+      const modes = [];
+      // the browser withholds every answer from this page; a no-cors request still reaches the gateway
+      const fetch = async (url, init) => {
+        modes.push([new URL(url).pathname, init && init.mode]);
+        if (init && init.mode === 'no-cors') return { ok: false, status: 0, type: 'opaque' };
+        throw new TypeError('Failed to fetch');
+      };
+      const c = client({ transport: 'sse', fetch });
+      c.subscribe('db:order:1', recorder());
+      await until(() => FakeEventSource.all.length === 1, 'a stream');
+      FakeEventSource.last().fail();
+      await until(() => FakeEventSource.all.length === 2, 'a retry');
+      FakeEventSource.last().fail();
+      await until(() => FakeEventSource.all.length === 3, 'another retry');
+      assert.deepStrictEqual(c.errors.map((e) => e.error), ['cors'], 'reported once');
+      assert.match(c.errors[0].message, /CORS/);
+      assert.match(c.errors[0].message, /--allow-origin http:\/\/app\.test:8000/);
+      assert.deepStrictEqual(modes.slice(0, 2), [['/v1/sse', undefined], ['/healthz', 'no-cors']]);
+      FakeEventSource.last().open();
+      assert.strictEqual(c.status, 'open');
+      c.close();
+      // a gateway that is down is not blamed on CORS
+      const down = client({ transport: 'sse', fetch: async () => { throw new TypeError('Failed to fetch'); } });
+      down.subscribe('db:order:1', recorder());
+      await until(() => FakeEventSource.all.length === 1, 'a stream');
+      FakeEventSource.last().fail();
+      await until(() => FakeEventSource.all.length === 2, 'a retry');
+      assert.deepStrictEqual(down.errors, []);
+      down.close();
+    } finally {
+      if (saved) Object.defineProperty(globalThis, 'location', saved); else delete globalThis.location;
+    }
+  });
+
   test('a stream refused as a whole (400 without a channel): not retried until the set changes', async () => {
     const fetch = async () => ({ ok: false, status: 400, json: async () => ({ error: 'too_many_channels', message: '3 channels asked for' }) });
     const c = client({ transport: 'sse', fetch });

@@ -27,17 +27,29 @@ using namespace docsync::gateway;
 
 namespace {
 
-// Each client is a descriptor: the soft limit (often 1024) goes up to the hard one.
-void raise_descriptor_limit(std::size_t wanted) {
+// Each client is a descriptor: the soft limit (often 1024) goes up to the hard one. Below what
+// --max-connections needs, a --max-connections the user chose is a warning with the fix; the default
+// is only a ceiling, so then an INFO line says how many connections the limit allows.
+void raise_descriptor_limit(std::size_t wanted, bool chosen) {
     rlimit limit{};
     if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
     if (limit.rlim_cur < limit.rlim_max) {
         limit.rlim_cur = limit.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &limit);
     }
-    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted + 64)
-        log_warning("gateway", "the descriptor limit (" + std::to_string(limit.rlim_cur) +
-                                   ") is below --max-connections: raise it (LimitNOFILE= in the unit, ulimit -n)");
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted + 64) return;
+    std::string needed = std::to_string(wanted + 64);
+    std::string room = std::to_string(limit.rlim_cur > 64 ? limit.rlim_cur - 64 : 0);
+    std::string fix = "ulimit -n " + needed + " (as root) in the shell that starts it, or LimitNOFILE=" + needed +
+                      " in its systemd unit";
+    if (chosen)
+        log_warning("gateway", "the descriptor limit (" + std::to_string(limit.rlim_cur) + ") allows about " + room +
+                                   " client connections, below --max-connections " + std::to_string(wanted) +
+                                   ": raise it with " + fix);
+    else
+        log_info("gateway", "the descriptor limit (" + std::to_string(limit.rlim_cur) + ") allows about " + room +
+                                " client connections; for more (up to the default --max-connections " +
+                                std::to_string(wanted) + "), raise it with " + fix);
 }
 
 }  // namespace
@@ -56,7 +68,7 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    raise_descriptor_limit(settings.max_connections);
+    raise_descriptor_limit(settings.max_connections, settings.max_connections != GatewaySettings{}.max_connections);
     try {
         asio::io_context io(1);
         Hub* hub_ptr = nullptr;

@@ -274,6 +274,7 @@
   };
 
   DocsyncClient.prototype._setStatus = function (status) {
+    if (status === 'open') this._corsReported = false;
     if (this.status === status) return;
     this.status = status;
     this._emit('status', status);
@@ -520,6 +521,15 @@
   DocsyncClient.prototype._serverError = function (conn, body) {
     var code = typeof body.error === 'string' ? body.error : 'error';
     var channel = typeof body.channel === 'string' ? body.channel : null;
+    if (code === 'cors') {
+      // Reported once until a connection opens; retried, since the gateway may be restarted with
+      // the flag.
+      if (!this._corsReported) this._error(code, null, body.message);
+      this._corsReported = true;
+      this._drop(conn);
+      this._retry();
+      return;
+    }
     this._error(code, channel, typeof body.message === 'string' ? body.message : code);
     var ws = this.transport === 'ws';
     var state = channel ? this._channels.get(channel) : null;
@@ -713,8 +723,11 @@
     });
   };
 
-  // The error JSON the gateway answers `url` with, or null (it answered 200, or is unreachable).
+  // The error JSON the gateway answers `url` with, or null (it answered 200, or is unreachable). A
+  // page of another origin that the gateway does not allow cannot read any answer: then
+  // {error: 'cors'} naming the flag that allows it.
   DocsyncClient.prototype._probe = function (url) {
+    var self = this;
     var ctl = typeof AbortController !== 'undefined' ? new AbortController() : null;
     return this._fetch(url, { headers: { Accept: 'text/event-stream' }, signal: ctl ? ctl.signal : undefined })
       .then(function (res) {
@@ -723,7 +736,24 @@
           return b && typeof b === 'object' && typeof b.error === 'string' ? b : { error: 'http_' + res.status };
         }, function () { return { error: 'http_' + res.status, message: 'HTTP ' + res.status }; });
       })
-      .catch(function () { return null; });
+      .catch(function () { return self._corsRefusal(); });
+  };
+
+  // Why a fetch failed outright, when the page is of another origin than the gateway: if the gateway
+  // answers a request whose answer the page may not read (mode no-cors), it is up, and the browser
+  // withheld its answers from this origin (CORS). Null otherwise (the gateway is unreachable).
+  DocsyncClient.prototype._corsRefusal = function () {
+    var page = typeof location !== 'undefined' && location && location.origin;
+    var gateway;
+    try { gateway = new URL(this.url).origin; } catch (e) { return Promise.resolve(null); }
+    if (!page || page === 'null' || page === gateway) return Promise.resolve(null);
+    return this._fetch(this.url + '/healthz', { mode: 'no-cors' }).then(function () {
+      return {
+        error: 'cors',
+        message: 'the gateway at ' + gateway + ' does not allow pages of ' + page + ' (CORS): start docsync-gateway ' +
+          'with --allow-origin ' + page
+      };
+    }, function () { return null; });
   };
 
   DocsyncClient.parseVersion = parseVersion;
