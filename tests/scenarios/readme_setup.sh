@@ -3,7 +3,7 @@
 # there whose info string names a `setup:` step is run here, in the README's order, on a throwaway
 # cluster whose pg_hba.conf holds the superuser's own line and the README's lines, nothing else, with
 # scram-sha-256 passwords. Host-specific names are pointed at the cluster's own: /run/postgresql (the
-# socket directory; the server's port comes from PGPORT, as libpq's default would), /run/docsync,
+# socket directory), the server's port 5432, /run/docsync,
 # /var/lib/docsync, Redis's port 6379, the worker's OS user docsync (the user running this) and the
 # server's group postgres. The worker runs from a clean environment (HOME, PATH, PGPORT), so it finds
 # its passwords only in the ~/.pgpass the README writes.
@@ -85,7 +85,7 @@ unknown = readme - known
 if missing or unknown:
     sys.exit("README step 1 misses %s and names %s, unknown to packaging/deps.sh" % (sorted(missing), sorted(unknown)))
 PY
-steps="postgresql.conf plugin-list status-dir definitions roles pg_hba.conf pgpass worker-jsonl status worker-redis subscribe get-warm"
+steps="postgresql.conf plugin-list status-dir tables definitions roles pg_hba.conf pgpass worker-jsonl status worker-redis subscribe get-warm"
 [ "$(cat "$tmp/blocks/ORDER")" = "$steps" ] ||
   fail "the README's setup blocks are [$(cat "$tmp/blocks/ORDER")], this test runs [$steps]: run each new step here"
 
@@ -100,7 +100,7 @@ ctl() { "$src/packaging/dev-cluster.sh" ctl "$cl" "$@"; }
 su_sql() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 # block NAME: the README's block with this host's names pointed at the throwaway's
 block() {
-  sed -e "s|/run/postgresql|$sock|g" -e "s|/run/docsync|$tmp/run/docsync|g" \
+  sed -e "s|/run/postgresql|$sock|g" -e "s|port=5432|port=$PGPORT|g" -e "s|/run/docsync|$tmp/run/docsync|g" \
       -e "s|/var/lib/docsync|$tmp/var/lib/docsync|g" -e "s|6379|$redis_port|g" \
       -e "s|-o docsync |-o $(id -un) |g" -e "s|-g postgres |-g $server_group |g" "$tmp/blocks/$1"
 }
@@ -125,13 +125,10 @@ echo "step 3: the status directory"
 as_user bash -e <(block status-dir) || fail "step 3 failed"
 [ -d "$tmp/run/docsync" ] || fail "step 3 made no $tmp/run/docsync"
 
-# the user's own database, before docsync
+# the user's own database, before docsync: the README's example tables
 su_sql -c "CREATE DATABASE app"
+su_sql -d app -f <(block tables) >/dev/null || fail "step 4's tables failed"
 su_sql -d app <<'SQL'
-CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL);
-CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL, price int NOT NULL);
-CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL REFERENCES orders,
-                          product_id int NOT NULL REFERENCES products, qty int NOT NULL);
 INSERT INTO orders VALUES (7, 'new'), (42, 'new'), (50, 'new');
 INSERT INTO products VALUES (1, 'pen', 2), (2, 'ink', 5);
 INSERT INTO order_items VALUES (1, 7, 1, 3), (2, 42, 1, 1), (3, 42, 2, 2), (4, 50, 2, 1);
@@ -148,6 +145,9 @@ is_current() { app "SELECT \$j\$$1\$j\$::jsonb IS NOT DISTINCT FROM ($(doc_sql "
 
 echo "step 4: the extension and the doc definitions"
 su_sql -d app -f <(block definitions) >"$tmp/definitions.out" 2>&1 || fail "step 4: $(cat "$tmp/definitions.out")"
+if grep -E "NOTICE|WARNING" "$tmp/definitions.out"; then fail "step 4 raised a notice or warning on a correct definition"; fi
+[ "$(app "SELECT count(*) FROM docsync.queries WHERE warning IS NOT NULL")" = 0 ] ||
+  fail "docsync.queries warns after step 4: $(app "SELECT string_agg(warning, '; ') FROM docsync.queries")"
 [ "$(app "SELECT count(*) FROM docsync.watched_tables WHERE warning IS NOT NULL")" = 0 ] ||
   fail "docsync.watched_tables warns after step 4: $(app "SELECT string_agg(warning, '; ') FROM docsync.watched_tables")"
 
