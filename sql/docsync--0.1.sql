@@ -1843,7 +1843,7 @@ SELECT j.database,
                          pg_catalog.pg_size_pretty(j.ack_lag_bytes), j.dirty_depth, j.state)),
       -- a worker runs a query whose docs go stale: a table it reads has no watch
       (14, j.uncovered IS NOT NULL AND j.file_ok AND j.worker_state NOT IN ('stopped', 'draining'), 'warning', j.uncovered),
-      (15, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'streaming'), 'ok',
+      (15, j.recompute IS NOT NULL AND j.recompute_finished_at IS NULL AND j.state IN ('starting', 'connecting', 'streaming'), 'ok',
        pg_catalog.format('%s: %s of %s live docs (%s%%), %s docs/s, %s',
                          CASE j.recompute WHEN 'valve' THEN 'WAL safety valve recompute' ELSE j.recompute || ' recompute' END,
                          j.recompute_done, j.recompute_total,
