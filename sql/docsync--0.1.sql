@@ -1829,7 +1829,9 @@ SELECT j.database,
                          round(j.heartbeat_age_seconds::numeric), j.walsender_pid)),
       (10, j.state = 'reconnecting', 'failing',
        pg_catalog.format('worker is reconnecting; last error: %s', coalesce(j.last_error, 'none'))),
-      (11, j.last_error_at > j.now - interval '1 minute', 'failing',
+      -- an error of the last minute, unless the doc that failed has been published since (the
+      -- worker then shows it as 'recovered: …', worker/status/snapshot.hpp)
+      (11, j.last_error_at > j.now - interval '1 minute' AND j.last_error NOT LIKE 'recovered: %', 'failing',
        pg_catalog.format('error %s s ago: %s', round(extract(epoch FROM j.now - j.last_error_at)), j.last_error)),
       (12, j.ack_lag_seconds > 30 OR j.ack_lag_bytes > 256 * 1024 * 1024, 'lagging',
        pg_catalog.format('acknowledged position is %s behind and %s s old, %s docs waiting',

@@ -217,7 +217,8 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .compute_seconds = std::move(q.compute_seconds),
                              .last_error = std::move(q.last_error),
                              .last_sqlstate = std::move(q.last_sqlstate),
-                             .last_channel = std::move(q.last_channel)});
+                             .last_channel = std::move(q.last_channel),
+                             .error_cleared = q.last_error_cleared});
     r.batch_size = std::move(e.batch_size);
     r.commit_publish_seconds = latency.histogram();
     return r;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The status path end to end with the real worker streaming the slot: docsync.status shows it
 # streaming with its pid and walsender; a failing doc query shows in docsync.query_stats with its
-# error and turns the health to failing; a second worker for the same slot is refused naming the
+# error and turns the health to failing, and once the failing doc is published again the health is
+# ok at once, its error shown as recovered; a second worker for the same slot is refused naming the
 # owner's pid; after kill -9 the row turns `stopped` once the heartbeat is stale and the slot
 # inactive, keeping the last values; a new worker takes over. docsync.forget_slot refuses while the
 # worker serves the slot; a worker started on a misspelt slot fails and leaves no row; a slot dropped
@@ -36,6 +37,14 @@ wait_for 10 "SELECT permanent_failures >= 1 AND recomputes >= 8 AND last_error L
   fail "query_stats: $(sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'")"
 wait_for 10 "SELECT health = 'failing' AND reason LIKE 'error % ago: %division by zero%' AND permanent_failures >= 1 FROM docsync.status WHERE slot_name = '$slot'" ||
   fail "health: $(row)"
+
+echo "health follows the recovery: once the failing doc is published, ok again, its error shown as recovered"
+sql "DELETE FROM orders WHERE id = 7"   # the doc becomes null: published
+wait_for 10 "SELECT health = 'ok' AND last_error LIKE 'recovered: %division by zero%' FROM docsync.status WHERE slot_name = '$slot'" ||
+  fail "health after the failing doc was published: $(row)"
+wait_for 5 "SELECT last_error LIKE 'recovered: %' FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'order'" ||
+  fail "query_stats after the recovery: $(sql "SELECT json_agg(q) FROM docsync.query_stats q WHERE slot_name = '$slot'")"
+sql "INSERT INTO orders VALUES (7, 10)"  # failing again, for what follows
 
 echo "forget_slot refuses while the worker serves the slot, naming its pid"
 out=$(sql "SELECT docsync.forget_slot('$slot')" 2>&1) && fail "forget_slot removed the files of a running worker: $out"

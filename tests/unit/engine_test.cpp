@@ -310,6 +310,7 @@ TEST_CASE("a permanent failure is recorded, completes its tickets and is retried
     CHECK(stats.queries[0].last_channel == "db:order:1");
     CHECK(stats.queries[0].last_sqlstate == "22012");
     CHECK(stats.queries[0].last_error.find("\"order\"") != std::string::npos);
+    CHECK_FALSE(stats.queries[0].last_error_cleared);
     // A new change does not wait for the backoff: it gets a prompt compute (which fails again).
     h.txn({update_order_status("1")}, 2);
     CHECK(h.drain() == 1);
@@ -321,6 +322,8 @@ TEST_CASE("a permanent failure is recorded, completes its tickets and is retried
     CHECK(h.runner.doc_calls.size() == calls + 1);
     CHECK(h.publisher.count("db:order:1") == 2);
     CHECK(h.engine.dirty_depth() == 0);
+    // the doc of the last error published since: its cause is gone (docsync.status: recovered)
+    CHECK(h.engine.stats().queries[0].last_error_cleared);
 }
 
 TEST_CASE("reverse-index changes queue keys lookups whose docs complete the transaction") {

@@ -59,6 +59,32 @@ TEST_CASE("the worker's state: an ending error, then a drain, then the stream's 
     CHECK(worker_state(r) == WorkerState::Stopped);
 }
 
+TEST_CASE("a doc query's failure whose doc was published since is shown as recovered, keeping its time") {
+    StatusHistory history;
+    auto t0 = WallTime{} + std::chrono::hours(1000);
+    Readings r;
+    r.queries.push_back(query("order", 1, "permission denied for table orders", "42501", "db:order:1"));
+    auto snap = history.snapshot(r, t0);
+    CHECK(snap.last_error == "permission denied for table orders (SQLSTATE 42501) (db:order:1)");
+    CHECK(snap.last_error_at == t0);
+    r.queries[0].error_cleared = true;  // db:order:1 published since (grant_reader ran)
+    snap = history.snapshot(r, t0 + std::chrono::seconds(8));
+    CHECK(snap.last_error == "recovered: permission denied for table orders (SQLSTATE 42501) (db:order:1)");
+    CHECK(snap.last_error_at == t0);
+    CHECK(snap.queries[0].last_error.starts_with("recovered: "));
+    // a new failure is an error again
+    r.queries[0] = query("order", 2, "permission denied for table orders", "42501", "db:order:2");
+    snap = history.snapshot(r, t0 + std::chrono::seconds(9));
+    CHECK(snap.last_error == "permission denied for table orders (SQLSTATE 42501) (db:order:2)");
+    CHECK(snap.last_error_at == t0 + std::chrono::seconds(9));
+    // an error from elsewhere since is not cleared by the query's recovery
+    r.stream_error = "replication connection lost";
+    snap = history.snapshot(r, t0 + std::chrono::seconds(10));
+    r.queries[0].error_cleared = true;
+    snap = history.snapshot(r, t0 + std::chrono::seconds(11));
+    CHECK(snap.last_error == "replication connection lost");
+}
+
 TEST_CASE("figures are copied, retries count stream reconnects, compute time is in microseconds") {
     StatusHistory history;
     Readings r = streaming();

@@ -237,6 +237,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     if (outcome.kind == OutcomeKind::Ok && published) {
         ++counters_.publishes;
         if (stats) ++stats->publishes;
+        if (stats && !stats->last_error.empty() && stats->last_channel == dj.channel) stats->last_error_cleared = true;
         docs_.published(entry, walk_job);
     } else if (outcome.kind == OutcomeKind::Ok) {
         // a sink that can never take a write again said so once; the worker is stopping

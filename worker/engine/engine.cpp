@@ -265,6 +265,7 @@ void Engine::Impl::record_permanent(QueryStats* stats, const std::string& channe
     stats->last_error = error;
     stats->last_sqlstate = sqlstate;
     stats->last_channel = channel;
+    stats->last_error_cleared = false;
 }
 
 EngineStats Engine::Impl::stats() const {

@@ -95,6 +95,7 @@ struct QueryStats {
     std::string last_error;
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
+    bool last_error_cleared = false;  // that doc has been published since: the error's cause is gone
 };
 
 // Why every live doc is being recomputed.

@@ -59,6 +59,7 @@ StatusSnapshot StatusHistory::snapshot(const Readings& r, WallTime now) {
     auto note_error = [&](const std::string& message) {
         last_error_ = message;
         last_error_at_ = now;
+        last_error_query_.clear();
     };
     if (r.stream_error != stream_error_) {
         stream_error_ = r.stream_error;
@@ -71,14 +72,22 @@ StatusSnapshot StatusHistory::snapshot(const Readings& r, WallTime now) {
         counters.permanent_failures = q.permanent_failures;
         counters.compute_us_total = q.compute_ns / 1000;
         if (!q.last_error.empty())
-            counters.last_error = q.last_error + (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
+            counters.last_error = (q.error_cleared ? std::string(kRecoveredPrefix) : std::string()) + q.last_error +
+                                  (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +
                                   (q.last_channel.empty() ? "" : " (" + q.last_channel + ")");
         auto& [seen, at] = query_errors_[q.name];
         if (q.permanent_failures != seen) {
             seen = q.permanent_failures;
             at = now;
             // A permanent failure of a doc query is the last error of the worker too.
-            if (!counters.last_error.empty()) note_error(counters.last_error);
+            if (!counters.last_error.empty()) {
+                note_error(counters.last_error);
+                last_error_query_ = q.name;
+            }
+        } else if (q.error_cleared && last_error_query_ == q.name && !last_error_.starts_with(kRecoveredPrefix)) {
+            // The doc that failed has been published since: the worker's last error is resolved,
+            // and keeps its time.
+            last_error_ = counters.last_error;
         }
         counters.last_error_at = at;
         snap.queries.push_back(std::move(counters));

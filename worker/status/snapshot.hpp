@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,7 +45,12 @@ struct QueryReading {
     std::string last_error;                // empty: none
     std::string last_sqlstate;             // of last_error, empty: none
     std::string last_channel;              // the doc (or "keys:<table>") of last_error, empty: none
+    bool error_cleared = false;            // last_channel's doc has been published since last_error
 };
+
+// How a last error whose doc has been published since is shown (query_stats and docsync.status):
+// the cause is gone, so the health no longer counts it as failing (the SQL views test this prefix).
+inline constexpr std::string_view kRecoveredPrefix = "recovered: ";
 
 // The last recompute of every live doc as the engine tracks it: its times are nanoseconds of the
 // engine's clock, and now_ns is that clock when read, so they can be put on the wall clock.
@@ -117,6 +123,8 @@ private:
     // The most recent error of any kind, which docsync.status shows.
     std::string last_error_;
     WallTime last_error_at_{};
+    // The query whose failure is last_error_, or empty when it came from elsewhere.
+    std::string last_error_query_;
 };
 
 }  // namespace docsync::status
