@@ -83,6 +83,18 @@ TEST_CASE("watches that do not resolve are read for the log, never as watches") 
               .find("\"id\"") != std::string::npos);
 }
 
+TEST_CASE("queries that read a table no watch covers are read for the log") {
+    Definitions d = parse_definitions(R"({"generation": 1, "queries": [], "watches": [],
+        "uncovered": [{"query": "order", "message": "doc query \"order\" reads public.order_items, which no watch covers: …"}]})");
+    REQUIRE(d.uncovered.size() == 1);
+    CHECK(d.uncovered[0] == "doc query \"order\" reads public.order_items, which no watch covers: …");
+    CHECK(parse_definitions(R"({"generation":1,"queries":[],"watches":[]})").uncovered.empty());
+    CHECK(error_of(R"({"generation":1,"queries":[],"watches":[],"uncovered":[{"query":"order"}]})")
+              .find("\"message\"") != std::string::npos);
+    CHECK(error_of(R"({"generation":1,"queries":[],"watches":[],"uncovered":{}})").find("\"uncovered\" must be an array") !=
+          std::string::npos);
+}
+
 TEST_CASE("the tables option lists each watched relation once with the union of its columns") {
     Definitions d = parse_definitions(kContractB);
     CHECK(plugin_tables(d) == "16384(1),16390(3),16400(1)");
