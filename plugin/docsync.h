@@ -16,4 +16,7 @@ extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 extern void docsync_status_init(void);
 extern bool docsync_status_gap_open(const char *slot);
 
+/* closure.c: the types and collations a doc query's expressions use */
+extern void docsync_collect_expression_types(Node *node, List **types, List **collations);
+
 #endif							/* DOCSYNC_H */

@@ -28,6 +28,7 @@
 #include "catalog/pg_type.h"
 #include "common/keywords.h"
 #include "compat.h"
+#include "docsync.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -560,11 +561,13 @@ docsync_api_caller(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(api_caller);
 }
 
-/* What a query uses besides its rows: relations (views included) and functions. */
+/* What a query uses besides its rows: relations (views included), functions, types, collations. */
 typedef struct Depends
 {
 	List	   *relations;
 	List	   *functions;
+	List	   *types;			/* result types of its expressions (closure.c) */
+	List	   *collations;		/* collations they yield or compare with (closure.c) */
 } Depends;
 
 static bool
@@ -595,25 +598,28 @@ collect_depends_walker(Node *node, void *context)
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, collect_depends_walker, context, QTW_EXAMINE_RTES_BEFORE);
 	(void) check_functions_in_node(node, collect_function, context);
+	docsync_collect_expression_types(node, &deps->types, &deps->collations);
 	return expression_tree_walker(node, collect_depends_walker, context);
 }
 
 /*
- * docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[])
+ * docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[],
+ *						 OUT types oid[], OUT collations oid[])
  *
  * Every relation (tables, partitioned tables, views seen through, materialized views, foreign
- * tables) and every function one SELECT uses, after rewriting, as the current user sees them. Nothing
- * is planned or run. docsync.fingerprint() hashes their catalog state.
+ * tables), every function, and every type and collation of an expression one SELECT uses, after
+ * rewriting, as the current user sees them. Nothing is planned or run. docsync.fingerprint() hashes
+ * their catalog state.
  */
 Datum
 docsync_query_depends(PG_FUNCTION_ARGS)
 {
-	Depends		deps = {NIL, NIL};
+	Depends		deps = {NIL, NIL, NIL, NIL};
 	Oid		   *param_types = NULL;
 	int			nparams = 0;
 	TupleDesc	tupdesc;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
 	Query	   *query;
 
 	if (PG_ARGISNULL(0))
@@ -629,6 +635,8 @@ docsync_query_depends(PG_FUNCTION_ARGS)
 	(void) collect_depends_walker((Node *) query, &deps);
 	values[0] = PointerGetDatum(oid_list_to_array(deps.relations, OIDOID));
 	values[1] = PointerGetDatum(oid_list_to_array(deps.functions, OIDOID));
+	values[2] = PointerGetDatum(oid_list_to_array(deps.types, OIDOID));
+	values[3] = PointerGetDatum(oid_list_to_array(deps.collations, OIDOID));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
 

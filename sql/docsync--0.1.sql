@@ -156,11 +156,12 @@ AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
   'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
 
-CREATE FUNCTION docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[])
+CREATE FUNCTION docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[],
+                                      OUT types oid[], OUT collations oid[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_query_depends';
 COMMENT ON FUNCTION docsync.query_depends(text, text) IS
-  'every relation (views and partitioned tables included) and function a SELECT uses, without running it';
+  'every relation (views and partitioned tables included), function, and expression type and collation a SELECT uses, without running it';
 
 CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
 RETURNS void LANGUAGE c VOLATILE
@@ -1026,22 +1027,121 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_ddl_command_end';
 -- never for GRANT, COMMENT, CREATE INDEX or anything else that cannot change what a doc reads
 CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
   WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER VIEW', 'CREATE VIEW', 'ALTER MATERIALIZED VIEW',
-               'CREATE MATERIALIZED VIEW', 'ALTER FOREIGN TABLE', 'CREATE FUNCTION', 'ALTER FUNCTION',
-               'ALTER TYPE', 'ALTER DOMAIN', 'CREATE RULE', 'CREATE POLICY', 'ALTER POLICY', 'ALTER SCHEMA',
-               'ALTER EXTENSION')
+               'CREATE MATERIALIZED VIEW', 'REFRESH MATERIALIZED VIEW', 'ALTER FOREIGN TABLE',
+               'CREATE FUNCTION', 'ALTER FUNCTION', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER COLLATION',
+               'CREATE CAST', 'CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE RULE', 'CREATE POLICY',
+               'ALTER POLICY', 'ALTER SCHEMA', 'ALTER EXTENSION')
   EXECUTE FUNCTION docsync.on_ddl_command_end();
 
 CREATE FUNCTION docsync.on_sql_drop() RETURNS event_trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_sql_drop';
 CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
   WHEN TAG IN ('DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP FUNCTION',
-               'DROP TYPE', 'DROP DOMAIN', 'DROP RULE', 'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED',
-               'ALTER TABLE')
+               'DROP TYPE', 'DROP DOMAIN', 'DROP COLLATION', 'DROP CAST', 'DROP OPERATOR', 'DROP RULE',
+               'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED', 'ALTER TABLE')
   EXECUTE FUNCTION docsync.on_sql_drop();
 
 -------------------------------------------------------------------------------
 -- Worker contracts: definitions, plugin tables option, doc-version generations
 -------------------------------------------------------------------------------
+
+-- The dependency closure of a doc query beyond what it names (docsync.query_depends), as text
+-- docsync.fingerprint() hashes: when unsure, recompute.
+--   relations: every inheritance child below a relation read (ALTER TABLE … INHERIT, ATTACH), with
+--     each one's storage (relfilenode: a table rewrite, such as ALTER COLUMN … TYPE … USING with the
+--     same type, changes values without a decoded change) and its columns' collations;
+--   functions at any depth: a function with a SQL-standard body (BEGIN ATOMIC) records what it
+--     calls and reads in pg_depend, followed to its end; a body docsync cannot see into (plpgsql,
+--     a SQL function's string, any other procedural language) may call anything, so then the state
+--     of every function of the database counts (a CREATE OR REPLACE anywhere recomputes the query);
+--   types at any depth: column, argument and result types, array elements, domain bases with their
+--     constraints and defaults, composite attributes, range subtypes; enum labels in order;
+--   collations: provider, locale, determinism and version of each one used.
+-- (Its plan's estimates are far above jit_above_cost while it reads a handful of catalog rows: JIT off.)
+CREATE FUNCTION docsync.closure_state(rels oid[], fns oid[], typs oid[], colls oid[]) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+  WITH RECURSIVE
+  fn(oid) AS (
+    SELECT DISTINCT f FROM unnest(fns) f
+    UNION
+    SELECT d.refobjid FROM fn JOIN pg_depend d
+        ON d.classid = 'pg_proc'::regclass AND d.objid = fn.oid AND d.refclassid = 'pg_proc'::regclass),
+  tree(relid) AS (
+    SELECT DISTINCT r FROM unnest(rels) r
+    UNION
+    SELECT d.refobjid FROM fn JOIN pg_depend d
+        ON d.classid = 'pg_proc'::regclass AND d.objid = fn.oid AND d.refclassid = 'pg_class'::regclass
+    UNION
+    SELECT i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.relid),
+  ty(oid) AS (
+    SELECT DISTINCT t FROM unnest(typs) t WHERE t >= 16384
+    UNION
+    SELECT a.atttypid FROM tree t JOIN pg_attribute a ON a.attrelid = t.relid AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE a.atttypid >= 16384
+    UNION
+    SELECT x FROM fn JOIN pg_proc p ON p.oid = fn.oid
+         CROSS JOIN LATERAL unnest(p.prorettype || p.proargtypes::oid[] || coalesce(p.proallargtypes, '{}')) x
+     WHERE x >= 16384
+    UNION
+    SELECT d.refobjid FROM fn JOIN pg_depend d
+        ON d.classid = 'pg_proc'::regclass AND d.objid = fn.oid AND d.refclassid = 'pg_type'::regclass
+     WHERE d.refobjid >= 16384
+    UNION
+    SELECT n.next FROM ty JOIN pg_type t ON t.oid = ty.oid
+         CROSS JOIN LATERAL (
+           SELECT t.typelem WHERE t.typelem <> 0
+           UNION ALL SELECT t.typbasetype WHERE t.typbasetype <> 0
+           UNION ALL SELECT a.atttypid FROM pg_attribute a
+                      WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+           UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = t.oid
+           UNION ALL SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = t.oid) n(next)
+     WHERE n.next >= 16384),
+  co(oid) AS (
+    SELECT DISTINCT c FROM unnest(colls) c WHERE c <> 0
+    UNION
+    SELECT a.attcollation FROM tree t JOIN pg_attribute a ON a.attrelid = t.relid AND a.attnum > 0
+     WHERE a.attcollation <> 0
+    UNION
+    SELECT t.typcollation FROM ty JOIN pg_type t ON t.oid = ty.oid WHERE t.typcollation <> 0
+    UNION
+    SELECT a.attcollation FROM ty JOIN pg_type t ON t.oid = ty.oid
+      JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE a.attcollation <> 0)
+  SELECT concat_ws(E'\n',
+    (SELECT string_agg(format('%s %s %s', c.oid::regclass, c.relfilenode,
+                              (SELECT string_agg(format('%s:%s:%s', a.attname, format_type(a.atttypid, a.atttypmod),
+                                                        a.attcollation::regcollation), ',' ORDER BY a.attnum)
+                                 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)),
+                       E'\n' ORDER BY c.oid::regclass::text)
+       FROM tree JOIN pg_class c ON c.oid = tree.relid),
+    (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
+                       ORDER BY p.oid::regprocedure::text)
+       FROM fn JOIN pg_proc p ON p.oid = fn.oid WHERE p.oid >= 16384 AND p.prokind IN ('f', 'p')),
+    -- a body docsync cannot see into: the state of every function of the database
+    (SELECT 'opaque ' || md5(string_agg(format('%s %s', p.oid, p.xmin), ',' ORDER BY p.oid))
+       FROM pg_proc p
+      WHERE p.oid >= 16384
+        AND EXISTS (SELECT FROM fn JOIN pg_proc o ON o.oid = fn.oid
+                     WHERE o.oid >= 16384 AND o.prosqlbody IS NULL
+                       AND o.prolang NOT IN (SELECT l.oid FROM pg_language l WHERE l.lanname IN ('internal', 'c')))),
+    (SELECT string_agg(format('%s %s %s %s %s %s %s [%s] {%s} (%s)', t.oid::regtype, t.typtype, t.typbasetype::regtype,
+                              t.typtypmod, t.typnotnull, t.typdefault, t.typcollation::regcollation,
+                              (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+                                 FROM pg_enum e WHERE e.enumtypid = t.oid),
+                              (SELECT string_agg(format('%s:%s:%s', a.attname, format_type(a.atttypid, a.atttypmod),
+                                                        a.attcollation::regcollation), ',' ORDER BY a.attnum)
+                                 FROM pg_attribute a
+                                WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
+                              (SELECT string_agg(format('%s %s', k.conname, pg_get_constraintdef(k.oid)), ','
+                                                 ORDER BY k.conname)
+                                 FROM pg_constraint k WHERE k.contypid = t.oid)),
+                       E'\n' ORDER BY t.oid::regtype::text)
+       FROM ty JOIN pg_type t ON t.oid = ty.oid),
+    (SELECT string_agg(format('%s %s %s %s %s %s %s', c.oid::regcollation, c.collprovider, c.collisdeterministic,
+                              c.collcollate, c.collctype, c.colliculocale, c.collversion),
+                       E'\n' ORDER BY c.oid::regcollation::text)
+       FROM co JOIN pg_collation c ON c.oid = co.oid))
+$$;
 
 -- What a stored query's docs depend on besides its rows, as one hash: the columns (names, types,
 -- typmods) of every table and view its doc and keys queries read, views' definitions, partitions
@@ -1054,6 +1154,8 @@ DECLARE
   q docsync.query_defs;
   rels oid[] := '{}';
   fns oid[] := '{}';
+  typs oid[] := '{}';
+  colls oid[] := '{}';
   d record;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs x WHERE x.name = fingerprint.query;
@@ -1070,6 +1172,8 @@ BEGIN
     LOOP
       rels := rels || d.relations;
       fns := fns || d.functions;
+      typs := typs || d.types;
+      colls := colls || d.collations;
     END LOOP;
   EXCEPTION WHEN OTHERS THEN
     RETURN md5('error: ' || SQLERRM);
@@ -1087,7 +1191,8 @@ BEGIN
     (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
                        ORDER BY p.oid::regprocedure::text)
        FROM pg_proc p
-      WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p'))));
+      WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p')),
+    docsync.closure_state(rels, fns, typs, colls)));
 END
 $$;
 

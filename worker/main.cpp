@@ -38,6 +38,7 @@
 #include "publish/watermark.hpp"
 #include "replication/hung_watch.hpp"
 #include "replication/lease.hpp"
+#include "replication/lease_watch.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
 #include "status/snapshot.hpp"
@@ -267,7 +268,54 @@ std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const 
     }
 }
 
+// A spare that took the lease but cannot start its sink (Redis down): it gives the lease back and
+// stands by again, as a running worker rides out the same outage; serve() catches it.
+class SinkUnavailable : public Error {
+public:
+    explicit SinkUnavailable(const Error& e) : Error(e.what(), e.sqlstate(), true) {}
+};
+
+// How long a spare that could not start its sink waits before standing by again.
+constexpr auto kSinkRetry = 2s;
+
+// The sink. For a spare, a sink that cannot be reached now is SinkUnavailable; for anyone else, a
+// failed start (the command line's sink is wrong, or down at a cold start) ends the worker.
+std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink) {
+    try {
+        return publish::make_publisher(sink);
+    } catch (const Error& e) {
+        if (settings.standby && e.transient()) throw SinkUnavailable(e);
+        throw;
+    }
+}
+
 int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics::Server* metrics_server) {
+    // The worker's state the threads below share: the stream ended, a drain was asked for (a
+    // signal, a fatal sink, a lost lease), the lease went to another worker.
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stream_done = false;
+    bool draining = false;
+    bool stepped_down = false;
+    // The lease watch: from the moment this worker holds the lease, every second, whether it still
+    // does; the round trip is also what tells spares it is alive while it starts (reading the
+    // definitions may wait behind a migration's lock). Its connection broke and another worker took
+    // the lease meanwhile: this one steps down (drains, makes a final acknowledgement and leaves the
+    // slot to it), so two workers never both act as the active one.
+    std::unique_ptr<LeaseWatch> lease_watch;
+    auto watch_lease = [&] {
+        lease_watch = std::make_unique<LeaseWatch>(lease, [&](const std::string& holder) {
+            std::lock_guard lock(mutex);
+            if (stream_done || draining) return;
+            log_warning("worker", "another worker took the lease of slot \"" + settings.slot + "\" (" + holder +
+                                      ") while this worker's lease connection was down: stepping down");
+            stepped_down = true;
+            draining = true;
+            wake.notify_all();
+        });
+    };
+    // A spare arrives here holding the lease.
+    if (settings.standby) watch_lease();
     DefinitionsSource definitions(settings.dsn);
     DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
@@ -287,12 +335,15 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                 }
         }
     } failed_start{withdraw_if_no_slot};
-    // A spare arrives here holding the lease; anyone else takes it now, after the lock file, which
-    // refuses a second worker on this host at once.
-    if (!settings.standby) take_lease(lease, settings.slot);
+    // Anyone else takes the lease now, after the lock file, which refuses a second worker on this host
+    // at once.
+    if (!settings.standby) {
+        take_lease(lease, settings.slot);
+        watch_lease();
+    }
 
     auto sink = publish::parse_sink(settings.sink);
-    auto publisher = publish::make_publisher(sink);
+    auto publisher = open_sink(settings, sink);
 
     ExecutorOptions executor_options;
     executor_options.pool_dsn = settings.pool_dsn;
@@ -397,9 +448,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                                (sink.is_redis() ? " (or when a client asks on docsync:warm)"
                                                                             : ""));
 
-    std::mutex mutex;
-    std::condition_variable wake;
-    bool stream_done = false;
     bool status_now = false;  // publish the board before the next tick
     auto publish_status_now = [&] {
         std::lock_guard lock(mutex);
@@ -407,7 +455,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         wake.notify_all();
     };
     pipeline.on_gap(publish_status_now);
-    bool draining = false;
     std::string fatal;
     // The board's snapshot of what the components report and of the worker's own condition.
     status::StatusHistory history;
@@ -468,29 +515,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
             if (gone) {
                 log_error("publish", *gone);
                 if (fatal.empty()) fatal = *gone;
-                draining = true;
-                wake.notify_all();
-                break;
-            }
-            wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
-        }
-    });
-
-    // The lease watch: every second, whether this worker still holds the slot's lease. Its connection
-    // broke and another worker took the lease meanwhile: this one steps down (drains, makes a final
-    // acknowledgement and leaves the slot to it), so two workers never both act as the active one.
-    bool stepped_down = false;
-    std::thread lease_thread([&] {
-        std::unique_lock lock(mutex);
-        while (!stream_done && !draining) {
-            lock.unlock();
-            auto state = lease.check();
-            std::string holder = state == Lease::State::Lost ? lease.holder() : std::string();
-            lock.lock();
-            if (state == Lease::State::Lost && !stream_done && !draining) {
-                log_warning("worker", "another worker took the lease of slot \"" + settings.slot + "\" (" + holder +
-                                          ") while this worker's lease connection was down: stepping down");
-                stepped_down = true;
                 draining = true;
                 wake.notify_all();
                 break;
@@ -564,7 +588,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
     stream_thread.join();
     sink_thread.join();
-    lease_thread.join();
+    lease_watch->stop();
     {
         std::lock_guard lock(drain_mutex);
         drain_done = true;
@@ -664,7 +688,19 @@ int serve(const Settings& settings) {
     Lease lease({.dsn = settings.dsn, .slot = settings.slot});
     for (;;) {
         if (settings.standby && !stand_by(lease, settings, signals, metrics_server.get())) return 0;
-        int code = run(settings, lease, signals, metrics_server.get());
+        int code = 0;
+        try {
+            code = run(settings, lease, signals, metrics_server.get());
+        } catch (const SinkUnavailable& e) {
+            log_warning("worker", std::string("took the lease of slot \"") + settings.slot + "\" but cannot start the sink: " +
+                                      e.what() + "; giving the lease back and standing by again (retried in " +
+                                      format_duration(kSinkRetry) + ")");
+            lease.release();
+            timespec wait{std::chrono::duration_cast<std::chrono::seconds>(kSinkRetry).count(), 0};
+            int signal = sigtimedwait(&signals, nullptr, &wait);
+            if (signal == SIGTERM || signal == SIGINT) return 0;
+            continue;
+        }
         if (code != kSteppedDown) return code;
         if (!settings.standby) {
             log_error("worker", "this worker lost the lease of slot \"" + settings.slot +

@@ -60,6 +60,7 @@ dpkg -x "$wrk" "$root"
 unit=$root/lib/systemd/system/docsync-worker.service
 grep -qx 'User=docsync' "$unit" || fail "unit does not run as docsync"
 grep -qx 'RuntimeDirectory=docsync' "$unit" || fail "unit has no RuntimeDirectory"
+grep -qx 'RuntimeDirectoryPreserve=yes' "$unit" || fail "unit lets systemd empty /run/docsync on a stop or restart"
 grep -qx 'EnvironmentFile=-/etc/default/docsync-worker' "$unit" || fail "unit has no EnvironmentFile"
 grep -q '^ExecStart=/usr/bin/docsync-worker --config /etc/docsync/docsync.json --status-dir /run/docsync$' "$unit" ||
   fail "unit ExecStart is not the worker with --config and --status-dir /run/docsync"

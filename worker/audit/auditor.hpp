@@ -13,7 +13,10 @@
 // computed at a snapshot S (DocOutcome::snapshot_lsn); its version is v_s = (the generation in force,
 // S), as the engine versions docs (the doc versions rule (docs/design.md)). The audit then waits,
 // bounded, until the worker's acknowledged position has reached S: every transaction the snapshot
-// sees has had its docs published. Then it reads what the sink retains (v_r, doc_r):
+// sees has had its docs published. S is the WAL insert position read after the snapshot was taken,
+// never the write position: under synchronous_commit = off a commit is visible before its WAL is
+// written, and a sample judged at the write position would blame the sink for a commit the stream
+// had not delivered yet (tests/scenarios/worker_audit_async.sh). Then it reads what the sink retains (v_r, doc_r):
 //   - v_r > v_s: a later change was published meanwhile; the sample proves nothing (newer);
 //   - v_r <= v_s and doc_r equals the sample: agreement;
 //   - v_r <= v_s and doc_r differs, or nothing is retained for a doc that exists: suspected.

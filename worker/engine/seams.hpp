@@ -61,7 +61,8 @@ struct DocOutcome {
     std::optional<std::string> doc;  // Ok: the doc as JSON text; nullopt when the query returned no row
     std::string error;               // not Ok: what went wrong, naming the query
     std::string sqlstate;            // not Ok: the server's SQLSTATE when there was one
-    Lsn snapshot_lsn = 0;            // Ok: the server's WAL position when the compute's snapshot was taken
+    Lsn snapshot_lsn = 0;            // Ok: the WAL insert position read after the compute's snapshot: every
+                                     // commit it sees ends at or before it (asynchronous ones included)
 };
 
 struct KeysOutcome {

@@ -270,13 +270,15 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         }
         // The transaction's snapshot is taken by its first statement, the check's; the cleanup is a
         // group of its own, so it runs whatever the groups before it did.
+        // The position is where WAL is inserted, not written: an asynchronous commit is visible
+        // before its WAL is written, and the version must still cover every commit the snapshot sees.
         pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
         const pg::Statement begin{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}};
         pg::Statement snapshot_check{
             "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
             " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
             " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-            "      ELSE pg_catalog.pg_current_wal_lsn() END",
+            "      ELSE pg_catalog.pg_current_wal_insert_lsn() END",
             search, false, true};
         // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
         const pg::Statement query{sql, args, true, true};

@@ -112,6 +112,13 @@ bool Lease::try_acquire() {
     }
 }
 
+void Lease::release() {
+    conn_.reset();
+    held_ = false;
+    unleased_ = false;
+    standby_ = false;
+}
+
 void Lease::stand_by() {
     if (standby_ || held_) return;
     try {

@@ -65,6 +65,9 @@ public:
     bool try_acquire();
     // Registers this worker as a standby of the slot (idempotent; again after a reconnect).
     void stand_by();
+    // Gives the lease back (a spare that could not start): ends the lease session, and with it
+    // every lock it held; the next try_acquire() or stand_by() connects again.
+    void release();
 
     enum class State {
         Held,     // this worker holds the lease
