@@ -14,6 +14,7 @@ OBJS = \
 	plugin/docsync.o \
 	plugin/ddl.o \
 	plugin/decode.o \
+	plugin/definer.o \
 	plugin/options.o \
 	plugin/relmap.o \
 	plugin/sqlapi.o \

@@ -132,7 +132,7 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.reader_grants', '');
 -- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
 -- below do; clients that compute channel names with docsync.channel() need only USAGE).
 -- docsync_admin reads the definition tables but never writes them: only the API functions do, as
--- the extension's owner, after checking the caller's rights (see docsync_api_call in sqlapi.c).
+-- the extension's owner, after checking the caller's rights (see docsync_api_call in definer.c).
 GRANT USAGE ON SCHEMA docsync TO docsync_admin;
 GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants TO docsync_admin;
 
@@ -148,18 +148,23 @@ RETURNS text LANGUAGE c IMMUTABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'docsync_channel';
 COMMENT ON FUNCTION docsync.channel(text) IS 'channel name of the doc of a query without params';
 
-CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL,
+-- Privilege boundary (plugin/definer.c): analyze_query, query_depends and batch_sql parse and
+-- analyse the text as definer (by default the caller of the docsync API function now running, or
+-- else the current user), under SECURITY_RESTRICTED_OPERATION, and only a member of that role may
+-- name it. The SECURITY DEFINER functions below pass the stored definer, via docsync.definer_role.
+CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
   OUT checked regclass[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_analyze_query';
-COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
+COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
   'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
 
-CREATE FUNCTION docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[])
+CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
+                                      OUT relations oid[], OUT functions oid[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_query_depends';
-COMMENT ON FUNCTION docsync.query_depends(text, text) IS
+COMMENT ON FUNCTION docsync.query_depends(text, text, regrole) IS
   'every relation (views and partitioned tables included) and function a SELECT uses, without running it';
 
 CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
@@ -169,11 +174,24 @@ COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
 
 -- No SET search_path: like analyze_query, a null search_path means the caller's.
-CREATE FUNCTION docsync.batch_sql(sql text, search_path text)
+CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
 RETURNS text LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_batch_sql';
-COMMENT ON FUNCTION docsync.batch_sql(text, text) IS
+COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
   'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (no params, or a param type unnest cannot carry, such as an array)';
+
+-- The search_path a definition is stored with: what the definer (by default the API caller) resolves
+-- from the path it gave, "$user" spelled out, schemas it may not use left out, pg_temp last.
+CREATE FUNCTION docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL)
+RETURNS text LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'docsync_pin_search_path';
+COMMENT ON FUNCTION docsync.pin_search_path(text, regrole) IS
+  'the search_path a definition is stored with: the schemas the definer may use, "$user" spelled out, pg_temp last';
+
+-- A watched table's name, looked up as the API caller under its search_path; null when none.
+CREATE FUNCTION docsync.resolve_relation(name text, search_path text, definer regrole DEFAULT NULL)
+RETURNS regclass LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'docsync_resolve_relation';
 
 CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
@@ -261,6 +279,23 @@ BEGIN
 END
 $$;
 
+-- The role a stored definition runs as: raises when it no longer exists, so that nothing stored is
+-- ever analysed as the role calling (a NULL definer would mean the current user).
+CREATE FUNCTION docsync.definer_role(definer name) RETURNS regrole
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r regrole := pg_catalog.to_regrole(pg_catalog.quote_ident(definer));
+BEGIN
+  IF r IS NULL THEN
+    RAISE EXCEPTION 'definer % no longer exists', pg_catalog.quote_ident(definer)
+      USING ERRCODE = 'undefined_object',
+            DETAIL = 'A definition is parsed, checked and run only with its definer''s rights.',
+            HINT = 'Redefine it as an existing role, or drop it.';
+  END IF;
+  RETURN r;
+END
+$$;
+
 -- Raises unless name is a valid channel segment ([A-Za-z0-9_] first, then also '.', '-').
 CREATE FUNCTION docsync.check_segment(what text, name text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -337,12 +372,44 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    WHERE m.missing IS NOT NULL
 $$;
 
--- The tables a stored doc query and its keys queries read, partitions reported as their root,
--- only tables (whose changes can be decoded). Raises when the query no longer analyses.
-CREATE FUNCTION docsync.tables_read(sql text, search_path text) RETURNS regclass[]
+-- The analysis (docsync.analyze_query) of a stored doc query, or with watch, of that watch's keys
+-- query, made as its definer under its stored search_path, whoever asks: the docsync.queries view
+-- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
+CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[])
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  src text;
+  definer name;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_analysis.query;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', stored_analysis.query
+      USING ERRCODE = 'undefined_object', HINT = 'See the queries in docsync.queries.';
+  END IF;
+  IF watch IS NULL THEN
+    src := q.sql;
+    definer := q.defined_by;
+  ELSE
+    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    IF src IS NULL THEN
+      RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
+        USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
+    END IF;
+  END IF;
+  SELECT a.param_types, a.result_types, a.relations, a.checked
+    INTO param_types, result_types, relations, checked
+    FROM docsync.analyze_query(src, q.search_path, docsync.definer_role(definer)) a;
+END
+$$;
+
+-- The tables a stored doc query reads, partitions reported as their root, only tables (whose
+-- changes can be decoded). Raises when the query no longer analyses.
+CREATE FUNCTION docsync.tables_read(query text) RETURNS regclass[]
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(array_agg(DISTINCT root ORDER BY root), '{}')
-    FROM unnest((docsync.analyze_query(sql, search_path)).relations) AS r(rel)
+    FROM unnest((docsync.stored_analysis(query)).relations) AS r(rel)
     CROSS JOIN LATERAL (SELECT coalesce(pg_partition_root(r.rel), r.rel)::regclass AS root) p
     JOIN pg_class c ON c.oid = p.root
    WHERE c.relkind IN ('r', 'p')
@@ -397,14 +464,17 @@ $$;
 
 -- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
 -- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
--- definition tables were written around the API, say by a restore with triggers disabled). Other
--- failures, such as a query that no longer prepares after DDL, are the computes' to report.
+-- definition tables were written around the API, say by a restore with triggers disabled), or its
+-- search_path no longer resolves as it did when it was checked (a schema dropped, renamed or no
+-- longer usable by the definer). It fails closed: any error while judging a definition, such as a
+-- query that no longer prepares after DDL, refuses it with that error as the reason.
 CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   w record;
   msg text;
+  pinned text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = refusal.query;
   IF NOT FOUND THEN
@@ -426,12 +496,17 @@ BEGIN
       PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
                                          to_regrole(quote_ident(w.defined_by)));
     END LOOP;
+    -- what was checked is what runs: the stored path is still the one its definer resolves
+    pinned := docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)));
+    IF pinned IS DISTINCT FROM q.search_path THEN
+      RETURN format('its search_path %s no longer resolves as it did for its definer %s (now %s: a schema was dropped, renamed or is no longer usable by it): redefine it with docsync.define_query(%L, …, or_replace => true)',
+                    q.search_path, quote_ident(q.defined_by), pinned, q.name);
+    END IF;
   EXCEPTION
-    WHEN insufficient_privilege OR wrong_object_type OR feature_not_supported OR invalid_parameter_value THEN
+    WHEN OTHERS THEN
+      -- fail closed: a definition that cannot be judged is not run
       GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
       RETURN msg;
-    WHEN OTHERS THEN
-      RETURN NULL;
   END;
   RETURN NULL;
 END
@@ -460,6 +535,8 @@ DECLARE
 BEGIN
   PERFORM docsync.require_admin('define docsync queries');
   PERFORM docsync.check_segment('docsync query name', name);
+  -- stored as the caller resolves it, so that what is checked is what runs (plugin/definer.c)
+  path := docsync.pin_search_path(path);
   IF params IS NULL THEN params := '{}'; END IF;
   IF array_ndims(params) > 1 THEN
     RAISE EXCEPTION 'params must be a one-dimensional array'
@@ -567,7 +644,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT oid::regtype FROM d WHERE typtype <> 'd'
 $$;
 
--- Resolves a table name for watch/unwatch under the caller's search_path, with a helpful error.
+-- Resolves a table name for watch/unwatch as the caller, under its search_path, with a helpful error.
 CREATE FUNCTION docsync.resolve_table(tab text, path text) RETURNS regclass
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -578,9 +655,9 @@ BEGIN
       USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A watch names the table whose changes affect docs.',
             HINT = 'Pass the table name, schema-qualified if it is not on the search_path.';
   END IF;
-  PERFORM set_config('search_path', path, true);   -- undone on return (SET clause above)
   BEGIN
-    rel := to_regclass(tab);
+    -- as the caller, under its search_path (plugin/definer.c): never as the extension's owner
+    rel := docsync.resolve_relation(tab, path);
   EXCEPTION WHEN invalid_name THEN
     RAISE EXCEPTION 'invalid table name "%"', tab
       USING ERRCODE = 'invalid_name',
@@ -1047,10 +1124,10 @@ BEGIN
   END IF;
   BEGIN
     FOR d IN
-      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path) dq
+      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by)) dq
       UNION ALL
       SELECT dk.* FROM docsync.watch_defs w
-       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path) dk
+       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path, docsync.definer_role(w.defined_by)) dk
        WHERE w.query = q.name AND w.keys_sql IS NOT NULL
     LOOP
       rels := rels || d.relations;
@@ -1079,14 +1156,16 @@ $$;
 -- The batched form (docsync.batch_sql) of a stored doc query, or with watch, of that watch's keys
 -- query; null when it has none, and null too when it does not analyse now (a table it reads was
 -- dropped, say): the worker then computes one doc at a time, and those computes report the failure.
--- It analyses as the extension's owner, like fingerprint(): the worker's replication role calls it
--- through worker_definitions() and may not even see the schemas the query reads. Only stored queries,
--- never text from the caller.
+-- It runs as the extension's owner, like fingerprint(), because the worker's replication role calls
+-- it through worker_definitions() and may not even see the schemas the query reads; the text is
+-- analysed as its definer (docsync.batch_sql's definer). Only stored queries, never text from the
+-- caller.
 CREATE FUNCTION docsync.stored_batch_sql(query text, watch bigint DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   src text;
+  definer name;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_sql.query;
   IF NOT FOUND THEN
@@ -1094,13 +1173,14 @@ BEGIN
   END IF;
   IF watch IS NULL THEN
     src := q.sql;
+    definer := q.defined_by;
   ELSE
-    SELECT w.keys_sql INTO src FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
   END IF;
   IF src IS NULL THEN
     RETURN NULL;
   END IF;
-  RETURN docsync.batch_sql(src, q.search_path);
+  RETURN docsync.batch_sql(src, q.search_path, docsync.definer_role(definer));
 EXCEPTION WHEN OTHERS THEN
   RETURN NULL;
 END
@@ -1212,7 +1292,7 @@ DECLARE
 BEGIN
   SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched
     FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NULL;
-  reads := docsync.tables_read(q.sql, q.search_path);
+  reads := docsync.tables_read(q.name);
   SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
     FROM unnest(reads) r WHERE NOT r = ANY (watched);
 EXCEPTION WHEN OTHERS THEN
@@ -1352,9 +1432,9 @@ BEGIN
     SELECT DISTINCT x.rel, x.definer, q.name AS query
       FROM docsync.query_defs q
       CROSS JOIN LATERAL (
-        SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).checked), q.defined_by
+        SELECT unnest((docsync.stored_analysis(q.name)).checked), q.defined_by
         UNION ALL
-        SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked), w.defined_by
+        SELECT unnest((docsync.stored_analysis(q.name, w.id)).checked), w.defined_by
           FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
@@ -1819,8 +1899,10 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   docsync.drop_query(text)
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(text, text),
-  docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
+GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
+  docsync.pin_search_path(text, regrole),
+  docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
+  docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
   docsync.stored_batch_sql(text, bigint)
