@@ -89,6 +89,80 @@ DELETE FROM docsync.query_defs WHERE name = 'dom';
 DROP DOMAIN pg_temp.d;
 DROP FUNCTION pg_temp.regress_check(int);
 
+-- 3. what is checked is what runs. The pool role (here regress_pool, holding what another definer
+--    needs: hr.payroll) runs the stored text under the stored search_path; mallory may not read
+--    hr.payroll, so nothing it runs may read it.
+INSERT INTO hr.payroll VALUES (1, 99999);
+CREATE ROLE regress_pool;
+GRANT USAGE ON SCHEMA hr, m TO regress_pool;
+GRANT SELECT ON hr.payroll TO regress_pool;
+CREATE SCHEMA regress_mallory AUTHORIZATION regress_mallory;
+CREATE TABLE public.bonus (id int, salary int);
+INSERT INTO public.bonus VALUES (1, 88888);
+GRANT SELECT ON public.bonus TO regress_pool;
+-- runs a stored doc query as the pool would: its search_path, its SQL
+CREATE FUNCTION pg_temp.run_as_pool(q text) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  d docsync.query_defs;
+  r jsonb;
+BEGIN
+  SELECT * INTO d FROM docsync.query_defs x WHERE x.name = q;
+  PERFORM set_config('search_path', d.search_path, true);
+  SET LOCAL ROLE regress_pool;
+  EXECUTE d.sql INTO r;
+  RESET ROLE;
+  PERFORM set_config('search_path', 'public', true);
+  RETURN r;
+EXCEPTION WHEN OTHERS THEN
+  RETURN to_jsonb(SQLERRM);
+END
+$$;
+SET ROLE regress_mallory;
+CREATE TABLE m.payroll (id int, salary int);
+INSERT INTO m.payroll VALUES (1, 1);
+CREATE TABLE regress_mallory.bonus (id int, salary int);
+INSERT INTO regress_mallory.bonus VALUES (1, 2);
+GRANT USAGE ON SCHEMA regress_mallory TO regress_pool;
+GRANT SELECT ON m.payroll, regress_mallory.bonus TO regress_pool;
+--    a. a schema the definer may not use, first on its path: checked m.payroll, ran hr.payroll
+SELECT docsync.define_query('v_path', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr, m');
+--    b. a temporary table named like the secret one: checked pg_temp.payroll, ran m.payroll or hr's
+CREATE TEMP TABLE payroll (id int, salary int);
+SELECT docsync.define_query('v_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr');
+DROP TABLE payroll;
+--    c. the default "$user", public: checked regress_mallory.bonus, ran public.bonus
+SELECT docsync.define_query('v_user', 'SELECT jsonb_agg(salary) FROM bonus', search_path => '"$user", public');
+RESET ROLE;
+SELECT name, search_path, refused FROM docsync.queries WHERE name LIKE 'v\_%' ORDER BY name;
+SELECT pg_temp.run_as_pool('v_path') AS v_path, pg_temp.run_as_pool('v_user') AS v_user;
+--    d. a definer that loses USAGE on its schema after defining: refused, for doc and keys queries
+GRANT USAGE ON SCHEMA hr TO regress_mallory;
+GRANT SELECT ON hr.payroll TO regress_mallory;
+SET ROLE regress_mallory;
+SELECT docsync.define_query('v_revoked', 'SELECT jsonb_agg(salary) FROM payroll WHERE id = $1',
+                            params => ARRAY['id'], search_path => 'hr');
+SELECT docsync.define_query('v_keys', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], search_path => 'hr');
+SELECT docsync.watch('v_keys', 'm.items',
+                     keys_sql => 'SELECT id FROM payroll WHERE id = $1', keys_args => ARRAY['id']) > 0 AS keys_watched;
+RESET ROLE;
+SELECT name, refused FROM docsync.queries WHERE name IN ('v_revoked', 'v_keys') ORDER BY name;
+REVOKE USAGE ON SCHEMA hr FROM regress_mallory;
+SELECT name, refused IS NOT NULL AS refused, refused FROM docsync.queries WHERE name IN ('v_revoked', 'v_keys') ORDER BY name;
+SELECT q ->> 'name' AS name, q ->> 'refused' IS NOT NULL AS refused
+  FROM jsonb_array_elements(docsync.worker_definitions() -> 'queries') q WHERE q ->> 'name' IN ('v_revoked', 'v_keys')
+ ORDER BY 1;
+--    a refusal fails closed: a query that no longer analyses as its definer is refused, with why
+ALTER TABLE m.payroll RENAME TO payroll_old;
+SELECT name, refused FROM docsync.queries WHERE name = 'v_path';
+ALTER TABLE m.payroll_old RENAME TO payroll;
+SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name LIKE 'v\_%';
+REVOKE SELECT ON hr.payroll FROM regress_mallory;
+DROP FUNCTION pg_temp.run_as_pool(text);
+DROP TABLE public.bonus;
+DROP SCHEMA regress_mallory CASCADE;
+DROP OWNED BY regress_pool;
+DROP ROLE regress_pool;
+
 -- clean up
 SELECT docsync.drop_query('mi');
 DROP VIEW public.regress_mallory_super;
