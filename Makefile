@@ -16,6 +16,7 @@ OBJS = \
 	plugin/decode.o \
 	plugin/definer.o \
 	plugin/options.o \
+	plugin/reader.o \
 	plugin/relmap.o \
 	plugin/sqlapi.o \
 	plugin/status.o \

@@ -16,4 +16,7 @@ extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 extern void docsync_status_init(void);
 extern bool docsync_status_gap_open(const char *slot);
 
+/* reader.c: the role a worker's compute runs as */
+extern void docsync_reader_init(void);
+
 #endif							/* DOCSYNC_H */

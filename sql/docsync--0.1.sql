@@ -94,16 +94,28 @@ CREATE TABLE docsync.worker_state (
 COMMENT ON TABLE docsync.worker_state IS 'docsync doc-version generation per replication slot';
 
 -- What docsync.grant_reader granted, so docsync.revoke_reader and DROP EXTENSION take back exactly
--- that. Named, not by OID, like watches.
+-- that. Named, not by OID, like watches. role is the pool role grant_reader was run for; reader the
+-- role that received the privilege (a definer's reader role; null: the pool role itself).
 CREATE TABLE docsync.reader_grants (
   role        name NOT NULL,
-  kind        text NOT NULL CHECK (kind IN ('schema', 'table')),
-  schema_name name NOT NULL,
+  kind        text NOT NULL CHECK (kind IN ('schema', 'table', 'member', 'compute', 'noinherit')),
+  schema_name name,             -- null for member, compute and noinherit
   table_name  name,             -- null for a schema
   columns     name[],           -- null: the whole table
-  granted_at  timestamptz NOT NULL DEFAULT now()
+  granted_at  timestamptz NOT NULL DEFAULT now(),
+  reader      name              -- schema, table: the grantee; member: the reader role granted to role
 );
 COMMENT ON TABLE docsync.reader_grants IS 'grants made by docsync.grant_reader (undo with docsync.revoke_reader)';
+
+-- The reader role docsync made for each definer: NOLOGIN, holding exactly what grant_reader grants
+-- for that definer's definitions. The pool role is a member of each, and every compute runs as the
+-- reader role of its definition's definer (docsync.compute_as), never with the union of them.
+CREATE TABLE docsync.reader_roles (
+  definer     name PRIMARY KEY,
+  reader      name NOT NULL UNIQUE,
+  created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE docsync.reader_roles IS 'the reader role each definer''s docs are computed as (made by docsync.grant_reader)';
 
 -- docsync's tables hold this database's own state. A FOR ALL TABLES publication includes them (a
 -- publication cannot leave tables out), so a subscriber's apply and table-sync workers skip their
@@ -115,7 +127,7 @@ DO $$
 DECLARE
   t text;
 BEGIN
-  FOREACH t IN ARRAY ARRAY['query_defs', 'watch_defs', 'worker_state', 'reader_grants'] LOOP
+  FOREACH t IN ARRAY ARRAY['query_defs', 'watch_defs', 'worker_state', 'reader_grants', 'reader_roles'] LOOP
     EXECUTE format('CREATE TRIGGER skip_replicated BEFORE INSERT OR UPDATE OR DELETE ON docsync.%I
                       FOR EACH ROW EXECUTE FUNCTION docsync.skip_replicated()', t);
     EXECUTE format('ALTER TABLE docsync.%I ENABLE REPLICA TRIGGER skip_replicated', t);
@@ -128,13 +140,14 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.reader_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.reader_roles', '');
 
 -- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
 -- below do; clients that compute channel names with docsync.channel() need only USAGE).
 -- docsync_admin reads the definition tables but never writes them: only the API functions do, as
 -- the extension's owner, after checking the caller's rights (see docsync_api_call in definer.c).
 GRANT USAGE ON SCHEMA docsync TO docsync_admin;
-GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants TO docsync_admin;
+GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants, docsync.reader_roles TO docsync_admin;
 
 -- C helpers (plugin/sqlapi.c).
 CREATE FUNCTION docsync.channel(query text, VARIADIC "values" text[])
@@ -193,6 +206,13 @@ CREATE FUNCTION docsync.resolve_relation(name text, search_path text, definer re
 RETURNS regclass LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_resolve_relation';
 
+-- The first statement of every compute of the worker (plugin/reader.c): SET LOCAL ROLE to the reader
+-- role of the definition's definer and SET LOCAL search_path to its stored one, and until the
+-- transaction ends refuse to change the role again (SET ROLE, set_config, a function's SET clause).
+-- grant_reader grants EXECUTE on it to the pool role.
+CREATE FUNCTION docsync.compute_as(reader name, search_path text) RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_compute_as';
+
 CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
 COMMENT ON FUNCTION docsync.api_caller() IS 'the role that called the docsync API function now running';
@@ -228,6 +248,9 @@ CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.watch
   FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
 CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.query_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
+-- a reader role made or dropped changes which role the worker computes a definer's docs as
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.reader_roles
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
 CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
 
@@ -1188,23 +1211,41 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_sql(text, bigint) IS
   'the batched form of a stored doc query, or of the keys query of one of its watches; null when it has none or no longer analyses';
 
--- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
+-- Each query carries "refused": why the worker must not run it now (docsync.refusal, or a definer
+-- without a reader role: docsync.reader_missing), or null; "reader_role": the role its computes run
+-- as (SET LOCAL ROLE through docsync.compute_as; a keys query's is its watch's "keys_reader_role");
 -- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
 -- Watches are resolved by name in this database; those that do not resolve are left out of
 -- "watches" and listed in "unresolved" with the problem, for the worker to report. A reverse-index
 -- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. refusal() runs
 -- once per query.
+-- Why the worker cannot compute a query's docs with its definers' rights yet, or NULL: the definer of
+-- the query or of one of its keys queries has no reader role (grant_reader makes them).
+CREATE FUNCTION docsync.reader_missing(query text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT format('its definer %s has no reader role yet: run SELECT docsync.grant_reader(<the worker''s pool role>), which makes one and grants it what the definer''s queries read',
+                quote_ident(d.definer))
+    FROM (SELECT q.defined_by AS definer, 0 AS ord FROM docsync.query_defs q WHERE q.name = reader_missing.query
+          UNION ALL
+          SELECT w.defined_by, w.id FROM docsync.watch_defs w WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL) d
+   WHERE NOT EXISTS (SELECT FROM docsync.reader_roles rr
+                      WHERE rr.definer = d.definer AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
+   ORDER BY d.ord
+   LIMIT 1
+$$;
+
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   WITH qs AS (
-    SELECT q.*, r.refused
-      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused))
+    SELECT q.*, coalesce(r.refused, docsync.reader_missing(q.name)) AS refused, rr.reader AS reader_role
+      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused)
+      LEFT JOIN docsync.reader_roles rr ON rr.definer = q.defined_by)
   SELECT jsonb_build_object(
     'generation', (SELECT generation FROM docsync.def_generation),
     'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path, 'refused', q.refused,
+                          'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
                           'fingerprint', docsync.fingerprint(q.name),
                           'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END)
                           ORDER BY q.name)
@@ -1213,6 +1254,9 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
                           'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
                           'keys_sql', w.keys_sql,
+                          'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
+                                                   THEN (SELECT rr.reader FROM docsync.reader_roles rr
+                                                          WHERE rr.definer = w.defined_by) END,
                           'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
                                                  THEN docsync.stored_batch_sql(w.query, w.id) END,
                           'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
@@ -1323,11 +1367,12 @@ CREATE VIEW docsync.queries AS
          END AS warning,
          q.defined_by,
          q.defined_at,
-         docsync.refusal(q.name) AS refused
+         coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
+         (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, and why the worker refuses it';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, and the reader role its docs are computed as';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
@@ -1390,8 +1435,47 @@ GRANT SELECT ON docsync.queries, docsync.watches, docsync.watched_tables TO docs
 -- Role recipes
 -------------------------------------------------------------------------------
 
--- The worker's pool role: SELECT on what the doc and keys queries read, never more than their
--- definers may read, and USAGE on those schemas. System catalogs are never granted.
+-- The name of a definer's reader role: docsync_reader_<definer>, a long name shortened with a hash.
+CREATE FUNCTION docsync.reader_role_name(definer name) RETURNS name
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE WHEN octet_length(definer) <= 48 THEN 'docsync_reader_' || definer
+              ELSE 'docsync_reader_' || left(definer, 24) || '_' || left(md5(definer), 16) END::name
+$$;
+
+-- The reader role of a definer, made NOLOGIN and harmless the first time (recorded in
+-- docsync.reader_roles). Roles are cluster-wide, so docsync in another database of the cluster may
+-- have made it: its comment says so, and it must still be harmless (no LOGIN, no attribute, member
+-- of no role). Any other role of that name is refused.
+CREATE FUNCTION docsync.ensure_reader_role(definer name) RETURNS name
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  reader name := docsync.reader_role_name(definer);
+  mark text := format('docsync reader role of %s', quote_ident(definer));
+  r pg_roles;
+BEGIN
+  SELECT * INTO r FROM pg_roles x WHERE x.rolname = reader;
+  IF NOT FOUND THEN
+    EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', reader);
+    EXECUTE format('COMMENT ON ROLE %I IS %L', reader, mark);
+  ELSIF shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM mark
+        OR r.rolcanlogin OR r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls
+        OR EXISTS (SELECT FROM pg_auth_members m WHERE m.member = r.oid) THEN
+    RAISE EXCEPTION 'role "%" exists, but is not a harmless docsync reader role', reader
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = format('grant_reader computes the docs of definer %s as its reader role %s, which the pool role becomes a member of; a role docsync did not make, or one given LOGIN, attributes or memberships since, could hold anything.', quote_ident(definer), quote_ident(reader)),
+            HINT = 'Drop or rename that role, then run grant_reader again.';
+  END IF;
+  INSERT INTO docsync.reader_roles (definer, reader) VALUES (ensure_reader_role.definer, reader)
+  ON CONFLICT ON CONSTRAINT reader_roles_pkey DO NOTHING;
+  RETURN reader;
+END
+$$;
+
+-- The worker's pool role: for each definer, a reader role (docsync.ensure_reader_role) holding
+-- SELECT on what that definer's doc and keys queries read, never more than it may read, and USAGE
+-- on those schemas; the pool role is made a member of each (and NOINHERIT, so that it holds none of
+-- their rights itself), and may run docsync.compute_as, which every compute runs first. The pool
+-- role itself is granted no table. System catalogs are never granted.
 CREATE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1450,70 +1534,109 @@ BEGIN
             DETAIL = 'grant_reader never grants anything in pg_catalog or information_schema beyond what PUBLIC may read.',
             HINT = 'Read what you need through a view owned by a role that may read it, or drop the query that reads the catalog (see docsync.queries).';
   END LOOP;
-  -- what is not yet granted to the role itself (a privilege it holds directly, whoever granted it,
-  -- is left as it is); each grant made is recorded for docsync.revoke_reader
+  -- each definer's reader role, and what is not yet granted to it (a privilege it holds already,
+  -- whoever granted it, is left as it is); each grant made is recorded for docsync.revoke_reader
+  CREATE TEMP TABLE docsync_reader_roles ON COMMIT DROP AS
+    SELECT d.definer, docsync.ensure_reader_role(d.definer) AS reader
+      FROM (SELECT q.defined_by AS definer FROM docsync.query_defs q
+            UNION SELECT w.defined_by FROM docsync.watch_defs w) d
+     ORDER BY d.definer;
   FOR g IN
     WITH t AS (
-      SELECT n.rel, c.relnamespace,
-             bool_or(has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT')) AS whole,
+      SELECT n.rel, c.relnamespace, rr.reader,
+             has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT') AS whole,
              (SELECT array_agg(a.attname ORDER BY a.attnum)
                 FROM pg_attribute a
                WHERE a.attrelid = n.rel AND a.attnum > 0 AND NOT a.attisdropped
-                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
-                 AND EXISTS (SELECT FROM docsync_reader_needs n2
-                              WHERE n2.rel = n.rel
-                                AND has_column_privilege(to_regrole(quote_ident(n2.definer)), n.rel, a.attnum, 'SELECT'))) AS cols
-        FROM docsync_reader_needs n
+                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(rr.reader)) AND x.privilege_type = 'SELECT')
+                 AND has_column_privilege(to_regrole(quote_ident(n.definer)), n.rel, a.attnum, 'SELECT')) AS cols
+        FROM (SELECT DISTINCT x.rel, x.definer FROM docsync_reader_needs x) n
+        JOIN docsync_reader_roles rr ON rr.definer = n.definer
         JOIN pg_class c ON c.oid = n.rel
-       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
-       GROUP BY n.rel, c.relnamespace)
+       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))
     SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::name AS table_name, NULL::name[] AS cols,
-           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role) AS stmt
+           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, t.reader) AS stmt, t.reader
       FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
-     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'USAGE')
-     GROUP BY ns.nspname
+     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
+                        WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'USAGE')
+     GROUP BY ns.nspname, t.reader
     UNION ALL
     SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
-           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
+           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, t.reader)
                 ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I',
-                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, role) END
+                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, t.reader) END,
+           t.reader
       FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace ns ON ns.oid = c.relnamespace
      WHERE CASE WHEN t.whole
-                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
+                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'SELECT')
                 ELSE t.cols IS NOT NULL END
+    UNION ALL
+    SELECT 'member', NULL, NULL, NULL, format('GRANT %I TO %I', rr.reader, role), rr.reader
+      FROM docsync_reader_roles rr
+     WHERE NOT pg_has_role(r.oid, to_regrole(quote_ident(rr.reader)), 'MEMBER')
+    UNION ALL
+    SELECT 'compute', NULL, NULL, NULL,
+           format('GRANT USAGE ON SCHEMA docsync TO %I; GRANT EXECUTE ON FUNCTION docsync.compute_as(name, text) TO %I', role, role),
+           NULL
+     WHERE NOT has_function_privilege(r.oid, 'docsync.compute_as(name, text)', 'EXECUTE')
+        OR NOT has_schema_privilege(r.oid, 'docsync', 'USAGE')
+    UNION ALL
+    -- the pool role never holds the union of the reader roles' rights itself: it only becomes one
+    SELECT 'noinherit', NULL, NULL, NULL, format('ALTER ROLE %I NOINHERIT', role), NULL
+     WHERE r.rolinherit
     ORDER BY 5
   LOOP
     EXECUTE g.stmt;
-    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns)
-    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols);
+    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns, reader)
+    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
     RETURN NEXT g.stmt;
   END LOOP;
+  DROP TABLE docsync_reader_roles;
   DROP TABLE docsync_reader_needs;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
   'grant the worker''s pool role SELECT on what the doc and keys queries read, within what their definers may read; returns the GRANTs run';
 
--- Undoes what grant_reader granted to a role (or to every role, when role is null: DROP EXTENSION),
--- and only that: privileges the role held before, from anyone, stay. Objects renamed or dropped
--- since are skipped with a NOTICE.
+-- Undoes what grant_reader granted for a pool role (or for every one, when role is null: DROP
+-- EXTENSION), and only that: its memberships in reader roles, its EXECUTE on compute_as, and what
+-- the reader roles were granted on its behalf. Privileges held before, from anyone, stay. Objects
+-- renamed or dropped since are skipped with a NOTICE. The reader roles themselves stay until DROP
+-- EXTENSION.
 CREATE FUNCTION docsync.revoke_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   g docsync.reader_grants;
   stmt text;
+  grantee name;
 BEGIN
   FOR g IN DELETE FROM docsync.reader_grants x WHERE revoke_reader.role IS NULL OR x.role = revoke_reader.role
            RETURNING * LOOP
     IF to_regrole(quote_ident(g.role)) IS NULL THEN
       CONTINUE;
     END IF;
-    IF g.kind = 'schema' THEN
+    grantee := coalesce(g.reader, g.role);
+    IF g.kind IN ('schema', 'table') AND to_regrole(quote_ident(grantee)) IS NULL THEN
+      CONTINUE;
+    END IF;
+    IF g.kind = 'member' THEN
+      IF to_regrole(quote_ident(g.reader)) IS NULL THEN
+        CONTINUE;
+      END IF;
+      stmt := format('REVOKE %I FROM %I', g.reader, g.role);
+    ELSIF g.kind = 'noinherit' THEN
+      stmt := format('ALTER ROLE %I INHERIT', g.role);
+    ELSIF g.kind = 'compute' THEN
+      stmt := format('REVOKE EXECUTE ON FUNCTION docsync.compute_as(name, text) FROM %I; REVOKE USAGE ON SCHEMA docsync FROM %I',
+                     g.role, g.role);
+    ELSIF g.kind = 'schema' THEN
       IF to_regnamespace(quote_ident(g.schema_name)) IS NULL THEN
         RAISE NOTICE 'schema % no longer exists: nothing to revoke', quote_ident(g.schema_name);
         CONTINUE;
       END IF;
-      stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, g.role);
+      stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, grantee);
     ELSE
       IF to_regclass(format('%I.%I', g.schema_name, g.table_name)) IS NULL THEN
         RAISE NOTICE 'table %.% no longer exists under that name: revoke by hand if it was renamed',
@@ -1521,10 +1644,10 @@ BEGIN
         CONTINUE;
       END IF;
       stmt := CASE WHEN g.columns IS NULL
-                   THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, g.role)
+                   THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, grantee)
                    ELSE format('REVOKE SELECT (%s) ON TABLE %I.%I FROM %I',
                                (SELECT string_agg(quote_ident(c), ', ') FROM unnest(g.columns) c),
-                               g.schema_name, g.table_name, g.role) END;
+                               g.schema_name, g.table_name, grantee) END;
     END IF;
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1559,8 +1682,8 @@ BEGIN
   END IF;
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
-    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation, docsync.reader_roles TO %I', role),
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1580,6 +1703,17 @@ DECLARE
 BEGIN
   FOR stmt IN SELECT docsync.revoke_reader(NULL) LOOP
     RAISE NOTICE 'docsync: %', stmt;
+  END LOOP;
+  -- the reader roles docsync made; one that still holds privileges elsewhere (another database's
+  -- docsync) stays, with a notice
+  FOR s IN DELETE FROM docsync.reader_roles r RETURNING r.reader LOOP
+    CONTINUE WHEN to_regrole(quote_ident(s.reader)) IS NULL;
+    BEGIN
+      EXECUTE format('DROP ROLE %I', s.reader);
+      RAISE NOTICE 'docsync: DROP ROLE %', quote_ident(s.reader);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'docsync: role % stays: %', quote_ident(s.reader), SQLERRM;
+    END;
   END LOOP;
   FOR s IN SELECT r.slot_name, r.active_pid,
                   pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn)) AS held
@@ -1902,7 +2036,7 @@ GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolea
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
   docsync.pin_search_path(text, regrole),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
-  docsync.refusal(text),
+  docsync.refusal(text), docsync.reader_missing(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
   docsync.stored_batch_sql(text, bigint)

@@ -32,6 +32,7 @@ struct Watch {
     std::optional<std::string> keys_sql;
     std::vector<WatchColumn> keys_args;
     std::string keys_batch_sql;  // keys_sql for many key values at once (DocQuery::batch_sql); may be empty
+    std::string keys_reader_role;  // the role keys_sql runs as (DocQuery::reader_role); may be empty
     bool allow_broadcast = false;
     bool operator==(const Watch&) const = default;
 

@@ -23,6 +23,8 @@ struct DocQuery {
     std::string sql;                  // parameterised: $1 … $n are the params in order
     std::vector<std::string> params;  // param names, in $n order
     std::string search_path;          // in force at definition; SET LOCAL for each compute
+    std::string reader_role;          // its definer's reader role: SET LOCAL ROLE for each compute
+                                      // (docsync.compute_as); empty: the pool role's own rights
     std::string refused;              // non-empty: why the worker must not run it (docsync.refusal())
     std::string fingerprint;          // what its docs depend on besides rows (docsync.fingerprint())
     // The statement that computes many of its docs at once (docsync.batch_sql()): $k is an array of
@@ -39,6 +41,7 @@ struct KeysQuery {
     std::string table;        // "schema.table" of the watch, for messages
     std::string refused;      // its doc query's refusal: lookups are refused with it
     std::string batch_sql;    // the lookups of many key values at once, as DocQuery::batch_sql
+    std::string reader_role;  // its watch definer's reader role, as DocQuery::reader_role
 };
 
 // What a compute must see (invariant 3, docs/design.md). On a primary every xid in `xids` must be
