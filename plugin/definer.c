@@ -289,20 +289,22 @@ docsync_check_definer(PG_FUNCTION_ARGS)
 }
 
 /*
- * docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL) RETURNS text
+ * docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL, usable_only boolean DEFAULT true)
+ *   RETURNS text
  *
  * The search_path a definition is stored with: the schemas of search_path that exist and that the
  * role (by default the API caller, or the current user) may use, in order, "$user" spelled as the
  * role's own schema, each quoted, then pg_temp, so that temporary relations come last (functions and
  * operators are never looked up there). Naming pg_temp anywhere but last is refused. The worker
  * computes under the pinned path with a reader role that may use no schema the definer may not, so
- * every name resolves as it did when the definer was checked; a path that pins differently later
- * (USAGE revoked, the schema dropped or renamed) makes the definition refused.
+ * every name resolves as it did when the definer was checked; a schema of a stored path that the
+ * definer may no longer use (usable_only false keeps those) makes the definition refused.
  */
 Datum
 docsync_pin_search_path(PG_FUNCTION_ARGS)
 {
 	Oid			role = docsync_text_role(fcinfo, 1);
+	bool		usable_only = PG_NARGS() < 3 || PG_ARGISNULL(2) || PG_GETARG_BOOL(2);
 	char	   *raw;
 	List	   *names;
 	List	   *seen = NIL;
@@ -343,7 +345,7 @@ docsync_pin_search_path(PG_FUNCTION_ARGS)
 		}
 		nsp = get_namespace_oid(name, true);
 		if (!OidIsValid(nsp) || isAnyTempNamespace(nsp) || list_member_oid(seen, nsp) ||
-			!docsync_may_use_schema(nsp, role))
+			(usable_only && !docsync_may_use_schema(nsp, role)))
 			continue;
 		seen = lappend_oid(seen, nsp);
 		appendStringInfo(&buf, "%s, ", quote_identifier(name));

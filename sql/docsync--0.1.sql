@@ -195,10 +195,11 @@ COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
 
 -- The search_path a definition is stored with: what the definer (by default the API caller) resolves
 -- from the path it gave, "$user" spelled out, schemas it may not use left out, pg_temp last.
-CREATE FUNCTION docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL)
+CREATE FUNCTION docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL,
+                                        usable_only boolean DEFAULT true)
 RETURNS text LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_pin_search_path';
-COMMENT ON FUNCTION docsync.pin_search_path(text, regrole) IS
+COMMENT ON FUNCTION docsync.pin_search_path(text, regrole, boolean) IS
   'the search_path a definition is stored with: the schemas the definer may use, "$user" spelled out, pg_temp last';
 
 -- A watched table's name, looked up as the API caller under its search_path; null when none.
@@ -519,9 +520,11 @@ BEGIN
       PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
                                          to_regrole(quote_ident(w.defined_by)));
     END LOOP;
-    -- what was checked is what runs: the stored path is still the one its definer resolves
+    -- what was checked is what runs: every schema of the stored path that exists is still usable
+    -- by its definer, and "$user" (which the worker's role would spell otherwise) is spelled out
     pinned := docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)));
-    IF pinned IS DISTINCT FROM q.search_path THEN
+    IF pinned IS DISTINCT FROM docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)), false)
+       OR q.search_path LIKE '%$user%' THEN
       RETURN format('its search_path %s no longer resolves as it did for its definer %s (now %s: a schema was dropped, renamed or is no longer usable by it): redefine it with docsync.define_query(%L, …, or_replace => true)',
                     q.search_path, quote_ident(q.defined_by), pinned, q.name);
     END IF;
@@ -2034,7 +2037,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
-  docsync.pin_search_path(text, regrole),
+  docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
   docsync.refusal(text), docsync.reader_missing(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
