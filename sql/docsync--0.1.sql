@@ -98,9 +98,9 @@ COMMENT ON TABLE docsync.worker_state IS 'docsync doc-version generation per rep
 -- role that received the privilege (a definer's reader role; null: the pool role itself).
 CREATE TABLE docsync.reader_grants (
   role        name NOT NULL,
-  kind        text NOT NULL CHECK (kind IN ('schema', 'table', 'member', 'compute', 'noinherit')),
+  kind        text NOT NULL CHECK (kind IN ('schema', 'table', 'function', 'member', 'compute', 'noinherit')),
   schema_name name,             -- null for member, compute and noinherit
-  table_name  name,             -- null for a schema
+  table_name  text,             -- null for a schema; a function's signature (regprocedure) for a function
   columns     name[],           -- null: the whole table
   granted_at  timestamptz NOT NULL DEFAULT now(),
   reader      name              -- schema, table: the grantee; member: the reader role granted to role
@@ -400,7 +400,8 @@ $$;
 -- query, made as its definer under its stored search_path, whoever asks: the docsync.queries view
 -- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
 CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
-  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[])
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[],
+  OUT functions oid[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
@@ -425,6 +426,7 @@ BEGIN
   SELECT a.param_types, a.result_types, a.relations, a.checked
     INTO param_types, result_types, relations, checked
     FROM docsync.analyze_query(src, q.search_path, docsync.definer_role(definer)) a;
+  SELECT d.functions INTO functions FROM docsync.query_depends(src, q.search_path, docsync.definer_role(definer)) d;
 END
 $$;
 
@@ -1523,6 +1525,17 @@ BEGIN
         UNION ALL
         SELECT unnest((docsync.stored_analysis(q.name, w.id)).checked), w.defined_by
           FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
+  -- the user functions they call, with the definer they were checked for
+  CREATE TEMP TABLE docsync_reader_fns ON COMMIT DROP AS
+    SELECT DISTINCT x.fn, x.definer
+      FROM docsync.query_defs q
+      CROSS JOIN LATERAL (
+        SELECT unnest((docsync.stored_analysis(q.name)).functions), q.defined_by
+        UNION ALL
+        SELECT unnest((docsync.stored_analysis(q.name, w.id)).functions), w.defined_by
+          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(fn, definer)
+      JOIN pg_proc p ON p.oid = x.fn
+     WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
@@ -1558,12 +1571,24 @@ BEGIN
         JOIN docsync_reader_roles rr ON rr.definer = n.definer
         JOIN pg_class c ON c.oid = n.rel
        WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))
-    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::name AS table_name, NULL::name[] AS cols,
-           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, t.reader) AS stmt, t.reader
-      FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
+    , f AS (
+      SELECT p.oid AS fn, p.pronamespace, rr.reader, fd.definer
+        FROM docsync_reader_fns fd
+        JOIN docsync_reader_roles rr ON rr.definer = fd.definer
+        JOIN pg_proc p ON p.oid = fd.fn)
+    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::text AS table_name, NULL::name[] AS cols,
+           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, u.reader) AS stmt, u.reader
+      FROM (SELECT t.relnamespace AS nsp, t.reader FROM t UNION SELECT f.pronamespace, f.reader FROM f) u
+      JOIN pg_namespace ns ON ns.oid = u.nsp
      WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
-                        WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'USAGE')
-     GROUP BY ns.nspname, t.reader
+                        WHERE x.grantee = to_regrole(quote_ident(u.reader)) AND x.privilege_type = 'USAGE')
+    UNION ALL
+    -- EXECUTE where PUBLIC lacks it, when the definer has it
+    SELECT 'function', ns.nspname, f.fn::regprocedure::text, NULL,
+           format('GRANT EXECUTE ON FUNCTION %s TO %I', f.fn::regprocedure, f.reader), f.reader
+      FROM f JOIN pg_namespace ns ON ns.oid = f.pronamespace
+     WHERE has_function_privilege(to_regrole(quote_ident(f.definer)), f.fn, 'EXECUTE')
+       AND NOT has_function_privilege(to_regrole(quote_ident(f.reader)), f.fn, 'EXECUTE')
     UNION ALL
     SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
            CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, t.reader)
@@ -1597,6 +1622,7 @@ BEGIN
     RETURN NEXT g.stmt;
   END LOOP;
   DROP TABLE docsync_reader_roles;
+  DROP TABLE docsync_reader_fns;
   DROP TABLE docsync_reader_needs;
 END
 $$;
@@ -1621,7 +1647,7 @@ BEGIN
       CONTINUE;
     END IF;
     grantee := coalesce(g.reader, g.role);
-    IF g.kind IN ('schema', 'table') AND to_regrole(quote_ident(grantee)) IS NULL THEN
+    IF g.kind IN ('schema', 'table', 'function') AND to_regrole(quote_ident(grantee)) IS NULL THEN
       CONTINUE;
     END IF;
     IF g.kind = 'member' THEN
@@ -1629,6 +1655,12 @@ BEGIN
         CONTINUE;
       END IF;
       stmt := format('REVOKE %I FROM %I', g.reader, g.role);
+    ELSIF g.kind = 'function' THEN
+      IF to_regprocedure(g.table_name) IS NULL THEN
+        RAISE NOTICE 'function % no longer exists under that signature: revoke by hand if it was renamed', g.table_name;
+        CONTINUE;
+      END IF;
+      stmt := format('REVOKE EXECUTE ON FUNCTION %s FROM %I', g.table_name, grantee);
     ELSIF g.kind = 'noinherit' THEN
       stmt := format('ALTER ROLE %I INHERIT', g.role);
     ELSIF g.kind = 'compute' THEN
