@@ -23,14 +23,15 @@ struct DocQuery {
     std::string sql;                  // parameterised: $1 … $n are the params in order
     std::vector<std::string> params;  // param names, in $n order
     std::string search_path;          // in force at definition; SET LOCAL for each compute
-    std::string reader_role;          // its definer's reader role: SET LOCAL ROLE for each compute
-                                      // (docsync.compute_as); empty: the pool role's own rights
     std::string refused;              // non-empty: why the worker must not run it (docsync.refusal())
     std::string fingerprint;          // what its docs depend on besides rows (docsync.fingerprint())
     // The statement that computes many of its docs at once (docsync.batch_sql()): $k is an array of
     // the k-th params, one element per doc. Empty when the query has none (no params, an array
     // param): its docs are computed one by one.
     std::string batch_sql;
+    // Its definer's reader role: each compute runs as it (docsync.compute_as, plugin/reader.c).
+    // Empty: the pool role's own rights (definitions made in tests, not read from the server).
+    std::string reader_role;
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
