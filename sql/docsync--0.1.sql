@@ -637,7 +637,7 @@ BEGIN
      WHERE q.name = _define_query.name
     RETURNING * INTO existing;
     -- the watches' keys must still have the (new) params' types
-    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql)
+    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by)
        FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
@@ -760,7 +760,8 @@ DECLARE
   doc_types regtype[];
 BEGIN
   BEGIN
-    doc_types := (docsync.analyze_query(query.sql, query.search_path)).param_types;
+    -- the doc query is its definer's text: analysed as it, whoever adds the watch
+    doc_types := (docsync.analyze_query(query.sql, query.search_path, docsync.definer_role(query.defined_by))).param_types;
   EXCEPTION WHEN OTHERS THEN
     RETURN;  -- the doc query no longer prepares (say, a column was dropped): its computes say so
   END;
@@ -780,7 +781,8 @@ $$;
 
 -- check_key_types for a watch: a direct one (keys_sql NULL) reads the key from the columns cols of
 -- rel, a reverse index from keys_sql's result columns.
-CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text)
+CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text,
+                                              keys_definer name DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   types regtype[];
@@ -796,7 +798,9 @@ BEGIN
       false);
   ELSE
     BEGIN
-      types := (docsync.analyze_query(keys_sql, query.search_path)).result_types;
+      -- keys_sql is its watch definer's text (keys_definer; null: the API caller's own)
+      types := (docsync.analyze_query(keys_sql, query.search_path,
+                                      CASE WHEN keys_definer IS NOT NULL THEN docsync.definer_role(keys_definer) END)).result_types;
     EXCEPTION WHEN OTHERS THEN
       RETURN;  -- a keys query that no longer prepares: its lookups say so
     END;

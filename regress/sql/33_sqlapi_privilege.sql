@@ -89,6 +89,23 @@ DELETE FROM docsync.query_defs WHERE name = 'dom';
 DROP DOMAIN pg_temp.d;
 DROP FUNCTION pg_temp.regress_check(int);
 
+--    a definer's text is analysed as that definer even when another role adds a watch to its query
+--    (the key types are checked then): a domain's CHECK records who runs it
+CREATE TABLE public.regress_seen (who name);
+GRANT INSERT ON public.regress_seen TO PUBLIC;
+SET ROLE regress_mallory;
+CREATE FUNCTION m.note(int) RETURNS boolean LANGUAGE sql
+  AS 'INSERT INTO public.regress_seen VALUES (current_user); SELECT true';
+CREATE DOMAIN m.d AS int CHECK (m.note(VALUE));
+SELECT docsync.define_query('noted', $$SELECT to_jsonb(cardinality('{1}'::m.d[]) + $1::int)$$, params => ARRAY['id']);
+RESET ROLE;
+SELECT docsync.watch('noted', 'm.items', params => ARRAY['id']) > 0 AS watched_by_a_superuser;
+SELECT DISTINCT who FROM public.regress_seen ORDER BY who;
+SELECT docsync.drop_query('noted');
+DROP TABLE public.regress_seen;
+DROP DOMAIN m.d;
+DROP FUNCTION m.note(int);
+
 -- 3. what is checked is what runs. The pool role (here regress_pool, holding what another definer
 --    needs: hr.payroll) runs the stored text under the stored search_path; mallory may not read
 --    hr.payroll, so nothing it runs may read it.
