@@ -15,7 +15,9 @@ OBJS = \
 	plugin/closure.o \
 	plugin/ddl.o \
 	plugin/decode.o \
+	plugin/definer.o \
 	plugin/options.o \
+	plugin/reader.o \
 	plugin/relmap.o \
 	plugin/sqlapi.o \
 	plugin/status.o \

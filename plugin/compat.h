@@ -125,6 +125,14 @@ docsync_rte_check_as_user(Query *query, RangeTblEntry *rte)
 #define docsync_may_execute(funcid, roleid) (pg_proc_aclcheck((funcid), (roleid), ACL_EXECUTE) == ACLCHECK_OK)
 #endif
 
+/* Whether a role may look names up in a schema (USAGE). */
+#if PG_VERSION_NUM >= 160000
+#define docsync_may_use_schema(nspid, roleid) \
+	(object_aclcheck(NamespaceRelationId, (nspid), (roleid), ACL_USAGE) == ACLCHECK_OK)
+#else
+#define docsync_may_use_schema(nspid, roleid) (pg_namespace_aclcheck((nspid), (roleid), ACL_USAGE) == ACLCHECK_OK)
+#endif
+
 /* Changes between progress reports inside one transaction (before PostgreSQL 16). */
 #define DOCSYNC_PROGRESS_EVERY_CHANGES 100
 

@@ -16,9 +16,10 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
-/* Library load: defines the library's settings. */
+/* Library load: defines the library's settings and ends each compute with its transaction. */
 void
 _PG_init(void)
 {
 	docsync_status_init();
+	docsync_reader_init();
 }

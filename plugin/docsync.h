@@ -19,4 +19,7 @@ extern bool docsync_status_gap_open(const char *slot);
 /* closure.c: the types and collations a doc query's expressions use */
 extern void docsync_collect_expression_types(Node *node, List **types, List **collations);
 
+/* reader.c: the role a worker's compute runs as */
+extern void docsync_reader_init(void);
+
 #endif							/* DOCSYNC_H */

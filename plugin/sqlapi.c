@@ -7,13 +7,10 @@
  *		- docsync.analyze_query(): parse analysis of a doc or keys query with parameter types
  *		  inferred from use, reporting its parameter types, result column types and the tables it
  *		  reads (walking the rewritten query tree, so views and sublinks are seen through);
- *		- docsync.check_definer(): whether a role may run a doc or keys query, checked as the
- *		  executor would (table and column privileges, EXECUTE on functions) plus row-level security;
  *		- docsync.batch_sql(): the batched form of a doc or keys query, which computes it for many
- *		  parameter sets in one statement, its parameters found by PostgreSQL's own lexer;
- *		- the API trampoline: docsync.define_query() and the other definition writers run their
- *		  implementation (docsync._define_query(), …) as the extension's owner, which alone may write
- *		  the definition tables, while docsync.api_caller() tells it who called.
+ *		  parameter sets in one statement, its parameters found by PostgreSQL's own lexer.
+ *		Every analysis runs as the role whose text it is (definer.c holds that boundary, the definer
+ *		check and the API trampoline).
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +26,7 @@
 #include "common/keywords.h"
 #include "compat.h"
 #include "docsync.h"
+#include "definer.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -52,14 +50,8 @@
 
 PG_FUNCTION_INFO_V1(docsync_channel);
 PG_FUNCTION_INFO_V1(docsync_analyze_query);
-PG_FUNCTION_INFO_V1(docsync_check_definer);
 PG_FUNCTION_INFO_V1(docsync_query_depends);
-PG_FUNCTION_INFO_V1(docsync_api_call);
-PG_FUNCTION_INFO_V1(docsync_api_caller);
 PG_FUNCTION_INFO_V1(docsync_batch_sql);
-
-/* The role that called the innermost docsync API function now running; InvalidOid outside one. */
-static Oid	api_caller = InvalidOid;
 
 /* helpers */
 static bool valid_segment_name(const char *name);
@@ -67,10 +59,8 @@ static void append_escaped_value(StringInfo buf, const char *value);
 static bool collect_relations_walker(Node *node, List **relids);
 static bool collect_checked_walker(Node *node, List **relids);
 static ArrayType *oid_list_to_array(List *oids, Oid elemtype);
-static Query *analyze_select(const char *sql, const char *search_path, Oid **param_types, int *nparams,
-							 RawStmt **parsed);
-static bool definer_check_walker(Node *node, void *context);
-static bool refuse_unexecutable(Oid funcid, void *context);
+static Query *analyze_select_as_current(const char *sql, Oid **param_types, int *nparams,
+										RawStmt **parsed);
 static bool collect_function(Oid funcid, void *context);
 static bool collect_depends_walker(Node *node, void *context);
 static bool batchable_type(Oid type);
@@ -231,20 +221,46 @@ oid_list_to_array(List *oids, Oid elemtype)
 
 /*
  * Parse-analyses and rewrites one SELECT with parameter types inferred from their use, under
- * search_path (NULL: the current one), as the current user: names resolve as that user sees them.
- * Raises, naming the problem and the fix, for anything but one read-only SELECT. `parsed` (when not
- * NULL) receives the statement as parsed, with where it lies in `sql`.
+ * search_path (NULL: the current one), as `role` under SECURITY_RESTRICTED_OPERATION (definer.c):
+ * names resolve as that role sees them, and whatever analysis runs (a domain's CHECK expression,
+ * say) runs with its rights only. Raises, naming the problem and the fix, for anything but one
+ * read-only SELECT. `parsed` (when not NULL) receives the statement as parsed, with where it lies in
+ * `sql`.
  */
+Query *
+docsync_analyze_select(Oid role, const char *sql, const char *search_path, Oid **param_types,
+					   int *nparams, RawStmt **parsed)
+{
+	DocsyncDefinerSave save;
+	Query	   *volatile query = NULL;
+	RawStmt    *volatile rawstmt = NULL;
+
+	docsync_definer_enter(role, search_path, &save);
+	PG_TRY();
+	{
+		query = analyze_select_as_current(sql, param_types, nparams, (RawStmt **) &rawstmt);
+	}
+	PG_CATCH();
+	{
+		docsync_definer_leave(&save, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	docsync_definer_leave(&save, true);
+	if (parsed != NULL)
+		*parsed = rawstmt;
+	return query;
+}
+
+/* docsync_analyze_select's work, as the current user under the current search_path. */
 static Query *
-analyze_select(const char *sql, const char *search_path, Oid **param_types, int *nparams,
-			   RawStmt **parsed)
+analyze_select_as_current(const char *sql, Oid **param_types, int *nparams, RawStmt **parsed)
 {
 	List	   *raw;
 	RawStmt    *rawstmt;
 	SelectStmt *select;
 	List	   *queries;
 	Query	   *query;
-	int			save_nestlevel;
 
 	raw = pg_parse_query(sql);
 	if (list_length(raw) != 1)
@@ -274,12 +290,7 @@ analyze_select(const char *sql, const char *search_path, Oid **param_types, int 
 				 errdetail("docsync runs doc and keys queries in read-only transactions, possibly on a standby."),
 				 errhint("Remove the locking clause.")));
 
-	save_nestlevel = NewGUCNestLevel();
-	if (search_path != NULL)
-		(void) set_config_option("search_path", search_path,
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	queries = pg_analyze_and_rewrite_varparams(rawstmt, sql, param_types, nparams, NULL);
-	AtEOXact_GUC(true, save_nestlevel);
 
 	if (list_length(queries) != 1)
 		ereport(ERROR,
@@ -335,9 +346,10 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 		elog(ERROR, "docsync.analyze_query must be declared with OUT parameters");
 
 	{
-		Query	   *query = analyze_select(text_to_cstring(PG_GETARG_TEXT_PP(0)),
-										   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-										   &param_types, &nparams, NULL);
+		Query	   *query = docsync_analyze_select(docsync_text_role(fcinfo, 2),
+												   text_to_cstring(PG_GETARG_TEXT_PP(0)),
+												   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+												   &param_types, &nparams, NULL);
 
 		foreach(lc, query->targetList)
 		{
@@ -371,194 +383,6 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 	values[3] = PointerGetDatum(oid_list_to_array(checked, REGCLASSOID));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
-}
-
-/* check_functions_in_node callback: raises the server's own error unless the user may EXECUTE. */
-static bool
-refuse_unexecutable(Oid funcid, void *context)
-{
-	if (!docsync_may_execute(funcid, GetUserId()))
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FUNCTION, get_func_name(funcid));
-	return false;
-}
-
-/*
- * Checks every level of a rewritten query as the executor would for the current user: table and
- * column privileges (as the view owner where a view says so) and EXECUTE on each function called.
- * A table whose row-level security applies to the role reading it is refused: a doc is one value
- * shared by every subscriber, so it cannot honour per-row policies.
- */
-static bool
-definer_check_walker(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, Query))
-	{
-		Query	   *query = (Query *) node;
-		ListCell   *lc;
-
-		docsync_check_query_permissions(query);
-		foreach(lc, query->rtable)
-		{
-			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-			Oid			as_user = docsync_rte_check_as_user(query, rte);
-
-			if (rte->rtekind != RTE_RELATION)
-				continue;
-			if (check_enable_rls(rte->relid, as_user, true) == RLS_ENABLED)
-				ereport(ERROR,
-						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-						 errmsg("row-level security of table %s applies to role %s",
-								quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
-														   get_rel_name(rte->relid)),
-								GetUserNameFromId(OidIsValid(as_user) ? as_user : GetUserId(), false)),
-						 errdetail("A doc is one value shared by every subscriber of its channel, so it cannot honour per-row policies."),
-						 errhint("Read the rows every subscriber may see through a security_barrier view owned by a role the policies do not apply to, and grant SELECT on the view.")));
-		}
-		return query_tree_walker(query, definer_check_walker, context, 0);
-	}
-	(void) check_functions_in_node(node, refuse_unexecutable, NULL);
-	return expression_tree_walker(node, definer_check_walker, context);
-}
-
-/*
- * docsync.check_definer(sql text, search_path text, definer regrole) RETURNS void
- *
- * Raises unless `definer` may run the doc or keys query `sql`: it must be one read-only SELECT whose
- * names resolve for the definer, which holds SELECT on every table and column and EXECUTE on every
- * function it uses, and no table it reads may have row-level security that applies to it. The query
- * is analysed and rewritten as the definer, never planned or run, so no user code executes. Only a
- * member of `definer` may ask (the API functions ask as the extension's owner).
- */
-Datum
-docsync_check_definer(PG_FUNCTION_ARGS)
-{
-	Oid			definer;
-	Oid			save_userid;
-	int			save_sec_context;
-	Oid		   *param_types = NULL;
-	int			nparams = 0;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("docsync.check_definer needs a query and a definer"),
-				 errhint("Pass the query text and the role that defines it.")));
-	definer = PG_GETARG_OID(2);
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	if (!is_member_of_role(save_userid, definer))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to check a query as role %s", GetUserNameFromId(definer, false)),
-				 errdetail("Only members of a role may check what it can read."),
-				 errhint("Check as yourself, or ask a member of that role.")));
-
-	SetUserIdAndSecContext(definer, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	PG_TRY();
-	{
-		Query	   *query = analyze_select(text_to_cstring(PG_GETARG_TEXT_PP(0)),
-										   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-										   &param_types, &nparams, NULL);
-
-		(void) definer_check_walker((Node *) query, NULL);
-	}
-	PG_FINALLY();
-	{
-		SetUserIdAndSecContext(save_userid, save_sec_context);
-	}
-	PG_END_TRY();
-	PG_RETURN_VOID();
-}
-
-/* The implementation an API function runs: docsync._<name>(same argument types), and its owner. */
-typedef struct ApiTarget
-{
-	FmgrInfo	flinfo;
-	Oid			owner;
-} ApiTarget;
-
-static ApiTarget *
-api_target(FunctionCallInfo fcinfo)
-{
-	ApiTarget  *target = (ApiTarget *) fcinfo->flinfo->fn_extra;
-	HeapTuple	tuple;
-	Form_pg_proc proc;
-	List	   *name;
-	Oid			impl;
-
-	if (target != NULL)
-		return target;
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(tuple);
-	name = list_make2(makeString(get_namespace_name(proc->pronamespace)),
-					  makeString(psprintf("_%s", NameStr(proc->proname))));
-	impl = LookupFuncName(name, proc->pronargs, proc->proargtypes.values, false);
-	ReleaseSysCache(tuple);
-
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(impl));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for function %u", impl);
-	target = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(ApiTarget));
-	target->owner = ((Form_pg_proc) GETSTRUCT(tuple))->proowner;
-	ReleaseSysCache(tuple);
-	fmgr_info_cxt(impl, &target->flinfo, fcinfo->flinfo->fn_mcxt);
-	fcinfo->flinfo->fn_extra = target;
-	return target;
-}
-
-/*
- * The body of every API function that writes definitions (docsync.define_query, watch, unwatch,
- * drop_query): calls docsync._<name> with the same arguments as that function's owner (the
- * extension's), like SECURITY DEFINER, but remembering the caller for docsync.api_caller(). The
- * implementation checks the caller's rights and records it as the definer; the caller itself needs
- * no privilege on the definition tables, so nothing else writes them.
- */
-Datum
-docsync_api_call(PG_FUNCTION_ARGS)
-{
-	ApiTarget  *target = api_target(fcinfo);
-	Oid			save_userid;
-	int			save_sec_context;
-	Oid			outer_caller = api_caller;
-	volatile Datum result = (Datum) 0;
-	int			i;
-
-	LOCAL_FCINFO(inner, FUNC_MAX_ARGS);
-
-	InitFunctionCallInfoData(*inner, &target->flinfo, PG_NARGS(), fcinfo->fncollation, NULL, NULL);
-	for (i = 0; i < PG_NARGS(); i++)
-		inner->args[i] = fcinfo->args[i];
-
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	api_caller = save_userid;
-	SetUserIdAndSecContext(target->owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	PG_TRY();
-	{
-		result = FunctionCallInvoke(inner);
-	}
-	PG_FINALLY();
-	{
-		SetUserIdAndSecContext(save_userid, save_sec_context);
-		api_caller = outer_caller;
-	}
-	PG_END_TRY();
-	fcinfo->isnull = inner->isnull;
-	return result;
-}
-
-/* docsync.api_caller() RETURNS regrole: who called the docsync API function now running. */
-Datum
-docsync_api_caller(PG_FUNCTION_ARGS)
-{
-	if (!OidIsValid(api_caller))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("docsync.api_caller() is only defined inside a docsync API call"),
-				 errhint("Call docsync.define_query(), docsync.watch(), docsync.unwatch() or docsync.drop_query().")));
-	PG_RETURN_OID(api_caller);
 }
 
 /* What a query uses besides its rows: relations (views included), functions, types, collations. */
@@ -629,9 +453,9 @@ docsync_query_depends(PG_FUNCTION_ARGS)
 				 errhint("Pass the query text.")));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "docsync.query_depends must be declared with OUT parameters");
-	query = analyze_select(text_to_cstring(PG_GETARG_TEXT_PP(0)),
-						   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-						   &param_types, &nparams, NULL);
+	query = docsync_analyze_select(docsync_text_role(fcinfo, 2), text_to_cstring(PG_GETARG_TEXT_PP(0)),
+								   PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+								   &param_types, &nparams, NULL);
 	(void) collect_depends_walker((Node *) query, &deps);
 	values[0] = PointerGetDatum(oid_list_to_array(deps.relations, OIDOID));
 	values[1] = PointerGetDatum(oid_list_to_array(deps.functions, OIDOID));
@@ -767,8 +591,9 @@ docsync_batch_sql(PG_FUNCTION_ARGS)
 				 errdetail("A docsync doc or keys query is one SELECT statement."),
 				 errhint("Pass the query text.")));
 	sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	(void) analyze_select(sql, PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-						  &param_types, &nparams, &parsed);
+	(void) docsync_analyze_select(docsync_text_role(fcinfo, 2), sql,
+								  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
+								  &param_types, &nparams, &parsed);
 
 	if (nparams == 0)
 		PG_RETURN_NULL();

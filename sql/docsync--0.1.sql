@@ -94,16 +94,28 @@ CREATE TABLE docsync.worker_state (
 COMMENT ON TABLE docsync.worker_state IS 'docsync doc-version generation per replication slot';
 
 -- What docsync.grant_reader granted, so docsync.revoke_reader and DROP EXTENSION take back exactly
--- that. Named, not by OID, like watches.
+-- that. Named, not by OID, like watches. role is the pool role grant_reader was run for; reader the
+-- role that received the privilege (a definer's reader role; null: the pool role itself).
 CREATE TABLE docsync.reader_grants (
   role        name NOT NULL,
-  kind        text NOT NULL CHECK (kind IN ('schema', 'table')),
-  schema_name name NOT NULL,
-  table_name  name,             -- null for a schema
+  kind        text NOT NULL CHECK (kind IN ('schema', 'table', 'function', 'member', 'compute', 'noinherit')),
+  schema_name name,             -- null for member, compute and noinherit
+  table_name  text,             -- null for a schema; a function's signature (regprocedure) for a function
   columns     name[],           -- null: the whole table
-  granted_at  timestamptz NOT NULL DEFAULT now()
+  granted_at  timestamptz NOT NULL DEFAULT now(),
+  reader      name              -- schema, table: the grantee; member: the reader role granted to role
 );
 COMMENT ON TABLE docsync.reader_grants IS 'grants made by docsync.grant_reader (undo with docsync.revoke_reader)';
+
+-- The reader role docsync made for each definer: NOLOGIN, holding exactly what grant_reader grants
+-- for that definer's definitions. The pool role is a member of each, and every compute runs as the
+-- reader role of its definition's definer (docsync.compute_as), never with the union of them.
+CREATE TABLE docsync.reader_roles (
+  definer     name PRIMARY KEY,
+  reader      name NOT NULL UNIQUE,
+  created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE docsync.reader_roles IS 'the reader role each definer''s docs are computed as (made by docsync.grant_reader)';
 
 -- docsync's tables hold this database's own state. A FOR ALL TABLES publication includes them (a
 -- publication cannot leave tables out), so a subscriber's apply and table-sync workers skip their
@@ -115,7 +127,7 @@ DO $$
 DECLARE
   t text;
 BEGIN
-  FOREACH t IN ARRAY ARRAY['query_defs', 'watch_defs', 'worker_state', 'reader_grants'] LOOP
+  FOREACH t IN ARRAY ARRAY['query_defs', 'watch_defs', 'worker_state', 'reader_grants', 'reader_roles'] LOOP
     EXECUTE format('CREATE TRIGGER skip_replicated BEFORE INSERT OR UPDATE OR DELETE ON docsync.%I
                       FOR EACH ROW EXECUTE FUNCTION docsync.skip_replicated()', t);
     EXECUTE format('ALTER TABLE docsync.%I ENABLE REPLICA TRIGGER skip_replicated', t);
@@ -128,13 +140,14 @@ SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.watch_defs_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.worker_state', '');
 SELECT pg_catalog.pg_extension_config_dump('docsync.reader_grants', '');
+SELECT pg_catalog.pg_extension_config_dump('docsync.reader_roles', '');
 
 -- The schema is not usable by PUBLIC: grant USAGE to the roles that need it (the role recipes
 -- below do; clients that compute channel names with docsync.channel() need only USAGE).
 -- docsync_admin reads the definition tables but never writes them: only the API functions do, as
--- the extension's owner, after checking the caller's rights (see docsync_api_call in sqlapi.c).
+-- the extension's owner, after checking the caller's rights (see docsync_api_call in definer.c).
 GRANT USAGE ON SCHEMA docsync TO docsync_admin;
-GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants TO docsync_admin;
+GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.reader_grants, docsync.reader_roles TO docsync_admin;
 
 -- C helpers (plugin/sqlapi.c).
 CREATE FUNCTION docsync.channel(query text, VARIADIC "values" text[])
@@ -148,19 +161,24 @@ RETURNS text LANGUAGE c IMMUTABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'docsync_channel';
 COMMENT ON FUNCTION docsync.channel(text) IS 'channel name of the doc of a query without params';
 
-CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL,
+-- Privilege boundary (plugin/definer.c): analyze_query, query_depends and batch_sql parse and
+-- analyse the text as definer (by default the caller of the docsync API function now running, or
+-- else the current user), under SECURITY_RESTRICTED_OPERATION, and only a member of that role may
+-- name it. The SECURITY DEFINER functions below pass the stored definer, via docsync.definer_role.
+CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
   OUT checked regclass[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_analyze_query';
-COMMENT ON FUNCTION docsync.analyze_query(text, text) IS
+COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
   'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
 
-CREATE FUNCTION docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[],
+CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
+                                      OUT relations oid[], OUT functions oid[],
                                       OUT types oid[], OUT collations oid[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_query_depends';
-COMMENT ON FUNCTION docsync.query_depends(text, text) IS
+COMMENT ON FUNCTION docsync.query_depends(text, text, regrole) IS
   'every relation (views and partitioned tables included), function, and expression type and collation a SELECT uses, without running it';
 
 CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
@@ -170,11 +188,32 @@ COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
 
 -- No SET search_path: like analyze_query, a null search_path means the caller's.
-CREATE FUNCTION docsync.batch_sql(sql text, search_path text)
+CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
 RETURNS text LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_batch_sql';
-COMMENT ON FUNCTION docsync.batch_sql(text, text) IS
+COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
   'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (no params, or a param type unnest cannot carry, such as an array)';
+
+-- The search_path a definition is stored with: what the definer (by default the API caller) resolves
+-- from the path it gave, "$user" spelled out, schemas it may not use left out, pg_temp last.
+CREATE FUNCTION docsync.pin_search_path(search_path text, definer regrole DEFAULT NULL,
+                                        usable_only boolean DEFAULT true)
+RETURNS text LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'docsync_pin_search_path';
+COMMENT ON FUNCTION docsync.pin_search_path(text, regrole, boolean) IS
+  'the search_path a definition is stored with: the schemas the definer may use, "$user" spelled out, pg_temp last';
+
+-- A watched table's name, looked up as the API caller under its search_path; null when none.
+CREATE FUNCTION docsync.resolve_relation(name text, search_path text, definer regrole DEFAULT NULL)
+RETURNS regclass LANGUAGE c STABLE
+AS 'MODULE_PATHNAME', 'docsync_resolve_relation';
+
+-- The first statement of every compute of the worker (plugin/reader.c): SET LOCAL ROLE to the reader
+-- role of the definition's definer and SET LOCAL search_path to its stored one, and until the
+-- transaction ends refuse to change the role again (SET ROLE, set_config, a function's SET clause).
+-- grant_reader grants EXECUTE on it to the pool role.
+CREATE FUNCTION docsync.compute_as(reader name, search_path text) RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_compute_as';
 
 CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
@@ -211,6 +250,9 @@ CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.watch
   FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
 CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.query_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
+-- a reader role made or dropped changes which role the worker computes a definer's docs as
+CREATE TRIGGER bump_generation AFTER INSERT OR UPDATE OR DELETE ON docsync.reader_roles
+  FOR EACH ROW EXECUTE FUNCTION docsync.bump_generation();
 CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
   FOR EACH STATEMENT EXECUTE FUNCTION docsync.bump_generation();
 
@@ -259,6 +301,23 @@ BEGIN
             DETAIL = format('Role "%s" is neither a superuser nor a member of docsync_admin.', docsync.api_caller()),
             HINT = format('A superuser can run: GRANT docsync_admin TO %s; (docsync_admin is cluster-wide: it makes a role a definer in every database of this cluster that has docsync)', docsync.api_caller());
   END IF;
+END
+$$;
+
+-- The role a stored definition runs as: raises when it no longer exists, so that nothing stored is
+-- ever analysed as the role calling (a NULL definer would mean the current user).
+CREATE FUNCTION docsync.definer_role(definer name) RETURNS regrole
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r regrole := pg_catalog.to_regrole(pg_catalog.quote_ident(definer));
+BEGIN
+  IF r IS NULL THEN
+    RAISE EXCEPTION 'definer % no longer exists', pg_catalog.quote_ident(definer)
+      USING ERRCODE = 'undefined_object',
+            DETAIL = 'A definition is parsed, checked and run only with its definer''s rights.',
+            HINT = 'Redefine it as an existing role, or drop it.';
+  END IF;
+  RETURN r;
 END
 $$;
 
@@ -338,12 +397,46 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    WHERE m.missing IS NOT NULL
 $$;
 
--- The tables a stored doc query and its keys queries read, partitions reported as their root,
--- only tables (whose changes can be decoded). Raises when the query no longer analyses.
-CREATE FUNCTION docsync.tables_read(sql text, search_path text) RETURNS regclass[]
+-- The analysis (docsync.analyze_query) of a stored doc query, or with watch, of that watch's keys
+-- query, made as its definer under its stored search_path, whoever asks: the docsync.queries view
+-- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
+CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[],
+  OUT functions oid[])
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  src text;
+  definer name;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_analysis.query;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', stored_analysis.query
+      USING ERRCODE = 'undefined_object', HINT = 'See the queries in docsync.queries.';
+  END IF;
+  IF watch IS NULL THEN
+    src := q.sql;
+    definer := q.defined_by;
+  ELSE
+    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    IF src IS NULL THEN
+      RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
+        USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
+    END IF;
+  END IF;
+  SELECT a.param_types, a.result_types, a.relations, a.checked
+    INTO param_types, result_types, relations, checked
+    FROM docsync.analyze_query(src, q.search_path, docsync.definer_role(definer)) a;
+  SELECT d.functions INTO functions FROM docsync.query_depends(src, q.search_path, docsync.definer_role(definer)) d;
+END
+$$;
+
+-- The tables a stored doc query reads, partitions reported as their root, only tables (whose
+-- changes can be decoded). Raises when the query no longer analyses.
+CREATE FUNCTION docsync.tables_read(query text) RETURNS regclass[]
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(array_agg(DISTINCT root ORDER BY root), '{}')
-    FROM unnest((docsync.analyze_query(sql, search_path)).relations) AS r(rel)
+    FROM unnest((docsync.stored_analysis(query)).relations) AS r(rel)
     CROSS JOIN LATERAL (SELECT coalesce(pg_partition_root(r.rel), r.rel)::regclass AS root) p
     JOIN pg_class c ON c.oid = p.root
    WHERE c.relkind IN ('r', 'p')
@@ -398,14 +491,17 @@ $$;
 
 -- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
 -- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
--- definition tables were written around the API, say by a restore with triggers disabled). Other
--- failures, such as a query that no longer prepares after DDL, are the computes' to report.
+-- definition tables were written around the API, say by a restore with triggers disabled), or its
+-- search_path no longer resolves as it did when it was checked (a schema dropped, renamed or no
+-- longer usable by the definer). It fails closed: any error while judging a definition, such as a
+-- query that no longer prepares after DDL, refuses it with that error as the reason.
 CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   w record;
   msg text;
+  pinned text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = refusal.query;
   IF NOT FOUND THEN
@@ -427,12 +523,19 @@ BEGIN
       PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
                                          to_regrole(quote_ident(w.defined_by)));
     END LOOP;
+    -- what was checked is what runs: every schema of the stored path that exists is still usable
+    -- by its definer, and "$user" (which the worker's role would spell otherwise) is spelled out
+    pinned := docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)));
+    IF pinned IS DISTINCT FROM docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)), false)
+       OR q.search_path LIKE '%$user%' THEN
+      RETURN format('its search_path %s no longer resolves as it did for its definer %s (now %s: a schema was dropped, renamed or is no longer usable by it): redefine it with docsync.define_query(%L, …, or_replace => true)',
+                    q.search_path, quote_ident(q.defined_by), pinned, q.name);
+    END IF;
   EXCEPTION
-    WHEN insufficient_privilege OR wrong_object_type OR feature_not_supported OR invalid_parameter_value THEN
+    WHEN OTHERS THEN
+      -- fail closed: a definition that cannot be judged is not run
       GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
       RETURN msg;
-    WHEN OTHERS THEN
-      RETURN NULL;
   END;
   RETURN NULL;
 END
@@ -460,6 +563,8 @@ DECLARE
 BEGIN
   PERFORM docsync.require_admin('define docsync queries');
   PERFORM docsync.check_segment('docsync query name', name);
+  -- stored as the caller resolves it, so that what is checked is what runs (plugin/definer.c)
+  path := docsync.pin_search_path(path);
   IF params IS NULL THEN params := '{}'; END IF;
   IF array_ndims(params) > 1 THEN
     RAISE EXCEPTION 'params must be a one-dimensional array'
@@ -532,7 +637,7 @@ BEGIN
      WHERE q.name = _define_query.name
     RETURNING * INTO existing;
     -- the watches' keys must still have the (new) params' types
-    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql)
+    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by)
        FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
@@ -562,7 +667,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT oid::regtype FROM d WHERE typtype <> 'd'
 $$;
 
--- Resolves a table name for watch/unwatch under the caller's search_path, with a helpful error.
+-- Resolves a table name for watch/unwatch as the caller, under its search_path, with a helpful error.
 CREATE FUNCTION docsync.resolve_table(tab text, path text) RETURNS regclass
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -573,9 +678,9 @@ BEGIN
       USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A watch names the table whose changes affect docs.',
             HINT = 'Pass the table name, schema-qualified if it is not on the search_path.';
   END IF;
-  PERFORM set_config('search_path', path, true);   -- undone on return (SET clause above)
   BEGIN
-    rel := to_regclass(tab);
+    -- as the caller, under its search_path (plugin/definer.c): never as the extension's owner
+    rel := docsync.resolve_relation(tab, path);
   EXCEPTION WHEN invalid_name THEN
     RAISE EXCEPTION 'invalid table name "%"', tab
       USING ERRCODE = 'invalid_name',
@@ -670,7 +775,8 @@ DECLARE
   doc_types regtype[];
 BEGIN
   BEGIN
-    doc_types := (docsync.analyze_query(query.sql, query.search_path)).param_types;
+    -- the doc query is its definer's text: analysed as it, whoever adds the watch
+    doc_types := (docsync.analyze_query(query.sql, query.search_path, docsync.definer_role(query.defined_by))).param_types;
   EXCEPTION WHEN OTHERS THEN
     RETURN;  -- the doc query no longer prepares (say, a column was dropped): its computes say so
   END;
@@ -690,7 +796,8 @@ $$;
 
 -- check_key_types for a watch: a direct one (keys_sql NULL) reads the key from the columns cols of
 -- rel, a reverse index from keys_sql's result columns.
-CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text)
+CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text,
+                                              keys_definer name DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   types regtype[];
@@ -707,7 +814,9 @@ BEGIN
       false);
   ELSE
     BEGIN
-      types := (docsync.analyze_query(keys_sql, query.search_path)).result_types;
+      -- keys_sql is its watch definer's text (keys_definer; null: the API caller's own)
+      types := (docsync.analyze_query(keys_sql, query.search_path,
+                                      CASE WHEN keys_definer IS NOT NULL THEN docsync.definer_role(keys_definer) END)).result_types;
     EXCEPTION WHEN OTHERS THEN
       RETURN;  -- a keys query that no longer prepares: its lookups say so
     END;
@@ -1164,10 +1273,10 @@ BEGIN
   END IF;
   BEGIN
     FOR d IN
-      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path) dq
+      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by)) dq
       UNION ALL
       SELECT dk.* FROM docsync.watch_defs w
-       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path) dk
+       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path, docsync.definer_role(w.defined_by)) dk
        WHERE w.query = q.name AND w.keys_sql IS NOT NULL
     LOOP
       rels := rels || d.relations;
@@ -1199,14 +1308,16 @@ $$;
 -- The batched form (docsync.batch_sql) of a stored doc query, or with watch, of that watch's keys
 -- query; null when it has none, and null too when it does not analyse now (a table it reads was
 -- dropped, say): the worker then computes one doc at a time, and those computes report the failure.
--- It analyses as the extension's owner, like fingerprint(): the worker's replication role calls it
--- through worker_definitions() and may not even see the schemas the query reads. Only stored queries,
--- never text from the caller.
+-- It runs as the extension's owner, like fingerprint(), because the worker's replication role calls
+-- it through worker_definitions() and may not even see the schemas the query reads; the text is
+-- analysed as its definer (docsync.batch_sql's definer). Only stored queries, never text from the
+-- caller.
 CREATE FUNCTION docsync.stored_batch_sql(query text, watch bigint DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   src text;
+  definer name;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_sql.query;
   IF NOT FOUND THEN
@@ -1214,13 +1325,14 @@ BEGIN
   END IF;
   IF watch IS NULL THEN
     src := q.sql;
+    definer := q.defined_by;
   ELSE
-    SELECT w.keys_sql INTO src FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
   END IF;
   IF src IS NULL THEN
     RETURN NULL;
   END IF;
-  RETURN docsync.batch_sql(src, q.search_path);
+  RETURN docsync.batch_sql(src, q.search_path, docsync.definer_role(definer));
 EXCEPTION WHEN OTHERS THEN
   RETURN NULL;
 END
@@ -1238,7 +1350,7 @@ DECLARE
 BEGIN
   SELECT coalesce(array_agg(DISTINCT w.relid), '{}') INTO watched
     FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NULL;
-  reads := docsync.tables_read(q.sql, q.search_path);
+  reads := docsync.tables_read(q.name);
   SELECT coalesce(array_agg(r ORDER BY r), '{}') INTO unwatched
     FROM unnest(reads) r WHERE NOT r = ANY (watched);
 EXCEPTION WHEN OTHERS THEN
@@ -1249,7 +1361,8 @@ $$;
 
 -- Each query whose docs go stale because a table it reads has no watch, one line each (for the
 -- worker's log and docsync.status); refused queries are not run, so they are left out. Like
--- fingerprint(), it analyses the stored queries as the extension's owner, for the roles that read it.
+-- fingerprint(), it may be called by roles that cannot read the definition tables; each query is
+-- analysed as its definer (docsync.stored_analysis, through query_check and tables_read).
 CREATE FUNCTION docsync.uncovered_queries(OUT query text, OUT tables text[], OUT message text)
 RETURNS SETOF record
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -1268,7 +1381,9 @@ $$;
 COMMENT ON FUNCTION docsync.uncovered_queries() IS
   'doc queries that read a table no watch covers (their docs go stale when it changes), with a line saying so';
 
--- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
+-- Each query carries "refused": why the worker must not run it now (docsync.refusal, or a definer
+-- without a reader role: docsync.reader_missing), or null; "reader_role": the role its computes run
+-- as (SET LOCAL ROLE through docsync.compute_as; a keys query's is its watch's "keys_reader_role");
 -- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
 -- Watches are resolved by name in this database; those that do not resolve are left out of
@@ -1276,16 +1391,32 @@ COMMENT ON FUNCTION docsync.uncovered_queries() IS
 -- names the queries that read a table no watch covers, for the worker to log. A reverse-index
 -- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. refusal() runs
 -- once per query.
+-- Why the worker cannot compute a query's docs with its definers' rights yet, or NULL: the definer of
+-- the query or of one of its keys queries has no reader role (grant_reader makes them).
+CREATE FUNCTION docsync.reader_missing(query text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT format('its definer %s has no reader role yet: run SELECT docsync.grant_reader(<the worker''s pool role>), which makes one and grants it what the definer''s queries read',
+                quote_ident(d.definer))
+    FROM (SELECT q.defined_by AS definer, 0 AS ord FROM docsync.query_defs q WHERE q.name = reader_missing.query
+          UNION ALL
+          SELECT w.defined_by, w.id FROM docsync.watch_defs w WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL) d
+   WHERE NOT EXISTS (SELECT FROM docsync.reader_roles rr
+                      WHERE rr.definer = d.definer AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
+   ORDER BY d.ord
+   LIMIT 1
+$$;
+
 CREATE FUNCTION docsync.worker_definitions() RETURNS jsonb
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   WITH qs AS (
-    SELECT q.*, r.refused
-      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused))
+    SELECT q.*, coalesce(r.refused, docsync.reader_missing(q.name)) AS refused, rr.reader AS reader_role
+      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused)
+      LEFT JOIN docsync.reader_roles rr ON rr.definer = q.defined_by)
   SELECT jsonb_build_object(
     'generation', (SELECT generation FROM docsync.def_generation),
     'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path, 'refused', q.refused,
+                          'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
                           'fingerprint', docsync.fingerprint(q.name),
                           'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END)
                           ORDER BY q.name)
@@ -1294,6 +1425,9 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
                           'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
                           'keys_sql', w.keys_sql,
+                          'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
+                                                   THEN (SELECT rr.reader FROM docsync.reader_roles rr
+                                                          WHERE rr.definer = w.defined_by) END,
                           'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
                                                  THEN docsync.stored_batch_sql(w.query, w.id) END,
                           'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
@@ -1429,11 +1563,12 @@ CREATE VIEW docsync.queries AS
          END AS warning,
          q.defined_by,
          q.defined_at,
-         docsync.refusal(q.name) AS refused
+         coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
+         (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, and why the worker refuses it';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, and the reader role its docs are computed as';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
@@ -1496,8 +1631,47 @@ GRANT SELECT ON docsync.queries, docsync.watches, docsync.watched_tables TO docs
 -- Role recipes
 -------------------------------------------------------------------------------
 
--- The worker's pool role: SELECT on what the doc and keys queries read, never more than their
--- definers may read, and USAGE on those schemas. System catalogs are never granted.
+-- The name of a definer's reader role: docsync_reader_<definer>, a long name shortened with a hash.
+CREATE FUNCTION docsync.reader_role_name(definer name) RETURNS name
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE WHEN octet_length(definer) <= 48 THEN 'docsync_reader_' || definer
+              ELSE 'docsync_reader_' || left(definer, 24) || '_' || left(md5(definer), 16) END::name
+$$;
+
+-- The reader role of a definer, made NOLOGIN and harmless the first time (recorded in
+-- docsync.reader_roles). Roles are cluster-wide, so docsync in another database of the cluster may
+-- have made it: its comment says so, and it must still be harmless (no LOGIN, no attribute, member
+-- of no role). Any other role of that name is refused.
+CREATE FUNCTION docsync.ensure_reader_role(definer name) RETURNS name
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  reader name := docsync.reader_role_name(definer);
+  mark text := format('docsync reader role of %s', quote_ident(definer));
+  r pg_roles;
+BEGIN
+  SELECT * INTO r FROM pg_roles x WHERE x.rolname = reader;
+  IF NOT FOUND THEN
+    EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', reader);
+    EXECUTE format('COMMENT ON ROLE %I IS %L', reader, mark);
+  ELSIF shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM mark
+        OR r.rolcanlogin OR r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls
+        OR EXISTS (SELECT FROM pg_auth_members m WHERE m.member = r.oid) THEN
+    RAISE EXCEPTION 'role "%" exists, but is not a harmless docsync reader role', reader
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = format('grant_reader computes the docs of definer %s as its reader role %s, which the pool role becomes a member of; a role docsync did not make, or one given LOGIN, attributes or memberships since, could hold anything.', quote_ident(definer), quote_ident(reader)),
+            HINT = 'Drop or rename that role, then run grant_reader again.';
+  END IF;
+  INSERT INTO docsync.reader_roles (definer, reader) VALUES (ensure_reader_role.definer, reader)
+  ON CONFLICT ON CONSTRAINT reader_roles_pkey DO NOTHING;
+  RETURN reader;
+END
+$$;
+
+-- The worker's pool role: for each definer, a reader role (docsync.ensure_reader_role) holding
+-- SELECT on what that definer's doc and keys queries read, never more than it may read, and USAGE
+-- on those schemas; the pool role is made a member of each (and NOINHERIT, so that it holds none of
+-- their rights itself), and may run docsync.compute_as, which every compute runs first. The pool
+-- role itself is granted no table. System catalogs are never granted.
 CREATE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1538,10 +1712,21 @@ BEGIN
     SELECT DISTINCT x.rel, x.definer, q.name AS query
       FROM docsync.query_defs q
       CROSS JOIN LATERAL (
-        SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).checked), q.defined_by
+        SELECT unnest((docsync.stored_analysis(q.name)).checked), q.defined_by
         UNION ALL
-        SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked), w.defined_by
+        SELECT unnest((docsync.stored_analysis(q.name, w.id)).checked), w.defined_by
           FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
+  -- the user functions they call, with the definer they were checked for
+  CREATE TEMP TABLE docsync_reader_fns ON COMMIT DROP AS
+    SELECT DISTINCT x.fn, x.definer
+      FROM docsync.query_defs q
+      CROSS JOIN LATERAL (
+        SELECT unnest((docsync.stored_analysis(q.name)).functions), q.defined_by
+        UNION ALL
+        SELECT unnest((docsync.stored_analysis(q.name, w.id)).functions), w.defined_by
+          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(fn, definer)
+      JOIN pg_proc p ON p.oid = x.fn
+     WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
@@ -1556,70 +1741,128 @@ BEGIN
             DETAIL = 'grant_reader never grants anything in pg_catalog or information_schema beyond what PUBLIC may read.',
             HINT = 'Read what you need through a view owned by a role that may read it, or drop the query that reads the catalog (see docsync.queries).';
   END LOOP;
-  -- what is not yet granted to the role itself (a privilege it holds directly, whoever granted it,
-  -- is left as it is); each grant made is recorded for docsync.revoke_reader
+  -- each definer's reader role, and what is not yet granted to it (a privilege it holds already,
+  -- whoever granted it, is left as it is); each grant made is recorded for docsync.revoke_reader
+  CREATE TEMP TABLE docsync_reader_roles ON COMMIT DROP AS
+    SELECT d.definer, docsync.ensure_reader_role(d.definer) AS reader
+      FROM (SELECT q.defined_by AS definer FROM docsync.query_defs q
+            UNION SELECT w.defined_by FROM docsync.watch_defs w) d
+     ORDER BY d.definer;
   FOR g IN
     WITH t AS (
-      SELECT n.rel, c.relnamespace,
-             bool_or(has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT')) AS whole,
+      SELECT n.rel, c.relnamespace, rr.reader,
+             has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT') AS whole,
              (SELECT array_agg(a.attname ORDER BY a.attnum)
                 FROM pg_attribute a
                WHERE a.attrelid = n.rel AND a.attnum > 0 AND NOT a.attisdropped
-                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
-                 AND EXISTS (SELECT FROM docsync_reader_needs n2
-                              WHERE n2.rel = n.rel
-                                AND has_column_privilege(to_regrole(quote_ident(n2.definer)), n.rel, a.attnum, 'SELECT'))) AS cols
-        FROM docsync_reader_needs n
+                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(rr.reader)) AND x.privilege_type = 'SELECT')
+                 AND has_column_privilege(to_regrole(quote_ident(n.definer)), n.rel, a.attnum, 'SELECT')) AS cols
+        FROM (SELECT DISTINCT x.rel, x.definer FROM docsync_reader_needs x) n
+        JOIN docsync_reader_roles rr ON rr.definer = n.definer
         JOIN pg_class c ON c.oid = n.rel
-       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
-       GROUP BY n.rel, c.relnamespace)
-    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::name AS table_name, NULL::name[] AS cols,
-           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role) AS stmt
-      FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
-     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'USAGE')
-     GROUP BY ns.nspname
+       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))
+    , f AS (
+      SELECT p.oid AS fn, p.pronamespace, rr.reader, fd.definer
+        FROM docsync_reader_fns fd
+        JOIN docsync_reader_roles rr ON rr.definer = fd.definer
+        JOIN pg_proc p ON p.oid = fd.fn)
+    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::text AS table_name, NULL::name[] AS cols,
+           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, u.reader) AS stmt, u.reader
+      FROM (SELECT t.relnamespace AS nsp, t.reader FROM t UNION SELECT f.pronamespace, f.reader FROM f) u
+      JOIN pg_namespace ns ON ns.oid = u.nsp
+     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
+                        WHERE x.grantee = to_regrole(quote_ident(u.reader)) AND x.privilege_type = 'USAGE')
+    UNION ALL
+    -- EXECUTE where PUBLIC lacks it, when the definer has it
+    SELECT 'function', ns.nspname, f.fn::regprocedure::text, NULL,
+           format('GRANT EXECUTE ON FUNCTION %s TO %I', f.fn::regprocedure, f.reader), f.reader
+      FROM f JOIN pg_namespace ns ON ns.oid = f.pronamespace
+     WHERE has_function_privilege(to_regrole(quote_ident(f.definer)), f.fn, 'EXECUTE')
+       AND NOT has_function_privilege(to_regrole(quote_ident(f.reader)), f.fn, 'EXECUTE')
     UNION ALL
     SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
-           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
+           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, t.reader)
                 ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I',
-                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, role) END
+                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, t.reader) END,
+           t.reader
       FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace ns ON ns.oid = c.relnamespace
      WHERE CASE WHEN t.whole
-                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'SELECT')
+                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'SELECT')
                 ELSE t.cols IS NOT NULL END
+    UNION ALL
+    SELECT 'member', NULL, NULL, NULL, format('GRANT %I TO %I', rr.reader, role), rr.reader
+      FROM docsync_reader_roles rr
+     WHERE NOT pg_has_role(r.oid, to_regrole(quote_ident(rr.reader)), 'MEMBER')
+    UNION ALL
+    SELECT 'compute', NULL, NULL, NULL,
+           format('GRANT USAGE ON SCHEMA docsync TO %I; GRANT EXECUTE ON FUNCTION docsync.compute_as(name, text) TO %I', role, role),
+           NULL
+     WHERE NOT has_function_privilege(r.oid, 'docsync.compute_as(name, text)', 'EXECUTE')
+        OR NOT has_schema_privilege(r.oid, 'docsync', 'USAGE')
+    UNION ALL
+    -- the pool role never holds the union of the reader roles' rights itself: it only becomes one
+    SELECT 'noinherit', NULL, NULL, NULL, format('ALTER ROLE %I NOINHERIT', role), NULL
+     WHERE r.rolinherit
     ORDER BY 5
   LOOP
     EXECUTE g.stmt;
-    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns)
-    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols);
+    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns, reader)
+    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
     RETURN NEXT g.stmt;
   END LOOP;
+  DROP TABLE docsync_reader_roles;
+  DROP TABLE docsync_reader_fns;
   DROP TABLE docsync_reader_needs;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
   'grant the worker''s pool role SELECT on what the doc and keys queries read, within what their definers may read; returns the GRANTs run';
 
--- Undoes what grant_reader granted to a role (or to every role, when role is null: DROP EXTENSION),
--- and only that: privileges the role held before, from anyone, stay. Objects renamed or dropped
--- since are skipped with a NOTICE.
+-- Undoes what grant_reader granted for a pool role (or for every one, when role is null: DROP
+-- EXTENSION), and only that: its memberships in reader roles, its EXECUTE on compute_as, and what
+-- the reader roles were granted on its behalf. Privileges held before, from anyone, stay. Objects
+-- renamed or dropped since are skipped with a NOTICE. The reader roles themselves stay until DROP
+-- EXTENSION.
 CREATE FUNCTION docsync.revoke_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   g docsync.reader_grants;
   stmt text;
+  grantee name;
 BEGIN
   FOR g IN DELETE FROM docsync.reader_grants x WHERE revoke_reader.role IS NULL OR x.role = revoke_reader.role
            RETURNING * LOOP
     IF to_regrole(quote_ident(g.role)) IS NULL THEN
       CONTINUE;
     END IF;
-    IF g.kind = 'schema' THEN
+    grantee := coalesce(g.reader, g.role);
+    IF g.kind IN ('schema', 'table', 'function') AND to_regrole(quote_ident(grantee)) IS NULL THEN
+      CONTINUE;
+    END IF;
+    IF g.kind = 'member' THEN
+      IF to_regrole(quote_ident(g.reader)) IS NULL THEN
+        CONTINUE;
+      END IF;
+      stmt := format('REVOKE %I FROM %I', g.reader, g.role);
+    ELSIF g.kind = 'function' THEN
+      IF to_regprocedure(g.table_name) IS NULL THEN
+        RAISE NOTICE 'function % no longer exists under that signature: revoke by hand if it was renamed', g.table_name;
+        CONTINUE;
+      END IF;
+      stmt := format('REVOKE EXECUTE ON FUNCTION %s FROM %I', g.table_name, grantee);
+    ELSIF g.kind = 'noinherit' THEN
+      stmt := format('ALTER ROLE %I INHERIT', g.role);
+    ELSIF g.kind = 'compute' THEN
+      stmt := format('REVOKE EXECUTE ON FUNCTION docsync.compute_as(name, text) FROM %I; REVOKE USAGE ON SCHEMA docsync FROM %I',
+                     g.role, g.role);
+    ELSIF g.kind = 'schema' THEN
       IF to_regnamespace(quote_ident(g.schema_name)) IS NULL THEN
         RAISE NOTICE 'schema % no longer exists: nothing to revoke', quote_ident(g.schema_name);
         CONTINUE;
       END IF;
-      stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, g.role);
+      stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, grantee);
     ELSE
       IF to_regclass(format('%I.%I', g.schema_name, g.table_name)) IS NULL THEN
         RAISE NOTICE 'table %.% no longer exists under that name: revoke by hand if it was renamed',
@@ -1627,10 +1870,10 @@ BEGIN
         CONTINUE;
       END IF;
       stmt := CASE WHEN g.columns IS NULL
-                   THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, g.role)
+                   THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, grantee)
                    ELSE format('REVOKE SELECT (%s) ON TABLE %I.%I FROM %I',
                                (SELECT string_agg(quote_ident(c), ', ') FROM unnest(g.columns) c),
-                               g.schema_name, g.table_name, g.role) END;
+                               g.schema_name, g.table_name, grantee) END;
     END IF;
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1665,8 +1908,8 @@ BEGIN
   END IF;
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
-    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation, docsync.reader_roles TO %I', role),
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1686,6 +1929,17 @@ DECLARE
 BEGIN
   FOR stmt IN SELECT docsync.revoke_reader(NULL) LOOP
     RAISE NOTICE 'docsync: %', stmt;
+  END LOOP;
+  -- the reader roles docsync made; one that still holds privileges elsewhere (another database's
+  -- docsync) stays, with a notice
+  FOR s IN DELETE FROM docsync.reader_roles r RETURNING r.reader LOOP
+    CONTINUE WHEN to_regrole(quote_ident(s.reader)) IS NULL;
+    BEGIN
+      EXECUTE format('DROP ROLE %I', s.reader);
+      RAISE NOTICE 'docsync: DROP ROLE %', quote_ident(s.reader);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'docsync: role % stays: %', quote_ident(s.reader), SQLERRM;
+    END;
   END LOOP;
   FOR s IN SELECT r.slot_name, r.active_pid,
                   pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), r.restart_lsn)) AS held
@@ -2016,8 +2270,10 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   docsync.drop_query(text)
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(text, text),
-  docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
+GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
+  docsync.pin_search_path(text, regrole, boolean),
+  docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
+  docsync.refusal(text), docsync.reader_missing(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
   docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries()

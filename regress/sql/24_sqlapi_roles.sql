@@ -32,21 +32,23 @@ SELECT docsync.watch('order', 'app.customers',
   keys_sql => 'SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.id = $1',
   keys_args => ARRAY['id']) > 0;
 
--- the pool role: SELECT on what the doc and keys queries read, nothing else
+-- the pool role: a member of each definer's reader role, which holds SELECT on what that
+-- definer's doc and keys queries read, nothing else; the pool role itself holds none of it
 CREATE ROLE regress_reader LOGIN;
 SELECT docsync.grant_reader('regress_reader');
-SELECT has_table_privilege('regress_reader', 'app.orders', 'SELECT') AS orders,
-       has_table_privilege('regress_reader', 'app.customers', 'SELECT') AS customers,
-       has_table_privilege('regress_reader', 'app.secrets', 'SELECT') AS secrets,
-       has_table_privilege('regress_reader', 'app.orders', 'UPDATE') AS orders_update,
-       has_table_privilege('regress_reader', 'docsync.query_defs', 'SELECT') AS definitions;
+SELECT has_table_privilege('docsync_reader_postgres', 'app.orders', 'SELECT') AS orders,
+       has_table_privilege('docsync_reader_postgres', 'app.customers', 'SELECT') AS customers,
+       has_table_privilege('docsync_reader_postgres', 'app.secrets', 'SELECT') AS secrets,
+       has_table_privilege('docsync_reader_postgres', 'app.orders', 'UPDATE') AS orders_update,
+       has_table_privilege('docsync_reader_postgres', 'docsync.query_defs', 'SELECT') AS definitions,
+       has_table_privilege('regress_reader', 'app.orders', 'SELECT') AS pool_itself;
 SET ROLE regress_reader;
-SET search_path = app;
+BEGIN READ ONLY;
+SELECT docsync.compute_as('docsync_reader_postgres', 'app');
 SELECT to_jsonb(o) FROM orders o WHERE id = 1;
 SELECT * FROM app.secrets;
+ROLLBACK;
 SELECT docsync.worker_definitions();
-SELECT docsync.channel('order', '1') AS needs_schema_usage;
-RESET search_path;
 RESET ROLE;
 
 -- a doc query over views: SELECT on the view, not on the table behind it (checked as the view's
@@ -59,14 +61,20 @@ SELECT docsync.define_query('product', 'SELECT jsonb_build_object(''price'', p.p
   FROM prices p LEFT JOIN stock_levels s USING (id) WHERE p.id = $1', params => ARRAY['id'], search_path => 'app');
 SELECT docsync.watch('product', 'app.products', params => ARRAY['id']) > 0;
 SELECT docsync.grant_reader('regress_reader');
-SELECT has_table_privilege('regress_reader', 'app.prices', 'SELECT') AS view,
-       has_table_privilege('regress_reader', 'app.products', 'SELECT') AS table_behind_view,
-       has_table_privilege('regress_reader', 'app.stock_levels', 'SELECT') AS invoker_view,
-       has_table_privilege('regress_reader', 'app.stock', 'SELECT') AS table_behind_invoker_view;
+SELECT has_table_privilege('docsync_reader_postgres', 'app.prices', 'SELECT') AS view,
+       has_table_privilege('docsync_reader_postgres', 'app.products', 'SELECT') AS table_behind_view,
+       has_table_privilege('docsync_reader_postgres', 'app.stock_levels', 'SELECT') AS invoker_view,
+       has_table_privilege('docsync_reader_postgres', 'app.stock', 'SELECT') AS table_behind_invoker_view;
 INSERT INTO app.products VALUES (1, 10, 7);
 SET ROLE regress_reader;
+BEGIN READ ONLY;
+SELECT docsync.compute_as('docsync_reader_postgres', NULL);
 SELECT jsonb_build_object('price', p.price, 'n', s.n) FROM app.prices p LEFT JOIN app.stock_levels s USING (id) WHERE p.id = 1;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT docsync.compute_as('docsync_reader_postgres', NULL);
 SELECT cost FROM app.products;
+ROLLBACK;
 RESET ROLE;
 SELECT docsync.drop_query('product');
 SELECT docsync.grant_reader('regress_no_such_role');

@@ -75,7 +75,8 @@ SELECT docsync.plugin_tables() ~ '^[0-9]+\([0-9,]+\)(,[0-9]+\([0-9,]+\))*$' AS o
 CREATE ROLE "regress_reader'; DROP TABLE canary; --";
 SELECT * FROM docsync.grant_reader(E'regress_reader\'; DROP TABLE canary; --');
 SELECT * FROM docsync.grant_reader(E'nobody\'; DROP TABLE canary; --');
-SELECT has_table_privilege(E'regress_reader\'; DROP TABLE canary; --', '"''; DROP TABLE canary; --"', 'SELECT') AS can_read;
+SELECT has_table_privilege('docsync_reader_postgres', '"''; DROP TABLE canary; --"', 'SELECT') AS can_read,
+       pg_has_role(E'regress_reader\'; DROP TABLE canary; --', 'docsync_reader_postgres', 'MEMBER') AS pool_is_member;
 
 -- channels: a hostile query name is refused; a hostile value is only escaped
 SELECT docsync.channel(E'\'; DROP TABLE canary; --', '1');

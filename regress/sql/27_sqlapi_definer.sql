@@ -80,13 +80,13 @@ SELECT docsync.grant_reader('regress_def_reader');
 GRANT SELECT ON def.tenant_totals TO regress_alice;
 -- grant_reader grants no more than the definers may read: the column alice may read, not the table
 SELECT docsync.grant_reader('regress_def_reader');
-SELECT has_table_privilege('regress_def_reader', 'def.secrets', 'SELECT') AS secrets_table,
-       has_column_privilege('regress_def_reader', 'def.secrets', 'id', 'SELECT') AS secrets_id,
-       has_column_privilege('regress_def_reader', 'def.secrets', 'ssn', 'SELECT') AS secrets_ssn;
+SELECT has_table_privilege('docsync_reader_regress_alice', 'def.secrets', 'SELECT') AS secrets_table,
+       has_column_privilege('docsync_reader_regress_alice', 'def.secrets', 'id', 'SELECT') AS secrets_id,
+       has_column_privilege('docsync_reader_regress_alice', 'def.secrets', 'ssn', 'SELECT') AS secrets_ssn;
 -- a superuser may define a query over pg_authid, but grant_reader never grants a system catalog
 SELECT docsync.define_query('pw', 'SELECT jsonb_agg(rolname) FROM pg_catalog.pg_authid');
 SELECT docsync.grant_reader('regress_def_reader');
-SELECT has_table_privilege('regress_def_reader', 'pg_catalog.pg_authid', 'SELECT') AS pg_authid;
+SELECT has_table_privilege('docsync_reader_postgres', 'pg_catalog.pg_authid', 'SELECT') AS pg_authid;
 SELECT docsync.drop_query('pw');
 -- a reader that reaches a superuser two memberships deep is refused
 CREATE ROLE regress_def_mid;
@@ -99,6 +99,9 @@ DROP ROLE regress_def_mid;
 -- clean up
 SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('echo', 'order', 'sv', 's3', 't2');
 DROP SCHEMA def CASCADE;
-DROP OWNED BY regress_alice, regress_def_reader;
+SELECT count(*) > 0 AS revoked FROM docsync.revoke_reader('regress_def_reader');
+DELETE FROM docsync.reader_roles WHERE definer = 'regress_alice';
+DROP OWNED BY regress_alice, regress_def_reader, docsync_reader_regress_alice;
 DROP ROLE regress_alice;
 DROP ROLE regress_def_reader;
+DROP ROLE docsync_reader_regress_alice;

@@ -211,7 +211,8 @@ settle() {
   done
   echo "the worker did not catch up in 300 s" >&2; tail -n 20 "$1" >&2; exit 1
 }
-# The pool role's statements since pg_stat_statements was last reset: "all doc_calls doc_rows doc_ms
+# The pool role's statements (its own, and those it ran as the definers' reader roles) since
+# pg_stat_statements was last reset: "all doc_calls doc_rows doc_ms
 # keys_calls keys_rows keys_ms" (the doc query and the products' keys query, batched or not).
 pool_statements() {
   psql -At -F ' ' -d "$db" -c "
@@ -223,7 +224,7 @@ pool_statements() {
       FROM (SELECT s.*, s.query LIKE '%json_build_object%' AS doc, s.query LIKE '%WHERE i.product_id =%' AS keys
               FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
              WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-               AND r.rolname = '$reader') s"
+               AND (r.rolname = '$reader' OR r.rolname LIKE 'docsync\\_reader\\_%')) s"
 }
 reset_statements() { psql -d "$db" -c "SELECT pg_stat_statements_reset()" >/dev/null; }
 # pool_statements in words.

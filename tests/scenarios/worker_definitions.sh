@@ -20,8 +20,7 @@ acct_sql() { echo "SELECT jsonb_build_object('id', a.id, 'v', a.v, 'label', (SEL
 fresh() { echo "SELECT jsonb_build_object('id', a.id, 'v', a.v, 'label', (SELECT l.label FROM label l WHERE l.id = a.id)$2) FROM acct_v a WHERE a.id = $1"; }
 sql "SELECT docsync.define_query('acct', \$q\$$(acct_sql "")\$q\$, params => ARRAY['id'])" >/dev/null
 sql "SELECT docsync.watch('acct', 'acct', params => ARRAY['id'])" >/dev/null
-grant_reader
-sql "GRANT SELECT ON acct_v TO $reader_role"   # grant_reader grants the tables, not views
+grant_reader   # SELECT on the view acct_v (not on acct behind it) to the definer's reader role
 
 start_worker
 sql "UPDATE acct SET v = 1"
@@ -51,9 +50,9 @@ done
 
 echo "a new query on a new table, defined while the worker streams"
 sql "CREATE TABLE note (id int PRIMARY KEY, body text NOT NULL)"
-sql "GRANT SELECT ON note TO $reader_role"
 sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'])" >/dev/null
 sql "SELECT docsync.watch('note', 'note', params => ARRAY['id'])" >/dev/null
+grant_reader   # the definer's reader role is granted the new table
 sql "INSERT INTO note VALUES (1, 'hello')"
 settle 30
 [ "$(doc_equals_query db:note:1 "SELECT jsonb_build_object('id', id, 'body', body) FROM note WHERE id = 1")" = t ] ||

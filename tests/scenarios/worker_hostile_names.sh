@@ -59,11 +59,13 @@ done
 echo "every doc equals a fresh run of its query"
 
 [ "$(sql "SELECT count(*) FROM canary")" = 1 ] || fail "the canary table lost its row"
-# What the pool role ran: the worker's session statements, the doc query and the keys query only,
+# What the pool role ran (itself, or as the definers' reader roles): the worker's session
+# statements, the doc query and the keys query only,
 # each alone or in its batched form (docs/internals.md#batched-recomputes).
 others_sql=$(cat <<'SQL'
 SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
- WHERE r.rolname = 'READER'
+ WHERE (r.rolname = 'READER' OR r.rolname LIKE 'docsync\_reader\_%')
+   AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND s.query NOT LIKE 'SELECT jsonb_build_object($2, h."x"" , ""y", $3, h."v""; --") FROM %'
    AND s.query NOT LIKE 'SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $1'
    AND NOT (s.query LIKE 'SELECT docsync_batch.ord, d.* FROM ROWS FROM (pg_catalog.unnest($1::%[])) WITH ORDINALITY AS docsync_batch(p1, ord)%'

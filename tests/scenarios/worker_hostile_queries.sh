@@ -111,7 +111,10 @@ grep -qF "the replication role of --dsn is not harmless (postgres is a superuser
 echo "refused a superuser --dsn role"
 
 # --allow-unsafe-pool: it starts, streams, publishes and says loudly what it is doing.
-sql "GRANT SELECT ON t TO $unsafe_role"
+# What grant_reader would do, which refuses this role: the definer's reader role reads t, and the
+# pool role computes as it.
+sql "GRANT SELECT ON t TO docsync_reader_postgres; GRANT docsync_reader_postgres TO $unsafe_role;
+     GRANT USAGE ON SCHEMA docsync TO $unsafe_role; GRANT EXECUTE ON FUNCTION docsync.compute_as(name, text) TO $unsafe_role"
 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$unsafe_role")" --slot "$slot" --allow-unsafe-pool \
   --sink "file:$docs" --status-dir "$status_dir" --status-interval 1s >"$tmp/worker.out" 2>"$tmp/worker.log" &
 worker_pid=$!

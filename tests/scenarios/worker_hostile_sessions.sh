@@ -75,7 +75,7 @@ sql "SELECT docsync.drop_query('kbadtype')" >/dev/null
 sql "CREATE OR REPLACE VIEW kv AS SELECT t_id, id FROM k"
 grant_reader
 sql "GRANT INSERT ON scribbles TO $reader_role"
-[ "$(sql "SELECT has_table_privilege('$reader_role', 'kv', 'SELECT')")" = t ] || fail "grant_reader did not grant SELECT on the view kv"
+[ "$(sql "SELECT has_table_privilege('docsync_reader_postgres', 'kv', 'SELECT')")" = t ] || fail "grant_reader did not grant SELECT on the view kv"
 
 start_worker --statement-timeout 1s --pool 3 --max-keys 100
 walsender=$(sql "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$slot'")

@@ -124,7 +124,7 @@ wait_for 15 "SELECT recompute = 'sink reset' FROM docsync.status WHERE slot_name
 echo "6. definitions behind a synchronous replication stall"
 sql "CREATE TABLE late (id int PRIMARY KEY, v int NOT NULL)"
 sql "INSERT INTO late VALUES (1, 1)"
-sql "GRANT SELECT ON late TO $reader_role"
+sql "GRANT SELECT ON late TO docsync_reader_postgres"   # the definer's reader role (grant_reader made it)
 settle 30
 # From here every commit waits for a standby that never comes, until reset_sync.
 psql -X -q -d postgres -c "ALTER SYSTEM SET synchronous_standby_names = 'docsync_nobody'" -c "SELECT pg_reload_conf()" >/dev/null

@@ -71,6 +71,24 @@ TEST_CASE("a query's refusal and fingerprint are read when present, empty when n
               .find("\"generation\" must be") != std::string::npos);
 }
 
+TEST_CASE("the reader roles a query and a keys query run as are read when present, empty otherwise") {
+    Definitions d = parse_definitions(R"J({"generation": 1, "queries": [
+        {"name": "a", "sql": "SELECT to_jsonb($1::int)", "params": ["id"], "search_path": "app, pg_temp",
+         "reader_role": "docsync_reader_alice"},
+        {"name": "b", "sql": "SELECT 1", "params": [], "search_path": null, "reader_role": null}],
+      "watches": [
+        {"query": "a", "relid": 16384, "schema": "app", "table": "t", "columns": [],
+         "keys_sql": "SELECT id FROM t WHERE id = $1", "keys_reader_role": "docsync_reader_bob",
+         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})J");
+    CHECK(d.queries[0].reader_role == "docsync_reader_alice");
+    CHECK(d.queries[1].reader_role.empty());
+    REQUIRE(d.watches.size() == 1);
+    CHECK(d.watches[0].keys_reader_role == "docsync_reader_bob");
+    CHECK(error_of(R"({"generation": 1, "queries": [{"name": "a", "sql": "SELECT 1", "params": [],
+        "search_path": null, "reader_role": 7}], "watches": []})").find("\"reader_role\" must be a string or null") !=
+          std::string::npos);
+}
+
 TEST_CASE("watches that do not resolve are read for the log, never as watches") {
     Definitions d = parse_definitions(R"({"generation": 1, "queries": [
         {"name": "r", "sql": "SELECT 1", "params": ["id"], "search_path": null}], "watches": [],

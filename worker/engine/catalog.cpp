@@ -20,7 +20,8 @@ std::vector<std::string> Catalog::install(Definitions definitions) {
     for (const auto& q : next->queries) {
         const DocQuery* before = old.find_query(q.name);
         if (!before || before->sql != q.sql || before->params != q.params ||
-            before->search_path != q.search_path || before->refused != q.refused ||
+            before->search_path != q.search_path || before->reader_role != q.reader_role ||
+            before->refused != q.refused ||
             before->fingerprint != q.fingerprint || watches_of(old, q.name) != watches_of(*next, q.name))
             changed.push_back(q.name);
     }

@@ -112,6 +112,8 @@ Definitions parse_definitions(std::string_view json) {
         query.fingerprint = optional_string_member(q, "fingerprint", at);
         // the statement computing many docs at once (docsync.batch_sql()); null or absent: none
         query.batch_sql = optional_string_member(q, "batch_sql", at);
+        // the role its computes run as (docsync.compute_as); null or absent: the pool role's own
+        query.reader_role = optional_string_member(q, "reader_role", at);
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }
@@ -140,6 +142,7 @@ Definitions parse_definitions(std::string_view json) {
         }
         watch.keys_args = columns_member(w, "keys_args", at);
         watch.keys_batch_sql = optional_string_member(w, "keys_batch_sql", at);
+        watch.keys_reader_role = optional_string_member(w, "keys_reader_role", at);
         if (!watch.reverse() && !watch.keys_batch_sql.empty()) fail(at, "a direct watch must have no \"keys_batch_sql\"");
         const Value& broadcast = member(w, "allow_broadcast", at);
         if (!broadcast.IsBool()) fail(at, "\"allow_broadcast\" must be a boolean");

@@ -33,6 +33,7 @@ struct Watch {
     std::vector<WatchColumn> keys_args;
     std::string keys_batch_sql;  // keys_sql for many key values at once (DocQuery::batch_sql); may be empty
     bool allow_broadcast = false;
+    std::string keys_reader_role;  // the role keys_sql runs as (DocQuery::reader_role); may be empty
     bool operator==(const Watch&) const = default;
 
     bool reverse() const { return keys_sql.has_value(); }

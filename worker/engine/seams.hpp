@@ -29,6 +29,9 @@ struct DocQuery {
     // the k-th params, one element per doc. Empty when the query has none (no params, an array
     // param): its docs are computed one by one.
     std::string batch_sql;
+    // Its definer's reader role: each compute runs as it (docsync.compute_as, plugin/reader.c).
+    // Empty: the pool role's own rights (definitions made in tests, not read from the server).
+    std::string reader_role;
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
@@ -39,6 +42,7 @@ struct KeysQuery {
     std::string table;        // "schema.table" of the watch, for messages
     std::string refused;      // its doc query's refusal: lookups are refused with it
     std::string batch_sql;    // the lookups of many key values at once, as DocQuery::batch_sql
+    std::string reader_role;  // its watch definer's reader role, as DocQuery::reader_role
 };
 
 // What a compute must see (invariant 3, docs/design.md). On a primary every xid in `xids` must be

@@ -245,7 +245,8 @@ OutcomeKind judge_snapshot(const std::vector<pg::Step>& steps, const Visibility&
 }  // namespace
 
 template <typename Check>
-OutcomeKind Executor::in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
+OutcomeKind Executor::in_compute(const std::string& search_path, const std::string& reader_role,
+                                 const std::string& sql, const SqlArgs& args,
                                  const Visibility& need, const std::string& what, std::string& error,
                                  std::string& sqlstate, Lsn& snapshot_lsn, Check&& check) {
     Lease lease = acquire();
@@ -274,11 +275,20 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         // before its WAL is written, and the version must still cover every commit the snapshot sees.
         pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
         const pg::Statement begin{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}};
+        // With a reader role, docsync.compute_as sets the role and the search_path for the rest of
+        // the transaction and refuses any other role change in it (plugin/reader.c), so the query
+        // reads only what its definer was granted through docsync.grant_reader.
+        if (!reader_role.empty()) search.push_back(reader_role);
         pg::Statement snapshot_check{
-            "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-            " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
-            " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-            "      ELSE pg_catalog.pg_current_wal_insert_lsn() END",
+            reader_role.empty()
+                ? "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
+                  " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
+                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+                  "      ELSE pg_catalog.pg_current_wal_insert_lsn() END"
+                : "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
+                  " docsync.compute_as($2, $1),"
+                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+                  "      ELSE pg_catalog.pg_current_wal_insert_lsn() END",
             search, false, true};
         // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
         const pg::Statement query{sql, args, true, true};
@@ -431,7 +441,7 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
         out.error = *refused;
         return out;
     }
-    out.kind = in_compute(query.search_path, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
+    out.kind = in_compute(query.search_path, query.reader_role, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
                           [&](const pg::Result& r, std::string& error) {
                               if (r.columns() != 1) {
                                   error = columns_error(what, r.columns());
@@ -452,14 +462,15 @@ bool Executor::batchable(const std::string& batch_sql) const {
 }
 
 template <class Outcome, class Judge, class One>
-BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, const std::string& batch_sql,
+BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, const std::string& reader_role,
+                                            const std::string& batch_sql,
                                             const std::vector<SqlArgs>& args, const Visibility& need,
                                             const std::string& what, Judge&& judge, One&& one) {
     std::vector<Outcome> outcomes(args.size());
     std::string error;
     std::string sqlstate;
     Lsn snapshot_lsn = 0;
-    OutcomeKind kind = in_compute(search_path, batch_sql, batch_params(args), need, what, error, sqlstate,
+    OutcomeKind kind = in_compute(search_path, reader_role, batch_sql, batch_params(args), need, what, error, sqlstate,
                                   snapshot_lsn, [&](const pg::Result& r, std::string&) {
                                       auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
                                                                    : std::vector<std::vector<int>>();
@@ -511,7 +522,7 @@ DocBatchOutcome Executor::run_docs(const DocQuery& query, const std::vector<SqlA
         return Runner::run_docs(query, args, need);
     std::string what = "doc query \"" + query.name + "\"";
     return run_batched<DocOutcome>(
-        query.search_path, query.batch_sql, args, need, what,
+        query.search_path, query.reader_role, query.batch_sql, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, DocOutcome& doc) {
             if (r.columns() != 3) {
                 doc.kind = OutcomeKind::Permanent;
@@ -536,7 +547,7 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
         return out;
     }
     Lsn snapshot_lsn = 0;
-    out.kind = in_compute(query.search_path, query.sql, args, need, what, out.error, out.sqlstate, snapshot_lsn,
+    out.kind = in_compute(query.search_path, query.reader_role, query.sql, args, need, what, out.error, out.sqlstate, snapshot_lsn,
                           [&](const pg::Result& r, std::string& error) {
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {
                                   error = max_keys_error(what, static_cast<std::size_t>(r.rows()), max_keys);
@@ -564,7 +575,7 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
     return run_batched<KeysOutcome>(
-        query.search_path, query.batch_sql, args, need, what,
+        query.search_path, query.reader_role, query.batch_sql, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
             if (r.columns() < 3) {
                 lookup.kind = OutcomeKind::Permanent;

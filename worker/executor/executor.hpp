@@ -102,7 +102,8 @@ private:
     // nothing: its result is dropped and the outcome is NotVisible; from then on the check goes
     // first (check_first_) until one passes.
     template <typename Check>
-    OutcomeKind in_compute(const std::string& search_path, const std::string& sql, const SqlArgs& args,
+    OutcomeKind in_compute(const std::string& search_path, const std::string& reader_role, const std::string& sql,
+                           const SqlArgs& args,
                            const Visibility& need, const std::string& what, std::string& error,
                            std::string& sqlstate, Lsn& snapshot_lsn, Check&& check);
 
@@ -113,7 +114,8 @@ private:
     // one by one with `one(i)` (and, when any succeeds, marks the form unbatchable); any other
     // query error asks for a split; not visible or transient holds for every item.
     template <class Outcome, class Judge, class One>
-    BatchOutcome<Outcome> run_batched(const std::string& search_path, const std::string& batch_sql,
+    BatchOutcome<Outcome> run_batched(const std::string& search_path, const std::string& reader_role,
+                                      const std::string& batch_sql,
                                       const std::vector<SqlArgs>& args, const Visibility& need,
                                       const std::string& what, Judge&& judge, One&& one);
 

@@ -106,8 +106,11 @@ doc_equals_query() {
   [ -n "$d" ] || { echo "no doc"; return; }
   sql "SELECT \$docsync_doc\$$d\$docsync_doc\$::jsonb IS NOT DISTINCT FROM ($2)::jsonb"
 }
-# doc_query_calls PATTERN: pg_stat_statements calls of statements matching PATTERN (LIKE) run by the reader.
+# doc_query_calls PATTERN: pg_stat_statements calls of statements matching PATTERN (LIKE) run by the
+# reader: the pool role, or the definers' reader roles its computes run as (docsync.compute_as).
 doc_query_calls() {
   sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
-        WHERE r.rolname = '$reader_role' AND s.query LIKE '$1'"
+        WHERE (r.rolname = '$reader_role'
+               OR (r.rolname LIKE 'docsync\\_reader\\_%' AND pg_has_role('$reader_role', r.oid, 'MEMBER')))
+          AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.query LIKE '$1'"
 }
