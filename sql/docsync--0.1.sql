@@ -173,7 +173,14 @@ CREATE FUNCTION docsync.batch_sql(sql text, search_path text)
 RETURNS text LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_batch_sql';
 COMMENT ON FUNCTION docsync.batch_sql(text, text) IS
-  'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (no params, or a param type unnest cannot carry, such as an array)';
+  'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (docsync.batch_problem says why)';
+
+-- No SET search_path, as batch_sql.
+CREATE FUNCTION docsync.batch_problem(sql text, search_path text)
+RETURNS text LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_batch_problem';
+COMMENT ON FUNCTION docsync.batch_problem(text, text) IS
+  'why a doc or keys query has no batched form (no params, an array param, a param type whose array literal uses another delimiter, …), or null when it has one';
 
 CREATE FUNCTION docsync.api_caller() RETURNS regrole LANGUAGE c STABLE
 AS 'MODULE_PATHNAME', 'docsync_api_caller';
@@ -1108,6 +1115,48 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_sql(text, bigint) IS
   'the batched form of a stored doc query, or of the keys query of one of its watches; null when it has none or no longer analyses';
 
+-- Why a stored doc query's docs, or the lookups of one of its keys queries, are computed one by one
+-- (docsync.batch_problem of each, the keys queries named by watch id), or NULL when every one has a
+-- batched form. Analysed as the extension's owner, as stored_batch_sql is.
+CREATE FUNCTION docsync.stored_batch_problem(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  out text[] := '{}';
+  w record;
+  problem text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_problem.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    problem := docsync.batch_problem(q.sql, q.search_path);
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+    problem := format('it does not analyse (%s)', problem);
+  END;
+  IF problem IS NOT NULL THEN
+    out := out || format('doc query: %s', problem);
+  END IF;
+  FOR w IN SELECT d.id, d.keys_sql FROM docsync.watch_defs d
+            WHERE d.query = q.name AND d.keys_sql IS NOT NULL ORDER BY d.id LOOP
+    BEGIN
+      problem := docsync.batch_problem(w.keys_sql, q.search_path);
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+      problem := format('it does not analyse (%s)', problem);
+    END;
+    IF problem IS NOT NULL THEN
+      out := out || format('keys query of watch %s: %s', w.id, problem);
+    END IF;
+  END LOOP;
+  RETURN nullif(array_to_string(out, '; '), '');
+END
+$$;
+COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
+  'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
+
 -- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
 -- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
@@ -1243,11 +1292,12 @@ CREATE VIEW docsync.queries AS
          END AS warning,
          q.defined_by,
          q.defined_at,
-         docsync.refusal(q.name) AS refused
+         docsync.refusal(q.name) AS refused,
+         docsync.stored_batch_problem(q.name) AS not_batched
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, and why the worker refuses it';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, and why its docs are computed one by one (not_batched)';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
@@ -1356,6 +1406,19 @@ BEGIN
         UNION ALL
         SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).checked), w.defined_by
           FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
+  -- the schemas of the param types the batched forms name ($1::s.t[]: resolving s needs USAGE on it,
+  -- which the query run alone, its types inferred, does not), where the definer has USAGE itself
+  CREATE TEMP TABLE docsync_reader_type_schemas ON COMMIT DROP AS
+    SELECT DISTINCT ty.typnamespace AS nsp
+      FROM docsync.query_defs q
+      CROSS JOIN LATERAL (
+        SELECT unnest((docsync.analyze_query(q.sql, q.search_path)).param_types), q.defined_by
+        UNION ALL
+        SELECT unnest((docsync.analyze_query(w.keys_sql, q.search_path)).param_types), w.defined_by
+          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(t, definer)
+      JOIN pg_type ty ON ty.oid = x.t
+     WHERE ty.typnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+       AND has_schema_privilege(to_regrole(quote_ident(x.definer)), ty.typnamespace, 'USAGE');
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
@@ -1389,9 +1452,9 @@ BEGIN
        GROUP BY n.rel, c.relnamespace)
     SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::name AS table_name, NULL::name[] AS cols,
            format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, role) AS stmt
-      FROM t JOIN pg_namespace ns ON ns.oid = t.relnamespace
-     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'USAGE')
-     GROUP BY ns.nspname
+      FROM pg_namespace ns
+     WHERE (ns.oid IN (SELECT t.relnamespace FROM t) OR ns.oid IN (SELECT nsp FROM docsync_reader_type_schemas))
+       AND NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x WHERE x.grantee = r.oid AND x.privilege_type = 'USAGE')
     UNION ALL
     SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
            CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, role)
@@ -1409,6 +1472,7 @@ BEGIN
     RETURN NEXT g.stmt;
   END LOOP;
   DROP TABLE docsync_reader_needs;
+  DROP TABLE docsync_reader_type_schemas;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
@@ -1820,6 +1884,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(text, text),
+  docsync.batch_problem(text, text), docsync.stored_batch_problem(text),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
