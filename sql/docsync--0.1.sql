@@ -1157,8 +1157,33 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
   'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
 
+-- The key types of a stored doc query: for each param, the pg_type name of its base type when that
+-- lies in pg_catalog, else ''. The worker and docsync-gateway refuse a channel whose key is not in
+-- its type's canonical text (worker/engine/key_text.hpp). NULL when the query does not analyse now.
+-- Analysed as the extension's owner, as stored_batch_sql is.
+CREATE FUNCTION docsync.stored_key_types(query text) RETURNS text[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_key_types.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace = 'pg_catalog'::regnamespace
+                                         THEN ty.typname::text ELSE '' END ORDER BY p.k), '{}')
+            FROM unnest((docsync.analyze_query(q.sql, q.search_path)).param_types) WITH ORDINALITY AS p(t, k)
+            JOIN pg_type ty ON ty.oid = docsync.base_type(p.t));
+EXCEPTION WHEN OTHERS THEN
+  RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION docsync.stored_key_types(text) IS
+  'the base type (pg_type name, '''' outside pg_catalog) of each param of a stored doc query: how channels spell its keys';
+
 -- Each query carries "refused": why the worker must not run it now (docsync.refusal), or null;
--- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
+-- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); "key_types": the base
+-- type of each param (docsync.stored_key_types); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
 -- Watches are resolved by name in this database; those that do not resolve are left out of
 -- "watches" and listed in "unresolved" with the problem, for the worker to report. A reverse-index
@@ -1175,7 +1200,8 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
                           'search_path', q.search_path, 'refused', q.refused,
                           'fingerprint', docsync.fingerprint(q.name),
-                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END)
+                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END,
+                          'key_types', docsync.stored_key_types(q.name))
                           ORDER BY q.name)
                          FROM qs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
@@ -1544,7 +1570,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -1888,6 +1914,6 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text), docsync.batch_sql(t
   docsync.query_check(docsync.query_defs), docsync.tables_read(text, text), docsync.refusal(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
-  docsync.stored_batch_sql(text, bigint)
+  docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text)
   TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

@@ -112,6 +112,17 @@ Definitions parse_definitions(std::string_view json) {
         query.fingerprint = optional_string_member(q, "fingerprint", at);
         // the statement computing many docs at once (docsync.batch_sql()); null or absent: none
         query.batch_sql = optional_string_member(q, "batch_sql", at);
+        // the base type of each param, how channels spell its keys; null or absent: not checked
+        if (q.HasMember("key_types") && !q["key_types"].IsNull()) {
+            const Value& types = q["key_types"];
+            if (!types.IsArray()) fail(at, "\"key_types\" must be an array of strings");
+            for (const auto& t : types.GetArray()) {
+                if (!t.IsString()) fail(at, "\"key_types\" must be an array of strings");
+                query.key_types.emplace_back(t.GetString(), t.GetStringLength());
+            }
+            if (query.key_types.size() != query.params.size())
+                fail(at, "\"key_types\" must have one entry per param");
+        }
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }

@@ -271,6 +271,7 @@ EngineStats Engine::Impl::stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     EngineStats out = counters_;
     docs_.count(out.live_docs, out.dirty_docs);
+    out.refused_channels = docs_.refused_channels();
     out.keys_queued = lookups_.depth();
     out.in_flight = docs_.running();
     out.waiting_txns = ledger_.waiting();

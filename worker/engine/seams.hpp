@@ -29,6 +29,9 @@ struct DocQuery {
     // the k-th params, one element per doc. Empty when the query has none (no params, an array
     // param): its docs are computed one by one.
     std::string batch_sql;
+    // The base type (pg_type name) of each param, "" for a type outside pg_catalog: a channel's key
+    // must be in its type's canonical text (engine/key_text.hpp). Empty when unknown.
+    std::vector<std::string> key_types;
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
