@@ -3,6 +3,10 @@
 
 #include <cstdint>
 
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 namespace docsync {
 
 namespace {
@@ -221,6 +225,40 @@ KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values)
         }
     }
     return {};
+}
+
+std::string key_types_json(const std::vector<DocQuery>& queries) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    writer.StartObject();
+    for (const auto& q : queries) {
+        if (q.key_types.empty() && !q.params.empty()) continue;
+        writer.Key(q.name.data(), static_cast<rapidjson::SizeType>(q.name.size()));
+        writer.StartArray();
+        for (const auto& t : q.key_types) writer.String(t.data(), static_cast<rapidjson::SizeType>(t.size()));
+        writer.EndArray();
+    }
+    writer.EndObject();
+    return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+bool parse_key_types_json(std::string_view json, std::map<std::string, std::vector<std::string>>& out) {
+    rapidjson::Document doc;
+    // flat input: an object of arrays of strings, nothing nested deeper is accepted
+    doc.Parse<rapidjson::kParseStopWhenDoneFlag>(json.data(), json.size());
+    if (doc.HasParseError() || !doc.IsObject()) return false;
+    std::map<std::string, std::vector<std::string>> parsed;
+    for (const auto& member : doc.GetObject()) {
+        if (!member.value.IsArray()) return false;
+        std::vector<std::string> types;
+        for (const auto& t : member.value.GetArray()) {
+            if (!t.IsString()) return false;
+            types.emplace_back(t.GetString(), t.GetStringLength());
+        }
+        parsed.emplace(std::string(member.name.GetString(), member.name.GetStringLength()), std::move(types));
+    }
+    out = std::move(parsed);
+    return true;
 }
 
 }  // namespace docsync

@@ -15,6 +15,7 @@
 // canonical. Any other type ("" when the query's param is of a type outside pg_catalog) is taken
 // as written: docs/design.md records the types left unchecked.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,5 +37,11 @@ KeyCheck check_key_text(std::string_view type, std::string_view text);
 // `values`, or empty: those values are not checked). NULL is always canonical. On refusal
 // `problem` names the param ("param 1 (int4): …").
 KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values);
+
+// The key types of every query as one JSON object, {"<query>":["<type>",…],…}, for
+// Publisher::describe_keys; a query whose key types are unknown is left out.
+std::string key_types_json(const std::vector<DocQuery>& queries);
+// The inverse, for docsync-gateway: false when `json` is not such an object.
+bool parse_key_types_json(std::string_view json, std::map<std::string, std::vector<std::string>>& out);
 
 }  // namespace docsync

@@ -172,6 +172,11 @@ public:
     // Whether the sink keeps what it was given, so read_back can tell what it holds (stdout keeps
     // nothing: what it wrote is gone).
     virtual bool retains() const { return false; }
+    // The key types of every doc query, as JSON ({"order":["int4"],…}: engine/key_text.hpp), for the
+    // sink's subscribers to refuse channels whose keys are not in canonical text before asking for
+    // them (docsync-gateway reads Redis's docsync:key_types). Called at every definitions load.
+    // A sink without such subscribers ignores it; a failure is logged, never thrown.
+    virtual void describe_keys(const std::string& key_types_json) { (void)key_types_json; }
     // The newest doc the sink retains for `channel` and its version, or nullopt when it holds none.
     // Throws docsync::Error when the sink cannot be asked or what it holds cannot be read.
     virtual std::optional<RetainedDoc> read_back(const std::string&) { return std::nullopt; }

@@ -45,6 +45,8 @@ public:
     std::uint64_t max_generation() override;
     std::optional<std::string> lost_docs() override;
     bool retains() const override { return true; }
+    // SET docsync:key_types (kKeyTypesKey); a failure is logged.
+    void describe_keys(const std::string& key_types_json) override;
     std::optional<RetainedDoc> read_back(const std::string& channel) override;
 
     ClusterClient& client() { return client_; }

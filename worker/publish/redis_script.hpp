@@ -26,6 +26,9 @@
 namespace docsync::publish {
 
 inline constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
+// The key types of every doc query (engine/key_text.hpp's JSON), written at every definitions load
+// and read by docsync-gateway to refuse channels whose keys are not in canonical text.
+inline constexpr std::string_view kKeyTypesKey = "docsync:key_types";
 
 enum class ScriptKind { Single, Cluster };
 const char* doc_script(ScriptKind kind);

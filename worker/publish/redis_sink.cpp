@@ -200,6 +200,18 @@ Reply RedisSink::get(const std::string& key) {
     return reply;
 }
 
+void RedisSink::describe_keys(const std::string& key_types_json) {
+    try {
+        auto conn = acquire();
+        Reply reply = conn->command({"SET", kKeyTypesKey, key_types_json});
+        release(std::move(conn));
+        if (reply->type == REDIS_REPLY_ERROR) throw Error(reply_text(reply.get()));
+    } catch (const std::exception& e) {
+        log_warning("publish", where_ + " did not take " + std::string(kKeyTypesKey) + " (" + e.what() +
+                                   "): docsync-gateway checks channel keys against the query list it read last");
+    }
+}
+
 std::uint64_t RedisSink::max_generation() {
     Reply reply = get(std::string(kMaxGenerationKey));
     if (reply->type == REDIS_REPLY_NIL) return 0;
