@@ -217,6 +217,8 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .last_sqlstate = std::move(q.last_sqlstate),
                              .last_channel = std::move(q.last_channel)});
     r.batch_size = std::move(e.batch_size);
+    r.refused_channels = e.refused_channels;
+    r.batched_forms_set_aside = e.batched_forms_set_aside;
     r.commit_publish_seconds = latency.histogram();
     return r;
 }

@@ -204,6 +204,7 @@ TEST_CASE("a batched form refused for a privilege the docs alone do not need is 
     CHECK_FALSE(out.split);
     for (std::size_t i = 0; i < 4; ++i) CHECK(out.outcomes[i].doc == std::optional<std::string>(std::to_string(i + 1)));
     CHECK(log.count("doc query \"denied\" cannot run batched") == 1);
+    CHECK(ex.batched_forms_set_aside() == 1);  // docsync_batched_forms_set_aside
     sql1(f.db, "SELECT pg_stat_statements_reset()");
     out = ex.run_docs(q, args, {});
     CHECK(out.outcomes.size() == 4);

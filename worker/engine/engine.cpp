@@ -276,6 +276,7 @@ EngineStats Engine::Impl::stats() const {
     EngineStats out = counters_;
     docs_.count(out.live_docs, out.dirty_docs);
     out.refused_channels = docs_.refused_channels();
+    out.batched_forms_set_aside = runner_.batched_forms_set_aside();
     out.keys_queued = lookups_.depth();
     out.in_flight = docs_.running();
     out.waiting_txns = ledger_.waiting();

@@ -438,6 +438,11 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
     return out;
 }
 
+std::uint64_t Executor::batched_forms_set_aside() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unbatchable_.size();
+}
+
 bool Executor::batchable(const std::string& batch_sql) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return !batch_sql.empty() && !unbatchable_.count(batch_sql);
