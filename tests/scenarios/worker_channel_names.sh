@@ -5,6 +5,7 @@
 # (db:order:abc) arrive by every path a channel comes in by: docsync:warm, docsync:touch, and
 # subscribers that the liveness polls see. Nothing is computed or retained for them, each is logged
 # once naming the canonical spelling, and after an UPDATE of order 1 its one channel is current.
+# Retained channels that name no doc get an expiry when a worker starts with --live all.
 set -euo pipefail
 test_name=channel_names
 # shellcheck source=lib/worker_env.bash
@@ -62,4 +63,22 @@ grep -qF 'refusing channel "db:order:01": param 1 (int4): not in canonical form:
 grep -qF 'refusing channel "db:order:abc": param 1 (int4): not a valid int4' "$tmp/worker.log" ||
   fail "the refusal of db:order:abc does not say it is no int4"
 stop_worker
-echo "ok: five spellings of order 1 by warm, touch and polls: nothing computed or retained, each logged once"
+
+# Retained channels that name no doc (kept by an older worker, or of a dropped query) are not made
+# live at start; they get the tombstone TTL instead of living forever.
+envelope='{"channel":"x","doc":{"id":1,"v":1},"generation":1,"lsn":"0/1"}'
+rc SET db:order:01 "$envelope" >/dev/null
+rc SET db:gone:1 "$envelope" >/dev/null
+start_worker --sink "redis://127.0.0.1:$redis_port?tombstone-ttl=3600" --live all
+wait_for_orphans() {
+  for _ in $(seq 1 100); do grep -q "retained channel(s) name no doc" "$tmp/worker.log" && return 0; sleep 0.1; done
+  return 1
+}
+wait_for_orphans || fail "the worker did not report the retained channels that name no doc"
+for key in db:order:01 db:gone:1; do
+  ttl=$(rc PTTL "$key")
+  [ "$ttl" -gt 0 ] && [ "$ttl" -le 3600000 ] || fail "$key: PTTL $ttl, not the tombstone TTL"
+done
+[ "$(rc PTTL db:order:1)" = -1 ] || fail "db:order:1, a doc of its own, was given an expiry: $(rc PTTL db:order:1)"
+stop_worker
+echo "ok: five spellings of order 1 by warm, touch and polls: nothing computed or retained, each logged once; orphans expire"

@@ -158,3 +158,15 @@ TEST_CASE("warm, touch and liveness polls with a non-canonical or foreign key co
     h.drain();
     CHECK(h.publisher.count("db:order:1") == 2);
 }
+
+TEST_CASE("at start, retained channels that name no doc are handed to the sink to expire, not made live") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    Harness h(options);
+    h.engine.stop();
+    h.engine.load_definitions(parse_definitions(kTypedDefinitions));
+    h.publisher.retained = {"db:order:1", "db:order:01", "db:nosuch:1", "db:order:1:2", "db:order:+2", "db:order:2"};
+    h.engine.start(0);
+    CHECK(h.publisher.orphans == std::vector<std::string>{"db:order:01", "db:nosuch:1", "db:order:1:2", "db:order:+2"});
+    CHECK(h.engine.stats().live_docs == 2);
+}

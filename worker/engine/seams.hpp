@@ -180,6 +180,11 @@ public:
     // them (docsync-gateway reads Redis's docsync:key_types). Called at every definitions load.
     // A sink without such subscribers ignores it; a failure is logged, never thrown.
     virtual void describe_keys(const std::string& key_types_json) { (void)key_types_json; }
+    // Retained channels no doc stands behind (no such query, another number of params, a key not in
+    // canonical text), found among retained_channels() at start: a sink that can gives each an expiry
+    // (Redis: the tombstone TTL, unless it has one), so that nothing nobody computes lives forever.
+    // A failure is logged, never thrown.
+    virtual void expire_orphans(const std::vector<std::string>& channels) { (void)channels; }
     // The newest doc the sink retains for `channel` and its version, or nullopt when it holds none.
     // Throws docsync::Error when the sink cannot be asked or what it holds cannot be read.
     virtual std::optional<RetainedDoc> read_back(const std::string&) { return std::nullopt; }
