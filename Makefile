@@ -12,6 +12,7 @@ EXTVERSION = 0.1
 MODULE_big = docsync
 OBJS = \
 	plugin/docsync.o \
+	plugin/batch.o \
 	plugin/closure.o \
 	plugin/ddl.o \
 	plugin/decode.o \

@@ -7,23 +7,19 @@
  *		- docsync.analyze_query(): parse analysis of a doc or keys query with parameter types
  *		  inferred from use, reporting its parameter types, result column types and the tables it
  *		  reads (walking the rewritten query tree, so views and sublinks are seen through);
- *		- docsync.batch_sql(): the batched form of a doc or keys query, which computes it for many
- *		  parameter sets in one statement, its parameters found by PostgreSQL's own lexer.
- *		Every analysis runs as the role whose text it is (definer.c holds that boundary, the definer
+ *		- docsync.query_depends(): what a query uses besides its rows, for its fingerprint.
+ *		The batched form of a query is batch.c's. Every analysis runs as the role whose text it is (definer.c holds that boundary, the definer
  *		check and the API trampoline).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include <ctype.h>
-
 #include "access/htup_details.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
-#include "common/keywords.h"
 #include "compat.h"
 #include "docsync.h"
 #include "definer.h"
@@ -36,9 +32,6 @@
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "parser/parser.h"
-#include "parser/scanner.h"
-/* the token codes of the core scanner; after scanner.h, which defines YYLTYPE */
-#include "parser/gram.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -51,7 +44,6 @@
 PG_FUNCTION_INFO_V1(docsync_channel);
 PG_FUNCTION_INFO_V1(docsync_analyze_query);
 PG_FUNCTION_INFO_V1(docsync_query_depends);
-PG_FUNCTION_INFO_V1(docsync_batch_sql);
 
 /* helpers */
 static bool valid_segment_name(const char *name);
@@ -63,9 +55,6 @@ static Query *analyze_select_as_current(const char *sql, Oid **param_types, int 
 										RawStmt **parsed);
 static bool collect_function(Oid funcid, void *context);
 static bool collect_depends_walker(Node *node, void *context);
-static bool batchable_type(Oid type);
-static bool contains_ascii_ci(const char *haystack, const char *needle);
-static void append_params_replaced(StringInfo buf, const char *stmt, const char *alias, int nparams);
 
 /*
  * A query name is a channel segment as it is: [A-Za-z0-9_] first, then also '.' and '-', at most 63
@@ -462,169 +451,4 @@ docsync_query_depends(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(oid_list_to_array(deps.types, OIDOID));
 	values[3] = PointerGetDatum(oid_list_to_array(deps.collations, OIDOID));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
-}
-
-/*
- * Whether a parameter of this type can travel as an element of the array unnest spreads over the
- * batch. It needs an array type, and must not be a pseudo-type (cstring has an array type, but its
- * values are no data a query holds). An array, or a domain over one, cannot: its values would be the
- * rows of a two-dimensional array, which unnest flattens into single elements. And the worker writes
- * each array literal with ',' between the elements, which a type whose array delimiter is another
- * (box uses ';') would misread.
- */
-static bool
-batchable_type(Oid type)
-{
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	char		typdelim;
-	Oid			typioparam;
-	Oid			typinput;
-
-	if (get_typtype(type) == TYPTYPE_PSEUDO || type_is_array_domain(type) ||
-		!OidIsValid(get_array_type(type)))
-		return false;
-	get_type_io_data(type, IOFunc_input, &typlen, &typbyval, &typalign, &typdelim, &typioparam,
-					 &typinput);
-	return typdelim == ',';
-}
-
-/* Whether needle (ASCII) occurs in haystack, ignoring case as unquoted identifiers do. */
-static bool
-contains_ascii_ci(const char *haystack, const char *needle)
-{
-	size_t		n = strlen(needle);
-	const char *p;
-
-	for (p = haystack; *p; p++)
-		if (pg_strncasecmp(p, needle, n) == 0)
-			return true;
-	return false;
-}
-
-/*
- * Appends the statement with every parameter $k replaced by (alias.pk). PostgreSQL's own lexer finds
- * the parameters, so a "$1" inside a string literal (plain, E'', dollar-quoted), a quoted identifier
- * or a comment is text like any other and stays as it is. The statement has been parsed already, so
- * the lexer raises nothing here.
- */
-static void
-append_params_replaced(StringInfo buf, const char *stmt, const char *alias, int nparams)
-{
-	core_yyscan_t yyscanner;
-	core_yy_extra_type yyextra;
-	core_YYSTYPE yylval;
-	YYLTYPE		yylloc;
-	int			copied = 0;
-	int			token;
-
-	yyscanner = scanner_init(stmt, &yyextra, &ScanKeywords, ScanKeywordTokens);
-	/* the parse warned once already about any backslash in a string when it had to */
-	yyextra.escape_string_warning = false;
-	while ((token = core_yylex(&yylval, &yylloc, yyscanner)) != 0)
-	{
-		int			end;
-
-		if (token != PARAM)
-			continue;
-		/* analysis typed exactly the parameters the text uses, $1 to $n */
-		if (yylval.ival < 1 || yylval.ival > nparams)
-			elog(ERROR, "docsync.batch_sql: parameter $%d in a query analysed with %d parameters",
-				 yylval.ival, nparams);
-		/* the token is '$' and the number's digits ('_' may separate them from PostgreSQL 16 on) */
-		end = yylloc + 1;
-		while (isdigit((unsigned char) stmt[end]) || stmt[end] == '_')
-			end++;
-		appendBinaryStringInfo(buf, stmt + copied, yylloc - copied);
-		appendStringInfo(buf, "(%s.p%d)", alias, yylval.ival);
-		copied = end;
-	}
-	scanner_finish(yyscanner);
-	appendStringInfoString(buf, stmt + copied);
-}
-
-/*
- * docsync.batch_sql(sql text, search_path text) RETURNS text
- *
- * The batched form of a doc or keys query: one statement that runs it for m parameter sets at once.
- * Its parameter $k holds the k-th parameter of every set, as a one-dimensional array of that
- * parameter's type (every array m long); it returns, ordinal by ordinal, one row (ord, NULL, NULLs)
- * for a set the query returned no row for, or else one row (ord, 1, the query's columns) per row it
- * returned. It reads
- *
- *   SELECT A.ord, d.* FROM ROWS FROM (pg_catalog.unnest($1::T1[]), …) WITH ORDINALITY AS A(p1, …, pn, ord)
- *     LEFT JOIN LATERAL (SELECT 1 AS present, q.* FROM (
- *   <the query, every $k replaced by (A.pk)>
- *   ) AS q) AS d ON true
- *    ORDER BY A.ord
- *
- * where A is docsync_batch, or docsync_batch_<i> when the query's text mentions that name in any
- * case, so none of its own aliases can hide A from the lateral references. The parameter types are
- * those analysis infers, schema-qualified, and unnest is pg_catalog's (ROWS FROM spells the
- * multi-argument unnest, which only an unqualified name would expand), so the statement means the
- * same under any search_path; the query itself resolves as it does when run alone. The query's text
- * stands on lines of its own, so a trailing -- comment ends before the closing parenthesis; a
- * trailing ';' is left out.
- *
- * NULL when the query has no batched form, for the worker to compute its docs one by one: when it has
- * no parameters (it has one doc), or a parameter's type cannot be an element of the array unnest
- * spreads (see batchable_type). Nothing is executed.
- */
-Datum
-docsync_batch_sql(PG_FUNCTION_ARGS)
-{
-	char	   *sql;
-	Oid		   *param_types = NULL;
-	int			nparams = 0;
-	RawStmt    *parsed = NULL;
-	char	   *stmt;
-	char	   *alias;
-	StringInfoData buf;
-	int			suffix;
-	int			i;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("query text must not be null"),
-				 errdetail("A docsync doc or keys query is one SELECT statement."),
-				 errhint("Pass the query text.")));
-	sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	(void) docsync_analyze_select(docsync_text_role(fcinfo, 2), sql,
-								  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)),
-								  &param_types, &nparams, &parsed);
-
-	if (nparams == 0)
-		PG_RETURN_NULL();
-	for (i = 0; i < nparams; i++)
-	{
-		/* an untyped parameter, should analysis leave one, is text, as an untyped literal is */
-		if (param_types[i] == UNKNOWNOID)
-			param_types[i] = TEXTOID;
-		if (!batchable_type(param_types[i]))
-			PG_RETURN_NULL();
-	}
-
-	/* the statement alone (stmt_len 0: to the end), without the ';' that may end it */
-	stmt = parsed->stmt_len > 0 ? pnstrdup(sql + parsed->stmt_location, parsed->stmt_len)
-		: pstrdup(sql + parsed->stmt_location);
-
-	alias = pstrdup("docsync_batch");
-	for (suffix = 1; contains_ascii_ci(sql, alias); suffix++)
-		alias = psprintf("docsync_batch_%d", suffix);
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "SELECT %s.ord, d.* FROM ROWS FROM (", alias);
-	for (i = 0; i < nparams; i++)
-		appendStringInfo(&buf, "%spg_catalog.unnest($%d::%s[])", i > 0 ? ", " : "", i + 1,
-						 format_type_be_qualified(param_types[i]));
-	appendStringInfo(&buf, ") WITH ORDINALITY AS %s(", alias);
-	for (i = 0; i < nparams; i++)
-		appendStringInfo(&buf, "p%d, ", i + 1);
-	appendStringInfoString(&buf, "ord)\n  LEFT JOIN LATERAL (SELECT 1 AS present, q.* FROM (\n");
-	append_params_replaced(&buf, stmt, alias, nparams);
-	appendStringInfo(&buf, "\n) AS q) AS d ON true\n ORDER BY %s.ord", alias);
-
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

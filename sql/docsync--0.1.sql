@@ -192,7 +192,14 @@ CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DE
 RETURNS text LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_batch_sql';
 COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
-  'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (no params, or a param type unnest cannot carry, such as an array)';
+  'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (docsync.batch_problem says why)';
+
+-- No SET search_path, as batch_sql.
+CREATE FUNCTION docsync.batch_problem(sql text, search_path text, definer regrole DEFAULT NULL)
+RETURNS text LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_batch_problem';
+COMMENT ON FUNCTION docsync.batch_problem(text, text, regrole) IS
+  'why a doc or keys query has no batched form (no params, an array param, a param type whose array literal uses another delimiter, …), or null when it has one';
 
 -- The search_path a definition is stored with: what the definer (by default the API caller) resolves
 -- from the path it gave, "$user" spelled out, schemas it may not use left out, pg_temp last.
@@ -1381,10 +1388,77 @@ $$;
 COMMENT ON FUNCTION docsync.uncovered_queries() IS
   'doc queries that read a table no watch covers (their docs go stale when it changes), with a line saying so';
 
+-- Why a stored doc query's docs, or the lookups of one of its keys queries, are computed one by one
+-- (docsync.batch_problem of each, the keys queries named by watch id), or NULL when every one has a
+-- batched form. Each text is analysed as its definer, as stored_batch_sql's is.
+CREATE FUNCTION docsync.stored_batch_problem(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  out text[] := '{}';
+  w record;
+  problem text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_problem.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    problem := docsync.batch_problem(q.sql, q.search_path, docsync.definer_role(q.defined_by));
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+    problem := format('it does not analyse (%s)', problem);
+  END;
+  IF problem IS NOT NULL THEN
+    out := out || format('doc query: %s', problem);
+  END IF;
+  FOR w IN SELECT d.id, d.keys_sql, d.defined_by FROM docsync.watch_defs d
+            WHERE d.query = q.name AND d.keys_sql IS NOT NULL ORDER BY d.id LOOP
+    BEGIN
+      problem := docsync.batch_problem(w.keys_sql, q.search_path, docsync.definer_role(w.defined_by));
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+      problem := format('it does not analyse (%s)', problem);
+    END;
+    IF problem IS NOT NULL THEN
+      out := out || format('keys query of watch %s: %s', w.id, problem);
+    END IF;
+  END LOOP;
+  RETURN nullif(array_to_string(out, '; '), '');
+END
+$$;
+COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
+  'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
+
+-- The key types of a stored doc query: for each param, the pg_type name of its base type when that
+-- lies in pg_catalog, else ''. The worker and docsync-gateway refuse a channel whose key is not in
+-- its type's canonical text (worker/engine/key_text.hpp). NULL when the query does not analyse now.
+-- Analysed as its definer (docsync.stored_analysis).
+CREATE FUNCTION docsync.stored_key_types(query text) RETURNS text[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_key_types.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace = 'pg_catalog'::regnamespace
+                                         THEN ty.typname::text ELSE '' END ORDER BY p.k), '{}')
+            FROM unnest((docsync.stored_analysis(q.name)).param_types) WITH ORDINALITY AS p(t, k)
+            JOIN pg_type ty ON ty.oid = docsync.base_type(p.t));
+EXCEPTION WHEN OTHERS THEN
+  RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION docsync.stored_key_types(text) IS
+  'the base type (pg_type name, '''' outside pg_catalog) of each param of a stored doc query: how channels spell its keys';
+
 -- Each query carries "refused": why the worker must not run it now (docsync.refusal, or a definer
 -- without a reader role: docsync.reader_missing), or null; "reader_role": the role its computes run
 -- as (SET LOCAL ROLE through docsync.compute_as; a keys query's is its watch's "keys_reader_role");
--- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); and "batch_sql": its
+-- "fingerprint": what its docs depend on besides rows (docsync.fingerprint); "key_types": the base
+-- type of each param (docsync.stored_key_types); and "batch_sql": its
 -- batched form (docsync.stored_batch_sql), null when it has none, is refused or no longer analyses.
 -- Watches are resolved by name in this database; those that do not resolve are left out of
 -- "watches" and listed in "unresolved" with the problem, for the worker to report; "uncovered"
@@ -1418,7 +1492,8 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
                           'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
                           'fingerprint', docsync.fingerprint(q.name),
-                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END)
+                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END,
+                          'key_types', docsync.stored_key_types(q.name))
                           ORDER BY q.name)
                          FROM qs q), '[]'),
     'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
@@ -1564,11 +1639,12 @@ CREATE VIEW docsync.queries AS
          q.defined_by,
          q.defined_at,
          coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
-         (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role
+         (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role,
+         docsync.stored_batch_problem(q.name) AS not_batched
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, and the reader role its docs are computed as';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, and why its docs are computed one by one (not_batched)';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
@@ -1727,6 +1803,19 @@ BEGIN
           FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(fn, definer)
       JOIN pg_proc p ON p.oid = x.fn
      WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
+  -- the schemas of the param types the batched forms name ($1::s.t[]: resolving s needs USAGE on it,
+  -- which the query run alone, its types inferred, does not), where the definer has USAGE itself
+  CREATE TEMP TABLE docsync_reader_type_schemas ON COMMIT DROP AS
+    SELECT DISTINCT ty.typnamespace AS nsp, x.definer
+      FROM docsync.query_defs q
+      CROSS JOIN LATERAL (
+        SELECT unnest((docsync.stored_analysis(q.name)).param_types), q.defined_by
+        UNION ALL
+        SELECT unnest((docsync.stored_analysis(q.name, w.id)).param_types), w.defined_by
+          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(t, definer)
+      JOIN pg_type ty ON ty.oid = x.t
+     WHERE ty.typnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+       AND has_schema_privilege(to_regrole(quote_ident(x.definer)), ty.typnamespace, 'USAGE');
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
@@ -1769,7 +1858,9 @@ BEGIN
         JOIN pg_proc p ON p.oid = fd.fn)
     SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::text AS table_name, NULL::name[] AS cols,
            format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, u.reader) AS stmt, u.reader
-      FROM (SELECT t.relnamespace AS nsp, t.reader FROM t UNION SELECT f.pronamespace, f.reader FROM f) u
+      FROM (SELECT t.relnamespace AS nsp, t.reader FROM t UNION SELECT f.pronamespace, f.reader FROM f
+            UNION SELECT ts.nsp, rr.reader FROM docsync_reader_type_schemas ts
+                    JOIN docsync_reader_roles rr ON rr.definer = ts.definer) u
       JOIN pg_namespace ns ON ns.oid = u.nsp
      WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
                         WHERE x.grantee = to_regrole(quote_ident(u.reader)) AND x.privilege_type = 'USAGE')
@@ -1815,6 +1906,7 @@ BEGIN
   DROP TABLE docsync_reader_roles;
   DROP TABLE docsync_reader_fns;
   DROP TABLE docsync_reader_needs;
+  DROP TABLE docsync_reader_type_schemas;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_reader(text) IS
@@ -1909,7 +2001,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation, docsync.reader_roles TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -2271,11 +2363,12 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
+  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text),
   docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
   docsync.refusal(text), docsync.reader_missing(text),
   docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
-  docsync.stored_batch_sql(text, bigint), docsync.uncovered_queries()
+  docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries()
   TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

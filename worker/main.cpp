@@ -221,6 +221,8 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .last_channel = std::move(q.last_channel),
                              .error_cleared = q.last_error_cleared});
     r.batch_size = std::move(e.batch_size);
+    r.refused_channels = e.refused_channels;
+    r.batched_forms_set_aside = e.batched_forms_set_aside;
     r.commit_publish_seconds = latency.histogram();
     return r;
 }

@@ -4,6 +4,9 @@
 
 #include <rapidjson/document.h>
 
+#include <thread>
+
+#include "engine/key_text.hpp"
 #include "gateway_client.hpp"
 #include "publish/cluster_map.hpp"
 #include "publish/redis_cluster.hpp"
@@ -560,4 +563,49 @@ TEST_CASE("gateway: clients asking for docs Redis does not hold cannot make the 
     CHECK(total <= 1 + 20 + static_cast<int>(20 * (seconds + 0.5)));
     CHECK(total >= 20);
     CHECK(s.gateway.log().find("--warm-rate") != std::string::npos);
+}
+
+TEST_CASE("gateway: a channel whose key is not spelled as PostgreSQL prints it is refused, naming the spelling") {
+    Setup s({"--public", "db:order:*", "--public", "db:probe:*"});
+    auto listener = s.redis.client();
+    auto* ctx = listener->context();
+    REQUIRE(redisAppendCommand(ctx, "SUBSCRIBE docsync:warm docsync:touch") == REDIS_OK);
+    int done = 0;
+    while (!done) REQUIRE(redisBufferWrite(ctx, &done) == REDIS_OK);
+    // what the worker writes at every definitions load: the key types of its doc queries
+    DocQuery order{"order", "SELECT doc FROM orders WHERE id = $1", {"id"}, "public"};
+    order.key_types = {"int4"};
+    DocQuery probe{"probe", "SELECT doc FROM probes WHERE id = $1", {"id"}, "public"};
+    probe.key_types = {"int4"};
+    s.sink.describe_keys(key_types_json({order, probe}));
+    // the gateway reads the list again every few seconds: until then a probe channel goes through
+    for (int i = 0; i < 100; ++i) {
+        if (http_get(s.gateway.port(), "/v1/docs/db:probe:01").status == 400) break;
+        std::this_thread::sleep_for(100ms);
+    }
+    auto refused = http_get(s.gateway.port(), "/v1/docs/db:order:01");
+    CHECK(refused.status == 400);
+    CHECK_MESSAGE(refused.body.find("spelled \\\"1\\\"") != std::string::npos, refused.body);
+    auto plus = http_get(s.gateway.port(), "/v1/sse?channel=db:order:%2B1");
+    CHECK(plus.status == 400);
+    auto abc = http_get(s.gateway.port(), "/v1/docs/db:order:abc");
+    CHECK(abc.status == 400);
+    CHECK_MESSAGE(abc.body.find("not a valid int4") != std::string::npos, abc.body);
+    // nothing was announced to the worker or subscribed for them: the first announcement is db:order:1's
+    auto ok = http_get(s.gateway.port(), "/v1/docs/db:order:1");
+    CHECK(ok.status == 404);
+    for (;;) {
+        void* raw = nullptr;
+        REQUIRE(redisGetReply(ctx, &raw) == REDIS_OK);
+        REQUIRE(raw);
+        publish::Reply reply(static_cast<redisReply*>(raw));
+        if (reply->elements == 3 && publish::reply_text(reply->element[0]) == "message" &&
+            publish::reply_text(reply->element[2]).rfind("db:probe:", 0) != 0) {
+            CHECK(publish::reply_text(reply->element[2]) == "db:order:1");
+            break;
+        }
+    }
+    auto admin = s.redis.client();
+    publish::Reply keys = admin->command({"KEYS", "db:order:*"});
+    CHECK(keys->elements == 0);
 }

@@ -188,6 +188,30 @@ TEST_CASE("a batched form the server cannot run falls back to one doc per statem
     CHECK(log.count("cannot run batched") == 1);  // not tried again: it would fail and say so again
 }
 
+TEST_CASE("a batched form refused for a privilege the docs alone do not need is set aside once, not halved each time") {
+    Fixture f;
+    LogCapture log;
+    Executor ex(executor_options());
+    // what a batched form naming a type in a schema the pool may not use meets: 42501 for the
+    // statement, while each doc alone (its param types inferred) runs
+    sql1(f.db, "CREATE FUNCTION exec_b.denied(int[]) RETURNS SETOF int LANGUAGE plpgsql AS "
+               "$$BEGIN RAISE EXCEPTION 'permission denied for schema types' USING ERRCODE = '42501'; END$$");
+    auto q = f.query("denied", "SELECT to_jsonb(id) AS batch_marker_denied FROM orders WHERE id = $1", {"id"});
+    q.batch_sql = "SELECT ord, 1, to_jsonb(x) FROM exec_b.denied($1::int[]) WITH ORDINALITY AS d(x, ord)";
+    std::vector<SqlArgs> args{{"1"}, {"2"}, {"3"}, {"4"}};
+    auto out = ex.run_docs(q, args, {});
+    REQUIRE(out.outcomes.size() == 4);
+    CHECK_FALSE(out.split);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(out.outcomes[i].doc == std::optional<std::string>(std::to_string(i + 1)));
+    CHECK(log.count("doc query \"denied\" cannot run batched") == 1);
+    CHECK(ex.batched_forms_set_aside() == 1);  // docsync_batched_forms_set_aside
+    sql1(f.db, "SELECT pg_stat_statements_reset()");
+    out = ex.run_docs(q, args, {});
+    CHECK(out.outcomes.size() == 4);
+    CHECK(f.calls("exec_b.denied") == 0);  // the batched form is not tried again
+    CHECK(log.count("cannot run batched") == 1);
+}
+
 TEST_CASE("batched keys lookups give each key what its lookup alone gives, with --max-keys per lookup") {
     Fixture f;
     Executor ex(executor_options());

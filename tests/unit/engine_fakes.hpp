@@ -173,6 +173,10 @@ public:
         published.push_back({channel, doc, version});
     }
     std::vector<std::string> retained_channels() override { return retained; }
+    std::vector<std::string> orphans;  // what expire_orphans was given
+    void expire_orphans(const std::vector<std::string>& channels) override {
+        orphans.insert(orphans.end(), channels.begin(), channels.end());
+    }
     std::uint64_t max_generation() override { return 0; }
 
     std::size_t count(const std::string& channel) {

@@ -35,6 +35,8 @@ TEST_CASE("the metrics show the status file's totals, per-query series, lag and 
     q.compute_seconds.observe(0.002);
     r.queries.push_back(q);
     r.batch_size.observe(3);
+    r.refused_channels = 6;
+    r.batched_forms_set_aside = 1;
     status::StatusHistory history;
     auto t0 = status::WallTime{} + 1000h;
     history.snapshot(r, t0);  // the acknowledged position is first seen at t0
@@ -50,6 +52,8 @@ TEST_CASE("the metrics show the status file's totals, per-query series, lag and 
     CHECK(has_line(text, "docsync_query_compute_seconds_total{query=\"order \\\"x\\\"\"} 1.5"));
     CHECK(has_line(text, "docsync_compute_duration_seconds_count{query=\"order \\\"x\\\"\"} 1"));
     CHECK(has_line(text, "docsync_batch_size_sum 3"));
+    CHECK(has_line(text, "docsync_refused_channels_total 6"));
+    CHECK(has_line(text, "docsync_batched_forms_set_aside 1"));
     CHECK(has_line(text, "docsync_ack_lag_bytes 1000"));
     CHECK(has_line(text, "docsync_ack_lag_seconds 5"));
     CHECK(has_line(text, "docsync_retained_wal_bytes 123456"));

@@ -29,10 +29,22 @@ std::chrono::milliseconds backoff(std::chrono::milliseconds first, std::uint32_t
 void Engine::Impl::start(unsigned threads) {
     if (options_.live_all) {
         auto retained = publisher_.retained_channels();
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (const auto& channel : retained) {
-            Entry* entry = docs_.find_or_create(channel, true);
-            if (entry) entry->second.set(DocFlags::Live);
+        std::vector<std::string> orphans;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (const auto& channel : retained) {
+                Entry* entry = docs_.find_or_create(channel, true);
+                if (entry)
+                    entry->second.set(DocFlags::Live);
+                else
+                    orphans.push_back(channel);
+            }
+        }
+        if (!orphans.empty()) {
+            log_info("engine", std::to_string(orphans.size()) +
+                                   " retained channel(s) name no doc (no such query, or a key not in canonical text, as "
+                                   "logged); they expire instead of being kept");
+            publisher_.expire_orphans(orphans);
         }
     }
     std::lock_guard<std::mutex> lock(mutex_);

@@ -114,6 +114,17 @@ Definitions parse_definitions(std::string_view json) {
         query.batch_sql = optional_string_member(q, "batch_sql", at);
         // the role its computes run as (docsync.compute_as); null or absent: the pool role's own
         query.reader_role = optional_string_member(q, "reader_role", at);
+        // the base type of each param, how channels spell its keys; null or absent: not checked
+        if (q.HasMember("key_types") && !q["key_types"].IsNull()) {
+            const Value& types = q["key_types"];
+            if (!types.IsArray()) fail(at, "\"key_types\" must be an array of strings");
+            for (const auto& t : types.GetArray()) {
+                if (!t.IsString()) fail(at, "\"key_types\" must be an array of strings");
+                query.key_types.emplace_back(t.GetString(), t.GetStringLength());
+            }
+            if (query.key_types.size() != query.params.size())
+                fail(at, "\"key_types\" must have one entry per param");
+        }
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
         defs.queries.push_back(std::move(query));
     }

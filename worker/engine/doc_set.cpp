@@ -6,6 +6,7 @@
 
 #include "common/log.hpp"
 #include "engine/channel.hpp"
+#include "engine/key_text.hpp"
 
 namespace docsync {
 
@@ -23,9 +24,24 @@ Entry* DocSet::find_or_create(const std::string& channel, bool create) {
         log_debug("engine", "ignoring channel \"" + channel + "\": no such query with that many params");
         return nullptr;
     }
+    // one doc, one name: a key PostgreSQL would print otherwise names no doc (engine/key_text.hpp)
+    KeyCheck key = check_key(catalog_.definitions().queries[query].key_types, parsed.values);
+    if (!key.ok) {
+        refuse_channel(channel, key.problem);
+        return nullptr;
+    }
     auto [created, inserted] = docs_.try_emplace(channel);
     created->second.query = query;
     return &*created;
+}
+
+void DocSet::refuse_channel(const std::string& channel, const std::string& problem) {
+    ++refused_channels_;
+    // each refused channel is logged once while it is remembered; a poll that lists it again is quiet
+    if (refused_seen_.size() >= kRefusedRemembered) refused_seen_.clear();
+    if (refused_seen_.insert(channel).second)
+        log_warning("engine", "refusing channel \"" + channel + "\": " + problem +
+                                  "; nothing is computed or kept for it (a doc has one channel: its key as PostgreSQL prints it)");
 }
 
 void DocSet::schedule(Entry& entry) {

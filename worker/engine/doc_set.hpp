@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -42,8 +43,11 @@ public:
         : clock_(clock), options_(options), catalog_(catalog), ledger_(ledger), wake_(wake) {}
 
     // The doc for `channel`, creating it when `create`. nullptr when unknown (or the channel names
-    // no defined query with that many params).
+    // no defined query with that many params, or spells a key otherwise than PostgreSQL prints it:
+    // refused, see refused_channels).
     Entry* find_or_create(const std::string& channel, bool create);
+    // Channels refused since start because a key was not in its canonical text (or not of its type).
+    std::uint64_t refused_channels() const { return refused_channels_; }
 
     // Calls f(entry) for every live doc of query `query`.
     template <class F>
@@ -131,6 +135,8 @@ private:
     // A doc the walk counts needs it no more (an outcome, or it stopped being live).
     void walk_unflag(Doc& doc);
     void walk_settle();
+    // Counts and logs (once while remembered) a channel refused for its key.
+    void refuse_channel(const std::string& channel, const std::string& problem);
 
     const Clock& clock_;
     const EngineOptions& options_;
@@ -142,6 +148,9 @@ private:
     std::deque<Entry*> ready_;
     std::multimap<Nanos, std::string> delayed_;  // retry time → channel
     std::uint64_t in_flight_ = 0;
+    std::uint64_t refused_channels_ = 0;
+    static constexpr std::size_t kRefusedRemembered = 4096;  // bounds refused_seen_
+    std::unordered_set<std::string> refused_seen_;
 
     // The walk: docs flagged DocFlags::Walk wait for it, walk_running_ of its docs compute now;
     // done = total - flagged - running. walk_.id tells its jobs from an earlier walk's.

@@ -6,6 +6,7 @@
 
 #include "common/log.hpp"
 #include "engine/channel.hpp"
+#include "engine/key_text.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace docsync {
@@ -76,6 +77,7 @@ void Engine::Impl::complete_finished(std::unique_lock<std::mutex>& lock) {
 
 void Engine::Impl::load_definitions(Definitions definitions) {
     std::vector<std::uint64_t> done;
+    std::string key_types;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         std::vector<std::string> changed = catalog_.install(std::move(definitions));
@@ -86,8 +88,10 @@ void Engine::Impl::load_definitions(Definitions definitions) {
         docs_.sweep();
         ledger_.settle(definitions_hold_);
         collect_completed(done);
+        key_types = key_types_json(catalog_.definitions().queries);
     }
     finish(done);
+    publisher_.describe_keys(key_types);
 }
 
 // ---- the stream ------------------------------------------------------------------------------
@@ -272,6 +276,8 @@ EngineStats Engine::Impl::stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     EngineStats out = counters_;
     docs_.count(out.live_docs, out.dirty_docs);
+    out.refused_channels = docs_.refused_channels();
+    out.batched_forms_set_aside = runner_.batched_forms_set_aside();
     out.keys_queued = lookups_.depth();
     out.in_flight = docs_.running();
     out.waiting_txns = ledger_.waiting();

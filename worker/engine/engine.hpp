@@ -141,6 +141,10 @@ struct EngineStats {
     std::string last_transient_error;
     std::uint64_t permanent_failures = 0;
     std::uint64_t txns_completed = 0;
+    // Channels refused because a key was not spelled as PostgreSQL prints it (engine/key_text.hpp).
+    std::uint64_t refused_channels = 0;
+    // Batched forms the Runner set aside (Runner::batched_forms_set_aside).
+    std::uint64_t batched_forms_set_aside = 0;
     RecomputeProgress recompute;
     std::vector<QueryStats> queries;
     Histogram batch_size{kBatchSizeBounds};  // docs per doc-query statement (--batch caps it)

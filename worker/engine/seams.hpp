@@ -32,6 +32,9 @@ struct DocQuery {
     // Its definer's reader role: each compute runs as it (docsync.compute_as, plugin/reader.c).
     // Empty: the pool role's own rights (definitions made in tests, not read from the server).
     std::string reader_role;
+    // The base type (pg_type name) of each param, "" for a type outside pg_catalog: a channel's key
+    // must be in its type's canonical text (engine/key_text.hpp). Empty when unknown.
+    std::vector<std::string> key_types;
 };
 
 // A reverse-index keys query (docsync.watch(..., keys_sql => ...)): returns one column per doc param.
@@ -115,6 +118,9 @@ public:
         for (const auto& one : args) out.outcomes.push_back(run_keys(query, one, max_keys, need));
         return out;
     }
+    // Batched forms set aside since start because they failed where the docs alone ran (their
+    // queries are computed one statement per doc): a metric, so that it is seen.
+    virtual std::uint64_t batched_forms_set_aside() const { return 0; }
 };
 
 // One doc for Publisher::publish_many; it points at what the caller keeps alive for the call.
@@ -174,6 +180,16 @@ public:
     // Whether the sink keeps what it was given, so read_back can tell what it holds (stdout keeps
     // nothing: what it wrote is gone).
     virtual bool retains() const { return false; }
+    // The key types of every doc query, as JSON ({"order":["int4"],…}: engine/key_text.hpp), for the
+    // sink's subscribers to refuse channels whose keys are not in canonical text before asking for
+    // them (docsync-gateway reads Redis's docsync:key_types). Called at every definitions load.
+    // A sink without such subscribers ignores it; a failure is logged, never thrown.
+    virtual void describe_keys(const std::string& key_types_json) { (void)key_types_json; }
+    // Retained channels no doc stands behind (no such query, another number of params, a key not in
+    // canonical text), found among retained_channels() at start: a sink that can gives each an expiry
+    // (Redis: the tombstone TTL, unless it has one), so that nothing nobody computes lives forever.
+    // A failure is logged, never thrown.
+    virtual void expire_orphans(const std::vector<std::string>& channels) { (void)channels; }
     // The newest doc the sink retains for `channel` and its version, or nullopt when it holds none.
     // Throws docsync::Error when the sink cannot be asked or what it holds cannot be read.
     virtual std::optional<RetainedDoc> read_back(const std::string&) { return std::nullopt; }

@@ -425,10 +425,12 @@ std::vector<std::vector<int>> rows_by_ordinal(const pg::Result& r, std::size_t c
     return out;
 }
 
-// Whether a batched statement's failure may be the batched form's own (it cannot express the query,
-// say LIMIT $1): a syntax or semantic error other than a missing privilege.
+// Whether a batched statement's failure may be the batched form's own: a syntax or semantic error
+// (it cannot express the query, say LIMIT $1), or a missing privilege (the form names each param's
+// type, which needs USAGE on the type's schema; the query alone, its types inferred, does not).
+// The docs then run one by one, and when any succeeds the form is set aside for good.
 bool form_may_be_at_fault(const std::string& sqlstate) {
-    return (sqlstate.rfind("42", 0) == 0 && sqlstate != "42501") || sqlstate == "0A000";
+    return sqlstate.rfind("42", 0) == 0 || sqlstate == "0A000";
 }
 
 }  // namespace
@@ -454,6 +456,11 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
                           });
     if (out.kind != OutcomeKind::Ok) out.doc.reset();
     return out;
+}
+
+std::uint64_t Executor::batched_forms_set_aside() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unbatchable_.size();
 }
 
 bool Executor::batchable(const std::string& batch_sql) const {

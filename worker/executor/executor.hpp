@@ -59,6 +59,7 @@ void require_harmless_role(pg::Connection& connection, bool replication_allowed,
 
 class Executor final : public Runner {
 public:
+    std::uint64_t batched_forms_set_aside() const override;
     // Connects the first pool connection and checks the role; throws docsync::Error when the server
     // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
     explicit Executor(ExecutorOptions options);

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "gateway/key_forms.hpp"
+
 namespace docsync::gateway {
 
 namespace {
@@ -70,7 +72,7 @@ std::string channel_error(std::string_view channel) {
         return "the channel is longer than " + std::to_string(kMaxChannelBytes) + " bytes";
     for (char c : channel)
         if (!plain_byte(c)) return "the channel holds a space or a control byte";
-    return {};
+    return key_forms().error(channel);  // its keys as PostgreSQL prints them (key_forms.hpp)
 }
 
 std::string pattern_error(std::string_view pattern) {

@@ -3,11 +3,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "common/error.hpp"
@@ -15,8 +17,10 @@
 #include "gateway/access.hpp"
 #include "gateway/feed.hpp"
 #include "gateway/hub.hpp"
+#include "gateway/key_forms.hpp"
 #include "gateway/server.hpp"
 #include "gateway/settings.hpp"
+#include "publish/redis_script.hpp"
 #include "settings/listen.hpp"
 
 extern char** environ;
@@ -115,6 +119,19 @@ int main(int argc, char** argv) {
         if (!verifier.enabled() && settings.public_patterns.empty())
             log_warning("gateway", "no --jwt-secret-file and no --public pattern: every channel is refused");
         feed.start();
+        // the worker's query list, for refusing channels whose keys are not in canonical text
+        asio::steady_timer key_forms_timer(io);
+        std::function<void()> refresh_key_forms = [&] {
+            feed.read(std::string(publish::kKeyTypesKey), [](FeedRead read) {
+                if (read.ok && read.value && !key_forms().update(*read.value))
+                    log_warning("gateway", std::string(publish::kKeyTypesKey) + " holds no query list; channel keys are not checked");
+            });
+            key_forms_timer.expires_after(kKeyFormsRefresh);
+            key_forms_timer.async_wait([&](const boost::system::error_code& ec) {
+                if (!ec) refresh_key_forms();
+            });
+        };
+        refresh_key_forms();
 
         asio::signal_set hangup(io, SIGHUP);
         asio::signal_set stop_signals(io, SIGINT, SIGTERM);
@@ -124,6 +141,7 @@ int main(int argc, char** argv) {
             if (ec) return;
             log_info("gateway", std::string("stopping (") + (signal == SIGINT ? "SIGINT" : "SIGTERM") + ")");
             server.stop();
+            key_forms_timer.cancel();
             feed.stop();  // nothing more is posted
             hangup.cancel();
         });

@@ -56,6 +56,12 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
                       {{"query", q.name}}, q.compute_seconds);
     out.histogram("docsync_batch_size", "Docs computed by one doc-query statement (at most --batch).", {},
                   readings.batch_size);
+    out.gauge("docsync_batched_forms_set_aside",
+              "Batched forms that failed where their docs alone ran: those queries are computed one statement per doc.",
+              {}, count(readings.batched_forms_set_aside));
+    out.counter("docsync_refused_channels_total",
+                "Channels refused because a key was not spelled as PostgreSQL prints it, or not of its type.", {},
+                count(readings.refused_channels));
     out.histogram("docsync_commit_publish_seconds",
                   "Seconds from a transaction's commit on the server until every doc it changed was published.", {},
                   readings.commit_publish_seconds);

@@ -101,6 +101,25 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
                                    "assigned");
 }
 
+void RedisClusterSink::describe_keys(const std::string& key_types_json) {
+    Outcome o = client_.run(KeyedCommand{kKeyTypesKey, {"SET", kKeyTypesKey, key_types_json}, {}});
+    if (auto e = outcome_error(o, where_ + " did not take " + std::string(kKeyTypesKey)))
+        log_warning("publish", std::string(e->what()) +
+                                   ": docsync-gateway checks channel keys against the query list it read last");
+}
+
+void RedisClusterSink::expire_orphans(const std::vector<std::string>& channels) {
+    std::string ttl_ms = std::to_string(std::chrono::milliseconds(client_.address().tombstone_ttl).count());
+    for (const auto& channel : channels) {
+        std::string key = cluster_key(channel);
+        Outcome o = client_.run(KeyedCommand{key, {"EVAL", kExpireOrphanScript, "1", key, ttl_ms}, {}});
+        if (auto e = outcome_error(o, where_ + " did not take the expiry of " + channel)) {
+            log_warning("publish", std::string(e->what()) + " (a channel that names no doc)");
+            return;
+        }
+    }
+}
+
 std::optional<Error> RedisClusterSink::raise_max_generation(std::uint64_t generation) {
     std::string value = std::to_string(generation);
     Outcome o = client_.run(KeyedCommand{kMaxGenerationKey, {"EVAL", kRaiseScript, "1", kMaxGenerationKey, value}, {}, true});

@@ -45,6 +45,10 @@ public:
     std::uint64_t max_generation() override;
     std::optional<std::string> lost_docs() override;
     bool retains() const override { return true; }
+    // SET docsync:key_types (kKeyTypesKey); a failure is logged.
+    void describe_keys(const std::string& key_types_json) override;
+    // An expiry of the tombstone TTL on each key that has none (a script: PTTL, then PEXPIRE).
+    void expire_orphans(const std::vector<std::string>& channels) override;
     std::optional<RetainedDoc> read_back(const std::string& channel) override;
 
     ClusterClient& client() { return client_; }

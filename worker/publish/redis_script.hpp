@@ -26,6 +26,12 @@
 namespace docsync::publish {
 
 inline constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
+// The key types of every doc query (engine/key_text.hpp's JSON), written at every definitions load
+// and read by docsync-gateway to refuse channels whose keys are not in canonical text.
+inline constexpr std::string_view kKeyTypesKey = "docsync:key_types";
+// Gives KEYS[1] an expiry of ARGV[1] ms unless it has one (Publisher::expire_orphans).
+inline constexpr std::string_view kExpireOrphanScript =
+    "if redis.call('PTTL', KEYS[1]) == -1 then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return 0";
 
 enum class ScriptKind { Single, Cluster };
 const char* doc_script(ScriptKind kind);

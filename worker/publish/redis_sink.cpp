@@ -200,6 +200,32 @@ Reply RedisSink::get(const std::string& key) {
     return reply;
 }
 
+void RedisSink::describe_keys(const std::string& key_types_json) {
+    try {
+        auto conn = acquire();
+        Reply reply = conn->command({"SET", kKeyTypesKey, key_types_json});
+        release(std::move(conn));
+        if (reply->type == REDIS_REPLY_ERROR) throw Error(reply_text(reply.get()));
+    } catch (const std::exception& e) {
+        log_warning("publish", where_ + " did not take " + std::string(kKeyTypesKey) + " (" + e.what() +
+                                   "): docsync-gateway checks channel keys against the query list it read last");
+    }
+}
+
+void RedisSink::expire_orphans(const std::vector<std::string>& channels) {
+    std::string ttl_ms = std::to_string(std::chrono::milliseconds(address_.tombstone_ttl).count());
+    try {
+        auto conn = acquire();
+        for (const auto& channel : channels) {
+            Reply reply = conn->command({"EVAL", kExpireOrphanScript, "1", channel, ttl_ms});
+            if (reply->type == REDIS_REPLY_ERROR) throw Error(reply_text(reply.get()));
+        }
+        release(std::move(conn));
+    } catch (const std::exception& e) {
+        log_warning("publish", where_ + " did not take the expiry of channels that name no doc (" + e.what() + ")");
+    }
+}
+
 std::uint64_t RedisSink::max_generation() {
     Reply reply = get(std::string(kMaxGenerationKey));
     if (reply->type == REDIS_REPLY_NIL) return 0;

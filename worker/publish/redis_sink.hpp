@@ -51,6 +51,10 @@ public:
     // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
     std::optional<std::string> lost_docs() override;
     bool retains() const override { return true; }
+    // SET docsync:key_types (kKeyTypesKey); a failure is logged.
+    void describe_keys(const std::string& key_types_json) override;
+    // An expiry of the tombstone TTL on each key that has none (a script: PTTL, then PEXPIRE).
+    void expire_orphans(const std::vector<std::string>& channels) override;
     // GET of the channel's key: its envelope's doc and version (a tombstone's null doc too), nullopt
     // when the key is missing (never written, or an expired tombstone). Throws docsync::Error when
     // Redis cannot be asked or the key holds something other than a docsync envelope of the channel.

@@ -89,6 +89,8 @@ struct Readings {
     RecomputeReading recompute;
     std::vector<QueryReading> queries;
     Histogram batch_size{kBatchSizeBounds};  // docs per doc-query statement (metrics only)
+    std::uint64_t refused_channels = 0;         // channels refused for their keys' spelling (metrics only)
+    std::uint64_t batched_forms_set_aside = 0;  // batched forms that failed where docs alone ran (metrics only)
     Histogram commit_publish_seconds{kCommitPublishSecondsBounds};  // commit → published (metrics only)
     // The worker's: draining after a signal, the error it ends with, what the stream waits for.
     bool draining = false;

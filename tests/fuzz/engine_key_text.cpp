@@ -1,0 +1,31 @@
+// Fuzz target: the canonical key text of a channel's key (engine/key_text.hpp), which the worker and
+// the gateway apply to keys from outside (warm, touch, liveness polls, clients), and the key types
+// list the gateway reads from Redis. Input: a type name, a NUL byte, the key text. A spelling it
+// names as canonical must itself be accepted, and accepted text must be left as it is.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/key_text.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    std::string_view input(reinterpret_cast<const char*>(data), size);
+    std::map<std::string, std::vector<std::string>> types;
+    (void)docsync::parse_key_types_json(input, types);
+    auto nul = input.find('\0');
+    if (nul == std::string_view::npos) return 0;
+    std::string_view type = input.substr(0, nul), text = input.substr(nul + 1);
+    docsync::KeyCheck check = docsync::check_key_text(type, text);
+    if (check.ok) return 0;
+    auto open = check.problem.find("spelled \"");
+    if (open == std::string::npos) return 0;
+    open += 9;
+    auto close = check.problem.find('"', open);
+    if (close == std::string::npos) __builtin_trap();
+    std::string canonical = check.problem.substr(open, close - open);
+    if (canonical == text || !docsync::check_key_text(type, canonical).ok) __builtin_trap();
+    return 0;
+}

@@ -1,0 +1,69 @@
+// Canonical key text (engine/key_text.hpp) against the server itself: for every type the worker
+// checks, each spelling of a set of values (extremes, signs, zeros, case, braces, separators, BC,
+// infinity, fractions) is read by PostgreSQL with the settings every worker connection pins; what
+// it prints must be accepted as canonical, any other spelling it reads must be refused naming
+// exactly what it prints, and a spelling it refuses must be refused too. A disagreement would
+// refuse a real doc's channel, or let an alias through.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/key_text.hpp"
+#include "executor_support.hpp"
+
+using namespace docsync;
+using namespace docsync::test;
+
+TEST_CASE("canonical key text is what PostgreSQL prints, for every checked type") {
+    pg::Connection db = admin();
+    sql1(db, "SET TimeZone = 'UTC'");
+    sql1(db, "SET DateStyle = 'ISO, MDY'");
+    std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+        {"int2", {"0", "-0", "+0", "00", "1", "01", "+1", " 1", "1 ", "-1", "32767", "32768", "-32768", "-32769", "1.0", "abc", ""}},
+        {"int4", {"0", "7", "007", "+7", "-7", "2147483647", "2147483648", "-2147483648", " -5 ", "1e3", "0x10", "--1"}},
+        {"int8", {"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+                  "+42", "0042", "42"}},
+        {"oid", {"0", "1", "01", "4294967295", "4294967296", "-1", "-2147483648", " 12"}},
+        {"bool", {"t", "f", "true", "TRUE", "yes", "y", "on", "off", "of", "o", "1", "0", "no", " t ", "maybe", ""}},
+        {"uuid", {"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+                  "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}", "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+                  "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1", "x"}},
+        {"name", {"x", std::string(63, 'n'), std::string(64, 'n'), std::string(62, 'n') + "é"}},
+        {"date", {"2026-02-28", "2026-2-28", " 2026-02-28", "2024-02-29", "2025-02-29", "0099-01-01", "0044-03-15 BC",
+                  "10000-01-01", "infinity", "-infinity", "Feb 28 2026", "20260228"}},
+        {"timestamp", {"2026-02-28 12:34:56", "2026-02-28 12:34:56.5", "2026-02-28 12:34:56.500",
+                       "2026-02-28 12:34:56.000", "2026-02-28T12:34:56", "2026-02-28 24:00:00", "2026-02-28 12:34",
+                       "2026-02-28 12:34:56.123456", "0044-03-15 10:00:00 BC", "infinity"}},
+        {"timestamptz", {"2026-02-28 12:34:56+00", "2026-02-28T12:34:56Z", "2026-02-28 12:34:56+00:00",
+                         "2026-02-28 12:34:56+02", "2026-02-28 12:34:56", "2026-02-28 12:34:56.250+00",
+                         "2026-02-28 12:34:56.25+00", "-infinity"}},
+    };
+    int checked = 0;
+    for (const auto& [type, spellings] : cases) {
+        for (const auto& text : spellings) {
+            std::string quoted;
+            for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+            std::optional<std::string> printed;
+            try {
+                printed = sql1(db, "SELECT '" + quoted + "'::" + type);  // its output function's text
+            } catch (const Error&) {
+                printed.reset();
+            }
+            KeyCheck check = check_key_text(type, text);
+            INFO(type, " '", text, "' -> ", printed.value_or("(refused)"), ": ", check.problem);
+            if (!printed) {
+                CHECK_FALSE(check.ok);
+                continue;
+            }
+            CHECK(check_key_text(type, *printed).ok);
+            CHECK(check.ok == (text == *printed));
+            if (!check.ok && check.problem.find("spelled \"") != std::string::npos)
+                CHECK(check.problem.find("spelled \"" + *printed + "\"") != std::string::npos);
+            ++checked;
+        }
+    }
+    CHECK(checked > 60);
+}

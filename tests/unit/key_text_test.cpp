@@ -1,0 +1,172 @@
+// Canonical key text (engine/key_text.hpp): one doc, one channel. Each spelling PostgreSQL reads as
+// the same value but prints otherwise is refused, naming the canonical one; a key that is not of its
+// type is refused too; and the engine computes and keeps nothing for either, whichever way the
+// channel arrives (warm, touch, a liveness poll).
+#include <doctest/doctest.h>
+
+#include "engine/key_text.hpp"
+#include "engine_harness.hpp"
+
+using namespace docsync;
+using namespace docsync::test;
+
+namespace {
+
+// The canonical spelling check_key_text names for `text`, or "" when it accepts it, or "?" when it
+// refuses it without naming one.
+std::string named(std::string_view type, std::string_view text) {
+    KeyCheck check = check_key_text(type, text);
+    if (check.ok) return "";
+    auto open = check.problem.find("spelled \"");
+    if (open == std::string::npos) return "?";
+    open += 9;
+    return check.problem.substr(open, check.problem.find('"', open) - open);
+}
+
+}  // namespace
+
+TEST_CASE("integers: one spelling per value, as PostgreSQL prints it") {
+    for (auto t : {"int2", "int4", "int8"}) {
+        CHECK(named(t, "1") == "");
+        CHECK(named(t, "0") == "");
+        CHECK(named(t, "-7") == "");
+        CHECK(named(t, "01") == "1");
+        CHECK(named(t, "001") == "1");
+        CHECK(named(t, "+1") == "1");
+        CHECK(named(t, " 1") == "1");
+        CHECK(named(t, "1 ") == "1");
+        CHECK(named(t, "-0") == "0");
+        CHECK(named(t, "+000") == "0");
+        CHECK(named(t, "abc") == "?");
+        CHECK(named(t, "") == "?");
+        CHECK(named(t, "1.0") == "?");
+        CHECK(named(t, "1e3") == "?");
+        CHECK(named(t, "--1") == "?");
+    }
+    CHECK(named("int2", "32767") == "");
+    CHECK(named("int2", "32768") == "?");
+    CHECK(named("int2", "-32768") == "");
+    CHECK(named("int4", "2147483648") == "?");
+    CHECK(named("int4", "-2147483648") == "");
+    CHECK(named("int8", "9223372036854775807") == "");
+    CHECK(named("int8", "-9223372036854775808") == "");
+    CHECK(named("int8", "9223372036854775808") == "?");
+    CHECK(named("int8", "99999999999999999999999") == "?");
+    CHECK(check_key_text("int4", "abc").problem == "not a valid int4");
+    CHECK(check_key_text("int4", "01").problem == "not in canonical form: the same value is spelled \"1\"");
+    CHECK(named("oid", "4294967295") == "");
+    CHECK(named("oid", "-1") == "4294967295");
+    CHECK(named("oid", "4294967296") == "?");
+}
+
+TEST_CASE("bool, uuid, name, date and timestamps: the form PostgreSQL prints") {
+    CHECK(named("bool", "t") == "");
+    CHECK(named("bool", "f") == "");
+    for (auto s : {"true", "TRUE", "y", "yes", "on", "1", " t"}) CHECK(named("bool", s) == "t");
+    for (auto s : {"false", "n", "no", "off", "of", "0", "F"}) CHECK(named("bool", s) == "f");
+    CHECK(named("bool", "o") == "?");
+    CHECK(named("bool", "maybe") == "?");
+
+    CHECK(named("uuid", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11") == "");
+    CHECK(named("uuid", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11") == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    CHECK(named("uuid", "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}") == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    CHECK(named("uuid", "a0eebc999c0b4ef8bb6d6bb9bd380a11") == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    CHECK(named("uuid", "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11") == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    CHECK(named("uuid", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1") == "?");
+    CHECK(named("uuid", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-") == "?");
+
+    CHECK(named("text", " 01 ") == "");
+    CHECK(named("varchar", "+1") == "");
+    CHECK(named("name", std::string(63, 'n')) == "");
+    CHECK(named("name", std::string(64, 'n')) == std::string(63, 'n'));
+
+    CHECK(named("date", "2026-02-28") == "");
+    CHECK(named("date", "2024-02-29") == "");
+    CHECK(named("date", "0044-03-15 BC") == "");
+    CHECK(named("date", "infinity") == "");
+    CHECK(named("date", "2026-2-28") == "?");
+    CHECK(named("date", "2026-02-30") == "?");
+    CHECK(named("date", "2025-02-29") == "?");
+    CHECK(named("date", "Feb 28 2026") == "?");
+    CHECK(named("date", " 2026-02-28") == "2026-02-28");
+
+    CHECK(named("timestamp", "2026-02-28 12:34:56") == "");
+    CHECK(named("timestamp", "2026-02-28 12:34:56.5") == "");
+    CHECK(named("timestamp", "2026-02-28 12:34:56.500") == "2026-02-28 12:34:56.5");
+    CHECK(named("timestamp", "2026-02-28 12:34:56.000") == "2026-02-28 12:34:56");
+    CHECK(named("timestamp", "2026-02-28T12:34:56") == "2026-02-28 12:34:56");
+    CHECK(named("timestamp", "2026-02-28 24:00:00") == "?");
+    CHECK(named("timestamptz", "2026-02-28 12:34:56+00") == "");
+    CHECK(named("timestamptz", "2026-02-28T12:34:56Z") == "2026-02-28 12:34:56+00");
+    CHECK(named("timestamptz", "2026-02-28 12:34:56+00:00") == "2026-02-28 12:34:56+00");
+    CHECK(named("timestamptz", "2026-02-28 12:34:56+02") == "?");
+    CHECK(named("timestamptz", "2026-02-28 12:34:56") == "?");
+
+    // types not checked: taken as written
+    CHECK(named("", "anything") == "");
+    CHECK(named("inet", "10.0.0.1/32") == "");
+}
+
+TEST_CASE("check_key names the param, passes NULL, and checks nothing without key types") {
+    CHECK(check_key({"int4", "text"}, {std::string("1"), std::string("x")}).ok);
+    CHECK(check_key({"int4"}, {std::nullopt}).ok);
+    CHECK(check_key({}, {std::string("01")}).ok);
+    KeyCheck bad = check_key({"text", "int8"}, {std::string("a"), std::string("+5")});
+    CHECK_FALSE(bad.ok);
+    CHECK(bad.problem == "param 2 (int8): not in canonical form: the same value is spelled \"5\"");
+}
+
+namespace {
+
+const char* kTypedDefinitions = R"({"generation": 4,
+ "queries": [{"name": "order", "sql": "SELECT doc FROM orders WHERE id = $1", "params": ["order_id"],
+              "search_path": "public", "key_types": ["int4"]},
+             {"name": "user", "sql": "SELECT doc FROM users WHERE id = $1", "params": ["user_id"],
+              "search_path": "public", "key_types": ["uuid"]}],
+ "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
+              "columns": [{"name": "id", "attnum": 1}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false}]})";
+
+}  // namespace
+
+TEST_CASE("warm, touch and liveness polls with a non-canonical or foreign key compute and keep nothing") {
+    Harness h;
+    h.engine.load_definitions(parse_definitions(kTypedDefinitions));
+    h.runner.rows["db:order:1"] = R"({"id":1})";
+    std::vector<std::string> aliases = {"db:order:01", "db:order:001", "db:order:+1", "db:order: 1",
+                                        "db:order:1 ", "db:order:-0", "db:order:abc", "db:order:99999999999",
+                                        "db:user:A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"};
+    for (const auto& channel : aliases) {
+        h.engine.warm(channel);
+        h.engine.touch(channel);
+    }
+    for (int poll = 0; poll < 3; ++poll) {
+        std::vector<std::string> listed = aliases;
+        listed.push_back("db:order:1");
+        h.engine.sync_live(listed, true);
+        h.drain();
+    }
+    // only the canonical channel was computed, once, and is the only doc kept
+    CHECK(h.runner.doc_calls.size() == 1);
+    CHECK(h.publisher.count("db:order:1") == 1);
+    for (const auto& channel : aliases) CHECK_MESSAGE(h.publisher.count(channel) == 0, channel);
+    auto stats = h.engine.stats();
+    CHECK(stats.live_docs == 1);
+    CHECK(stats.refused_channels >= aliases.size() * 2);
+    // a change to order 1 reaches its one channel
+    h.txn({update_order_status("1")}, 1);
+    h.drain();
+    CHECK(h.publisher.count("db:order:1") == 2);
+}
+
+TEST_CASE("at start, retained channels that name no doc are handed to the sink to expire, not made live") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    Harness h(options);
+    h.engine.stop();
+    h.engine.load_definitions(parse_definitions(kTypedDefinitions));
+    h.publisher.retained = {"db:order:1", "db:order:01", "db:nosuch:1", "db:order:1:2", "db:order:+2", "db:order:2"};
+    h.engine.start(0);
+    CHECK(h.publisher.orphans == std::vector<std::string>{"db:order:01", "db:nosuch:1", "db:order:1:2", "db:order:+2"});
+    CHECK(h.engine.stats().live_docs == 2);
+}

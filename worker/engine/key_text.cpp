@@ -1,0 +1,264 @@
+// Canonical key text; the rules are in key_text.hpp.
+#include "engine/key_text.hpp"
+
+#include <cstdint>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace docsync {
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+KeyCheck refuse(std::string problem) { return KeyCheck{false, std::move(problem)}; }
+
+// `text` against its canonical spelling `canonical`.
+KeyCheck against(std::string_view text, const std::string& canonical) {
+    if (text == canonical) return {};
+    return refuse("not in canonical form: the same value is spelled \"" + canonical + "\"");
+}
+
+// An integer as PostgreSQL reads one (whitespace around it, a sign, decimal digits), as its sign and
+// magnitude; false when it is not one or its magnitude passes 2^64-1.
+bool read_integer(std::string_view text, bool& negative, std::uint64_t& magnitude) {
+    std::string_view s = trim(text);
+    negative = false;
+    if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+        negative = s.front() == '-';
+        s.remove_prefix(1);
+    }
+    if (s.empty()) return false;
+    magnitude = 0;
+    for (char c : s) {
+        if (!is_digit(c)) return false;
+        std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+        if (magnitude > (UINT64_MAX - digit) / 10) return false;
+        magnitude = magnitude * 10 + digit;
+    }
+    return true;
+}
+
+KeyCheck check_integer(std::string_view type, std::string_view text, std::uint64_t max_positive) {
+    bool negative = false;
+    std::uint64_t magnitude = 0;
+    std::string what = "not a valid " + std::string(type);
+    if (!read_integer(text, negative, magnitude)) return refuse(what);
+    if (magnitude == 0) negative = false;
+    if (negative ? magnitude > max_positive + 1 : magnitude > max_positive)
+        return refuse("out of range for " + std::string(type));
+    return against(text, (negative ? "-" : "") + std::to_string(magnitude));
+}
+
+// oid: an unsigned 32-bit number; PostgreSQL also reads -1 … -2^31 as their unsigned equivalents.
+KeyCheck check_oid(std::string_view text) {
+    bool negative = false;
+    std::uint64_t magnitude = 0;
+    if (!read_integer(text, negative, magnitude)) return refuse("not a valid oid");
+    if (negative ? magnitude > 2147483648ULL : magnitude > 4294967295ULL) return refuse("out of range for oid");
+    std::uint64_t value = negative && magnitude ? 4294967296ULL - magnitude : magnitude;
+    return against(text, std::to_string(value));
+}
+
+// bool: any prefix of true/false/yes/no, on/off (two letters at least), 1/0, in any case; printed t or f.
+KeyCheck check_bool(std::string_view text) {
+    std::string s;
+    for (char c : trim(text)) s.push_back(lower(c));
+    auto prefix_of = [&](std::string_view word, std::size_t min) {
+        return s.size() >= min && s.size() <= word.size() && word.substr(0, s.size()) == s;
+    };
+    if (prefix_of("true", 1) || prefix_of("yes", 1) || prefix_of("on", 2) || s == "1") return against(text, "t");
+    if (prefix_of("false", 1) || prefix_of("no", 1) || prefix_of("off", 2) || s == "0") return against(text, "f");
+    return refuse("not a valid bool");
+}
+
+// uuid: 32 hex digits in any case, a '-' allowed after any group of four, the whole optionally in
+// braces; printed lower-case, 8-4-4-4-12.
+KeyCheck check_uuid(std::string_view text) {
+    std::string_view s = text;
+    if (!s.empty() && s.front() == '{') {
+        if (s.size() < 2 || s.back() != '}') return refuse("not a valid uuid");
+        s = s.substr(1, s.size() - 2);
+    }
+    std::string hex;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        char c = lower(s[i]);
+        bool is_hex = is_digit(c) || (c >= 'a' && c <= 'f');
+        if (is_hex && hex.size() < 32) {
+            hex.push_back(c);
+        } else if (c == '-' && !hex.empty() && hex.size() % 4 == 0 && hex.size() < 32 && i + 1 < s.size()) {
+            continue;
+        } else {
+            return refuse("not a valid uuid");
+        }
+    }
+    if (hex.size() != 32) return refuse("not a valid uuid");
+    std::string canonical = hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+                            hex.substr(16, 4) + "-" + hex.substr(20);
+    return against(text, canonical);
+}
+
+// name: at most 63 bytes; PostgreSQL cuts a longer one at a character boundary.
+KeyCheck check_name(std::string_view text) {
+    if (text.size() <= 63) return {};
+    std::size_t cut = 63;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return against(text, std::string(text.substr(0, cut)));
+}
+
+bool days_ok(long year, int month, int day, bool bc) {
+    if (month < 1 || month > 12 || day < 1) return false;
+    static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    long y = bc ? 1 - year : year;  // 1 BC is a leap year (year 0)
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return day <= kDays[month - 1] + (month == 2 && leap ? 1 : 0);
+}
+
+// Reads exactly `n` digits (n > 0) or, with n == 0, four digits or more without a leading zero
+// beyond four; advances `s`.
+bool read_digits(std::string_view& s, std::size_t n, long& out) {
+    std::size_t len = 0;
+    while (len < s.size() && is_digit(s[len])) ++len;
+    if (n ? len < n : len < 4) return false;
+    if (n) len = n;
+    if (!n && len > 4 && s[0] == '0') return false;
+    if (len > 9) return false;
+    out = 0;
+    for (std::size_t i = 0; i < len; ++i) out = out * 10 + (s[i] - '0');
+    s.remove_prefix(len);
+    return true;
+}
+
+bool eat(std::string_view& s, char c) {
+    if (s.empty() || s.front() != c) return false;
+    s.remove_prefix(1);
+    return true;
+}
+
+// The canonical date, timestamp or timestamptz forms (ISO, UTC): YYYY-MM-DD, then for timestamps
+// " HH:MM:SS" with ".f…" (no trailing zero) when there is a fraction, then "+00" for timestamptz,
+// then " BC" for years before 1; or infinity, -infinity.
+bool canonical_datetime(std::string_view s, bool time, bool zone) {
+    if (s == "infinity" || s == "-infinity") return true;
+    long year = 0, month = 0, day = 0;
+    if (!read_digits(s, 0, year) || !eat(s, '-') || !read_digits(s, 2, month) || !eat(s, '-') ||
+        !read_digits(s, 2, day))
+        return false;
+    if (time) {
+        long hour = 0, minute = 0, second = 0;
+        if (!eat(s, ' ') || !read_digits(s, 2, hour) || !eat(s, ':') || !read_digits(s, 2, minute) ||
+            !eat(s, ':') || !read_digits(s, 2, second) || hour > 23 || minute > 59 || second > 59)
+            return false;
+        if (eat(s, '.')) {
+            std::size_t len = 0;
+            while (len < s.size() && is_digit(s[len])) ++len;
+            if (len == 0 || len > 6 || s[len - 1] == '0') return false;
+            s.remove_prefix(len);
+        }
+        if (zone && s.substr(0, 3) != "+00") return false;
+        if (zone) s.remove_prefix(3);
+    }
+    bool bc = s == " BC";
+    if (!s.empty() && !bc) return false;
+    return year >= 1 && days_ok(year, static_cast<int>(month), static_cast<int>(day), bc);
+}
+
+KeyCheck check_datetime(std::string_view type, std::string_view text) {
+    bool time = type != "date", zone = type == "timestamptz";
+    if (canonical_datetime(text, time, zone)) return {};
+    // the spellings people write most: an ISO 'T', a UTC offset written out, a fraction's trailing zeros
+    std::string fixed(trim(text));
+    if (time && fixed.size() > 10 && fixed[10] == 'T') fixed[10] = ' ';
+    if (zone) {
+        for (std::string_view utc : {"Z", "z", "+00:00", "+0000", "-00", "-00:00", " UTC", "+00"}) {
+            if (fixed.size() > utc.size() && fixed.compare(fixed.size() - utc.size(), utc.size(), utc) == 0) {
+                fixed.replace(fixed.size() - utc.size(), utc.size(), "+00");
+                break;
+            }
+        }
+    }
+    auto dot = fixed.find('.');
+    if (time && dot != std::string::npos) {
+        auto end = dot + 1;
+        while (end < fixed.size() && is_digit(fixed[end])) ++end;
+        auto last = end;
+        while (last > dot + 1 && fixed[last - 1] == '0') --last;
+        fixed.erase(last == dot + 1 ? dot : last, end - (last == dot + 1 ? dot : last));
+    }
+    if (canonical_datetime(fixed, time, zone)) return against(text, fixed);
+    std::string form = type == "date" ? "YYYY-MM-DD" : zone ? "YYYY-MM-DD HH:MM:SS[.ffffff]+00 (UTC)"
+                                                            : "YYYY-MM-DD HH:MM:SS[.ffffff]";
+    return refuse("not in canonical form: write a " + std::string(type) + " as PostgreSQL prints it, " + form);
+}
+
+}  // namespace
+
+KeyCheck check_key_text(std::string_view type, std::string_view text) {
+    if (type == "int2") return check_integer(type, text, 32767);
+    if (type == "int4") return check_integer(type, text, 2147483647);
+    if (type == "int8") return check_integer(type, text, 9223372036854775807ULL);
+    if (type == "oid") return check_oid(text);
+    if (type == "bool") return check_bool(text);
+    if (type == "uuid") return check_uuid(text);
+    if (type == "name") return check_name(text);
+    if (type == "date" || type == "timestamp" || type == "timestamptz") return check_datetime(type, text);
+    return {};  // text, varchar: every text is canonical; other types are not checked
+}
+
+KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values) {
+    for (std::size_t i = 0; i < values.size() && i < types.size(); ++i) {
+        if (!values[i]) continue;
+        KeyCheck check = check_key_text(types[i], *values[i]);
+        if (!check.ok) {
+            check.problem = "param " + std::to_string(i + 1) + " (" + types[i] + "): " + check.problem;
+            return check;
+        }
+    }
+    return {};
+}
+
+std::string key_types_json(const std::vector<DocQuery>& queries) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    writer.StartObject();
+    for (const auto& q : queries) {
+        if (q.key_types.empty() && !q.params.empty()) continue;
+        writer.Key(q.name.data(), static_cast<rapidjson::SizeType>(q.name.size()));
+        writer.StartArray();
+        for (const auto& t : q.key_types) writer.String(t.data(), static_cast<rapidjson::SizeType>(t.size()));
+        writer.EndArray();
+    }
+    writer.EndObject();
+    return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+bool parse_key_types_json(std::string_view json, std::map<std::string, std::vector<std::string>>& out) {
+    rapidjson::Document doc;
+    // flat input: an object of arrays of strings, nothing nested deeper is accepted
+    doc.Parse<rapidjson::kParseStopWhenDoneFlag>(json.data(), json.size());
+    if (doc.HasParseError() || !doc.IsObject()) return false;
+    std::map<std::string, std::vector<std::string>> parsed;
+    for (const auto& member : doc.GetObject()) {
+        if (!member.value.IsArray()) return false;
+        std::vector<std::string> types;
+        for (const auto& t : member.value.GetArray()) {
+            if (!t.IsString()) return false;
+            types.emplace_back(t.GetString(), t.GetStringLength());
+        }
+        parsed.emplace(std::string(member.name.GetString(), member.name.GetStringLength()), std::move(types));
+    }
+    out = std::move(parsed);
+    return true;
+}
+
+}  // namespace docsync

@@ -1,0 +1,47 @@
+#pragma once
+// The canonical text of a doc key: what PostgreSQL prints for the value, on a connection with the
+// settings every worker connection pins (DateStyle ISO, TimeZone UTC; docs/design.md, "key
+// identity"). A channel names a doc only in that spelling: db:order:1, never db:order:01 or
+// db:order:+1, which PostgreSQL reads as the same order, so one row could otherwise be computed and
+// retained under any number of names of which a change keeps only one current.
+//
+// Pure and I/O-free: the worker checks channels with it before any compute (warm, touch, liveness
+// polls, retained channels at start), and docsync-gateway before following a channel.
+//
+// The key types are the base types of the doc query's params, by pg_type name, as
+// docsync.worker_definitions() lists them ("key_types"). The types checked here are those whose
+// text form is fixed by their value: integers (int2, int4, int8, oid), bool, uuid, date,
+// timestamp, timestamptz, and the string types (text, varchar, name), whose every text is
+// canonical. Any other type ("" when the query's param is of a type outside pg_catalog) is taken
+// as written: docs/design.md records the types left unchecked.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/seams.hpp"
+
+namespace docsync {
+
+struct KeyCheck {
+    bool ok = true;       // the value is in its canonical form (or its type is not checked)
+    std::string problem;  // not ok: what is wrong, naming the canonical spelling when there is one
+};
+
+// One value of type `type` (a pg_type name) as a channel spells it.
+KeyCheck check_key_text(std::string_view type, std::string_view text);
+
+// Every value of a channel's key against the query's key types (`types` may be shorter than
+// `values`, or empty: those values are not checked). NULL is always canonical. On refusal
+// `problem` names the param ("param 1 (int4): …").
+KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values);
+
+// The key types of every query as one JSON object, {"<query>":["<type>",…],…}, for
+// Publisher::describe_keys; a query whose key types are unknown is left out.
+std::string key_types_json(const std::vector<DocQuery>& queries);
+// The inverse, for docsync-gateway: false when `json` is not such an object.
+bool parse_key_types_json(std::string_view json, std::map<std::string, std::vector<std::string>>& out);
+
+}  // namespace docsync
