@@ -246,7 +246,11 @@ TEST_CASE(
     // Different content below the snapshot: judged before the acknowledgement, it would be blamed.
     a.sink.tamper("db:order:1", std::string(R"({"id":1,"status":"older"})"));
     {
-        auto auditor = a.auditor();
+        // A bound far above the 100 ms the acknowledgement takes: on a loaded machine the thread that
+        // acknowledges may be scheduled late, and the wait ends as soon as it does.
+        AuditorOptions patient = fast_options();
+        patient.ack_wait = 30s;
+        auto auditor = a.auditor(patient);
         std::thread later([&] {
             std::this_thread::sleep_for(100ms);
             a.sink.publish("db:order:1", a.runner.rows["db:order:1"],
