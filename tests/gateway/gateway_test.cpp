@@ -2,60 +2,7 @@
 // gateway's HTTP, SSE and WebSocket ends by real clients.
 #include <doctest/doctest.h>
 
-#include <rapidjson/document.h>
-
-#include "gateway_client.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_cluster_sink.hpp"
-#include "publish/redis_sink.hpp"
-#include "redis_server.hpp"
-
-using namespace docsync;
-using namespace docsync::testing;
-using namespace std::chrono_literals;
-
-namespace {
-
-
-const std::string kSecret = "0123456789abcdef0123456789abcdef-test-secret";
-
-std::string doc_of(int n, std::size_t pad = 0) {
-    return "{\"id\":42,\"n\":" + std::to_string(n) + ",\"pad\":\"" + std::string(pad, 'x') + "\"}";
-}
-
-// The "n" of an envelope (or of a WebSocket doc message).
-int n_of(const std::string& json) {
-    rapidjson::Document d;
-    d.Parse(json.data(), json.size());
-    REQUIRE_MESSAGE(d.IsObject(), json);
-    REQUIRE(d.HasMember("doc"));
-    if (d["doc"].IsNull()) return -1;
-    return d["doc"]["n"].GetInt();
-}
-
-std::string error_of(const std::string& json) {
-    rapidjson::Document d;
-    d.Parse(json.data(), json.size());
-    if (!d.IsObject() || !d.HasMember("error") || !d["error"].IsString()) return "";
-    return d["error"].GetString();
-}
-
-struct Setup {
-    RedisServer redis;
-    publish::RedisSink sink{redis.address()};
-    GatewayProcess gateway;
-    explicit Setup(std::vector<std::string> extra = {}, std::vector<std::string> redis_args = {},
-                   std::vector<std::string> environment = {})
-        : redis(std::move(redis_args)), gateway(redis.url(), kSecret, std::move(extra), std::move(environment)) {}
-    void publish(const std::string& channel, int n, std::uint64_t lsn, std::size_t pad = 0) {
-        sink.publish(channel, doc_of(n, pad), DocVersion{1, lsn});
-    }
-};
-
-std::string bearer(const std::string& token) { return "Bearer " + token; }
-
-}  // namespace
+#include "gateway_setup.hpp"
 
 TEST_CASE("gateway: GET /v1/docs serves the retained doc with its version as ETag, and 304 for it") {
     Setup s({"--public", "db:public:*"});

@@ -45,16 +45,74 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
     doc->ws_message.append(envelope, 1, std::string::npos);
     doc->sse_head = "event: doc\nid: " + doc->version_text + "\ndata: ";
+    if (envelope.find_first_of("\r\n") != std::string::npos) {
+        // An event ends at its first blank line: each line of the envelope goes in a data line of
+        // its own (the client joins them with LF, which JSON reads as the whitespace it was).
+        doc->sse_lines.reserve(envelope.size() + 64);
+        for (std::size_t i = 0; i < envelope.size(); ++i) {
+            char c = envelope[i];
+            if (c != '\r' && c != '\n') {
+                doc->sse_lines.push_back(c);
+                continue;
+            }
+            if (c == '\r' && i + 1 < envelope.size() && envelope[i + 1] == '\n') ++i;
+            doc->sse_lines.append("\ndata: ");
+        }
+    }
     doc->envelope = std::move(envelope);
     return doc;
 }
 
-Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate)
+bool Inbox::put(DocPtr doc) {
+    std::lock_guard lock(mutex_);
+    bool was_empty = docs_.empty() && reread_.empty();
+    if (auto it = at_.find(doc->channel); it != at_.end()) {
+        DocPtr& queued = docs_[it->second];
+        if (doc->version <= queued->version) return was_empty;
+        bytes_ = bytes_ - queued->envelope.size() + doc->envelope.size();
+        queued = std::move(doc);
+        ++replaced_;
+        return was_empty;
+    }
+    if (bytes_ + doc->envelope.size() > max_bytes_) {
+        ++overflowed_;
+        reread_.insert(doc->channel);
+        return was_empty;
+    }
+    bytes_ += doc->envelope.size();
+    at_.emplace(doc->channel, docs_.size());
+    docs_.push_back(std::move(doc));
+    return was_empty;
+}
+
+Inbox::Batch Inbox::take() {
+    Batch batch;
+    std::lock_guard lock(mutex_);
+    batch.docs.swap(docs_);
+    batch.reread.assign(reread_.begin(), reread_.end());
+    reread_.clear();
+    at_.clear();
+    bytes_ = 0;
+    return batch;
+}
+
+std::uint64_t Inbox::replaced() const {
+    std::lock_guard lock(mutex_);
+    return replaced_;
+}
+
+std::uint64_t Inbox::overflowed() const {
+    std::lock_guard lock(mutex_);
+    return overflowed_;
+}
+
+Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate, std::size_t max_queued_bytes)
     : io_(io),
       feed_(feed),
       warm_rate_(std::max(1u, warm_rate)),
       warm_tokens_(warm_rate_),
-      warm_refilled_(std::chrono::steady_clock::now()) {}
+      warm_refilled_(std::chrono::steady_clock::now()),
+      inbox_(max_queued_bytes) {}
 
 void Hub::warm(const std::string& channel) {
     using clock = std::chrono::steady_clock;
@@ -113,22 +171,31 @@ void Hub::offer(Channel& state, const DocPtr& doc) {
     for (auto* f : followers) f->on_doc(doc);
 }
 
-void Hub::on_message(const std::string& channel, std::string payload) {
+void Hub::receive(const std::string& channel, std::string payload) {
     ++messages_;
-    auto it = channels_.find(channel);
-    if (it == channels_.end()) return;  // unfollowed while the message travelled
-    if (auto doc = make_doc(channel, std::move(payload))) offer(it->second, doc);
+    auto doc = make_doc(channel, std::move(payload));
+    if (doc && inbox_.put(std::move(doc))) asio::post(io_, [this] { drain(); });
+}
+
+void Hub::drain() {
+    auto batch = inbox_.take();
+    for (auto& doc : batch.docs) {
+        auto it = channels_.find(doc->channel);
+        if (it != channels_.end()) offer(it->second, doc);  // else unfollowed while it travelled
+    }
+    for (const auto& channel : batch.reread)
+        if (channels_.count(channel)) read_retained(channel, false);
 }
 
 void Hub::on_subscribed(const std::string& channel) {
     if (channels_.count(channel)) read_retained(channel);
 }
 
-void Hub::read_retained(const std::string& channel) {
+void Hub::read_retained(const std::string& channel, bool announce) {
     auto& state = channels_[channel];
     std::uint64_t ticket = ++state.reads;
-    feed_.read(channel, [this, channel, ticket](FeedRead result) {
-        asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
+    feed_.read(channel, [this, channel, ticket, announce](FeedRead result) {
+        asio::post(io_, [this, channel, ticket, announce, result = std::move(result)]() mutable {
             auto it = channels_.find(channel);
             if (it == channels_.end() || it->second.reads != ticket) return;  // gone, or read again since
             if (!result.ok) {
@@ -148,7 +215,7 @@ void Hub::read_retained(const std::string& channel) {
             }
             auto doc = make_doc(channel, std::move(*result.value));
             if (doc) offer(it->second, doc);
-            feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
+            if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
         });
     });
 }
@@ -173,12 +240,47 @@ void Hub::read(const std::string& channel, std::function<void(DocPtr, std::strin
     });
 }
 
+void Hub::health(std::chrono::milliseconds timeout, std::function<void(bool, std::string)> done) {
+    auto waiter = std::make_shared<HealthWaiter>();
+    waiter->done = std::move(done);
+    health_waiters_.push_back(waiter);
+    auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
+    timer->async_wait([this, waiter, timer, timeout](const boost::system::error_code&) {
+        if (waiter->answered) return;
+        waiter->answered = true;
+        std::erase(health_waiters_, waiter);
+        waiter->done(false, "Redis did not answer PING within " + std::to_string(timeout.count()) + " ms");
+    });
+    if (probing_) return;
+    probing_ = true;
+    feed_.probe([this](FeedRead result) {
+        asio::post(io_, [this, result = std::move(result)] {
+            probing_ = false;
+            if (!result.ok) return answer_health(false, result.error);
+            if (!feed_.up()) return answer_health(false, "the subscriber connection is down");
+            answer_health(true, {});
+        });
+    });
+}
+
+void Hub::answer_health(bool up, const std::string& why) {
+    auto waiters = std::move(health_waiters_);
+    health_waiters_.clear();
+    for (auto& w : waiters) {
+        if (w->answered) continue;
+        w->answered = true;
+        w->done(up, why);
+    }
+}
+
 HubStats Hub::stats() const {
     HubStats s;
     s.channels = channel_count_;
     s.followers = client_followers;
     s.messages = messages_;
     s.stale = stale_;
+    s.replaced = inbox_.replaced();
+    s.overflowed = inbox_.overflowed();
     return s;
 }
 
@@ -214,8 +316,19 @@ void LocalHub::read(const std::string& channel, std::function<void(DocPtr, std::
     });
 }
 
+void LocalHub::health(std::chrono::milliseconds timeout, std::function<void(bool, std::string)> done) {
+    asio::post(hub_io_, [this, timeout, done = std::move(done)]() mutable {
+        hub_.health(timeout, [this, done = std::move(done)](bool up, std::string why) mutable {
+            asio::post(io_, [done = std::move(done), up, why = std::move(why)]() mutable { done(up, std::move(why)); });
+        });
+    });
+}
+
 void LocalHub::on_doc(const DocPtr& doc) {
-    asio::post(io_, [this, doc] { deliver(doc); });
+    if (arrived_.put(doc))
+        asio::post(io_, [this] {
+            for (const auto& d : arrived_.take().docs) deliver(d);
+        });
 }
 
 void LocalHub::deliver(const DocPtr& doc) {

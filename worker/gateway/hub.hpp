@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,6 +41,10 @@ struct Doc {
     std::string envelope;      // as Redis holds it
     std::string ws_message;    // {"type":"doc","version":"G/X/Y",<the envelope's fields>}
     std::string sse_head;      // "event: doc\nid: G/X/Y\ndata: ": a one-channel stream's event head
+    // The envelope as the data lines of one SSE event when it holds line breaks (each CR, LF or
+    // CRLF, JSON whitespace, becomes "\ndata: "); empty when the envelope is one line already.
+    std::string sse_lines;
+    const std::string& sse_data() const { return sse_lines.empty() ? envelope : sse_lines; }
 };
 using DocPtr = std::shared_ptr<const Doc>;
 
@@ -60,12 +66,42 @@ struct HubStats {
     std::size_t followers = 0;  // (client, channel) pairs
     std::uint64_t messages = 0; // docs received from Redis
     std::uint64_t stale = 0;    // docs received at or below the version held, not offered
+    std::uint64_t replaced = 0;     // docs queued from Redis replaced by a newer one of their channel
+    std::uint64_t overflowed = 0;   // docs not queued past --max-queued-bytes (their channel read again)
+};
+
+// The docs received from Redis and not yet taken by the hub's thread: at most one per channel, the
+// newest, and at most `max_bytes` of envelopes; a doc past that is not kept, and its channel is
+// read from Redis again instead (the retained doc is at least as new). Thread-safe.
+class Inbox {
+public:
+    explicit Inbox(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+    // Queues `doc`; true when the queue was empty (the taker must be woken).
+    bool put(DocPtr doc);
+    struct Batch {
+        std::vector<DocPtr> docs;           // oldest first
+        std::vector<std::string> reread;    // channels whose doc did not fit
+    };
+    Batch take();
+    std::uint64_t replaced() const;
+    std::uint64_t overflowed() const;
+
+private:
+    const std::size_t max_bytes_;
+    mutable std::mutex mutex_;
+    std::vector<DocPtr> docs_;                          // guarded by mutex_
+    std::unordered_map<std::string, std::size_t> at_;  // channel → index in docs_ (guarded)
+    std::unordered_set<std::string> reread_;            // guarded by mutex_
+    std::size_t bytes_ = 0;                             // guarded by mutex_
+    std::uint64_t replaced_ = 0, overflowed_ = 0;       // guarded by mutex_
 };
 
 class Hub {
 public:
-    // `warm_rate`: docsync:warm requests per second at most (see may_warm).
-    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100);
+    // `warm_rate`: docsync:warm requests per second at most (see may_warm); `max_queued_bytes`:
+    // the Inbox's bound.
+    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100,
+        std::size_t max_queued_bytes = 64 * 1024 * 1024);
 
     // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
     void follow(const std::string& channel, Follower* follower);
@@ -76,13 +112,21 @@ public:
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
 
     bool redis_up() const { return feed_.up(); }
+    // Whether Redis answers now: a PING's round trip on a reader connection, with the subscriber
+    // connected. `done(up, why)` runs on the hub's thread within `timeout` (down when no answer
+    // came by then); requests made while a PING is out share its answer, so a frozen Redis never
+    // piles up PINGs.
+    void health(std::chrono::milliseconds timeout, std::function<void(bool up, std::string why)> done);
     // Readable from any thread.
     HubStats stats() const;
     // (client, channel) pairs across the LocalHubs, kept by them.
     std::atomic<std::size_t> client_followers{0};
 
+    // A message on a followed channel, on the feed's subscriber thread: parsed there (a slow
+    // parse slows the reading of Redis, whose own output-buffer limit then applies) and queued in
+    // the Inbox for the hub's thread.
+    void receive(const std::string& channel, std::string payload);
     // Posted from the feed's threads.
-    void on_message(const std::string& channel, std::string payload);
     void on_subscribed(const std::string& channel);
 
 private:
@@ -92,7 +136,10 @@ private:
         std::uint64_t reads = 0;  // reads started for this channel: a later one supersedes
     };
     void offer(Channel& state, const DocPtr& doc);
-    void read_retained(const std::string& channel);
+    // Takes what the Inbox holds (the hub's thread).
+    void drain();
+    // `announce`: PUBLISH docsync:touch once read (not for a re-read after an Inbox overflow).
+    void read_retained(const std::string& channel, bool announce = true);
     // Asks the worker for a doc Redis does not hold (docsync:warm), unless this channel was asked
     // for in the last 10 s or --warm-rate requests went out in the last second (a burst of as many
     // is allowed): clients naming channels that do not exist cannot make the worker run doc
@@ -100,8 +147,16 @@ private:
     // subscribers (--live subscribers) or its next change.
     void warm(const std::string& channel);
 
+    struct HealthWaiter {
+        std::function<void(bool, std::string)> done;
+        bool answered = false;
+    };
+    void answer_health(bool up, const std::string& why);
+
     boost::asio::io_context& io_;
     Feed& feed_;
+    std::vector<std::shared_ptr<HealthWaiter>> health_waiters_;
+    bool probing_ = false;  // a PING is out
     std::unordered_map<std::string, Channel> channels_;
     std::atomic<std::size_t> channel_count_{0};
     const double warm_rate_;
@@ -112,6 +167,7 @@ private:
     std::chrono::steady_clock::time_point warm_reported_{};
     std::atomic<std::uint64_t> messages_{0};
     std::atomic<std::uint64_t> stale_{0};
+    Inbox inbox_;
 };
 
 // An I/O thread's side of the Hub; every call is made on that thread, but on_doc, which the Hub
@@ -126,6 +182,8 @@ public:
     // As Hub::read; `done` runs on this thread.
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
     bool redis_up() const { return hub_.redis_up(); }
+    // As Hub::health; `done` runs on this thread.
+    void health(std::chrono::milliseconds timeout, std::function<void(bool up, std::string why)> done);
     HubStats stats() const { return hub_.stats(); }
 
     // A newer doc of a channel this thread follows, from the Hub's thread.
@@ -142,6 +200,9 @@ private:
     boost::asio::io_context& hub_io_;
     Hub& hub_;
     std::unordered_map<std::string, Channel> channels_;
+    // Docs handed over by the Hub and not yet delivered: one per channel this thread follows, so
+    // a busy thread never queues more than that (no byte bound needed).
+    Inbox arrived_{static_cast<std::size_t>(-1)};
 };
 
 }  // namespace docsync::gateway

@@ -81,6 +81,10 @@ public:
     bool offer(const DocPtr& doc);
     // The next doc to send (its channel's floor moves to it), or nullptr when none waits.
     DocPtr next();
+    // Moves the floor of `slot` up to `floor` (never down), dropping a pending doc at or below it.
+    void raise_floor(Slot& slot, DocVersion floor);
+    // Forgets every channel and pending doc.
+    void clear();
     // Each channel's floor, in the order the channels were added (the SSE cursor).
     std::vector<std::optional<DocVersion>> floors() const;
 
@@ -91,10 +95,11 @@ private:
     std::vector<Slot*> queue_;
 };
 
-// Hand-offs from the HTTP session once a request is authorized.
-void start_sse(Shard& shard, boost::asio::ip::tcp::socket socket, const Request& req, std::vector<std::string> channels,
-               std::vector<std::optional<DocVersion>> floors, std::chrono::system_clock::time_point expires);
-void start_websocket(Shard& shard, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
+// Hand-offs from the HTTP session once a request is authorized; the connection's seat goes along.
+void start_sse(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, const Request& req,
+               std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors,
+               std::chrono::system_clock::time_point expires);
+void start_websocket(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
 
 // CORS headers for `origin` when it is allowed (nothing otherwise).
 void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);
