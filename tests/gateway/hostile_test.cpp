@@ -403,3 +403,60 @@ TEST_CASE("gateway: Redis publishing faster than the hub parses keeps memory bou
     while (auto e = sse.next_doc(3000ms)) seen = n_of(e->data);
     CHECK(seen == last);
 }
+
+TEST_CASE("gateway: followed channels Redis holds no doc for are subscribed only within --warm-rate and --max-missing-docs") {
+    // With the worker's --live subscribers every channel the gateway subscribes is a doc it
+    // computes and keeps live: subscriptions to missing docs go through the same budget as warm
+    // requests.
+    Setup s({"--public", "db:order:*", "--warm-rate", "5", "--max-missing-docs", "8", "--max-channels", "200"});
+    s.publish("db:order:held", 1, 0x100);
+    auto listener = s.redis.client();
+    auto* ctx = listener->context();
+    REQUIRE(redisAppendCommand(ctx, "SUBSCRIBE docsync:warm") == REDIS_OK);
+    int flushed = 0;
+    while (!flushed) REQUIRE(redisBufferWrite(ctx, &flushed) == REDIS_OK);
+    auto started = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<WsClient>> clients;
+    for (int c = 0; c < 10; ++c) {
+        clients.push_back(std::make_unique<WsClient>(s.gateway.port()));
+        for (int i = 0; i < 100; ++i)
+            clients.back()->send(R"({"type":"subscribe","channel":"db:order:)" + std::to_string(c * 100 + i) + "\"}");
+    }
+    clients.front()->send(R"({"type":"subscribe","channel":"db:order:held"})");
+    // A doc Redis holds is followed at once, whatever the budget.
+    CHECK(clients.front()->next_with("db:order:held\",\"doc\"", 5000ms));
+    // The others are told they wait.
+    auto notice = clients.back()->next_with("\"deferred\"", 5000ms);
+    REQUIRE(notice);
+    CHECK(notice->find("--warm-rate") != std::string::npos);
+    CHECK(notice->find("--max-missing-docs") != std::string::npos);
+    std::this_thread::sleep_for(3000ms);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    auto subscribed = s.redis.client()->command({"PUBSUB", "CHANNELS", "db:order:*"});
+    REQUIRE(subscribed->type == REDIS_REPLY_ARRAY);
+    int warms = 0;
+    for (;;) {
+        pollfd pfd{ctx->fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 200) <= 0) break;
+        REQUIRE(redisBufferRead(ctx) == REDIS_OK);
+        void* raw = nullptr;
+        while (redisGetReplyFromReader(ctx, &raw) == REDIS_OK && raw) {
+            publish::Reply reply(static_cast<redisReply*>(raw));
+            if (reply->elements == 3 && publish::reply_text(reply->element[0]) == "message") ++warms;
+            raw = nullptr;
+        }
+    }
+    MESSAGE(subscribed->elements << " channels subscribed on Redis and " << warms << " warm requests for 1 000 missing docs in "
+                                 << seconds << " s");
+    // The held doc's channel and at most --max-missing-docs missing ones.
+    CHECK(subscribed->elements <= 1 + 8);
+    CHECK(warms <= 8);
+    CHECK(warms >= 1);
+    CHECK(health_field(s.gateway.port(), "missing_docs") == 8);
+    CHECK(health_field(s.gateway.port(), "deferred_channels") >= 900);
+    // A missing doc that appears is followed once it is looked at again.
+    s.publish("db:order:999", 7, 0x700);
+    auto late = clients.back()->next_with("db:order:999\",\"doc\"", 20000ms);
+    REQUIRE(late);
+    CHECK(n_of(*late) == 7);
+}

@@ -14,6 +14,8 @@ namespace docsync::gateway {
 
 namespace asio = boost::asio;
 
+constexpr std::size_t kDeferredReadsPerSecond = 1000;  // GETs of deferred channels (at least --warm-rate)
+
 std::string format_version(DocVersion version) {
     return std::to_string(version.generation) + "/" + format_lsn(version.lsn);
 }
@@ -59,6 +61,7 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
             doc->sse_lines.append("\ndata: ");
         }
     }
+    doc->tombstone = envelope.compare(head->doc_at, head->doc_size, "null") == 0;
     doc->envelope = std::move(envelope);
     return doc;
 }
@@ -106,32 +109,42 @@ std::uint64_t Inbox::overflowed() const {
     return overflowed_;
 }
 
-Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate, std::size_t max_queued_bytes)
+Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate, std::size_t max_queued_bytes, std::size_t max_missing)
     : io_(io),
       feed_(feed),
       warm_rate_(std::max(1u, warm_rate)),
       warm_tokens_(warm_rate_),
       warm_refilled_(std::chrono::steady_clock::now()),
+      max_missing_(max_missing),
       inbox_(max_queued_bytes) {}
 
-void Hub::warm(const std::string& channel) {
+bool Hub::take_warm_token() {
     using clock = std::chrono::steady_clock;
     constexpr auto repeat = std::chrono::seconds(10);
     auto now = clock::now();
     warm_tokens_ = std::min(warm_rate_, warm_tokens_ + warm_rate_ * std::chrono::duration<double>(now - warm_refilled_).count());
     warm_refilled_ = now;
-    if (auto it = warmed_.find(channel); it != warmed_.end() && now - it->second < repeat) return;
-    if (warm_tokens_ < 1) {
-        ++warms_dropped_;
-        if (now - warm_reported_ >= repeat) {
-            warm_reported_ = now;
-            log_warning("gateway", "asked the worker for no more than --warm-rate " + std::to_string(static_cast<long>(warm_rate_)) +
-                                       " docs per second (" + std::to_string(warms_dropped_) +
-                                       " requests for docs Redis does not hold left out so far)");
-        }
-        return;
+    if (warm_tokens_ >= 1) {
+        warm_tokens_ -= 1;
+        return true;
     }
-    warm_tokens_ -= 1;
+    ++warms_dropped_;
+    if (now - warm_reported_ >= repeat) {
+        warm_reported_ = now;
+        log_warning("gateway", "asked the worker for no more than --warm-rate " + std::to_string(static_cast<long>(warm_rate_)) +
+                                   " docs per second (" + std::to_string(warms_dropped_) +
+                                   " requests for docs Redis does not hold deferred or left out so far)");
+    }
+    return false;
+}
+
+void Hub::warm(const std::string& channel) {
+    using clock = std::chrono::steady_clock;
+    constexpr auto repeat = std::chrono::seconds(10);
+    auto now = clock::now();
+    if (auto it = warmed_.find(channel); it != warmed_.end() && now - it->second < repeat) return;
+    // A channel admitted as missing paid for its warm request when it was subscribed.
+    if (!missing_.count(channel) && !take_warm_token()) return;
     if (warmed_.size() >= 100000) {
         for (auto it = warmed_.begin(); it != warmed_.end();)
             it = now - it->second >= repeat ? warmed_.erase(it) : std::next(it);
@@ -145,19 +158,98 @@ void Hub::follow(const std::string& channel, Follower* follower) {
     if (!it->second.followers.insert(follower).second) return;
     channel_count_ = channels_.size();
     if (fresh) {
-        feed_.set_following(channel, true);  // `subscribed` follows, then the read
+        probe(channel);  // read first; subscribed when Redis holds the doc or the budget allows
     } else if (it->second.latest) {
         follower->on_doc(it->second.latest);
     }
+}
+
+void Hub::probe(const std::string& channel) {
+    auto& state = channels_[channel];
+    state.sub = Sub::Probing;
+    std::uint64_t ticket = ++state.reads;
+    feed_.read(channel, [this, channel, ticket](FeedRead result) {
+        asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
+            auto it = channels_.find(channel);
+            if (it == channels_.end() || it->second.reads != ticket || it->second.sub != Sub::Probing) return;
+            if (!result.ok) return subscribe(channel, it->second);  // Redis is away: its return re-reads
+            if (!result.value) return admit(channel, it->second);
+            if (auto doc = make_doc(channel, std::move(*result.value))) offer(it->second, doc);
+            subscribe(channel, it->second);  // held: `subscribed` follows, then the read again
+        });
+    });
+}
+
+void Hub::admit(const std::string& channel, Channel& state) {
+    if (missing_.size() < max_missing_ && take_warm_token()) {
+        missing_.insert(channel);
+        missing_count_ = missing_.size();
+        return subscribe(channel, state);  // the read after `subscribed` asks the worker for it
+    }
+    if (missing_.size() >= max_missing_) ++warms_dropped_;
+    if (deferred_.insert(channel).second) deferred_order_.push_back(channel);
+    deferred_count_ = deferred_.size();
+    bool first = !state.told;
+    state.told = true;
+    state.sub = Sub::Deferred;
+    if (first) {
+        std::string message = "Redis holds no doc for this channel yet, and the gateway asks the worker for at most "
+                              "--warm-rate docs per second and --max-missing-docs at once: it stays followed and "
+                              "is asked for again each second";
+        std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
+        for (auto* f : followers) f->on_notice(channel, "deferred", message);
+    }
+    if (!retry_scheduled_) {
+        retry_scheduled_ = true;
+        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+        timer->async_wait([this, timer](const boost::system::error_code&) {
+            retry_scheduled_ = false;
+            retry_deferred();
+        });
+    }
+}
+
+void Hub::retry_deferred() {
+    // Reads are cheap next to computes, but bounded too: a crowd of deferred channels costs Redis
+    // at most this many GETs a second, in turn.
+    const std::size_t reads = std::max<std::size_t>(kDeferredReadsPerSecond, static_cast<std::size_t>(warm_rate_));
+    std::vector<std::string> batch;
+    while (!deferred_order_.empty() && batch.size() < reads) {
+        std::string channel = std::move(deferred_order_.front());
+        deferred_order_.pop_front();
+        if (!deferred_.erase(channel)) continue;  // unfollowed since
+        auto c = channels_.find(channel);
+        if (c != channels_.end() && c->second.sub == Sub::Deferred) batch.push_back(std::move(channel));
+    }
+    deferred_count_ = deferred_.size();
+    for (const auto& channel : batch) probe(channel);
+    if (!deferred_.empty() && !retry_scheduled_) {
+        retry_scheduled_ = true;
+        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+        timer->async_wait([this, timer](const boost::system::error_code&) {
+            retry_scheduled_ = false;
+            retry_deferred();
+        });
+    }
+}
+
+void Hub::subscribe(const std::string& channel, Channel& state) {
+    state.sub = Sub::Subscribed;
+    feed_.set_following(channel, true);
 }
 
 void Hub::unfollow(const std::string& channel, Follower* follower) {
     auto it = channels_.find(channel);
     if (it == channels_.end() || it->second.followers.erase(follower) == 0) return;
     if (!it->second.followers.empty()) return;
+    bool subscribed = it->second.sub == Sub::Subscribed;
     channels_.erase(it);
     channel_count_ = channels_.size();
-    feed_.set_following(channel, false);
+    missing_.erase(channel);
+    missing_count_ = missing_.size();
+    deferred_.erase(channel);
+    deferred_count_ = deferred_.size();
+    if (subscribed) feed_.set_following(channel, false);
 }
 
 void Hub::offer(Channel& state, const DocPtr& doc) {
@@ -166,6 +258,7 @@ void Hub::offer(Channel& state, const DocPtr& doc) {
         return;
     }
     state.latest = doc;
+    if (!doc->tombstone && missing_.erase(doc->channel)) missing_count_ = missing_.size();
     // A follower may unfollow from inside on_doc (a client dropped for being too slow): copy first.
     std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
     for (auto* f : followers) f->on_doc(doc);
@@ -188,7 +281,8 @@ void Hub::drain() {
 }
 
 void Hub::on_subscribed(const std::string& channel) {
-    if (channels_.count(channel)) read_retained(channel);
+    auto it = channels_.find(channel);
+    if (it != channels_.end() && it->second.sub == Sub::Subscribed) read_retained(channel);
 }
 
 void Hub::read_retained(const std::string& channel, bool announce) {
@@ -281,6 +375,9 @@ HubStats Hub::stats() const {
     s.stale = stale_;
     s.replaced = inbox_.replaced();
     s.overflowed = inbox_.overflowed();
+    s.missing = missing_count_;
+    s.deferred = deferred_count_;
+    s.warms_dropped = warms_dropped_;
     return s;
 }
 
@@ -321,6 +418,15 @@ void LocalHub::health(std::chrono::milliseconds timeout, std::function<void(bool
         hub_.health(timeout, [this, done = std::move(done)](bool up, std::string why) mutable {
             asio::post(io_, [done = std::move(done), up, why = std::move(why)]() mutable { done(up, std::move(why)); });
         });
+    });
+}
+
+void LocalHub::on_notice(const std::string& channel, const std::string& code, const std::string& message) {
+    asio::post(io_, [this, channel, code, message] {
+        auto it = channels_.find(channel);
+        if (it == channels_.end()) return;
+        std::vector<Follower*> followers(it->second.followers.begin(), it->second.followers.end());
+        for (auto* f : followers) f->on_notice(channel, code, message);
     });
 }
 

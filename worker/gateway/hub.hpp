@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,7 @@ struct Doc {
     DocVersion version;
     std::string version_text;  // "G/X/Y": an SSE id, an ETag, the WebSocket message's "version"
     std::string envelope;      // as Redis holds it
+    bool tombstone = false;    // "doc":null: the worker computed it and found no row
     std::string ws_message;    // {"type":"doc","version":"G/X/Y",<the envelope's fields>}
     std::string sse_head;      // "event: doc\nid: G/X/Y\ndata: ": a one-channel stream's event head
     // The envelope as the data lines of one SSE event when it holds line breaks (each CR, LF or
@@ -59,6 +61,10 @@ public:
     virtual ~Follower() = default;
     // A newer doc of a followed channel.
     virtual void on_doc(const DocPtr& doc) = 0;
+    // Something the client should know about a followed channel that stays followed (a limit
+    // that defers it): an error code and a message naming the setting.
+    virtual void on_notice(const std::string& /*channel*/, const std::string& /*code*/,
+                           const std::string& /*message*/) {}
 };
 
 struct HubStats {
@@ -68,6 +74,9 @@ struct HubStats {
     std::uint64_t stale = 0;    // docs received at or below the version held, not offered
     std::uint64_t replaced = 0;     // docs queued from Redis replaced by a newer one of their channel
     std::uint64_t overflowed = 0;   // docs not queued past --max-queued-bytes (their channel read again)
+    std::size_t missing = 0;        // channels subscribed on Redis without a doc there (see Hub)
+    std::size_t deferred = 0;       // followed channels left unsubscribed for now (see Hub)
+    std::uint64_t warms_dropped = 0;  // warm requests and subscriptions deferred by --warm-rate or --max-missing-docs
 };
 
 // The docs received from Redis and not yet taken by the hub's thread: at most one per channel, the
@@ -98,10 +107,10 @@ private:
 
 class Hub {
 public:
-    // `warm_rate`: docsync:warm requests per second at most (see may_warm); `max_queued_bytes`:
-    // the Inbox's bound.
+    // `warm_rate`: docsync:warm requests per second at most (see warm); `max_queued_bytes`: the
+    // Inbox's bound; `max_missing`: channels subscribed without a doc in Redis at once, at most.
     Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100,
-        std::size_t max_queued_bytes = 64 * 1024 * 1024);
+        std::size_t max_queued_bytes = 64 * 1024 * 1024, std::size_t max_missing = 1000);
 
     // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
     void follow(const std::string& channel, Follower* follower);
@@ -130,12 +139,28 @@ public:
     void on_subscribed(const std::string& channel);
 
 private:
+    // Where a followed channel stands with Redis. A subscription counts for `--live subscribers`:
+    // the worker computes and keeps live every channel the gateway subscribes. So a channel is
+    // read before it is subscribed; one whose doc Redis does not hold is subscribed (and the
+    // worker asked for it) only within --warm-rate per second and --max-missing-docs at once, and
+    // waits unsubscribed (deferred, its followers told) otherwise, tried again each second.
+    enum class Sub { Probing, Subscribed, Deferred };
     struct Channel {
         std::unordered_set<Follower*> followers;
         DocPtr latest;
         std::uint64_t reads = 0;  // reads started for this channel: a later one supersedes
+        Sub sub = Sub::Probing;
+        bool told = false;  // its followers were told it is deferred
     };
     void offer(Channel& state, const DocPtr& doc);
+    // The read before subscribing, and what follows from it.
+    void probe(const std::string& channel);
+    void admit(const std::string& channel, Channel& state);
+    void subscribe(const std::string& channel, Channel& state);
+    void retry_deferred();
+    // Takes one warm request from the --warm-rate budget; false (counted, logged now and then)
+    // when none is left this second.
+    bool take_warm_token();
     // Takes what the Inbox holds (the hub's thread).
     void drain();
     // `announce`: PUBLISH docsync:touch once read (not for a re-read after an Inbox overflow).
@@ -163,7 +188,13 @@ private:
     double warm_tokens_;
     std::chrono::steady_clock::time_point warm_refilled_;
     std::unordered_map<std::string, std::chrono::steady_clock::time_point> warmed_;  // channel → when
-    std::uint64_t warms_dropped_ = 0;
+    std::atomic<std::uint64_t> warms_dropped_{0};
+    const std::size_t max_missing_;
+    std::unordered_set<std::string> missing_;   // subscribed; Redis held no doc (or a tombstone since)
+    std::unordered_set<std::string> deferred_;  // followed, not subscribed: over the budget for now
+    std::deque<std::string> deferred_order_;    // deferred_, oldest first: retried in turn
+    std::atomic<std::size_t> missing_count_{0}, deferred_count_{0};
+    bool retry_scheduled_ = false;
     std::chrono::steady_clock::time_point warm_reported_{};
     std::atomic<std::uint64_t> messages_{0};
     std::atomic<std::uint64_t> stale_{0};
@@ -188,6 +219,8 @@ public:
 
     // A newer doc of a channel this thread follows, from the Hub's thread.
     void on_doc(const DocPtr& doc) override;
+    // Passed on to this thread's followers of `channel`, from the Hub's thread.
+    void on_notice(const std::string& channel, const std::string& code, const std::string& message) override;
 
 private:
     struct Channel {

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
                 ? std::make_unique<Feed>(publish::parse_redis_cluster_url(settings.redis), std::move(events), feed_options)
                 : std::make_unique<Feed>(publish::parse_redis_url(settings.redis), std::move(events), feed_options);
         Feed& feed = *feed_ptr;
-        Hub hub(io, feed, settings.warm_rate, settings.max_queued_bytes);
+        Hub hub(io, feed, settings.warm_rate, settings.max_queued_bytes, settings.max_missing_docs);
         hub_ptr = &hub;
 
         TokenVerifier verifier(settings.jwt_secret);

@@ -323,6 +323,12 @@ public:
     void on_doc(const DocPtr& doc) override {
         if (!closed_ && outbox_.offer(doc)) pump();
     }
+    // A notice is an event of its own (`notice`): the stream goes on.
+    void on_notice(const std::string& channel, const std::string& code, const std::string& message) override {
+        if (closed_ || expiring_ || control_.size() >= 64) return;
+        control_.push_back("event: notice\ndata: " + error_json(code, message, channel) + "\n\n");
+        pump();
+    }
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
         if (closed_) return;
@@ -657,6 +663,9 @@ private:
         field("older_docs_dropped", h.stale);
         field("queued_docs_replaced", h.replaced);
         field("queue_overflows", h.overflowed);
+        field("missing_docs", h.missing);
+        field("deferred_channels", h.deferred);
+        field("warms_deferred", h.warms_dropped);
         body += "}";
         return body;
     }

@@ -194,6 +194,12 @@ const std::vector<Spec>& specs() {
         {"warm-rate", Kind::Count, "N", "docs Redis does not hold that the worker is asked for per second, at most (docsync:warm)",
          [](const GatewaySettings& s) { return std::to_string(s.warm_rate); },
          [](GatewaySettings& s, std::string_view v) { s.warm_rate = static_cast<unsigned>(count_in(v, 1, 1000000)); }},
+        {"max-missing-docs", Kind::Count, "N",
+         "followed channels whose doc Redis does not hold that are subscribed on Redis at once, at most (with the "
+         "worker's --live subscribers each is a doc it computes and keeps live); more wait, followed, until a "
+         "place frees",
+         [](const GatewaySettings& s) { return std::to_string(s.max_missing_docs); },
+         [](GatewaySettings& s, std::string_view v) { s.max_missing_docs = count_in(v, 1, 10000000); }},
         {"max-queued-bytes", Kind::Size, "SIZE",
          "docs received from Redis and not yet handed to the clients, at most: one per channel, the newest; a "
          "channel whose doc does not fit is read again from Redis",

@@ -48,6 +48,9 @@ struct GatewaySettings {
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(10)};
     unsigned threads = default_threads();  // I/O threads, each serving a share of the connections
     unsigned warm_rate = 100;        // docsync:warm requests per second, at most
+    // Followed channels whose doc Redis does not hold that are subscribed at once, at most (each
+    // one a doc the worker computes and keeps live under --live subscribers).
+    std::size_t max_missing_docs = 1000;
     // Envelopes received from Redis and not yet handed to the clients' threads, at most (one per
     // channel, the newest; a channel whose doc does not fit is read again from Redis).
     std::size_t max_queued_bytes = 64 * 1024 * 1024;

@@ -65,6 +65,9 @@ public:
     void on_doc(const DocPtr& doc) override {
         if (!closed_ && outbox_.offer(doc)) pump();
     }
+    void on_notice(const std::string& channel, const std::string& code, const std::string& message) override {
+        if (!closed_ && !ending_ && outbox_.find(channel)) send_control(ws_error(code, message, channel));
+    }
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
         if (closed_ || !open_) return;
