@@ -172,7 +172,8 @@ void Hub::probe(const std::string& channel) {
         asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
             auto it = channels_.find(channel);
             if (it == channels_.end() || it->second.reads != ticket || it->second.sub != Sub::Probing) return;
-            if (!result.ok) return subscribe(channel, it->second);  // Redis is away: its return re-reads
+            // Redis is away: read again in a second (not subscribed unread, which would bypass the budget).
+            if (!result.ok) return defer(channel, it->second, false);
             if (!result.value) return admit(channel, it->second);
             if (auto doc = make_doc(channel, std::move(*result.value))) offer(it->second, doc);
             subscribe(channel, it->second);  // held: `subscribed` follows, then the read again
@@ -187,12 +188,15 @@ void Hub::admit(const std::string& channel, Channel& state) {
         return subscribe(channel, state);  // the read after `subscribed` asks the worker for it
     }
     if (missing_.size() >= max_missing_) ++warms_dropped_;
+    defer(channel, state, true);
+}
+
+void Hub::defer(const std::string& channel, Channel& state, bool tell) {
     if (deferred_.insert(channel).second) deferred_order_.push_back(channel);
     deferred_count_ = deferred_.size();
-    bool first = !state.told;
-    state.told = true;
     state.sub = Sub::Deferred;
-    if (first) {
+    if (tell && !state.told) {
+        state.told = true;
         std::string message = "Redis holds no doc for this channel yet, and the gateway asks the worker for at most "
                               "--warm-rate docs per second and --max-missing-docs at once: it stays followed and "
                               "is asked for again each second";

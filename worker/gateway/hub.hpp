@@ -156,6 +156,9 @@ private:
     // The read before subscribing, and what follows from it.
     void probe(const std::string& channel);
     void admit(const std::string& channel, Channel& state);
+    // Leaves `channel` followed but unsubscribed, read again in turn each second; `tell`: its
+    // followers get a `deferred` notice (once).
+    void defer(const std::string& channel, Channel& state, bool tell);
     void subscribe(const std::string& channel, Channel& state);
     void retry_deferred();
     // Takes one warm request from the --warm-rate budget; false (counted, logged now and then)
