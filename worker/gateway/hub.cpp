@@ -193,6 +193,14 @@ void Hub::admit(const std::string& channel, Channel& state) {
 
 void Hub::defer(const std::string& channel, Channel& state, bool tell) {
     if (deferred_.insert(channel).second) deferred_order_.push_back(channel);
+    if (deferred_order_.size() > 2 * deferred_.size() + 1024) {
+        // Channels dropped and followed again left entries behind: keep each deferred one once.
+        std::unordered_set<std::string> kept;
+        std::deque<std::string> order;
+        for (auto& c : deferred_order_)
+            if (deferred_.count(c) && kept.insert(c).second) order.push_back(std::move(c));
+        deferred_order_.swap(order);
+    }
     deferred_count_ = deferred_.size();
     state.sub = Sub::Deferred;
     if (tell && !state.told) {
