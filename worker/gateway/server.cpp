@@ -259,6 +259,7 @@ private:
 
     void read() {
         parser_.emplace();
+        head_ = false;  // until a request says HEAD
         parser_->header_limit(16 * 1024);
         parser_->body_limit(16 * 1024);
         reading_ = true;
