@@ -445,6 +445,8 @@ TEST_CASE("gateway on a Redis Cluster: SSUBSCRIBE on the slot's master, followin
     CHECK(eventually([&] { return shard_subscribers(2) == 1; }, 10s));
     // Docs and WebSocket subscriptions work on the new master too.
     CHECK(n_of(http_get(gateway.port(), "/v1/docs/" + channel + "?token=" + token).body) == n);
+    // /healthz's PING goes to a node of the cluster.
+    CHECK(eventually([&] { return http_get(gateway.port(), "/healthz").status == 200; }, 10s));
 }
 
 TEST_CASE("gateway: a channel left and followed again at once still gets its retained doc") {
