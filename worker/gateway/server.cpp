@@ -125,7 +125,10 @@ void Shard::join() {
 }
 
 void Shard::schedule_tick() {
-    tick_.expires_after(std::chrono::seconds(1));
+    // Just after each whole second of the wall clock: a token's exp is whole seconds, so its
+    // expiry is seen within milliseconds.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wall_clock::now().time_since_epoch()).count() % 1000;
+    tick_.expires_after(std::chrono::milliseconds(1000 - ms + 2));
     tick_.async_wait([this](const boost::system::error_code& ec) {
         if (ec || stopping_) return;
         auto now = steady::now();

@@ -49,6 +49,10 @@ inline bool needs_token(const Patterns& public_channels, std::string_view channe
 // {"error":CODE,"channel":CHANNEL,"message":MESSAGE} (no channel when empty).
 std::string error_json(std::string_view code, std::string_view message, std::string_view channel = {});
 
+// How long a connection that is being ended (an expired token, --idle-timeout) has to send its
+// reason and close; then it is closed as it is, whatever is still being written.
+constexpr std::chrono::milliseconds kEndGrace{250};
+
 // A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
 // vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.
 using ControlQueue = std::vector<std::string>;

@@ -1,5 +1,6 @@
 // Server-Sent Events streams: one request's channels, each doc an event, until the client leaves,
 // its token expires or it is too slow.
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
@@ -87,7 +88,10 @@ public:
             control_.push_back("event: stream-error\ndata: " +
                                error_json("token_expired", "the token has expired: reconnect with a new one") + "\n\n");
             close_after_flush_ = true;
-            return pump();
+            pump();
+            auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor(), kEndGrace);
+            timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(""); });
+            return;
         }
         if (!writing_ && now - last_write_ >= shard_.options().heartbeat) {
             control_.push_back(": ping\n\n");
@@ -176,7 +180,7 @@ private:
     bool writing_ = false;
     bool closed_ = false;
     bool close_after_flush_ = false;
-    bool expiring_ = false;  // the token expired: the stream ends at the next tick at the latest
+    bool expiring_ = false;  // the token expired: the stream ends within kEndGrace
     bool following_ = false;
 };
 

@@ -1,4 +1,5 @@
 // WebSocket connections: one socket follows many channels, with JSON messages both ways.
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -111,6 +112,8 @@ private:
         close_reason_ = std::move(code);
         close_after_flush_ = true;
         pump();
+        auto timer = std::make_shared<asio::steady_timer>(ws_.get_executor(), kEndGrace);
+        timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(); });
     }
 
     bool relies_on_token() const {
@@ -281,7 +284,7 @@ private:
     bool writing_ = false;
     bool closed_ = false;
     bool close_after_flush_ = false;
-    bool ending_ = false;  // end() was called: closed at the next tick at the latest
+    bool ending_ = false;  // end() was called: closed within kEndGrace
 };
 
 }  // namespace
