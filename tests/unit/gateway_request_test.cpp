@@ -162,6 +162,62 @@ TEST_CASE("gateway outbox: at most the newest pending doc per channel, versions 
     CHECK_FALSE(box.next());
 }
 
+TEST_CASE("gateway outbox: a floor raised past a waiting doc drops it, and next() never lowers a floor") {
+    Outbox box;
+    Outbox::Slot& a = box.add("db:a", std::nullopt);
+    box.add("db:b", std::nullopt);
+    CHECK(box.offer(doc("db:a", 0x128)));
+    CHECK(box.offer(doc("db:b", 0x10)));
+    box.raise_floor(a, DocVersion{1, 0x1000});
+    box.raise_floor(a, DocVersion{1, 0x500});  // never down
+    auto only = box.next();
+    REQUIRE(only);
+    CHECK(only->channel == "db:b");
+    CHECK_FALSE(box.next());
+    CHECK(format_cursor(box.floors()) == "1/0/1000,1/0/10");
+    // A floor set behind the outbox's back still holds: the waiting doc is skipped, not sent.
+    CHECK(box.offer(doc("db:b", 0x20)));
+    box.find("db:b")->floor = DocVersion{1, 0x30};
+    CHECK_FALSE(box.next());
+    CHECK(format_cursor(box.floors()) == "1/0/1000,1/0/30");
+}
+
+TEST_CASE("gateway inbox: the newest doc per channel, a byte bound past which the channel is read again") {
+    Inbox inbox(4096);
+    CHECK(inbox.put(doc("db:a", 0x10)));        // was empty: the taker is woken
+    CHECK_FALSE(inbox.put(doc("db:a", 0x30)));  // replaces
+    CHECK_FALSE(inbox.put(doc("db:a", 0x20)));  // older than what waits
+    CHECK_FALSE(inbox.put(doc("db:b", 0x10)));
+    CHECK(inbox.replaced() == 1);
+    auto big = make_doc("db:c", "{\"channel\":\"db:c\",\"doc\":\"" + std::string(5000, 'x') +
+                                    "\",\"generation\":1,\"lsn\":\"0/10\"}");
+    REQUIRE(big);
+    CHECK_FALSE(inbox.put(big));  // past the bound: not kept
+    CHECK(inbox.overflowed() == 1);
+    auto batch = inbox.take();
+    REQUIRE(batch.docs.size() == 2);
+    CHECK(batch.docs[0]->channel == "db:a");
+    CHECK(batch.docs[0]->version.lsn == 0x30);
+    CHECK(batch.docs[1]->channel == "db:b");
+    CHECK(batch.reread == std::vector<std::string>{"db:c"});
+    CHECK(inbox.take().docs.empty());
+    CHECK(inbox.put(big));  // alone and still past the bound: read again (the taker is woken)
+    CHECK(inbox.take().reread.size() == 1);
+}
+
+TEST_CASE("gateway docs: an envelope's line breaks become SSE data lines; a tombstone is marked") {
+    auto d = make_doc("db:a", "{\"channel\":\"db:a\",\"doc\":{\n\"n\": 1,\r\n\"m\": 2\r},\"generation\":1,\"lsn\":\"0/10\"}");
+    REQUIRE(d);
+    CHECK(d->sse_data() == "{\"channel\":\"db:a\",\"doc\":{\ndata: \"n\": 1,\ndata: \"m\": 2\ndata: },\"generation\":1,\"lsn\":\"0/10\"}");
+    CHECK_FALSE(d->tombstone);
+    auto plain = doc("db:a", 0x10);
+    CHECK(plain->sse_lines.empty());
+    CHECK(&plain->sse_data() == &plain->envelope);
+    auto gone = make_doc("db:a", "{\"channel\":\"db:a\",\"doc\":null,\"generation\":1,\"lsn\":\"0/10\"}");
+    REQUIRE(gone);
+    CHECK(gone->tombstone);
+}
+
 TEST_CASE("gateway docs: the WebSocket message is the envelope with its type and version in front") {
     auto d = doc("db:order:42", 0x16B3F28);
     REQUIRE(d);

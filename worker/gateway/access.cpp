@@ -50,8 +50,11 @@ std::optional<double> date_claim(jwt_t* jwt, const char* name) {
 }
 
 std::chrono::system_clock::time_point at_seconds(double seconds) {
-    // Clamped so that a far-future date cannot overflow the clock's representation.
-    constexpr double limit = 1e11;  // the year 5138
+    // Clamped so that a far-future date cannot overflow the clock's representation: the system
+    // clock counts int64 nanoseconds, which end in 2262 (9.22e9 s), so the clamp stays below that.
+    // A date past it (exp 9999999999, the year 2286) still reads as far in the future.
+    constexpr double limit = 9e9;  // the year 2255
+    static_assert(limit * 1e9 < static_cast<double>(std::chrono::system_clock::duration::max().count()));
     seconds = std::fmax(-limit, std::fmin(limit, seconds));
     return std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds)));

@@ -149,6 +149,19 @@ void Feed::announce(const std::string& channel, bool warm) {
     jobs_cv_.notify_one();
 }
 
+void Feed::probe(std::function<void(FeedRead)> done) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!stopping_) {
+            // Any node answers PING; on a cluster the key only picks one.
+            jobs_.push_front(Job{{"PING"}, std::move(done), "docsync:health"});
+            jobs_cv_.notify_one();
+            return;
+        }
+    }
+    done(FeedRead{false, std::nullopt, "the gateway is stopping"});
+}
+
 void Feed::reader_loop() {
     std::unique_ptr<RedisConnection> conn;
     for (;;) {
@@ -181,14 +194,16 @@ void Feed::run_job(std::unique_ptr<RedisConnection>& conn, Job& job) {
             }
             // GET routes by its key; PUBLISH (classic pub/sub reaches every node) by its channel.
             std::vector<std::string_view> args(job.args.begin(), job.args.end());
-            auto outcome = client->run(publish::KeyedCommand{args[1], args, {}, false});
+            std::string_view key = job.key.empty() ? args[1] : std::string_view(job.key);
+            auto outcome = client->run(publish::KeyedCommand{key, args, {}, false});
             if (outcome.error) {
                 result.error = outcome.error->what();
             } else if (outcome.reply->type == REDIS_REPLY_ERROR) {
                 result.error = display() + " answered " + reply_text(outcome.reply.get());
             } else {
                 result.ok = true;
-                if (outcome.reply->type == REDIS_REPLY_STRING) result.value = reply_text(outcome.reply.get());
+                if (outcome.reply->type == REDIS_REPLY_STRING || outcome.reply->type == REDIS_REPLY_STATUS)
+                    result.value = reply_text(outcome.reply.get());
             }
         } catch (const std::exception& e) {
             result.error = e.what();
@@ -207,7 +222,8 @@ void Feed::run_job(std::unique_ptr<RedisConnection>& conn, Job& job) {
                 result.error = display() + " answered " + reply_text(reply.get());
             } else {
                 result.ok = true;
-                if (reply->type == REDIS_REPLY_STRING) result.value = reply_text(reply.get());
+                if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)
+                    result.value = reply_text(reply.get());
             }
             break;
         } catch (const std::exception& e) {

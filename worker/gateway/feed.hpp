@@ -81,6 +81,8 @@ public:
     void read(const std::string& channel, std::function<void(FeedRead)> done);
     // PUBLISH docsync:warm (warm) or docsync:touch `channel`; failures are logged.
     void announce(const std::string& channel, bool warm);
+    // PING on a reader connection, ahead of the reads waiting; `done` runs on a reader thread.
+    void probe(std::function<void(FeedRead)> done);
 
     bool up() const { return up_; }
     std::string display() const {
@@ -91,6 +93,7 @@ private:
     struct Job {
         std::vector<std::string> args;
         std::function<void(FeedRead)> done;
+        std::string key;  // what routes it on a cluster: its key or channel (args[1] when empty)
     };
     void subscriber_loop();
     void subscribe_once();

@@ -14,6 +14,8 @@ namespace docsync::gateway {
 
 namespace asio = boost::asio;
 
+constexpr std::size_t kDeferredReadsPerSecond = 1000;  // GETs of deferred channels (at least --warm-rate)
+
 std::string format_version(DocVersion version) {
     return std::to_string(version.generation) + "/" + format_lsn(version.lsn);
 }
@@ -45,35 +47,104 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
     doc->ws_message.append(envelope, 1, std::string::npos);
     doc->sse_head = "event: doc\nid: " + doc->version_text + "\ndata: ";
+    if (envelope.find_first_of("\r\n") != std::string::npos) {
+        // An event ends at its first blank line: each line of the envelope goes in a data line of
+        // its own (the client joins them with LF, which JSON reads as the whitespace it was).
+        doc->sse_lines.reserve(envelope.size() + 64);
+        for (std::size_t i = 0; i < envelope.size(); ++i) {
+            char c = envelope[i];
+            if (c != '\r' && c != '\n') {
+                doc->sse_lines.push_back(c);
+                continue;
+            }
+            if (c == '\r' && i + 1 < envelope.size() && envelope[i + 1] == '\n') ++i;
+            doc->sse_lines.append("\ndata: ");
+        }
+    }
+    doc->tombstone = envelope.compare(head->doc_at, head->doc_size, "null") == 0;
     doc->envelope = std::move(envelope);
     return doc;
 }
 
-Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate)
+bool Inbox::put(DocPtr doc) {
+    std::lock_guard lock(mutex_);
+    bool was_empty = docs_.empty() && reread_.empty();
+    if (auto it = at_.find(doc->channel); it != at_.end()) {
+        DocPtr& queued = docs_[it->second];
+        if (doc->version <= queued->version) return was_empty;
+        bytes_ = bytes_ - queued->envelope.size() + doc->envelope.size();
+        queued = std::move(doc);
+        ++replaced_;
+        return was_empty;
+    }
+    if (bytes_ + doc->envelope.size() > max_bytes_) {
+        ++overflowed_;
+        reread_.insert(doc->channel);
+        return was_empty;
+    }
+    bytes_ += doc->envelope.size();
+    at_.emplace(doc->channel, docs_.size());
+    docs_.push_back(std::move(doc));
+    return was_empty;
+}
+
+Inbox::Batch Inbox::take() {
+    Batch batch;
+    std::lock_guard lock(mutex_);
+    batch.docs.swap(docs_);
+    batch.reread.assign(reread_.begin(), reread_.end());
+    reread_.clear();
+    at_.clear();
+    bytes_ = 0;
+    return batch;
+}
+
+std::uint64_t Inbox::replaced() const {
+    std::lock_guard lock(mutex_);
+    return replaced_;
+}
+
+std::uint64_t Inbox::overflowed() const {
+    std::lock_guard lock(mutex_);
+    return overflowed_;
+}
+
+Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate, std::size_t max_queued_bytes, std::size_t max_missing)
     : io_(io),
       feed_(feed),
       warm_rate_(std::max(1u, warm_rate)),
       warm_tokens_(warm_rate_),
-      warm_refilled_(std::chrono::steady_clock::now()) {}
+      warm_refilled_(std::chrono::steady_clock::now()),
+      max_missing_(max_missing),
+      inbox_(max_queued_bytes) {}
 
-void Hub::warm(const std::string& channel) {
+bool Hub::take_warm_token() {
     using clock = std::chrono::steady_clock;
     constexpr auto repeat = std::chrono::seconds(10);
     auto now = clock::now();
     warm_tokens_ = std::min(warm_rate_, warm_tokens_ + warm_rate_ * std::chrono::duration<double>(now - warm_refilled_).count());
     warm_refilled_ = now;
-    if (auto it = warmed_.find(channel); it != warmed_.end() && now - it->second < repeat) return;
-    if (warm_tokens_ < 1) {
-        ++warms_dropped_;
-        if (now - warm_reported_ >= repeat) {
-            warm_reported_ = now;
-            log_warning("gateway", "asked the worker for no more than --warm-rate " + std::to_string(static_cast<long>(warm_rate_)) +
-                                       " docs per second (" + std::to_string(warms_dropped_) +
-                                       " requests for docs Redis does not hold left out so far)");
-        }
-        return;
+    if (warm_tokens_ >= 1) {
+        warm_tokens_ -= 1;
+        return true;
     }
-    warm_tokens_ -= 1;
+    ++warms_dropped_;
+    if (now - warm_reported_ >= repeat) {
+        warm_reported_ = now;
+        log_warning("gateway", "asked the worker for no more than --warm-rate " + std::to_string(static_cast<long>(warm_rate_)) +
+                                   " docs per second (" + std::to_string(warms_dropped_) +
+                                   " requests for docs Redis does not hold deferred or left out so far)");
+    }
+    return false;
+}
+
+void Hub::warm(const std::string& channel) {
+    using clock = std::chrono::steady_clock;
+    constexpr auto repeat = std::chrono::seconds(10);
+    auto now = clock::now();
+    if (auto it = warmed_.find(channel); it != warmed_.end() && now - it->second < repeat) return;
+    // A channel admitted as missing paid for its warm request when it was subscribed.
+    if (!missing_.count(channel) && !take_warm_token()) return;
     if (warmed_.size() >= 100000) {
         for (auto it = warmed_.begin(); it != warmed_.end();)
             it = now - it->second >= repeat ? warmed_.erase(it) : std::next(it);
@@ -87,19 +158,110 @@ void Hub::follow(const std::string& channel, Follower* follower) {
     if (!it->second.followers.insert(follower).second) return;
     channel_count_ = channels_.size();
     if (fresh) {
-        feed_.set_following(channel, true);  // `subscribed` follows, then the read
+        probe(channel);  // read first; subscribed when Redis holds the doc or the budget allows
     } else if (it->second.latest) {
         follower->on_doc(it->second.latest);
     }
+}
+
+void Hub::probe(const std::string& channel) {
+    auto& state = channels_[channel];
+    state.sub = Sub::Probing;
+    std::uint64_t ticket = ++state.reads;
+    feed_.read(channel, [this, channel, ticket](FeedRead result) {
+        asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
+            auto it = channels_.find(channel);
+            if (it == channels_.end() || it->second.reads != ticket || it->second.sub != Sub::Probing) return;
+            // Redis is away: read again in a second (not subscribed unread, which would bypass the budget).
+            if (!result.ok) return defer(channel, it->second, false);
+            if (!result.value) return admit(channel, it->second);
+            if (auto doc = make_doc(channel, std::move(*result.value))) offer(it->second, doc);
+            subscribe(channel, it->second);  // held: `subscribed` follows, then the read again
+        });
+    });
+}
+
+void Hub::admit(const std::string& channel, Channel& state) {
+    if (missing_.size() < max_missing_ && take_warm_token()) {
+        missing_.insert(channel);
+        missing_count_ = missing_.size();
+        return subscribe(channel, state);  // the read after `subscribed` asks the worker for it
+    }
+    if (missing_.size() >= max_missing_) ++warms_dropped_;
+    defer(channel, state, true);
+}
+
+void Hub::defer(const std::string& channel, Channel& state, bool tell) {
+    if (deferred_.insert(channel).second) deferred_order_.push_back(channel);
+    if (deferred_order_.size() > 2 * deferred_.size() + 1024) {
+        // Channels dropped and followed again left entries behind: keep each deferred one once.
+        std::unordered_set<std::string> kept;
+        std::deque<std::string> order;
+        for (auto& c : deferred_order_)
+            if (deferred_.count(c) && kept.insert(c).second) order.push_back(std::move(c));
+        deferred_order_.swap(order);
+    }
+    deferred_count_ = deferred_.size();
+    state.sub = Sub::Deferred;
+    if (tell && !state.told) {
+        state.told = true;
+        std::string message = "Redis holds no doc for this channel yet, and the gateway asks the worker for at most "
+                              "--warm-rate docs per second and --max-missing-docs at once: it stays followed and "
+                              "is asked for again each second";
+        std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
+        for (auto* f : followers) f->on_notice(channel, "deferred", message);
+    }
+    if (!retry_scheduled_) {
+        retry_scheduled_ = true;
+        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+        timer->async_wait([this, timer](const boost::system::error_code&) {
+            retry_scheduled_ = false;
+            retry_deferred();
+        });
+    }
+}
+
+void Hub::retry_deferred() {
+    // Reads are cheap next to computes, but bounded too: a crowd of deferred channels costs Redis
+    // at most this many GETs a second, in turn.
+    const std::size_t reads = std::max<std::size_t>(kDeferredReadsPerSecond, static_cast<std::size_t>(warm_rate_));
+    std::vector<std::string> batch;
+    while (!deferred_order_.empty() && batch.size() < reads) {
+        std::string channel = std::move(deferred_order_.front());
+        deferred_order_.pop_front();
+        if (!deferred_.erase(channel)) continue;  // unfollowed since
+        auto c = channels_.find(channel);
+        if (c != channels_.end() && c->second.sub == Sub::Deferred) batch.push_back(std::move(channel));
+    }
+    deferred_count_ = deferred_.size();
+    for (const auto& channel : batch) probe(channel);
+    if (!deferred_.empty() && !retry_scheduled_) {
+        retry_scheduled_ = true;
+        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(1));
+        timer->async_wait([this, timer](const boost::system::error_code&) {
+            retry_scheduled_ = false;
+            retry_deferred();
+        });
+    }
+}
+
+void Hub::subscribe(const std::string& channel, Channel& state) {
+    state.sub = Sub::Subscribed;
+    feed_.set_following(channel, true);
 }
 
 void Hub::unfollow(const std::string& channel, Follower* follower) {
     auto it = channels_.find(channel);
     if (it == channels_.end() || it->second.followers.erase(follower) == 0) return;
     if (!it->second.followers.empty()) return;
+    bool subscribed = it->second.sub == Sub::Subscribed;
     channels_.erase(it);
     channel_count_ = channels_.size();
-    feed_.set_following(channel, false);
+    missing_.erase(channel);
+    missing_count_ = missing_.size();
+    deferred_.erase(channel);
+    deferred_count_ = deferred_.size();
+    if (subscribed) feed_.set_following(channel, false);
 }
 
 void Hub::offer(Channel& state, const DocPtr& doc) {
@@ -108,27 +270,38 @@ void Hub::offer(Channel& state, const DocPtr& doc) {
         return;
     }
     state.latest = doc;
+    if (!doc->tombstone && missing_.erase(doc->channel)) missing_count_ = missing_.size();
     // A follower may unfollow from inside on_doc (a client dropped for being too slow): copy first.
     std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
     for (auto* f : followers) f->on_doc(doc);
 }
 
-void Hub::on_message(const std::string& channel, std::string payload) {
+void Hub::receive(const std::string& channel, std::string payload) {
     ++messages_;
-    auto it = channels_.find(channel);
-    if (it == channels_.end()) return;  // unfollowed while the message travelled
-    if (auto doc = make_doc(channel, std::move(payload))) offer(it->second, doc);
+    auto doc = make_doc(channel, std::move(payload));
+    if (doc && inbox_.put(std::move(doc))) asio::post(io_, [this] { drain(); });
+}
+
+void Hub::drain() {
+    auto batch = inbox_.take();
+    for (auto& doc : batch.docs) {
+        auto it = channels_.find(doc->channel);
+        if (it != channels_.end()) offer(it->second, doc);  // else unfollowed while it travelled
+    }
+    for (const auto& channel : batch.reread)
+        if (channels_.count(channel)) read_retained(channel, false);
 }
 
 void Hub::on_subscribed(const std::string& channel) {
-    if (channels_.count(channel)) read_retained(channel);
+    auto it = channels_.find(channel);
+    if (it != channels_.end() && it->second.sub == Sub::Subscribed) read_retained(channel);
 }
 
-void Hub::read_retained(const std::string& channel) {
+void Hub::read_retained(const std::string& channel, bool announce) {
     auto& state = channels_[channel];
     std::uint64_t ticket = ++state.reads;
-    feed_.read(channel, [this, channel, ticket](FeedRead result) {
-        asio::post(io_, [this, channel, ticket, result = std::move(result)]() mutable {
+    feed_.read(channel, [this, channel, ticket, announce](FeedRead result) {
+        asio::post(io_, [this, channel, ticket, announce, result = std::move(result)]() mutable {
             auto it = channels_.find(channel);
             if (it == channels_.end() || it->second.reads != ticket) return;  // gone, or read again since
             if (!result.ok) {
@@ -148,7 +321,7 @@ void Hub::read_retained(const std::string& channel) {
             }
             auto doc = make_doc(channel, std::move(*result.value));
             if (doc) offer(it->second, doc);
-            feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
+            if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
         });
     });
 }
@@ -173,12 +346,50 @@ void Hub::read(const std::string& channel, std::function<void(DocPtr, std::strin
     });
 }
 
+void Hub::health(std::chrono::milliseconds timeout, std::function<void(bool, std::string)> done) {
+    auto waiter = std::make_shared<HealthWaiter>();
+    waiter->done = std::move(done);
+    health_waiters_.push_back(waiter);
+    auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
+    timer->async_wait([this, waiter, timer, timeout](const boost::system::error_code&) {
+        if (waiter->answered) return;
+        waiter->answered = true;
+        std::erase(health_waiters_, waiter);
+        waiter->done(false, "Redis did not answer PING within " + std::to_string(timeout.count()) + " ms");
+    });
+    if (probing_) return;
+    probing_ = true;
+    feed_.probe([this](FeedRead result) {
+        asio::post(io_, [this, result = std::move(result)] {
+            probing_ = false;
+            if (!result.ok) return answer_health(false, result.error);
+            if (!feed_.up()) return answer_health(false, "the subscriber connection is down");
+            answer_health(true, {});
+        });
+    });
+}
+
+void Hub::answer_health(bool up, const std::string& why) {
+    auto waiters = std::move(health_waiters_);
+    health_waiters_.clear();
+    for (auto& w : waiters) {
+        if (w->answered) continue;
+        w->answered = true;
+        w->done(up, why);
+    }
+}
+
 HubStats Hub::stats() const {
     HubStats s;
     s.channels = channel_count_;
     s.followers = client_followers;
     s.messages = messages_;
     s.stale = stale_;
+    s.replaced = inbox_.replaced();
+    s.overflowed = inbox_.overflowed();
+    s.missing = missing_count_;
+    s.deferred = deferred_count_;
+    s.warms_dropped = warms_dropped_;
     return s;
 }
 
@@ -214,8 +425,28 @@ void LocalHub::read(const std::string& channel, std::function<void(DocPtr, std::
     });
 }
 
+void LocalHub::health(std::chrono::milliseconds timeout, std::function<void(bool, std::string)> done) {
+    asio::post(hub_io_, [this, timeout, done = std::move(done)]() mutable {
+        hub_.health(timeout, [this, done = std::move(done)](bool up, std::string why) mutable {
+            asio::post(io_, [done = std::move(done), up, why = std::move(why)]() mutable { done(up, std::move(why)); });
+        });
+    });
+}
+
+void LocalHub::on_notice(const std::string& channel, const std::string& code, const std::string& message) {
+    asio::post(io_, [this, channel, code, message] {
+        auto it = channels_.find(channel);
+        if (it == channels_.end()) return;
+        std::vector<Follower*> followers(it->second.followers.begin(), it->second.followers.end());
+        for (auto* f : followers) f->on_notice(channel, code, message);
+    });
+}
+
 void LocalHub::on_doc(const DocPtr& doc) {
-    asio::post(io_, [this, doc] { deliver(doc); });
+    if (arrived_.put(doc))
+        asio::post(io_, [this] {
+            for (const auto& d : arrived_.take().docs) deliver(d);
+        });
 }
 
 void LocalHub::deliver(const DocPtr& doc) {

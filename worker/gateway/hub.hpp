@@ -20,9 +20,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -37,8 +40,13 @@ struct Doc {
     DocVersion version;
     std::string version_text;  // "G/X/Y": an SSE id, an ETag, the WebSocket message's "version"
     std::string envelope;      // as Redis holds it
+    bool tombstone = false;    // "doc":null: the worker computed it and found no row
     std::string ws_message;    // {"type":"doc","version":"G/X/Y",<the envelope's fields>}
     std::string sse_head;      // "event: doc\nid: G/X/Y\ndata: ": a one-channel stream's event head
+    // The envelope as the data lines of one SSE event when it holds line breaks (each CR, LF or
+    // CRLF, JSON whitespace, becomes "\ndata: "); empty when the envelope is one line already.
+    std::string sse_lines;
+    const std::string& sse_data() const { return sse_lines.empty() ? envelope : sse_lines; }
 };
 using DocPtr = std::shared_ptr<const Doc>;
 
@@ -53,6 +61,10 @@ public:
     virtual ~Follower() = default;
     // A newer doc of a followed channel.
     virtual void on_doc(const DocPtr& doc) = 0;
+    // Something the client should know about a followed channel that stays followed (a limit
+    // that defers it): an error code and a message naming the setting.
+    virtual void on_notice(const std::string& /*channel*/, const std::string& /*code*/,
+                           const std::string& /*message*/) {}
 };
 
 struct HubStats {
@@ -60,12 +72,45 @@ struct HubStats {
     std::size_t followers = 0;  // (client, channel) pairs
     std::uint64_t messages = 0; // docs received from Redis
     std::uint64_t stale = 0;    // docs received at or below the version held, not offered
+    std::uint64_t replaced = 0;     // docs queued from Redis replaced by a newer one of their channel
+    std::uint64_t overflowed = 0;   // docs not queued past --max-queued-bytes (their channel read again)
+    std::size_t missing = 0;        // channels subscribed on Redis without a doc there (see Hub)
+    std::size_t deferred = 0;       // followed channels left unsubscribed for now (see Hub)
+    std::uint64_t warms_dropped = 0;  // warm requests and subscriptions deferred by --warm-rate or --max-missing-docs
+};
+
+// The docs received from Redis and not yet taken by the hub's thread: at most one per channel, the
+// newest, and at most `max_bytes` of envelopes; a doc past that is not kept, and its channel is
+// read from Redis again instead (the retained doc is at least as new). Thread-safe.
+class Inbox {
+public:
+    explicit Inbox(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+    // Queues `doc`; true when the queue was empty (the taker must be woken).
+    bool put(DocPtr doc);
+    struct Batch {
+        std::vector<DocPtr> docs;           // oldest first
+        std::vector<std::string> reread;    // channels whose doc did not fit
+    };
+    Batch take();
+    std::uint64_t replaced() const;
+    std::uint64_t overflowed() const;
+
+private:
+    const std::size_t max_bytes_;
+    mutable std::mutex mutex_;
+    std::vector<DocPtr> docs_;                          // guarded by mutex_
+    std::unordered_map<std::string, std::size_t> at_;  // channel → index in docs_ (guarded)
+    std::unordered_set<std::string> reread_;            // guarded by mutex_
+    std::size_t bytes_ = 0;                             // guarded by mutex_
+    std::uint64_t replaced_ = 0, overflowed_ = 0;       // guarded by mutex_
 };
 
 class Hub {
 public:
-    // `warm_rate`: docsync:warm requests per second at most (see may_warm).
-    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100);
+    // `warm_rate`: docsync:warm requests per second at most (see warm); `max_queued_bytes`: the
+    // Inbox's bound; `max_missing`: channels subscribed without a doc in Redis at once, at most.
+    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100,
+        std::size_t max_queued_bytes = 64 * 1024 * 1024, std::size_t max_missing = 1000);
 
     // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
     void follow(const std::string& channel, Follower* follower);
@@ -76,23 +121,53 @@ public:
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
 
     bool redis_up() const { return feed_.up(); }
+    // Whether Redis answers now: a PING's round trip on a reader connection, with the subscriber
+    // connected. `done(up, why)` runs on the hub's thread within `timeout` (down when no answer
+    // came by then); requests made while a PING is out share its answer, so a frozen Redis never
+    // piles up PINGs.
+    void health(std::chrono::milliseconds timeout, std::function<void(bool up, std::string why)> done);
     // Readable from any thread.
     HubStats stats() const;
     // (client, channel) pairs across the LocalHubs, kept by them.
     std::atomic<std::size_t> client_followers{0};
 
+    // A message on a followed channel, on the feed's subscriber thread: parsed there (a slow
+    // parse slows the reading of Redis, whose own output-buffer limit then applies) and queued in
+    // the Inbox for the hub's thread.
+    void receive(const std::string& channel, std::string payload);
     // Posted from the feed's threads.
-    void on_message(const std::string& channel, std::string payload);
     void on_subscribed(const std::string& channel);
 
 private:
+    // Where a followed channel stands with Redis. A subscription counts for `--live subscribers`:
+    // the worker computes and keeps live every channel the gateway subscribes. So a channel is
+    // read before it is subscribed; one whose doc Redis does not hold is subscribed (and the
+    // worker asked for it) only within --warm-rate per second and --max-missing-docs at once, and
+    // waits unsubscribed (deferred, its followers told) otherwise, tried again each second.
+    enum class Sub { Probing, Subscribed, Deferred };
     struct Channel {
         std::unordered_set<Follower*> followers;
         DocPtr latest;
         std::uint64_t reads = 0;  // reads started for this channel: a later one supersedes
+        Sub sub = Sub::Probing;
+        bool told = false;  // its followers were told it is deferred
     };
     void offer(Channel& state, const DocPtr& doc);
-    void read_retained(const std::string& channel);
+    // The read before subscribing, and what follows from it.
+    void probe(const std::string& channel);
+    void admit(const std::string& channel, Channel& state);
+    // Leaves `channel` followed but unsubscribed, read again in turn each second; `tell`: its
+    // followers get a `deferred` notice (once).
+    void defer(const std::string& channel, Channel& state, bool tell);
+    void subscribe(const std::string& channel, Channel& state);
+    void retry_deferred();
+    // Takes one warm request from the --warm-rate budget; false (counted, logged now and then)
+    // when none is left this second.
+    bool take_warm_token();
+    // Takes what the Inbox holds (the hub's thread).
+    void drain();
+    // `announce`: PUBLISH docsync:touch once read (not for a re-read after an Inbox overflow).
+    void read_retained(const std::string& channel, bool announce = true);
     // Asks the worker for a doc Redis does not hold (docsync:warm), unless this channel was asked
     // for in the last 10 s or --warm-rate requests went out in the last second (a burst of as many
     // is allowed): clients naming channels that do not exist cannot make the worker run doc
@@ -100,18 +175,33 @@ private:
     // subscribers (--live subscribers) or its next change.
     void warm(const std::string& channel);
 
+    struct HealthWaiter {
+        std::function<void(bool, std::string)> done;
+        bool answered = false;
+    };
+    void answer_health(bool up, const std::string& why);
+
     boost::asio::io_context& io_;
     Feed& feed_;
+    std::vector<std::shared_ptr<HealthWaiter>> health_waiters_;
+    bool probing_ = false;  // a PING is out
     std::unordered_map<std::string, Channel> channels_;
     std::atomic<std::size_t> channel_count_{0};
     const double warm_rate_;
     double warm_tokens_;
     std::chrono::steady_clock::time_point warm_refilled_;
     std::unordered_map<std::string, std::chrono::steady_clock::time_point> warmed_;  // channel → when
-    std::uint64_t warms_dropped_ = 0;
+    std::atomic<std::uint64_t> warms_dropped_{0};
+    const std::size_t max_missing_;
+    std::unordered_set<std::string> missing_;   // subscribed; Redis held no doc (or a tombstone since)
+    std::unordered_set<std::string> deferred_;  // followed, not subscribed: over the budget for now
+    std::deque<std::string> deferred_order_;    // deferred_, oldest first: retried in turn
+    std::atomic<std::size_t> missing_count_{0}, deferred_count_{0};
+    bool retry_scheduled_ = false;
     std::chrono::steady_clock::time_point warm_reported_{};
     std::atomic<std::uint64_t> messages_{0};
     std::atomic<std::uint64_t> stale_{0};
+    Inbox inbox_;
 };
 
 // An I/O thread's side of the Hub; every call is made on that thread, but on_doc, which the Hub
@@ -126,10 +216,14 @@ public:
     // As Hub::read; `done` runs on this thread.
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
     bool redis_up() const { return hub_.redis_up(); }
+    // As Hub::health; `done` runs on this thread.
+    void health(std::chrono::milliseconds timeout, std::function<void(bool up, std::string why)> done);
     HubStats stats() const { return hub_.stats(); }
 
     // A newer doc of a channel this thread follows, from the Hub's thread.
     void on_doc(const DocPtr& doc) override;
+    // Passed on to this thread's followers of `channel`, from the Hub's thread.
+    void on_notice(const std::string& channel, const std::string& code, const std::string& message) override;
 
 private:
     struct Channel {
@@ -142,6 +236,9 @@ private:
     boost::asio::io_context& hub_io_;
     Hub& hub_;
     std::unordered_map<std::string, Channel> channels_;
+    // Docs handed over by the Hub and not yet delivered: one per channel this thread follows, so
+    // a busy thread never queues more than that (no byte bound needed).
+    Inbox arrived_{static_cast<std::size_t>(-1)};
 };
 
 }  // namespace docsync::gateway

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
         Hub* hub_ptr = nullptr;
         FeedEvents events;
         events.message = [&](const std::string& channel, std::string payload) {
-            asio::post(io, [&, channel, payload = std::move(payload)]() mutable { hub_ptr->on_message(channel, std::move(payload)); });
+            hub_ptr->receive(channel, std::move(payload));
         };
         events.subscribed = [&](const std::string& channel) {
             asio::post(io, [&, channel] { hub_ptr->on_subscribed(channel); });
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
                 ? std::make_unique<Feed>(publish::parse_redis_cluster_url(settings.redis), std::move(events), feed_options)
                 : std::make_unique<Feed>(publish::parse_redis_url(settings.redis), std::move(events), feed_options);
         Feed& feed = *feed_ptr;
-        Hub hub(io, feed, settings.warm_rate);
+        Hub hub(io, feed, settings.warm_rate, settings.max_queued_bytes, settings.max_missing_docs);
         hub_ptr = &hub;
 
         TokenVerifier verifier(settings.jwt_secret);
@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
         options.max_channels = settings.max_channels;
         options.slow_client_timeout = settings.slow_client_timeout;
         options.heartbeat = settings.heartbeat;
+        options.idle_timeout = settings.idle_timeout;
         options.threads = settings.threads;
         Server server(io, hub, verifier, options);
         server.start();

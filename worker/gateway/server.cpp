@@ -1,4 +1,5 @@
-// The acceptor, HTTP requests and their routes, and the Server-Sent Events streams.
+// The acceptor, the shards, and HTTP requests and their routes (SSE streams: sse.cpp; the outbox:
+// outbox.cpp; WebSockets: websocket.cpp).
 #include "gateway/server.hpp"
 
 #include <boost/asio/write.hpp>
@@ -87,68 +88,13 @@ void add_cors(http::fields& fields, const ServerOptions& options, std::string_vi
 }
 
 // ---------------------------------------------------------------------------------------------
-// Outbox
-
-Outbox::Slot* Outbox::find(std::string_view channel) {
-    for (auto& s : slots_)
-        if (s.channel == channel) return &s;
-    return nullptr;
-}
-
-Outbox::Slot& Outbox::add(std::string channel, std::optional<DocVersion> floor) {
-    slots_.push_back(Slot{std::move(channel), floor, nullptr, false});
-    return slots_.back();
-}
-
-void Outbox::remove(std::string_view channel) {
-    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
-        if (it->channel != channel) continue;
-        queue_.erase(std::remove(queue_.begin(), queue_.end(), &*it), queue_.end());
-        slots_.erase(it);
-        return;
-    }
-}
-
-bool Outbox::offer(const DocPtr& doc) {
-    Slot* slot = find(doc->channel);
-    if (!slot) return false;
-    if (slot->floor && doc->version <= *slot->floor) return false;
-    if (slot->pending && doc->version <= slot->pending->version) return false;
-    slot->pending = doc;
-    if (!slot->queued) {
-        slot->queued = true;
-        queue_.push_back(slot);
-    }
-    return true;
-}
-
-DocPtr Outbox::next() {
-    if (queue_.empty()) return nullptr;
-    Slot* slot = queue_.front();
-    queue_.erase(queue_.begin());
-    slot->queued = false;
-    DocPtr doc = std::move(slot->pending);
-    slot->floor = doc->version;
-    return doc;
-}
-
-std::vector<std::optional<DocVersion>> Outbox::floors() const {
-    std::vector<std::optional<DocVersion>> out;
-    out.reserve(slots_.size());
-    for (const auto& s : slots_) out.push_back(s.floor);
-    return out;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Connections, shards and the server
 
-Connection::Connection(Shard& shard) : shard_(shard) {
-    shard_.add(this);
-    ++shard_.counters().connections;
-}
+Connection::Connection(Shard& shard, Seat seat) : shard_(shard), seat_(seat) { shard_.add(this); }
 Connection::~Connection() {
     shard_.remove(this);
-    --shard_.counters().connections;
+    if (seat_ == Seat::Counted) --shard_.counters().connections;
+    else if (seat_ == Seat::Overflow) --shard_.counters().overflow;
 }
 
 Shard::Shard(Server& server, asio::io_context& hub_io, Hub& hub)
@@ -179,7 +125,10 @@ void Shard::join() {
 }
 
 void Shard::schedule_tick() {
-    tick_.expires_after(std::chrono::seconds(1));
+    // Just after each whole second of the wall clock: a token's exp is whole seconds, so its
+    // expiry is seen within milliseconds.
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wall_clock::now().time_since_epoch()).count() % 1000;
+    tick_.expires_after(std::chrono::milliseconds(1000 - ms + 2));
     tick_.async_wait([this](const boost::system::error_code& ec) {
         if (ec || stopping_) return;
         auto now = steady::now();
@@ -216,7 +165,9 @@ ServerStats Server::stats() const {
     s.websockets = counters_.websockets;
     s.slow_disconnects = counters_.slow_disconnects;
     s.expired_disconnects = counters_.expired_disconnects;
+    s.idle_disconnects = counters_.idle_disconnects;
     s.refused = counters_.refused;
+    s.refused_connections = counters_.refused_connections;
     return s;
 }
 
@@ -258,171 +209,16 @@ void Server::join() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Server-Sent Events
-
-namespace {
-
-class SseStream : public Connection, public Follower, public std::enable_shared_from_this<SseStream> {
-public:
-    SseStream(Shard& shard, tcp::socket socket, wall_clock::time_point expires)
-        : Connection(shard), socket_(std::move(socket)), expires_(expires) {
-        ++shard_.counters().sse_streams;
-    }
-    ~SseStream() override {
-        unfollow_all();
-        --shard_.counters().sse_streams;
-    }
-
-    void start(const Request& req, std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors) {
-        for (std::size_t i = 0; i < channels.size(); ++i) outbox_.add(channels[i], floors[i]);
-        auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, req.version());
-        res->set(http::field::content_type, "text/event-stream");
-        res->set(http::field::cache_control, "no-cache");
-        res->set("X-Accel-Buffering", "no");  // proxies: pass each event on at once
-        res->keep_alive(false);
-        if (auto it = req.find(http::field::origin); it != req.end())
-            add_cors(*res, shard_.options(), std::string_view(it->value().data(), it->value().size()));
-        auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
-        writing_ = true;
-        write_started_ = steady::now();
-        auto self = shared_from_this();
-        http::async_write_header(socket_, *serializer, [self, res, serializer](beast::error_code ec, std::size_t) {
-            self->writing_ = false;
-            if (ec) return self->close("");
-            self->last_write_ = steady::now();
-            // The browser reconnects after 1 s when the stream ends.
-            self->control_.push_back("retry: 1000\n\n");
-            for (const auto& slot : self->outbox_.slots()) self->shard_.hub().follow(slot.channel, self.get());
-            self->following_ = true;
-            self->pump();
-            self->watch_for_close();
-        });
-    }
-
-    void on_doc(const DocPtr& doc) override {
-        if (!closed_ && outbox_.offer(doc)) pump();
-    }
-
-    void tick(steady::time_point now, wall_clock::time_point wall) override {
-        if (closed_) return;
-        if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
-            ++shard_.counters().slow_disconnects;
-            log_info("gateway", "closed an SSE stream whose client took no bytes for " +
-                                    std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
-            return close("");
-        }
-        if (wall >= expires_) {
-            ++shard_.counters().expired_disconnects;
-            expires_ = wall_clock::time_point::max();
-            control_.push_back("event: stream-error\ndata: " +
-                               error_json("token_expired", "the token has expired: reconnect with a new one") + "\n\n");
-            close_after_flush_ = true;
-            return pump();
-        }
-        if (!writing_ && now - last_write_ >= shard_.options().heartbeat) {
-            control_.push_back(": ping\n\n");
-            pump();
-        }
-    }
-
-    void shut() override { close(""); }
-
-private:
-    void unfollow_all() {
-        if (!following_) return;
-        following_ = false;
-        for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
-    }
-
-    void close(const std::string&) {
-        if (closed_) return;
-        closed_ = true;
-        unfollow_all();
-        boost::system::error_code ec;
-        socket_.shutdown(tcp::socket::shutdown_both, ec);
-        socket_.close(ec);
-    }
-
-    // A client sends nothing on an event stream: the read ends when it goes away.
-    void watch_for_close() {
-        auto self = shared_from_this();
-        socket_.async_read_some(asio::buffer(&read_byte_, 1), [self](beast::error_code ec, std::size_t) {
-            if (ec || ++self->bytes_read_ > 4096) return self->close("");
-            self->watch_for_close();
-        });
-    }
-
-    void pump() {
-        if (writing_ || closed_) return;
-        auto self = shared_from_this();
-        auto done = [self](beast::error_code ec, std::size_t) {
-            self->writing_ = false;
-            self->sending_.reset();
-            if (ec) return self->close("");
-            self->last_write_ = steady::now();
-            self->pump();
-        };
-        if (!control_.empty()) {
-            current_ = pop_front(control_);
-            start_write();
-            asio::async_write(socket_, asio::buffer(current_), done);
-            return;
-        }
-        if (DocPtr doc = outbox_.next()) {
-            // A one-channel stream's id is the doc's version: the head every such stream shares.
-            // Several channels: the cursor of them all, this stream's own.
-            if (outbox_.size() == 1) {
-                head_.clear();
-            } else {
-                head_ = "event: doc\nid: " + format_cursor(outbox_.floors()) + "\ndata: ";
-            }
-            sending_ = std::move(doc);
-            std::array<asio::const_buffer, 3> buffers{
-                asio::buffer(head_.empty() ? sending_->sse_head : head_), asio::buffer(sending_->envelope),
-                asio::buffer("\n\n", 2)};
-            start_write();
-            asio::async_write(socket_, buffers, done);
-            return;
-        }
-        if (close_after_flush_) close("");
-    }
-
-    void start_write() {
-        writing_ = true;
-        write_started_ = steady::now();
-    }
-
-    tcp::socket socket_;
-    wall_clock::time_point expires_;
-    Outbox outbox_;
-    ControlQueue control_;
-    std::string current_;
-    std::string head_;
-    DocPtr sending_;
-    steady::time_point write_started_{};
-    steady::time_point last_write_{};
-    char read_byte_ = 0;
-    std::size_t bytes_read_ = 0;
-    bool writing_ = false;
-    bool closed_ = false;
-    bool close_after_flush_ = false;
-    bool following_ = false;
-};
-
-}  // namespace
-
-void start_sse(Shard& shard, tcp::socket socket, const Request& req, std::vector<std::string> channels,
-               std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires) {
-    auto stream = std::make_shared<SseStream>(shard, std::move(socket), expires);
-    stream->start(req, std::move(channels), std::move(floors));
-}
-
-// ---------------------------------------------------------------------------------------------
 // HTTP requests
 
 namespace {
 
 using Response = http::response<http::string_body>;
+
+constexpr std::chrono::milliseconds kHealthTimeout{1000};  // /healthz's wait for Redis's PONG
+
+constexpr const char* kTooManyConnections =
+    "this gateway holds --max-connections connections: retry later, or raise --max-connections";
 
 std::string_view header(const Request& req, http::field f) {
     auto it = req.find(f);
@@ -446,7 +242,7 @@ bool etag_matches(std::string_view header_value, std::string_view etag) {
 
 class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
 public:
-    HttpSession(Shard& shard, tcp::socket socket) : Connection(shard), socket_(std::move(socket)) {}
+    HttpSession(Shard& shard, Seat seat, tcp::socket socket) : Connection(shard, seat), socket_(std::move(socket)) {}
 
     void start() { read(); }
 
@@ -466,10 +262,12 @@ private:
 
     void read() {
         parser_.emplace();
+        head_ = false;  // until a request says HEAD
         parser_->header_limit(16 * 1024);
         parser_->body_limit(16 * 1024);
         reading_ = true;
-        deadline_ = steady::now() + shard_.options().request_timeout;
+        // A connection that sends no request soon holds a slot for nothing: --idle-timeout.
+        deadline_ = steady::now() + std::min(shard_.options().request_timeout, shard_.options().idle_timeout);
         auto self = shared_from_this();
         http::async_read(socket_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) {
             self->reading_ = false;
@@ -492,6 +290,7 @@ private:
     void respond(Response res, bool keep_alive) {
         res.keep_alive(keep_alive);
         res.prepare_payload();
+        if (head_) return respond_head(std::move(res));  // the header alone, its Content-Length kept
         auto shared = std::make_shared<Response>(std::move(res));
         writing_ = true;
         deadline_ = steady::now() + shard_.options().slow_client_timeout;
@@ -525,9 +324,17 @@ private:
 
     void route(Request req) {
         bool keep = req.keep_alive();
+        head_ = req.method() == http::verb::head;
         auto target = parse_target(std::string_view(req.target().data(), req.target().size()));
         if (!target)
             return respond_error(400, "bad_request", "the request's target holds a malformed %-escape", {}, keep, &req);
+        if (seat() == Seat::Overflow && target->path != "/healthz") {
+            // Past --max-connections only /healthz is answered.
+            ++shard_.counters().refused_connections;
+            Response res = json(req, 503, error_json("too_many_connections", kTooManyConnections));
+            res.set(http::field::retry_after, "5");
+            return respond(std::move(res), false);
+        }
         if (req.method() == http::verb::options) return preflight(req);
         if (req.method() != http::verb::get && req.method() != http::verb::head) {
             Response res = json(req, 405, error_json("method_not_allowed", "only GET is served here"));
@@ -544,12 +351,7 @@ private:
             res.set(http::field::content_type, beast::string_view(asset->content_type.data(), asset->content_type.size()));
             res.set(http::field::cache_control, "no-cache");
             res.set("X-Content-Type-Options", "nosniff");
-            if (req.method() == http::verb::get) res.body() = std::string(asset->body);
-            else res.content_length(asset->body.size());
-            if (req.method() == http::verb::head) {
-                res.keep_alive(keep);
-                return respond_head(std::move(res));
-            }
+            res.body() = std::string(asset->body);
             return respond(std::move(res), keep);
         }
         respond_error(404, "not_found",
@@ -582,19 +384,47 @@ private:
         respond(std::move(res), req.keep_alive());
     }
 
+    // Redis's state is a PING's round trip (answered within kHealthTimeout), not the last thing
+    // the subscriber saw: a frozen Redis still completes TCP connects and takes writes.
     void healthz(const Request& req) {
-        bool up = shard_.hub().redis_up();
+        auto self = shared_from_this();
+        auto shared_req = std::make_shared<Request>(req);
+        reading_ = true;
+        deadline_ = steady::now() + shard_.options().request_timeout;
+        shard_.hub().health(kHealthTimeout, [self, shared_req](bool up, std::string why) {
+            self->reading_ = false;
+            if (self->closed_) return;
+            self->respond(self->json(*shared_req, up ? 200 : 503, self->health_body(up, why)), shared_req->keep_alive());
+        });
+    }
+
+    std::string health_body(bool up, const std::string& why) {
         auto s = shard_.stats();
         auto h = shard_.hub().stats();
         std::string body = std::string("{\"status\":\"") + (up ? "ok" : "unavailable") + "\",\"redis\":\"" +
-                           (up ? "up" : "down") + "\",\"connections\":" + std::to_string(s.connections) +
-                           ",\"sse_streams\":" + std::to_string(s.sse_streams) +
-                           ",\"websockets\":" + std::to_string(s.websockets) + ",\"channels\":" +
-                           std::to_string(h.channels) + ",\"followers\":" + std::to_string(h.followers) +
-                           ",\"slow_disconnects\":" + std::to_string(s.slow_disconnects) +
-                           ",\"docs_received\":" + std::to_string(h.messages) +
-                           ",\"older_docs_dropped\":" + std::to_string(h.stale) + "}";
-        respond(json(req, up ? 200 : 503, std::move(body)), req.keep_alive());
+                           (up ? "up" : "down") + "\"";
+        if (!up) body += ",\"redis_error\":" + json_string(why);
+        auto field = [&body](const char* name, std::uint64_t value) {
+            body.append(",\"").append(name).append("\":").append(std::to_string(value));
+        };
+        field("connections", s.connections);
+        field("sse_streams", s.sse_streams);
+        field("websockets", s.websockets);
+        field("channels", h.channels);
+        field("followers", h.followers);
+        field("slow_disconnects", s.slow_disconnects);
+        field("expired_disconnects", s.expired_disconnects);
+        field("idle_disconnects", s.idle_disconnects);
+        field("refused_connections", s.refused_connections);
+        field("docs_received", h.messages);
+        field("older_docs_dropped", h.stale);
+        field("queued_docs_replaced", h.replaced);
+        field("queue_overflows", h.overflowed);
+        field("missing_docs", h.missing);
+        field("deferred_channels", h.deferred);
+        field("warms_deferred", h.warms_dropped);
+        body += "}";
+        return body;
     }
 
     void doc(Request req, const Target& target, std::string channel) {
@@ -629,11 +459,6 @@ private:
                 res.result(http::status::not_modified);
                 res.erase(http::field::content_type);
                 return self->respond(std::move(res), keep);
-            }
-            if (req.method() == http::verb::head) {
-                res.content_length(doc->envelope.size());
-                res.keep_alive(keep);
-                return self->respond_head(std::move(res));
             }
             res.body() = doc->envelope;
             self->respond(std::move(res), keep);
@@ -689,11 +514,20 @@ private:
             if (auto parsed = parse_cursor(cursor, channels.size())) floors = std::move(*parsed);
             else log_debug("gateway", "ignored a Last-Event-ID that is not a cursor of this stream's channels");
         }
+        if (head_) {
+            // What a GET would open, without the stream: the header alone.
+            Response res(http::status::ok, req.version());
+            res.set(http::field::content_type, "text/event-stream");
+            res.set(http::field::cache_control, "no-cache");
+            add_cors(res, shard_.options(), header(req, http::field::origin));
+            res.keep_alive(req.keep_alive());
+            return respond_head(std::move(res));
+        }
         auto expires = wall_clock::time_point::max();
         for (const auto& c : channels)
             if (needs_token(shard_.options().public_channels, c) && caller.grant) expires = caller.grant->expires;
         handed_off_ = true;
-        start_sse(shard_, std::move(socket_), req, std::move(channels), std::move(floors), expires);
+        start_sse(shard_, take_seat(), std::move(socket_), req, std::move(channels), std::move(floors), expires);
     }
 
     void websocket(Request req, const Target& target) {
@@ -705,7 +539,7 @@ private:
         Caller caller = identify(shard_.verifier(), request_token(req, target), wall_clock::now());
         if (caller.refusal) ++shard_.counters().refused;
         handed_off_ = true;
-        start_websocket(shard_, std::move(socket_), std::move(req), std::move(caller));
+        start_websocket(shard_, take_seat(), std::move(socket_), std::move(req), std::move(caller));
     }
 
     tcp::socket socket_;
@@ -716,7 +550,19 @@ private:
     bool writing_ = false;
     bool closed_ = false;
     bool handed_off_ = false;
+    bool head_ = false;  // the request being answered is a HEAD: the answer's header alone goes out
 };
+
+constexpr std::size_t kOverflowSeats = 64;  // connections past --max-connections that may ask /healthz
+
+// The answer of a connection refused at accept: written at once and closed.
+const std::string& too_many_connections_answer() {
+    static const std::string body = error_json("too_many_connections", kTooManyConnections);
+    static const std::string full =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        "Retry-After: 5\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    return full;
+}
 
 }  // namespace
 
@@ -736,20 +582,28 @@ void Server::accept() {
         }
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        if (counters_.connections >= options_.max_connections) {
+        // Only this thread raises the counts, so checking and raising them here cannot overshoot.
+        Seat seat = Seat::None;
+        if (counters_.connections < options_.max_connections) {
+            ++counters_.connections;
+            seat = Seat::Counted;
+        } else if (counters_.overflow < kOverflowSeats) {
+            // Full: a few more connections may still ask for /healthz, so that a load balancer
+            // sees a live gateway; anything else they ask is answered 503.
+            ++counters_.overflow;
+            seat = Seat::Overflow;
+        }
+        if (seat == Seat::None) {
             // Answered at once and closed: the kernel's buffer of a fresh socket takes the few bytes.
-            static const std::string body =
-                error_json("too_many_connections", "this gateway holds --max-connections connections: retry later");
-            static const std::string full =
-                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                "Retry-After: 5\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+            ++counters_.refused_connections;
+            const std::string& full = too_many_connections_answer();
             socket.non_blocking(true, ignored);
             socket.write_some(asio::buffer(full), ignored);
             socket.close(ignored);
             log_debug("gateway", "refused a connection: --max-connections reached");
         } else {
-            asio::post(shard.io(), [&shard, socket = std::move(socket)]() mutable {
-                std::make_shared<HttpSession>(shard, std::move(socket))->start();
+            asio::post(shard.io(), [&shard, seat, socket = std::move(socket)]() mutable {
+                std::make_shared<HttpSession>(shard, seat, std::move(socket))->start();
             });
         }
         accept();

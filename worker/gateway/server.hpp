@@ -43,6 +43,9 @@ struct ServerOptions {
     std::chrono::milliseconds slow_client_timeout{30000};
     std::chrono::milliseconds heartbeat{15000};
     std::chrono::milliseconds request_timeout{30000};  // to send a request's header and body
+    // A WebSocket that follows no channel for this long, and an HTTP connection that sends no
+    // request for this long, is closed.
+    std::chrono::milliseconds idle_timeout{10000};
     unsigned threads = 1;  // I/O threads (shards)
 };
 
@@ -52,18 +55,30 @@ struct ServerStats {
     std::size_t websockets = 0;
     std::uint64_t slow_disconnects = 0;
     std::uint64_t expired_disconnects = 0;
-    std::uint64_t refused = 0;  // 401 / 403 answers and refused subscriptions
+    std::uint64_t idle_disconnects = 0;       // closed by --idle-timeout
+    std::uint64_t refused = 0;                // 401 / 403 answers and refused subscriptions
+    std::uint64_t refused_connections = 0;    // answered 503 too_many_connections
 };
 
 // The same, counted by every shard at once.
 struct ServerCounters {
+    // Raised by the acceptor before a connection is handed to its shard, so a burst never
+    // overshoots --max-connections; lowered when the connection ends.
     std::atomic<std::size_t> connections{0};
+    // Connections past --max-connections that may still ask for /healthz (and get 503 otherwise).
+    std::atomic<std::size_t> overflow{0};
     std::atomic<std::size_t> sse_streams{0};
     std::atomic<std::size_t> websockets{0};
     std::atomic<std::uint64_t> slow_disconnects{0};
     std::atomic<std::uint64_t> expired_disconnects{0};
+    std::atomic<std::uint64_t> idle_disconnects{0};
     std::atomic<std::uint64_t> refused{0};
+    std::atomic<std::uint64_t> refused_connections{0};
 };
+
+// Which count a connection holds a place in: one of --max-connections, one of the few kept past it
+// for /healthz, or none (handed on to the connection that took over its socket).
+enum class Seat { None, Counted, Overflow };
 
 class Server;
 class Shard;
@@ -71,7 +86,7 @@ class Shard;
 // What a shard's tick walks: every open connection of that shard.
 class Connection {
 public:
-    explicit Connection(Shard& shard);
+    Connection(Shard& shard, Seat seat);
     virtual ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -79,7 +94,18 @@ public:
     virtual void shut() = 0;  // closes at once (the gateway is stopping)
 
 protected:
+    // Gives up the seat (for the connection that takes over the socket).
+    Seat take_seat() {
+        Seat s = seat_;
+        seat_ = Seat::None;
+        return s;
+    }
+    Seat seat() const { return seat_; }
+
     Shard& shard_;
+
+private:
+    Seat seat_;
 };
 
 // One I/O thread with its connections; everything here but start, stop and join runs on it.

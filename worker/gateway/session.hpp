@@ -49,6 +49,10 @@ inline bool needs_token(const Patterns& public_channels, std::string_view channe
 // {"error":CODE,"channel":CHANNEL,"message":MESSAGE} (no channel when empty).
 std::string error_json(std::string_view code, std::string_view message, std::string_view channel = {});
 
+// How long a connection that is being ended (an expired token, --idle-timeout) has to send its
+// reason and close; then it is closed as it is, whatever is still being written.
+constexpr std::chrono::milliseconds kEndGrace{250};
+
 // A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
 // vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.
 using ControlQueue = std::vector<std::string>;
@@ -81,6 +85,10 @@ public:
     bool offer(const DocPtr& doc);
     // The next doc to send (its channel's floor moves to it), or nullptr when none waits.
     DocPtr next();
+    // Moves the floor of `slot` up to `floor` (never down), dropping a pending doc at or below it.
+    void raise_floor(Slot& slot, DocVersion floor);
+    // Forgets every channel and pending doc.
+    void clear();
     // Each channel's floor, in the order the channels were added (the SSE cursor).
     std::vector<std::optional<DocVersion>> floors() const;
 
@@ -91,10 +99,11 @@ private:
     std::vector<Slot*> queue_;
 };
 
-// Hand-offs from the HTTP session once a request is authorized.
-void start_sse(Shard& shard, boost::asio::ip::tcp::socket socket, const Request& req, std::vector<std::string> channels,
-               std::vector<std::optional<DocVersion>> floors, std::chrono::system_clock::time_point expires);
-void start_websocket(Shard& shard, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
+// Hand-offs from the HTTP session once a request is authorized; the connection's seat goes along.
+void start_sse(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, const Request& req,
+               std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors,
+               std::chrono::system_clock::time_point expires);
+void start_websocket(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
 
 // CORS headers for `origin` when it is allowed (nothing otherwise).
 void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);

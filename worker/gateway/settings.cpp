@@ -181,12 +181,32 @@ const std::vector<Spec>& specs() {
          [](GatewaySettings& s, std::string_view v) {
              s.heartbeat = duration_in(v, std::chrono::seconds(1), std::chrono::hours(1));
          }},
+        {"idle-timeout", Kind::Duration, "DURATION",
+         "a WebSocket that follows no channel, or an HTTP connection that sends no request, for this long is "
+         "closed, so idle sockets cannot hold the connection slots",
+         [](const GatewaySettings& s) { return format_duration(s.idle_timeout); },
+         [](GatewaySettings& s, std::string_view v) {
+             s.idle_timeout = duration_in(v, std::chrono::seconds(1), std::chrono::hours(1));
+         }},
         {"threads", Kind::Count, "N", "I/O threads serving the clients, each a share of the connections (default: the cores)",
          [](const GatewaySettings& s) { return std::to_string(s.threads); },
          [](GatewaySettings& s, std::string_view v) { s.threads = static_cast<unsigned>(count_in(v, 1, 256)); }},
         {"warm-rate", Kind::Count, "N", "docs Redis does not hold that the worker is asked for per second, at most (docsync:warm)",
          [](const GatewaySettings& s) { return std::to_string(s.warm_rate); },
          [](GatewaySettings& s, std::string_view v) { s.warm_rate = static_cast<unsigned>(count_in(v, 1, 1000000)); }},
+        {"max-missing-docs", Kind::Count, "N",
+         "followed channels whose doc Redis does not hold that are subscribed on Redis at once, at most (with the "
+         "worker's --live subscribers each is a doc it computes and keeps live); more wait, followed, until a "
+         "place frees",
+         [](const GatewaySettings& s) { return std::to_string(s.max_missing_docs); },
+         [](GatewaySettings& s, std::string_view v) { s.max_missing_docs = count_in(v, 1, 10000000); }},
+        {"max-queued-bytes", Kind::Size, "SIZE",
+         "docs received from Redis and not yet handed to the clients, at most: one per channel, the newest; a "
+         "channel whose doc does not fit is read again from Redis",
+         [](const GatewaySettings& s) { return format_size(s.max_queued_bytes); },
+         [](GatewaySettings& s, std::string_view v) {
+             s.max_queued_bytes = size_in(v, 1024 * 1024, std::uint64_t(64) * 1024 * 1024 * 1024);
+         }},
         {"redis-connections", Kind::Count, "N", "Redis connections for reads (GET), besides the one subscriber",
          [](const GatewaySettings& s) { return std::to_string(s.redis_connections); },
          [](GatewaySettings& s, std::string_view v) { s.redis_connections = static_cast<unsigned>(count_in(v, 1, 64)); }},

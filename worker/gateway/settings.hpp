@@ -44,8 +44,16 @@ struct GatewaySettings {
     // A client whose socket has taken no bytes for this long while a doc waits for it is disconnected.
     std::chrono::milliseconds slow_client_timeout{std::chrono::seconds(30)};
     std::chrono::milliseconds heartbeat{std::chrono::seconds(15)};  // SSE comment, WebSocket ping
+    // A WebSocket following no channel, or an HTTP connection sending no request, for this long is closed.
+    std::chrono::milliseconds idle_timeout{std::chrono::seconds(10)};
     unsigned threads = default_threads();  // I/O threads, each serving a share of the connections
     unsigned warm_rate = 100;        // docsync:warm requests per second, at most
+    // Followed channels whose doc Redis does not hold that are subscribed at once, at most (each
+    // one a doc the worker computes and keeps live under --live subscribers).
+    std::size_t max_missing_docs = 1000;
+    // Envelopes received from Redis and not yet handed to the clients' threads, at most (one per
+    // channel, the newest; a channel whose doc does not fit is read again from Redis).
+    std::size_t max_queued_bytes = 64 * 1024 * 1024;
     unsigned redis_connections = 2;  // connections for reads (GET) besides the subscriber
     std::string config;              // JSON config file, if any
     LogFormat log_format = LogFormat::Text;

@@ -1,4 +1,5 @@
 // WebSocket connections: one socket follows many channels, with JSON messages both ways.
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -27,8 +28,8 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
 
 class WsSession : public Connection, public Follower, public std::enable_shared_from_this<WsSession> {
 public:
-    WsSession(Shard& shard, tcp::socket socket, Caller caller)
-        : Connection(shard), ws_(std::move(socket)), caller_(std::move(caller)) {
+    WsSession(Shard& shard, Seat seat, tcp::socket socket, Caller caller)
+        : Connection(shard, seat), ws_(std::move(socket)), caller_(std::move(caller)) {
         ++shard_.counters().websockets;
     }
     ~WsSession() override {
@@ -51,6 +52,7 @@ public:
         ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
             if (ec) return self->close();
             self->open_ = true;
+            self->idle_since_ = steady::now();
             if (self->caller_.refusal) {
                 // The token given at the upgrade was refused: the reason, then the close.
                 self->close_reason_ = self->caller_.refusal->code;
@@ -64,6 +66,9 @@ public:
     void on_doc(const DocPtr& doc) override {
         if (!closed_ && outbox_.offer(doc)) pump();
     }
+    void on_notice(const std::string& channel, const std::string& code, const std::string& message) override {
+        if (!closed_ && !ending_ && outbox_.find(channel)) send_control(ws_error(code, message, channel));
+    }
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
         if (closed_ || !open_) return;
@@ -73,21 +78,44 @@ public:
                                     std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
             return close();
         }
+        if (ending_) return close();  // the reason did not go out within a tick: closed as it is
+        if (outbox_.size() == 0 && now - idle_since_ >= shard_.options().idle_timeout) {
+            // A socket that follows nothing holds a connection slot for nothing: the slots go to
+            // clients that follow something.
+            ++shard_.counters().idle_disconnects;
+            return end("idle_timeout", "this connection followed no channel for " +
+                                           std::to_string(shard_.options().idle_timeout.count()) +
+                                           " ms (--idle-timeout): subscribe once connected, and close "
+                                           "the socket when no channel is followed");
+        }
         if (caller_.grant && wall >= caller_.grant->expires) {
             caller_.grant.reset();
             if (!relies_on_token()) return;  // only public channels: the connection needs no token
             ++shard_.counters().expired_disconnects;
-            send_control(ws_error("token_expired", "the token has expired: reconnect with a new one, or send "
-                                                     "{\"type\":\"auth\",\"token\":…} before it expires"));
-            close_reason_ = "token_expired";
-            close_after_flush_ = true;
-            pump();
+            return end("token_expired", "the token has expired: reconnect with a new one, or send "
+                                        "{\"type\":\"auth\",\"token\":…} before it expires");
         }
     }
 
     void shut() override { close(); }
 
 private:
+    // Ends the connection: nothing more goes out but `code` with `message` and the close; pending
+    // docs and replies are dropped, not flushed, and a write still under way at the next tick is
+    // cut off.
+    void end(std::string code, const std::string& message) {
+        ending_ = true;
+        unfollow_all();
+        outbox_.clear();
+        control_.clear();
+        control_.push_back(ws_error(code, message));
+        close_reason_ = std::move(code);
+        close_after_flush_ = true;
+        pump();
+        auto timer = std::make_shared<asio::steady_timer>(ws_.get_executor(), kEndGrace);
+        timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(); });
+    }
+
     bool relies_on_token() const {
         for (const auto& s : outbox_.slots())
             if (needs_token(shard_.options().public_channels, s.channel)) return true;
@@ -102,7 +130,7 @@ private:
         if (closed_) return;
         closed_ = true;
         unfollow_all();
-        while (outbox_.size()) outbox_.remove(outbox_.slots().front().channel);
+        outbox_.clear();
         boost::system::error_code ec;
         beast::get_lowest_layer(ws_).shutdown(tcp::socket::shutdown_both, ec);
         beast::get_lowest_layer(ws_).close(ec);
@@ -124,6 +152,7 @@ private:
     }
 
     void handle(std::string_view text) {
+        if (ending_) return;
         auto parsed = parse_client_message(text);
         if (!parsed.message) return send_control(ws_error("bad_request", parsed.error));
         ClientMessage& m = *parsed.message;
@@ -144,7 +173,8 @@ private:
         }
         if (Outbox::Slot* slot = outbox_.find(channel)) {
             // Subscribed already: a newer `after` moves the floor up, never down.
-            if (after && (!slot->floor || *after > *slot->floor)) slot->floor = after;
+            // A doc already waiting at or below it is dropped.
+            if (after) outbox_.raise_floor(*slot, *after);
             return send_control(subscribed_json(channel));
         }
         if (outbox_.size() >= shard_.options().max_channels)
@@ -162,6 +192,7 @@ private:
             return send_control(ws_error("bad_request", "not subscribed to this channel", channel.substr(0, 200)));
         shard_.hub().unfollow(channel, this);
         outbox_.remove(channel);
+        if (outbox_.size() == 0) idle_since_ = steady::now();
         send_control("{\"type\":\"unsubscribed\",\"channel\":" + json_string(channel) + "}");
     }
 
@@ -182,6 +213,7 @@ private:
             outbox_.remove(channel);
             send_control(ws_error("forbidden", "the new token does not open this channel: unsubscribed", channel));
         }
+        if (!dropped.empty() && outbox_.size() == 0) idle_since_ = steady::now();
         send_control("{\"type\":\"authorized\"}");
     }
 
@@ -247,16 +279,18 @@ private:
     DocPtr sending_;
     std::string close_reason_;
     steady::time_point write_started_{};
+    steady::time_point idle_since_{};  // since when no channel is followed (when none is)
     bool open_ = false;
     bool writing_ = false;
     bool closed_ = false;
     bool close_after_flush_ = false;
+    bool ending_ = false;  // end() was called: closed within kEndGrace
 };
 
 }  // namespace
 
-void start_websocket(Shard& shard, tcp::socket socket, Request req, Caller caller) {
-    auto session = std::make_shared<WsSession>(shard, std::move(socket), std::move(caller));
+void start_websocket(Shard& shard, Seat seat, tcp::socket socket, Request req, Caller caller) {
+    auto session = std::make_shared<WsSession>(shard, seat, std::move(socket), std::move(caller));
     session->start(std::move(req));
 }
 

@@ -39,6 +39,8 @@
  *   verified) and handed over (WS: an `auth` message; SSE: the stream is reopened with it); a token
  *   the gateway refuses is fetched again on the next connect. With a fixed token that the gateway
  *   refuses, the client reports the error and stops ('closed') until setToken.
+ * - A channel the gateway defers (`deferred`: Redis holds no doc for it and the gateway's budget
+ *   for asking the worker is spent) is reported and stays subscribed; its doc comes when it exists.
  * - A channel the gateway refuses (forbidden, bad_request, too_many_channels) is reported once and
  *   not retried; subscribe to it again to retry. An SSE request refused as a whole (too many
  *   channels, or a bad one the gateway does not name) is not retried until the channel set changes.
@@ -701,6 +703,14 @@
       var env;
       try { env = JSON.parse(ev.data); } catch (e) { self._error('bad_message', null, 'an event that is not JSON'); return; }
       if (env && conn.channels.indexOf(env.channel) >= 0) self._deliver(env);
+    });
+    source.addEventListener('notice', function (ev) {  // about one channel (deferred): the stream goes on
+      if (self._conn !== conn) return;
+      var body;
+      try { body = JSON.parse(ev.data); } catch (e) { return; }
+      if (body && typeof body.error === 'string')
+        self._error(body.error, typeof body.channel === 'string' ? body.channel : null,
+                    typeof body.message === 'string' ? body.message : body.error);
     });
     source.addEventListener('stream-error', function (ev) {  // the gateway's reason, then it closes the stream
       if (self._conn !== conn) return;

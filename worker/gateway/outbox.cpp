@@ -1,0 +1,79 @@
+// The per-connection outbox: each followed channel's floor and its one pending doc.
+#include <algorithm>
+
+#include "gateway/session.hpp"
+
+namespace docsync::gateway {
+
+Outbox::Slot* Outbox::find(std::string_view channel) {
+    for (auto& s : slots_)
+        if (s.channel == channel) return &s;
+    return nullptr;
+}
+
+Outbox::Slot& Outbox::add(std::string channel, std::optional<DocVersion> floor) {
+    slots_.push_back(Slot{std::move(channel), floor, nullptr, false});
+    return slots_.back();
+}
+
+void Outbox::remove(std::string_view channel) {
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if (it->channel != channel) continue;
+        queue_.erase(std::remove(queue_.begin(), queue_.end(), &*it), queue_.end());
+        slots_.erase(it);
+        return;
+    }
+}
+
+bool Outbox::offer(const DocPtr& doc) {
+    Slot* slot = find(doc->channel);
+    if (!slot) return false;
+    if (slot->floor && doc->version <= *slot->floor) return false;
+    if (slot->pending && doc->version <= slot->pending->version) return false;
+    slot->pending = doc;
+    if (!slot->queued) {
+        slot->queued = true;
+        queue_.push_back(slot);
+    }
+    return true;
+}
+
+DocPtr Outbox::next() {
+    while (!queue_.empty()) {
+        Slot* slot = queue_.front();
+        queue_.erase(queue_.begin());
+        slot->queued = false;
+        DocPtr doc = std::move(slot->pending);
+        // raise_floor drops what it passes; this holds the rule even so: the floor never moves down.
+        if (!doc || (slot->floor && doc->version <= *slot->floor)) continue;
+        slot->floor = doc->version;
+        return doc;
+    }
+    return nullptr;
+}
+
+void Outbox::raise_floor(Slot& slot, DocVersion floor) {
+    if (slot.floor && floor <= *slot.floor) return;
+    slot.floor = floor;
+    if (slot.pending && slot.pending->version <= floor) {
+        slot.pending.reset();
+        if (slot.queued) {
+            slot.queued = false;
+            queue_.erase(std::remove(queue_.begin(), queue_.end(), &slot), queue_.end());
+        }
+    }
+}
+
+void Outbox::clear() {
+    queue_.clear();
+    slots_.clear();
+}
+
+std::vector<std::optional<DocVersion>> Outbox::floors() const {
+    std::vector<std::optional<DocVersion>> out;
+    out.reserve(slots_.size());
+    for (const auto& s : slots_) out.push_back(s.floor);
+    return out;
+}
+
+}  // namespace docsync::gateway
