@@ -81,12 +81,12 @@ public:
         // Whatever the sink holds may have missed changes: at start, and whenever this session's
         // stream does not continue the last one's (a recreated or new slot, another server).
         bool first = sessions_++ == 0;
-        if (first || session.valve_fired || session.slot_created || session.identity_changed) {
+        if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history) {
             RecomputeReason reason = RecomputeReason::Startup;
             if (session.valve_fired) {
                 reason = RecomputeReason::Valve;
                 log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
-            } else if (!first && session.identity_changed) {
+            } else if (session.new_history || (!first && session.identity_changed)) {
                 reason = RecomputeReason::NewServer;
                 log_warning("engine", "the server changed under the slot (system identifier " +
                                           session.system_identifier + ", timeline " +
@@ -97,7 +97,7 @@ public:
                                       "recomputing every live doc");
             }
             // Changes before this session may never be delivered, unless it continues the last one.
-            bool gap = session.valve_fired || session.slot_created || session.identity_changed;
+            bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history;
             engine_.recompute_all_live(reason, gap);
             if (gap && on_gap_) on_gap_();
         }
@@ -313,7 +313,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_options.slot = settings.slot;
     stream_options.create_slot = settings.create_slot;
     stream_options.tables = [&pipeline] { return pipeline.session_tables(); };
-    stream_options.generation_floor = [&publisher] { return publisher->max_generation(); };
+    stream_options.sink_high_water = [&publisher] { return publisher->max_version(); };
     stream_options.status_interval = settings.status_interval;
     stream_options.max_pending_txns = settings.max_pending_txns;
     stream_options.max_pending_bytes = settings.max_pending_bytes;

@@ -158,6 +158,11 @@ public:
     // The highest generation among the docs the sink holds (0 when it holds none): a new generation
     // is always above it, so docs from a new server are never rejected for an older generation.
     virtual std::uint64_t max_generation() = 0;
+    // The highest version among the docs the sink holds or held ({0, 0} when none): the sink's
+    // high-water mark. Its position can never pass the WAL end of the server that computed it, so
+    // a server whose WAL ends before it, in the same generation, was restored to an earlier point
+    // (docs/design.md, "restores"). A sink that keeps no positions answers {max_generation(), 0}.
+    virtual DocVersion max_version() { return {max_generation(), 0}; }
     // Whether the sink lost docs it had acknowledged since the last call: it restarted without them,
     // was flushed, or its file was truncated or replaced. Returns the reason, or nullopt; the first
     // call only takes note of the sink's state. Throws docsync::Error when the sink cannot be asked.

@@ -212,6 +212,19 @@ std::uint64_t RedisSink::max_generation() {
     return value;
 }
 
+DocVersion RedisSink::max_version() {
+    Reply reply = get(std::string(kMaxVersionKey));
+    if (reply->type == REDIS_REPLY_STRING) {
+        std::string text = reply_text(reply.get());
+        unsigned long long generation = 0;
+        unsigned hi = 0, lo = 0;
+        char end = 0;
+        if (std::sscanf(text.c_str(), "%llu/%X/%X%c", &generation, &hi, &lo, &end) == 3)
+            return {generation, (static_cast<Lsn>(hi) << 32) | lo};
+    }
+    return {max_generation(), 0};
+}
+
 std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
     Reply reply = get(channel);
     if (reply->type == REDIS_REPLY_NIL) return std::nullopt;

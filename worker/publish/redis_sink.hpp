@@ -47,6 +47,9 @@ public:
     // SCAN of the db:* keys (docs and tombstones).
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
+    // docsync:max_version (the script raises it with every doc), or {max_generation(), 0} when it
+    // is missing or unreadable (docs published by an older worker).
+    DocVersion max_version() override;
     // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
     // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
     std::optional<std::string> lost_docs() override;
