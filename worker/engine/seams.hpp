@@ -3,6 +3,7 @@
 // Publisher (publish/ delivers docs). The engine includes neither libpq nor a sink; unit tests
 // implement these with fakes.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -167,6 +168,13 @@ public:
     // was flushed, or its file was truncated or replaced. Returns the reason, or nullopt; the first
     // call only takes note of the sink's state. Throws docsync::Error when the sink cannot be asked.
     virtual std::optional<std::string> lost_docs() { return std::nullopt; }
+    // How many times the sink's connection broke so far (a restart, an outage): after a break and
+    // until lost_docs() has run again, what the sink holds is unknown, and nothing may be called
+    // published (docs/design.md, "sink checks"). 0 for a sink that cannot break.
+    virtual std::uint64_t breaks() const { return 0; }
+    // Waits up to `timeout` for the sink's connection to break; true when it did (breaks() has
+    // grown). The default returns false at once: the caller waits on its own.
+    virtual bool wait_for_break(std::chrono::milliseconds) { return false; }
     // A failure no retry can fix (stdout's reader went away): the reason, and the worker stops with
     // an error, leaving what it could not publish unacknowledged. nullopt while publishing can work.
     virtual std::optional<std::string> fatal() { return std::nullopt; }

@@ -18,6 +18,7 @@
 //
 // Thread-safety: every member may be called from any thread, concurrently.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,12 @@ public:
     // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
     // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
     std::optional<std::string> lost_docs() override;
+    // Counted by every failure that drops the pool (failed()).
+    std::uint64_t breaks() const override { return breaks_.load(); }
+    // Polls an idle connection of its own: Redis closes it when it stops or restarts, so the break is
+    // seen at once, not at the next publish or check. A connection that cannot be made waits out
+    // `timeout` (the outage is counted once per failed attempt).
+    bool wait_for_break(std::chrono::milliseconds timeout) override;
     bool retains() const override { return true; }
     // GET of the channel's key: its envelope's doc and version (a tombstone's null doc too), nullopt
     // when the key is missing (never written, or an expired tombstone). Throws docsync::Error when
@@ -83,6 +90,8 @@ private:
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;
     bool down_ = false;  // logged as lost, not yet as back
+    std::atomic<std::uint64_t> breaks_{0};
+    std::unique_ptr<RedisConnection> watch_;  // wait_for_break's; one caller at a time
 };
 
 }  // namespace docsync::publish
