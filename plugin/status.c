@@ -654,7 +654,9 @@ slot_file_stem(const char *database, const char *slot)
 /*
  * Whether the status file of `slot` (of this database) is trusted and shows a recompute of every live
  * doc that covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP) still running: docs may then
- * lack commits the slot has confirmed, and docsync.wait_published waits on. A missing or untrusted
+ * lack commits the slot has confirmed, and docsync.wait_published waits on; so it does while the
+ * file says the sink's connection broke and was not checked since (DOCSYNC_STATUS_SINK_UNCHECKED),
+ * as the sink may have lost docs. A missing or untrusted
  * file shows no gap. Frees what it allocates: a wait may ask every few milliseconds.
  */
 bool
@@ -674,9 +676,10 @@ docsync_status_gap_open(const char *slot)
 		{
 			const DocsyncStatusBody *b = &read.file->body;
 
-			open = b->recompute_reason != DOCSYNC_RECOMPUTE_NONE &&
-				(b->recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) != 0 &&
-				b->recompute_finished_us == 0;
+			open = (b->recompute_reason != DOCSYNC_RECOMPUTE_NONE &&
+					(b->recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) != 0 &&
+					b->recompute_finished_us == 0) ||
+				(b->recompute_flags & DOCSYNC_STATUS_SINK_UNCHECKED) != 0;
 		}
 	}
 	MemoryContextSwitchTo(caller);

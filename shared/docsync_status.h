@@ -95,6 +95,12 @@ typedef enum DocsyncStatusRecompute
  * so docsync.wait_published waits on.
  */
 #define DOCSYNC_STATUS_RECOMPUTE_GAP 1u
+/*
+ * SINK_UNCHECKED (independent of any recompute): the sink's connection broke (a Redis restart, an
+ * outage) and the worker has not yet checked whether it lost docs. Until it has, docs the slot has
+ * confirmed may be gone, so docsync.wait_published waits on.
+ */
+#define DOCSYNC_STATUS_SINK_UNCHECKED 2u
 
 /* The name of a recompute reason as the SQL views show it; NULL for none or a value outside the enum. */
 static inline const char *

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -84,12 +85,12 @@ public:
         // Whatever the sink holds may have missed changes: at start, and whenever this session's
         // stream does not continue the last one's (a recreated or new slot, another server).
         bool first = sessions_++ == 0;
-        if (first || session.valve_fired || session.slot_created || session.identity_changed) {
+        if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history) {
             RecomputeReason reason = RecomputeReason::Startup;
             if (session.valve_fired) {
                 reason = RecomputeReason::Valve;
                 log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
-            } else if (!first && session.identity_changed) {
+            } else if (session.new_history || (!first && session.identity_changed)) {
                 reason = RecomputeReason::NewServer;
                 log_warning("engine", "the server changed under the slot (system identifier " +
                                           session.system_identifier + ", timeline " +
@@ -100,7 +101,7 @@ public:
                                       "recomputing every live doc");
             }
             // Changes before this session may never be delivered, unless it continues the last one.
-            bool gap = session.valve_fired || session.slot_created || session.identity_changed;
+            bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history;
             engine_.recompute_all_live(reason, gap);
             if (gap && on_gap_) on_gap_();
         }
@@ -384,7 +385,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_options.slot = settings.slot;
     stream_options.create_slot = settings.create_slot;
     stream_options.tables = [&pipeline] { return pipeline.session_tables(); };
-    stream_options.generation_floor = [&publisher] { return publisher->max_generation(); };
+    stream_options.sink_high_water = [&publisher] { return publisher->max_version(); };
     stream_options.status_interval = settings.status_interval;
     stream_options.max_pending_txns = settings.max_pending_txns;
     stream_options.max_pending_bytes = settings.max_pending_bytes;
@@ -393,9 +394,16 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     pipeline.set_stream(&stream);
     // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
+    // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,
+    // the sink may have lost what the slot confirmed, and neither docsync.wait_published nor the
+    // watermark may say published (the sink watch below runs the check).
+    std::atomic<std::uint64_t> sink_checked{publisher->breaks()};
+    auto sink_unchecked = [&publisher, &sink_checked] { return publisher->breaks() > sink_checked.load(); };
     std::unique_ptr<publish::RedisWatermark> watermark;
     if (sink.is_redis()) {
-        auto holding = [&engine] { return engine.recompute_progress().holds_waits(); };
+        auto holding = [&engine, &sink_unchecked] {
+            return engine.recompute_progress().holds_waits() || sink_unchecked();
+        };
         watermark = sink.kind == publish::SinkSpec::Kind::Redis
                         ? std::make_unique<publish::RedisWatermark>(sink.redis, stream, publish::WatermarkOptions{}, holding)
                         : std::make_unique<publish::RedisWatermark>(sink.cluster, stream, publish::WatermarkOptions{},
@@ -466,6 +474,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         audit::AuditStats audited = auditor.stats();
         readings.totals.audit_samples = audited.samples;
         readings.totals.audit_divergences = audited.divergences;
+        readings.sink_unchecked = sink_unchecked();
         readings.draining = draining_now;
         readings.fatal = error;
         readings.waiting = waiting;
@@ -497,22 +506,35 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         wake.notify_all();
     });
 
-    // The sink watch: every second, whether the sink lost docs it had acknowledged (a Redis restart
-    // or FLUSHALL, a truncated or replaced file); then every live doc is recomputed.
+    // The sink watch: every second, and at once when the sink's connection breaks, whether the sink
+    // lost docs it had acknowledged (a Redis restart or FLUSHALL, a truncated or replaced file); then
+    // every live doc is recomputed. Between a break and the check after it, waits hold (above).
     std::thread sink_thread([&] {
         std::unique_lock lock(mutex);
         while (!stream_done && !draining) {
             lock.unlock();
+            std::uint64_t breaks = publisher->breaks();
+            bool was_unchecked = breaks > sink_checked.load();
             try {
                 if (auto lost = publisher->lost_docs()) {
                     log_warning("publish", *lost + ": recomputing every live doc");
                     engine.recompute_all_live(RecomputeReason::SinkReset, true);
                     publish_status_now();
                 }
+                // The gap recompute holds the waits now, if the sink lost anything.
+                std::uint64_t seen = sink_checked.load();
+                while (seen < breaks && !sink_checked.compare_exchange_weak(seen, breaks)) {
+                }
+                if (was_unchecked) publish_status_now();
             } catch (const std::exception&) {
                 // the sink is down: its outage shows where docs are published; asked again next time
             }
             auto gone = publisher->fatal();
+            auto next = std::chrono::steady_clock::now() + 1s;
+            if (!gone && publisher->wait_for_break(1s)) {
+                publish_status_now();  // waits hold from now until the check
+                next = std::chrono::steady_clock::now();
+            }
             lock.lock();
             if (gone) {
                 log_error("publish", *gone);
@@ -521,7 +543,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                 wake.notify_all();
                 break;
             }
-            wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
+            wake.wait_until(lock, next, [&] { return stream_done || draining; });
         }
     });
 

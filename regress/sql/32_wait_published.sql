@@ -73,6 +73,14 @@ CALL docsync.wait_published(:'after_second', '30ms');
 CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute startup:40:100:3
 CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+-- a sink whose connection broke and was not checked since may have lost docs: the wait holds,
+-- whatever the recompute; once checked, nothing holds
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --sink-unchecked
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute startup:100:100:3:1 --sink-unchecked
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute startup:100:100:3:1
+CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');
 -- an untrusted file shows no gap
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_wait --recompute valve:40:100:3 --gap --corrupt
 CALL docsync.wait_published(:'after_second', '0s', 'regress_wait');

@@ -7,7 +7,7 @@
 #       [--heartbeat-age SECONDS] [--error TEXT] [--error-age SECONDS]
 #       [--query NAME:RECOMPUTES:FAILURES:COMPUTE_US[:ERROR]]... [--received N] [--acked N]
 #       [--live N] [--dirty N] [--recompute REASON:DONE:TOTAL:SECONDS_AGO[:FINISHED_SECONDS_AGO]]
-#       [--audit SAMPLES:DIVERGENCES] [--gap]
+#       [--audit SAMPLES:DIVERGENCES] [--gap] [--sink-unchecked]
 #       [--corrupt] [--layout-version N] [--odd-seq] [--truncate BYTES] [--garbage]
 use strict;
 use warnings;
@@ -20,7 +20,8 @@ my %o = (state => 'streaming', pid => 4242, 'heartbeat-age' => -600, 'error-age'
          acked => 0, live => 0, dirty => 0, 'layout-version' => 3, audit => '0:0', query => []);
 GetOptions(\%o, 'dir=s', 'database=s', 'slot=s', 'state=s', 'pid=i', 'heartbeat-age=f', 'error=s',
            'error-age=f', 'query=s@', 'received=i', 'acked=i', 'live=i', 'dirty=i', 'corrupt',
-           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s', 'gap')
+           'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s', 'gap',
+           'sink-unchecked')
   or die "status_fixture: bad arguments\n";
 for (qw(dir database slot)) { defined $o{$_} or die "status_fixture: --$_ is required\n" }
 
@@ -31,9 +32,10 @@ my $hb = $now - int($o{'heartbeat-age'} * 1e6);
 my $err_us = defined $o{error} ? $now - int($o{'error-age'} * 1e6) : 0;
 
 # The recompute of every live doc: reason (startup 1, valve 2), done, total, start and end times;
-# --gap: it covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP).
+# --gap: it covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP). --sink-unchecked: the sink's
+# connection broke and was not checked since (DOCSYNC_STATUS_SINK_UNCHECKED, with or without a recompute).
 my ($rc_reason, $rc_done, $rc_total, $rc_started, $rc_finished) = (0, 0, 0, 0, 0);
-my $rc_flags = $o{gap} ? 1 : 0;
+my $rc_flags = ($o{gap} ? 1 : 0) | ($o{'sink-unchecked'} ? 2 : 0);
 if (defined $o{recompute}) {
   my ($reason, $done, $total, $ago, $finished_ago) = split /:/, $o{recompute};
   my %reasons = (startup => 1, valve => 2);

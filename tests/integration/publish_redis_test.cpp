@@ -181,17 +181,25 @@ TEST_CASE("redis: a new sink reads back the channels and the highest generation 
     {
         RedisSink sink(redis.address());
         CHECK(sink.max_generation() == 0);
+        CHECK(sink.max_version() == DocVersion{0, 0});
         CHECK(sink.retained_channels().empty());
         for (int i = 0; i < 2500; ++i)
             sink.publish("db:q:" + std::to_string(i), doc("[]"), DocVersion{static_cast<std::uint64_t>(i % 9), 1});
         sink.publish("db:q:gone", std::nullopt, DocVersion{4, 1});
+        // The high-water mark: the highest version, an older one leaves it (restores, docs/design.md).
+        sink.publish("db:q:hw", doc("[]"), DocVersion{8, 0x1A0E838});
+        sink.publish("db:q:hw2", doc("[]"), DocVersion{8, 0x1A0E000});
+        CHECK(sink.max_version() == DocVersion{8, 0x1A0E838});
+        sink.publish("db:q:hw3", doc("[]"), DocVersion{8, 0x200000000ULL});
+        CHECK(sink.max_version() == DocVersion{8, 0x200000000ULL});
     }
     auto client = redis.client();
     client->command({"SET", "unrelated:key", "x"});
     RedisSink again(redis.address());
     CHECK(again.max_generation() == 8);
+    CHECK(again.max_version() == DocVersion{8, 0x200000000ULL});
     auto channels = again.retained_channels();
-    CHECK(channels.size() == 2501);  // docs and the tombstone, nothing outside db:
+    CHECK(channels.size() == 2504);  // docs and the tombstone, nothing outside db:
     CHECK(std::set<std::string>(channels.begin(), channels.end()).count("db:q:gone") == 1);
 }
 

@@ -82,8 +82,14 @@ drain 120
 check_convergence
 
 # The WAL safety valve. A new run with a small cap and a doc query that cannot finish.
+# The lock comes only once the new worker streams: before that, reading the definitions (which
+# analyses the doc queries, and so waits for a lock on a table they read) and the start of its
+# stream would wait for the lock too, and the valve, which watches a streaming slot, could not fire
+# (on a loaded machine the worker is still starting when the test reaches the lock).
+old=$(walsender_pid)
 kill_worker
 start_worker --max-retained-wal 2MB --statement-timeout 10min
+wait_streaming 60 "$old"
 drain 30
 gen_before=$(max_generation)
 block_docs

@@ -10,10 +10,12 @@
 #     docsync.query_stats; the walsender is never disturbed and the docs stay current;
 #   - dblink (when the server has it): writing through it, or connecting as another role, is refused
 #     (a non-superuser's dblink needs a password the server asks for);
-#   - keys queries (reverse indexes) that write, sleep past --statement-timeout, return more rows
-#     than --max-keys, return more columns than the doc query has params (a view widened after the
-#     watch was made): permanent outcomes, the slot moves; one whose keys have another type than the
-#     doc param (text for an int) is refused when the watch is made.
+#   - keys queries (reverse indexes) that write, return more rows than --max-keys, return more
+#     columns than the doc query has params (a view widened after the watch was made): permanent
+#     outcomes, the slot moves; one whose keys have another type than the doc param (text for an
+#     int) is refused when the watch is made;
+#   - a keys query that sleeps past --statement-timeout: a failure of the environment, so it holds
+#     the slot and wait_published, shown in docsync.status, until its query is dropped.
 set -euo pipefail
 test_name=hostile_sessions
 # shellcheck source=lib/worker_env.bash
@@ -27,6 +29,10 @@ sql "CREATE TABLE k (id int PRIMARY KEY, t_id int NOT NULL)"
 sql "ALTER TABLE k REPLICA IDENTITY FULL"  # keys_args t_id is not in the primary key
 sql "INSERT INTO k SELECT g, g FROM generate_series(1, 6) g"
 sql "CREATE VIEW kv AS SELECT t_id FROM k"
+# ks reaches t through the keys query that sleeps.
+sql "CREATE TABLE ks (id int PRIMARY KEY, t_id int NOT NULL)"
+sql "ALTER TABLE ks REPLICA IDENTITY FULL"
+sql "INSERT INTO ks VALUES (1, 1)"
 sql "CREATE TABLE scribbles (id int)"
 sql "CREATE FUNCTION scribble(i int) RETURNS int LANGUAGE plpgsql AS \$f\$BEGIN INSERT INTO scribbles VALUES (i); RETURN i; END\$f\$"
 by_id="SELECT jsonb_build_object('id', t.id, 'v', t.v) FROM t WHERE t.id = \$1"
@@ -60,7 +66,8 @@ else
 fi
 
 define_keys kwrites "SELECT scribble(\$1)"
-define_keys ksleeps "SELECT \$1::int FROM pg_sleep(4)"
+sql "SELECT docsync.define_query('ksleeps', \$q\$$by_id\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.watch('ksleeps', 'ks', keys_sql => \$q\$SELECT \$1::int FROM pg_sleep(4)\$q\$, keys_args => ARRAY['t_id'])" >/dev/null
 define_keys khuge "SELECT g FROM generate_series(1, 200) g WHERE \$1::int IS NOT NULL"
 define_keys kwide "SELECT * FROM kv WHERE t_id = \$1"
 sql "SELECT docsync.define_query('kbadtype', \$q\$$by_id\$q\$, params => ARRAY['id'])" >/dev/null
@@ -129,11 +136,22 @@ done
 [ "$(sql "SELECT count(*) FROM scribbles")" = 0 ] || fail "a doc or keys query wrote to scribbles"
 # (d) keys queries.
 check_failed kwrites '%read-only transaction%'
-check_failed ksleeps '%timed out%'
 check_failed khuge '%over --max-keys (100)%'
 check_failed kwide '%returned 2 columns; query "kwide" takes 1 params%'
 echo "refused: $(sql "SELECT string_agg(query || ': ' || left(last_error, 110), E'\n  ' ORDER BY query)
                        FROM docsync.query_stats WHERE slot_name = '$slot' AND permanent_failures > 0")"
+
+# (e) a keys query past --statement-timeout holds the slot until its query is dropped.
+sql "UPDATE ks SET t_id = 2"
+held=$(sql "SELECT pg_current_wal_lsn()")
+wait_for 20 "SELECT last_error LIKE '%timed out%' AND transient_retries > 0 FROM docsync.status WHERE slot_name = '$slot'" ||
+  fail "docsync.status does not show the keys query's timeout: $(sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$slot'")"
+[ "$(sql "CALL docsync.wait_published('$held', '3s')")" = f ] || fail "wait_published passed a change whose keys lookup times out"
+[ "$(sql "SELECT permanent_failures FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'ksleeps'")" = 0 ] ||
+  fail "the keys query's timeout was recorded as a permanent outcome: $(stats)"
+sql "SELECT docsync.drop_query('ksleeps')" >/dev/null
+[ "$(sql "CALL docsync.wait_published('$held', '30s')")" = t ] || fail "after drop_query('ksleeps') the slot never passed $held"
+echo "a keys query past --statement-timeout held the slot until its query was dropped"
 
 # The slot keeps moving after all of that, and good stays current.
 sql "UPDATE t SET v = v + 10 WHERE id = 3"

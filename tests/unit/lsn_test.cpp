@@ -26,7 +26,8 @@ TEST_CASE("a newer generation wins over a larger LSN") {
     CHECK(DocVersion{1, 10} == DocVersion{1, 10});
 }
 
-TEST_CASE("SQLSTATE classes 08, 40, 53, 57P0x and 58 are transient, the rest permanent") {
-    for (auto s : {"08006", "40001", "40P01", "53300", "57P01", "57P03", "58030", ""}) CHECK(sqlstate_is_transient(s));
-    for (auto s : {"42601", "22012", "57014", "25006", "P0001", "XX000", "0800"}) CHECK_FALSE(sqlstate_is_transient(s));
+TEST_CASE("failures of the environment are transient (08, 40, 53, 57, 58, lock and idle timeouts), the rest permanent") {
+    for (auto s : {"08006", "40001", "40P01", "53300", "57014", "57P01", "57P03", "58030", "55P03", "25P03", ""})
+        CHECK(sqlstate_is_transient(s));
+    for (auto s : {"42601", "22012", "25006", "55000", "P0001", "XX000", "0800"}) CHECK_FALSE(sqlstate_is_transient(s));
 }

@@ -231,6 +231,7 @@ TEST_CASE("file sink: an incomplete last line is cut at start and what the file 
     auto channels = sink->retained_channels();
     CHECK(std::set<std::string>(channels.begin(), channels.end()) == std::set<std::string>{"db:a:1", "db:b:2"});
     CHECK(sink->max_generation() == 7);
+    CHECK(sink->max_version() == DocVersion{7, (1ULL << 32) + 8});  // the high-water mark (restores)
 
     // New lines land right after the last whole one.
     sink->publish("db:c:3", std::string("{\"x\":3}"), DocVersion{8, 1});
@@ -238,6 +239,7 @@ TEST_CASE("file sink: an incomplete last line is cut at start and what the file 
     REQUIRE(lines.size() == 4);
     CHECK(lines[3] == R"({"channel":"db:c:3","doc":{"x":3},"generation":8,"lsn":"0/1"})");
     CHECK(sink->max_generation() == 8);
+    CHECK(sink->max_version() == DocVersion{8, 1});
     sink.reset();
 
     // Reopening a clean file repairs nothing and reads everything back.
@@ -245,6 +247,7 @@ TEST_CASE("file sink: an incomplete last line is cut at start and what the file 
     CHECK(again->repaired_bytes() == 0);
     CHECK(again->retained_channels().size() == 3);
     CHECK(again->max_generation() == 8);
+    CHECK(again->max_version() == DocVersion{8, 1});
 }
 
 TEST_CASE("file sink: read_back gives each channel's newest line, indexed at open and at every append") {

@@ -7,16 +7,18 @@
 
 namespace docsync {
 
-// Infrastructure faults are transient (retried, they hold the slot): SQLSTATE classes 08 (connection),
-// 40 (transaction rollback), 53 (insufficient resources), 57P0x (operator intervention: shutdown,
-// crash, cannot connect now, database dropped) and 58 (system error), and any lost connection (no
-// SQLSTATE). Everything else a customer query can raise is permanent for that compute.
+// Failures of the environment are transient (retried, they hold the slot; docs/design.md, "durable
+// outcomes"): SQLSTATE classes 08 (connection), 40 (transaction rollback), 53 (insufficient
+// resources), 57 (operator intervention: a statement timeout or cancel 57014, shutdown, crash, cannot
+// connect now, database dropped), 58 (system error), 55P03 (lock_timeout), 25P03 (an idle transaction
+// ended by the server), and any lost connection (no SQLSTATE). Everything else a customer query can
+// raise is permanent for that compute: it depends on the query and the data, not on the moment.
 inline bool sqlstate_is_transient(std::string_view sqlstate) {
     if (sqlstate.empty()) return true;  // no SQLSTATE: the connection is gone
     if (sqlstate.size() != 5) return false;
     auto cls = sqlstate.substr(0, 2);
-    if (cls == "08" || cls == "40" || cls == "53" || cls == "58") return true;
-    return sqlstate.substr(0, 4) == "57P0";
+    if (cls == "08" || cls == "40" || cls == "53" || cls == "57" || cls == "58") return true;
+    return sqlstate == "55P03" || sqlstate == "25P03";
 }
 
 class Error : public std::runtime_error {

@@ -3,6 +3,7 @@
 // Publisher (publish/ delivers docs). The engine includes neither libpq nor a sink; unit tests
 // implement these with fakes.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -169,10 +170,22 @@ public:
     // The highest generation among the docs the sink holds (0 when it holds none): a new generation
     // is always above it, so docs from a new server are never rejected for an older generation.
     virtual std::uint64_t max_generation() = 0;
+    // The highest version among the docs the sink holds or held ({0, 0} when none): the sink's
+    // high-water mark. Its position can never pass the WAL end of the server that computed it, so
+    // a server whose WAL ends before it, in the same generation, was restored to an earlier point
+    // (docs/design.md, "restores"). A sink that keeps no positions answers {max_generation(), 0}.
+    virtual DocVersion max_version() { return {max_generation(), 0}; }
     // Whether the sink lost docs it had acknowledged since the last call: it restarted without them,
     // was flushed, or its file was truncated or replaced. Returns the reason, or nullopt; the first
     // call only takes note of the sink's state. Throws docsync::Error when the sink cannot be asked.
     virtual std::optional<std::string> lost_docs() { return std::nullopt; }
+    // How many times the sink's connection broke so far (a restart, an outage): after a break and
+    // until lost_docs() has run again, what the sink holds is unknown, and nothing may be called
+    // published (docs/design.md, "sink checks"). 0 for a sink that cannot break.
+    virtual std::uint64_t breaks() const { return 0; }
+    // Waits up to `timeout` for the sink's connection to break; true when it did (breaks() has
+    // grown). The default returns false at once: the caller waits on its own.
+    virtual bool wait_for_break(std::chrono::milliseconds) { return false; }
     // A failure no retry can fix (stdout's reader went away): the reason, and the worker stops with
     // an error, leaving what it could not publish unacknowledged. nullopt while publishing can work.
     virtual std::optional<std::string> fatal() { return std::nullopt; }

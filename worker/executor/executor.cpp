@@ -488,7 +488,10 @@ BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, cons
                                       return OutcomeKind::Ok;
                                   });
     BatchOutcome<Outcome> out;
-    if (kind == OutcomeKind::Permanent && !form_may_be_at_fault(sqlstate)) {
+    // A timeout may be one doc's doing: the halves run apart, down to the doc at fault, which then
+    // holds the slot alone (a transient outcome) while the others publish.
+    bool one_may_time_out = kind == OutcomeKind::Transient && sqlstate == docsync::sqlstate::kQueryCanceled;
+    if ((kind == OutcomeKind::Permanent && !form_may_be_at_fault(sqlstate)) || one_may_time_out) {
         out.split = true;
         out.error = error;
         return out;

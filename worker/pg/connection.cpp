@@ -376,7 +376,7 @@ Result Connection::run(const std::string& sql, const Params* params, Deadline de
     *error = error_from(conn, last.raw());
     if (cancelled && error->sqlstate() == sqlstate::kQueryCanceled)
         *error = Error("statement timed out on the client-side deadline and was cancelled", sqlstate::kQueryCanceled,
-                       false);
+                       true);
     return {};
 }
 
@@ -508,7 +508,7 @@ std::vector<Step> Connection::pipeline(const std::vector<Statement>& statements,
         for (auto& step : steps)
             if (step.error && step.error->sqlstate() == sqlstate::kQueryCanceled)
                 step.error = Error("statement timed out on the client-side deadline and was cancelled",
-                                   sqlstate::kQueryCanceled, false);
+                                   sqlstate::kQueryCanceled, true);
     return steps;
 }
 

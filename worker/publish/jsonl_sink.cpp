@@ -135,6 +135,7 @@ void JsonlSink::read_file() {
                                 " is not a docsync doc line; the file must hold only docsync output: move it "
                                 "away or choose another path for --sink file:");
                 max_generation_ = std::max(max_generation_, head->version.generation);
+                max_version_ = std::max(max_version_, head->version);
                 index_line(head->channel, line_start, line.size(), head->version);
             }
             line.clear();
@@ -209,6 +210,7 @@ std::uint64_t JsonlSink::append(const std::string& line, const std::string& chan
     if (durable_) {
         index_line(channel, offset, line.size() - 1, version);
         max_generation_ = std::max(max_generation_, version.generation);
+        max_version_ = std::max(max_version_, version);
     }
     return ++written_seq_;
 }
@@ -335,6 +337,11 @@ void JsonlSink::restore(const std::string& channel, const std::optional<std::str
 std::uint64_t JsonlSink::max_generation() {
     std::lock_guard lock(mutex_);
     return max_generation_;
+}
+
+DocVersion JsonlSink::max_version() {
+    std::lock_guard lock(mutex_);
+    return max_version_;
 }
 
 std::uint64_t JsonlSink::sync_count() const {

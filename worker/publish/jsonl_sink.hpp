@@ -53,6 +53,8 @@ public:
     std::vector<std::optional<Error>> publish_many(const std::vector<Publication>& docs) override;
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
+    // The highest version of any line the file holds (read at open, raised by every durable line).
+    DocVersion max_version() override;
     // The file sink: the file was removed or replaced (it is reopened) or shrank below what this sink
     // wrote. The stdout sink never knows.
     std::optional<std::string> lost_docs() override;
@@ -116,6 +118,7 @@ private:
     std::uint64_t syncs_ = 0;
     std::unordered_map<std::string, Line> lines_;  // per channel (the file sink only)
     std::uint64_t max_generation_ = 0;
+    DocVersion max_version_;
     dev_t dev_ = 0;  // the file's identity at open (file sink), to notice a replaced file
     ino_t ino_ = 0;
 };

@@ -37,6 +37,20 @@ namespace {
 constexpr const char* kSingleScript = DOCSYNC_SCRIPT_HEAD
     "local max = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
     "if new[1] > max then redis.call('SET', KEYS[2], ARGV[2]) end\n"
+    "local hw = redis.call('GET', KEYS[3])\n"
+    "local raise = true\n"
+    "if hw then\n"
+    "  local g, h, l = string.match(hw, '^(%d+)/(%x+)/(%x+)$')\n"
+    "  if g then\n"
+    "    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}\n"
+    "    raise = false\n"
+    "    for i = 1, 3 do\n"
+    "      if new[i] > old[i] then raise = true break end\n"
+    "      if new[i] < old[i] then break end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "if raise then redis.call('SET', KEYS[3], ARGV[2] .. '/' .. ARGV[3] .. '/' .. ARGV[4]) end\n"
     "redis.call('PUBLISH', KEYS[1], ARGV[1])\n"
     "return 1\n";
 
@@ -59,7 +73,7 @@ const char* doc_script(ScriptKind kind) { return kind == ScriptKind::Single ? kS
 std::vector<std::string_view> ScriptCall::args(ScriptKind kind, std::string_view sha_or_script, bool script) const {
     std::string_view verb = script ? "EVAL" : "EVALSHA";
     if (kind == ScriptKind::Single)
-        return {verb, sha_or_script, "2", key, kMaxGenerationKey, envelope, generation, hi, lo, ttl};
+        return {verb, sha_or_script, "3", key, kMaxGenerationKey, kMaxVersionKey, envelope, generation, hi, lo, ttl};
     return {verb, sha_or_script, "1", key, envelope, generation, hi, lo, ttl};
 }
 

@@ -2,14 +2,16 @@
 // The retain + publish script, shared by the single-node sink (publish/redis_sink.hpp) and the
 // cluster sink (publish/redis_cluster_sink.hpp), and what the sinks make of its replies.
 //
-// KEYS[1] the doc's key, which is also its channel; on a single node KEYS[2] docsync:max_generation.
+// KEYS[1] the doc's key, which is also its channel; on a single node KEYS[2] docsync:max_generation
+// and KEYS[3] docsync:max_version.
 // ARGV[1] the envelope, ARGV[2] generation (decimal), ARGV[3] / ARGV[4] the LSN's high and low 32 bits
 // (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc.
 // Versions compare as (generation, lsn high, lsn low): every part fits a Lua number exactly. The
 // retained version is read from the envelope's tail only (GETRANGE), never the whole doc.
 // Returns 1 when the doc was retained and published, 0 when a newer version was already retained.
 //
-// The single-node script also raises docsync:max_generation and PUBLISHes. The cluster script
+// The single-node script also raises docsync:max_generation and docsync:max_version (the highest
+// version ever retained, GENERATION/HI/LO with the LSN's halves in hex) and PUBLISHes. The cluster script
 // touches one key (a script's keys must share a slot) and SPUBLISHes on the key's own slot: the
 // cluster sink raises docsync:max_generation itself, before it publishes a doc of a new generation.
 
@@ -32,6 +34,8 @@ inline constexpr std::string_view kKeyTypesKey = "docsync:key_types";
 // Gives KEYS[1] an expiry of ARGV[1] ms unless it has one (Publisher::expire_orphans).
 inline constexpr std::string_view kExpireOrphanScript =
     "if redis.call('PTTL', KEYS[1]) == -1 then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return 0";
+// The highest version the sink holds (raised by the doc script), compared with the server at start.
+inline constexpr std::string_view kMaxVersionKey = "docsync:max_version";
 
 enum class ScriptKind { Single, Cluster };
 const char* doc_script(ScriptKind kind);

@@ -1,7 +1,10 @@
 // The Redis sink: retain + publish in one Lua script, versioned tombstones, a reconnecting pool.
 #include "publish/redis_sink.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -90,6 +93,7 @@ void RedisSink::release(std::unique_ptr<RedisConnection> conn) {
 }
 
 void RedisSink::failed(const std::string& why) {
+    breaks_.fetch_add(1);
     // The other pooled connections most likely died with this one (a Redis restart): drop them all
     // rather than fail once on each.
     std::vector<std::unique_ptr<RedisConnection>> dead;
@@ -238,6 +242,19 @@ std::uint64_t RedisSink::max_generation() {
     return value;
 }
 
+DocVersion RedisSink::max_version() {
+    Reply reply = get(std::string(kMaxVersionKey));
+    if (reply->type == REDIS_REPLY_STRING) {
+        std::string text = reply_text(reply.get());
+        unsigned long long generation = 0;
+        unsigned hi = 0, lo = 0;
+        char end = 0;
+        if (std::sscanf(text.c_str(), "%llu/%X/%X%c", &generation, &hi, &lo, &end) == 3)
+            return {generation, (static_cast<Lsn>(hi) << 32) | lo};
+    }
+    return {max_generation(), 0};
+}
+
 std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
     Reply reply = get(channel);
     if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
@@ -250,6 +267,25 @@ std::optional<RetainedDoc> RedisSink::read_back(const std::string& channel) {
                         " something other than its docsync envelope",
                     {}, true);
     return doc;
+}
+
+bool RedisSink::wait_for_break(std::chrono::milliseconds timeout) {
+    if (!watch_) {
+        try {
+            watch_ = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+        } catch (const Error& e) {
+            failed(where_ + ": " + e.what());
+            std::this_thread::sleep_for(timeout);
+            return false;
+        }
+    }
+    // Nothing is ever sent on this connection, so anything to read is its end.
+    pollfd p{watch_->context()->fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (rc == 0 || (rc < 0 && errno == EINTR)) return false;
+    watch_.reset();
+    failed(where_ + ": the connection closed (Redis stopped or restarted)");
+    return true;
 }
 
 std::optional<std::string> RedisSink::lost_docs() {

@@ -18,6 +18,7 @@
 //
 // Thread-safety: every member may be called from any thread, concurrently.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -47,9 +48,18 @@ public:
     // SCAN of the db:* keys (docs and tombstones).
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
+    // docsync:max_version (the script raises it with every doc), or {max_generation(), 0} when it
+    // is missing or unreadable (docs published by an older worker).
+    DocVersion max_version() override;
     // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
     // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
     std::optional<std::string> lost_docs() override;
+    // Counted by every failure that drops the pool (failed()).
+    std::uint64_t breaks() const override { return breaks_.load(); }
+    // Polls an idle connection of its own: Redis closes it when it stops or restarts, so the break is
+    // seen at once, not at the next publish or check. A connection that cannot be made waits out
+    // `timeout` (the outage is counted once per failed attempt).
+    bool wait_for_break(std::chrono::milliseconds timeout) override;
     bool retains() const override { return true; }
     // SET docsync:key_types (kKeyTypesKey); a failure is logged.
     void describe_keys(const std::string& key_types_json) override;
@@ -84,6 +94,8 @@ private:
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;
     bool down_ = false;  // logged as lost, not yet as back
+    std::atomic<std::uint64_t> breaks_{0};
+    std::unique_ptr<RedisConnection> watch_;  // wait_for_break's; one caller at a time
 };
 
 }  // namespace docsync::publish

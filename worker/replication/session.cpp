@@ -184,7 +184,38 @@ void Stream::Session::check_slot(bool valve_recreate) {
 
 void Stream::Session::raise_generation() {
     std::uint64_t floor = options_.generation_floor ? options_.generation_floor() : 0;
+    DocVersion sink = options_.sink_high_water ? options_.sink_high_water() : DocVersion{floor, 0};
+    floor = std::max(floor, sink.generation);
     bool force = info_.slot_created || info_.identity_changed;
+    advance_generation(floor, force);
+    if (sink.generation == 0) return;  // the sink holds nothing: no history to compare
+    if (info_.generation > sink.generation) {
+        // Raised by the server (another timeline or server) or by this session: the sink's docs
+        // are of a history this stream does not continue.
+        if (!force) {
+            log_warning(kComponent, "the sink holds docs of generation " + std::to_string(sink.generation) +
+                                        ", but this server gives generation " + std::to_string(info_.generation) +
+                                        " (a new timeline or server since they were published): what changed "
+                                        "in between will not be streamed");
+            info_.new_history = true;
+        }
+        return;
+    }
+    if (force || sink.generation != info_.generation || sink.lsn == 0) return;
+    // Same generation: the sink's positions come from this server's history only if its WAL has
+    // reached them. pg_current_wal_insert_lsn() is at or past every position a compute reported.
+    auto r = conn_.exec_simple("SELECT pg_catalog.pg_current_wal_insert_lsn()", cmd_deadline());
+    auto wal_end = parse_lsn(r.get(0, 0));
+    if (!wal_end || *wal_end >= sink.lsn) return;
+    log_warning(kComponent, "the sink holds a doc at " + format_lsn(sink.lsn) + " (generation " +
+                                std::to_string(sink.generation) + "), but this server's WAL ends at " +
+                                format_lsn(*wal_end) + " (restored from a backup?): its history went back; "
+                                "raising the generation and recomputing every live doc");
+    info_.new_history = true;
+    advance_generation(floor, true);
+}
+
+void Stream::Session::advance_generation(std::uint64_t floor, bool force) {
     auto has_fn = conn_.exec_simple(
         "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "
         "WHERE n.nspname = 'docsync' AND p.proname = 'advance_generation'",

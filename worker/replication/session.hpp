@@ -53,6 +53,8 @@ private:
     void check_slot(bool valve_recreate);
     // The generation: contract C (docs/design.md).
     void raise_generation();
+    // docsync.advance_generation(), or its in-process stand-in on an older extension.
+    void advance_generation(std::uint64_t floor, bool force);
     // How long "slot is active" is retried.
     std::chrono::milliseconds slot_active_grace();
     // A new coordinator epoch from the slot's position; the handler hears of it.

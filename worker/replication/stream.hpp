@@ -57,6 +57,11 @@ struct StreamOptions {
     std::function<std::optional<std::string>()> tables;
     // The highest generation the sink already holds (Publisher::max_generation); the generation floor.
     std::function<std::uint64_t()> generation_floor;
+    // The highest version the sink holds (Publisher::max_version), asked at every session start:
+    // its generation is a floor too, and a position past this server's WAL end within the
+    // generation the server keeps means the server was restored to an earlier point, which no
+    // process saw (docs/design.md, "restores"): the generation is raised and the session opens a gap.
+    std::function<DocVersion()> sink_high_water;
     // standby status updates at least this often
     std::chrono::milliseconds status_interval{defaults::kStatusInterval};
     std::chrono::milliseconds connect_timeout{10000};  // per connection attempt and per command
@@ -88,6 +93,11 @@ struct SessionInfo {
     bool identity_changed = false; // the server's system identifier or timeline differs from the last session's
     bool valve_fired = false;      // the slot was recreated by the safety valve: recompute every live doc
     bool reconnect = false;        // not the first session of this Stream
+    // The sink holds docs of another history than this server's: positions past its WAL end in
+    // its generation (a restore), or a generation below the one the server now gives (a new
+    // timeline or server since they were published, a slot recreated before any doc was). Changes
+    // of that history the stream will never deliver: every live doc is recomputed as a gap.
+    bool new_history = false;
 };
 
 class StreamHandler {

@@ -46,6 +46,7 @@ StatusSnapshot StatusHistory::snapshot(const Readings& r, WallTime now) {
     StatusSnapshot snap;
     snap.state = worker_state(r);
     snap.generation = r.generation;
+    snap.sink_unchecked = r.sink_unchecked;
     snap.received_lsn = r.received_lsn;
     snap.acked_lsn = r.acked_lsn;
     snap.acked_at = lsn_at_;

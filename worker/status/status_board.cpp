@@ -169,7 +169,8 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
     body.audit_samples = s.totals.audit_samples;
     body.audit_divergences = s.totals.audit_divergences;
     body.recompute_reason = s.recompute.reason;
-    body.recompute_flags = s.recompute.gap ? DOCSYNC_STATUS_RECOMPUTE_GAP : 0;
+    body.recompute_flags = (s.recompute.gap ? DOCSYNC_STATUS_RECOMPUTE_GAP : 0) |
+                           (s.sink_unchecked ? DOCSYNC_STATUS_SINK_UNCHECKED : 0);
     body.recompute_total = s.recompute.total;
     body.recompute_done = s.recompute.done;
     body.recompute_started_us = to_us(s.recompute.started_at);

@@ -79,6 +79,7 @@ struct Totals {
 // Everything the worker reports (made by StatusHistory). Plain values, no references into components.
 struct StatusSnapshot {
     WorkerState state = WorkerState::Starting;
+    bool sink_unchecked = false;  // DOCSYNC_STATUS_SINK_UNCHECKED
     std::uint64_t generation = 0;
     Lsn received_lsn = 0;
     Lsn acked_lsn = 0;
