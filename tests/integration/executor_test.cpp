@@ -374,10 +374,11 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
         sql1(other, R"(CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb LANGUAGE sql AS
             $$ SELECT '{"generation": 2}'::jsonb $$)");
         CHECK_THROWS_AS(read_definitions(other, pg::deadline_in(10s)), Error);
-        // A role without EXECUTE on it is told the grant recipe.
+        // A replication role without EXECUTE on it is told the grant recipe; a role that may not
+        // replicate either is the reader role given as --dsn, and is told the roles look swapped.
         sql1(other, "REVOKE ALL ON FUNCTION docsync.worker_definitions() FROM PUBLIC");
         sql1(other, "DROP ROLE IF EXISTS docsync_exec_nodefs_role");
-        sql1(other, "CREATE ROLE docsync_exec_nodefs_role");
+        sql1(other, "CREATE ROLE docsync_exec_nodefs_role REPLICATION");
         sql1(other, "GRANT USAGE ON SCHEMA docsync TO docsync_exec_nodefs_role");
         sql1(other, "SET ROLE docsync_exec_nodefs_role");
         try {
@@ -386,6 +387,16 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
         } catch (const Error& e) {
             CHECK(e.sqlstate() == "42501");
             CHECK(std::string(e.what()).find("docsync.grant_replication(") != std::string::npos);
+        }
+        sql1(other, "RESET ROLE");
+        sql1(other, "ALTER ROLE docsync_exec_nodefs_role NOREPLICATION");
+        sql1(other, "SET ROLE docsync_exec_nodefs_role");
+        try {
+            read_definitions(other, pg::deadline_in(10s));
+            FAIL("expected an error");
+        } catch (const Error& e) {
+            CHECK(e.sqlstate() == "42501");
+            CHECK(std::string(e.what()).find("look swapped") != std::string::npos);
         }
         sql1(other, "RESET ROLE");
     }
