@@ -45,6 +45,7 @@ typedef struct BatchForm
 
 /* helpers */
 static BatchForm batch_form(Oid role, const char *sql, const char *search_path);
+static BatchForm batch_form_of_call(FunctionCallInfo fcinfo);
 static char *param_type_problem(int k, Oid type);
 static char *array_type_name(Oid type);
 static List *query_identifiers(const char *stmt, bool *unreadable);
@@ -370,6 +371,20 @@ batch_form(Oid role, const char *sql, const char *search_path)
 	return form;
 }
 
+/* batch_form of a call's (sql text, search_path text, definer regrole) arguments. */
+static BatchForm
+batch_form_of_call(FunctionCallInfo fcinfo)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query text must not be null"),
+				 errdetail("A docsync doc or keys query is one SELECT statement."),
+				 errhint("Pass the query text.")));
+	return batch_form(docsync_text_role(fcinfo, 2), text_to_cstring(PG_GETARG_TEXT_PP(0)),
+					  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)));
+}
+
 /*
  * docsync.batch_sql(sql text, search_path text, definer regrole) RETURNS text
  *
@@ -379,16 +394,8 @@ batch_form(Oid role, const char *sql, const char *search_path)
 Datum
 docsync_batch_sql(PG_FUNCTION_ARGS)
 {
-	BatchForm	form;
+	BatchForm	form = batch_form_of_call(fcinfo);
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("query text must not be null"),
-				 errdetail("A docsync doc or keys query is one SELECT statement."),
-				 errhint("Pass the query text.")));
-	form = batch_form(docsync_text_role(fcinfo, 2), text_to_cstring(PG_GETARG_TEXT_PP(0)),
-					  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	if (form.sql == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(form.sql));
@@ -402,16 +409,8 @@ docsync_batch_sql(PG_FUNCTION_ARGS)
 Datum
 docsync_batch_problem(PG_FUNCTION_ARGS)
 {
-	BatchForm	form;
+	BatchForm	form = batch_form_of_call(fcinfo);
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("query text must not be null"),
-				 errdetail("A docsync doc or keys query is one SELECT statement."),
-				 errhint("Pass the query text.")));
-	form = batch_form(docsync_text_role(fcinfo, 2), text_to_cstring(PG_GETARG_TEXT_PP(0)),
-					  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	if (form.problem == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(cstring_to_text(form.problem));

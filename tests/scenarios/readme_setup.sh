@@ -46,20 +46,7 @@ trap cleanup EXIT
 
 # ---- the README's blocks, one file each under $tmp/blocks, in the README's order
 mkdir -p "$tmp/blocks"
-python3 - "$src/README.md" "$tmp/blocks" <<'PY'
-import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-m = re.search(r"^## Setting docsync up on your own database\n(.*?)^## ", text, re.S | re.M)
-if not m:
-    sys.exit("README.md has no section 'Setting docsync up on your own database'")
-order = []
-for fence in re.finditer(r"^( *)```\w+ setup:(\S+)\n(.*?)^\1```$", m.group(1), re.S | re.M):
-    indent, name, body = fence.groups()
-    lines = [line[len(indent):] if line.startswith(indent) else line for line in body.splitlines()]
-    open("%s/%s" % (sys.argv[2], name), "w").write("\n".join(lines) + "\n")
-    order.append(name)
-open("%s/ORDER" % sys.argv[2], "w").write(" ".join(order) + "\n")
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/lib/readme_blocks.py" "$src/README.md" "Setting docsync up on your own database" setup "$tmp/blocks" || exit 1
 # step 1's apt-get (not run here) installs what packaging/deps.sh lists for building, nothing unknown
 python3 - "$src/README.md" "$src/packaging/deps.sh" <<'PY' || fail "step 1's package list and packaging/deps.sh differ"
 import re, sys

@@ -51,20 +51,7 @@ trap cleanup EXIT
 
 # ---- the README's blocks, one file each under $tmp/blocks, in the README's order
 mkdir -p "$tmp/blocks"
-python3 - "$src/README.md" "$tmp/blocks" <<'PY'
-import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-m = re.search(r"^## A live web app in ten minutes\n(.*?)^## ", text, re.S | re.M)
-if not m:
-    sys.exit("README.md has no section 'A live web app in ten minutes'")
-order = []
-for fence in re.finditer(r"^( *)```\w+ webapp:(\S+)\n(.*?)^\1```$", m.group(1), re.S | re.M):
-    indent, name, body = fence.groups()
-    lines = [line[len(indent):] if line.startswith(indent) else line for line in body.splitlines()]
-    open("%s/%s" % (sys.argv[2], name), "w").write("\n".join(lines) + "\n")
-    order.append(name)
-open("%s/ORDER" % sys.argv[2], "w").write(" ".join(order) + "\n")
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/lib/readme_blocks.py" "$src/README.md" "A live web app in ten minutes" webapp "$tmp/blocks" || exit 1
 steps="definitions pgpass worker gateway token page serve change"
 [ "$(cat "$tmp/blocks/ORDER")" = "$steps" ] ||
   fail "the README's webapp blocks are [$(cat "$tmp/blocks/ORDER")], this test runs [$steps]: run each new step here"
