@@ -1296,7 +1296,8 @@ BEGIN
   END;
   rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
   RETURN md5(concat_ws(E'\n',
-    -- names, never OIDs or attnums: a dump restored elsewhere has the same fingerprint
+    -- names, never OIDs or attnums (closure_state's storage identity aside: a restored copy's
+    -- fingerprint differs there, and its docs are recomputed once)
     (SELECT string_agg(format('%s %s %s %s %s', c.oid::regclass, c.relkind,
                               (SELECT string_agg(format('%s:%s', a.attname, format_type(a.atttypid, a.atttypmod)),
                                                  ',' ORDER BY a.attnum)
