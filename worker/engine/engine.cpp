@@ -127,6 +127,7 @@ void Engine::Impl::on_truncate(const TruncateRecord& truncate) {
 
 void Engine::Impl::on_message(const MessageRecord& message) {
     if (!message.transactional || message.prefix != kDefinitionsMessagePrefix) return;
+    if (!definitions_message_generation(message.content)) return;  // not docsync's
     std::lock_guard<std::mutex> lock(mutex_);
     txn_.mark_definitions();
 }
