@@ -179,7 +179,7 @@ COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
 
 CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
                                       OUT relations oid[], OUT functions oid[],
-                                      OUT types oid[], OUT collations oid[])
+                                      OUT types oid[], OUT collations oid[], OUT operators oid[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_query_depends';
 COMMENT ON FUNCTION docsync.query_depends(text, text, regrole) IS
@@ -428,7 +428,7 @@ $$;
 -- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
 CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[],
-  OUT functions oid[])
+  OUT functions oid[], OUT schemas oid[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
@@ -457,7 +457,18 @@ BEGIN
   SELECT a.param_types, a.result_types, a.relations, a.checked
     INTO param_types, result_types, relations, checked
     FROM docsync.analyze_query(src, docsync.stored_path(path), docsync.definer_role(definer)) a;
-  SELECT d.functions INTO functions FROM docsync.query_depends(src, docsync.stored_path(path), docsync.definer_role(definer)) d;
+  -- schemas: every schema the text's name resolution used (relations, functions, operators,
+  -- types, collations), which its reader role needs USAGE on to resolve it the same way
+  SELECT d.functions,
+         ARRAY(SELECT DISTINCT u.nsp FROM (
+                 SELECT c.relnamespace FROM pg_class c WHERE c.oid = ANY (d.relations)
+                 UNION SELECT p.pronamespace FROM pg_proc p WHERE p.oid = ANY (d.functions)
+                 UNION SELECT o.oprnamespace FROM pg_operator o WHERE o.oid = ANY (d.operators)
+                 UNION SELECT t.typnamespace FROM pg_type t WHERE t.oid = ANY (d.types || param_types::oid[])
+                 UNION SELECT co.collnamespace FROM pg_collation co WHERE co.oid = ANY (d.collations)) u(nsp)
+                WHERE u.nsp NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) ORDER BY 1)
+    INTO functions, schemas
+    FROM docsync.query_depends(src, docsync.stored_path(path), docsync.definer_role(definer)) d;
 END
 $$;
 
@@ -584,7 +595,12 @@ $$;
 -- stop another's docs by breaking a watch it attached.
 CREATE FUNCTION docsync.watch_set_aside(watch bigint) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT docsync.watch_problem(w.id)
+  SELECT coalesce(docsync.watch_problem(w.id),
+                  CASE WHEN w.keys_sql IS NOT NULL AND NOT EXISTS (
+                              SELECT FROM docsync.reader_roles rr
+                               WHERE rr.definer = w.defined_by AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
+                       THEN format('its definer %s has no reader role yet: run SELECT docsync.grant_reader(<the worker''s pool role>)',
+                                   quote_ident(w.defined_by)) END)
     FROM docsync.watch_defs w JOIN docsync.query_defs q ON q.name = w.query
    WHERE w.id = watch_set_aside.watch AND w.defined_by <> q.defined_by
 $$;
@@ -1609,7 +1625,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                 quote_ident(d.definer))
     FROM (SELECT q.defined_by AS definer, 0 AS ord FROM docsync.query_defs q WHERE q.name = reader_missing.query
           UNION ALL
-          SELECT w.defined_by, w.id FROM docsync.watch_defs w WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL) d
+          -- another definer's keys watch without a reader role is set aside (docsync.watch_set_aside)
+          SELECT w.defined_by, w.id FROM docsync.watch_defs w JOIN docsync.query_defs q ON q.name = w.query
+           WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL AND w.defined_by = q.defined_by) d
    WHERE NOT EXISTS (SELECT FROM docsync.reader_roles rr
                       WHERE rr.definer = d.definer AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
    ORDER BY d.ord
@@ -2035,7 +2053,7 @@ BEGIN
     SELECT q.name, w.id, w.defined_by
       FROM docsync.query_defs q JOIN docsync.watch_defs w ON w.query = q.name
      WHERE q.name NOT IN (SELECT x.name FROM docsync_reader_refused x)
-       AND w.keys_sql IS NOT NULL AND docsync.watch_set_aside(w.id) IS NULL;
+       AND w.keys_sql IS NOT NULL AND (w.defined_by = q.defined_by OR docsync.watch_problem(w.id) IS NULL);
   -- what the queries check SELECT on as the pool role, with the definer it was checked for: the
   -- tables they read, and views rather than the tables behind them (checked as the view's owner)
   CREATE TEMP TABLE docsync_reader_needs ON COMMIT DROP AS
@@ -2049,15 +2067,15 @@ BEGIN
       CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).functions) AS x(fn)
       JOIN pg_proc p ON p.oid = x.fn
      WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
-  -- the schemas of the param types the batched forms name ($1::s.t[]: resolving s needs USAGE on it,
-  -- which the query run alone, its types inferred, does not), where the definer has USAGE itself
+  -- every schema the checked text's name resolution used (relations, functions, operators, types,
+  -- collations, and the param types the batched forms name, $1::s.t[]), where the definer has USAGE
+  -- itself: resolved without it, `||` would find another operator, and the doc would not be the one
+  -- checked
   CREATE TEMP TABLE docsync_reader_type_schemas ON COMMIT DROP AS
-    SELECT DISTINCT ty.typnamespace AS nsp, d.definer
+    SELECT DISTINCT x.nsp, d.definer
       FROM docsync_reader_defs d
-      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).param_types) AS x(t)
-      JOIN pg_type ty ON ty.oid = x.t
-     WHERE ty.typnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
-       AND has_schema_privilege(to_regrole(quote_ident(d.definer)), ty.typnamespace, 'USAGE');
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).schemas) AS x(nsp)
+     WHERE has_schema_privilege(to_regrole(quote_ident(d.definer)), x.nsp, 'USAGE');
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
