@@ -1952,6 +1952,13 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    LIMIT 1
 $$;
 
+-- reader_stale for the definer of a reader role: docsync.compute_as calls it (directly, as the
+-- extension's owner) before every compute, so a REVOKE from a definer stops its computes at once.
+CREATE FUNCTION docsync.reader_stale_for(reader name) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT docsync.reader_stale(rr.definer) FROM docsync.reader_roles rr WHERE rr.reader = reader_stale_for.reader
+$$;
+
 -- Revokes one privilege grant_reader recorded (a docsync.reader_grants row of kind schema, table or
 -- function) from its reader role and forgets it; returns the REVOKE run, or null when its object or
 -- role is gone (the row is forgotten all the same).

@@ -109,6 +109,11 @@ RESET ROLE;
 SELECT stmt FROM docsync.grant_reader('regress_own_pool') AS g(stmt) ORDER BY 1;
 SELECT has_table_privilege('docsync_reader_regress_mal', 'own_app.salaries', 'SELECT') AS mal_reader_may;
 REVOKE SELECT ON own_app.salaries FROM regress_mal;
+-- at once: a compute as mal's reader role is refused, before anything is redefined or re-granted
+BEGIN READ ONLY;
+SET LOCAL ROLE regress_own_pool;
+SELECT docsync.compute_as('docsync_reader_regress_mal', 'own_m, pg_temp');
+ROLLBACK;
 -- mal moves the read into a function of its own, which the definer check does not look into
 SET ROLE regress_mal;
 CREATE FUNCTION own_m.peek() RETURNS text LANGUAGE plpgsql STABLE AS $f$
@@ -121,6 +126,10 @@ SELECT stmt FROM docsync.grant_reader('regress_own_pool') AS g(stmt) WHERE stmt 
 SELECT has_table_privilege('docsync_reader_regress_mal', 'own_app.salaries', 'SELECT') AS mal_reader_may,
        (SELECT refused FROM docsync.queries WHERE name = 'own_pay') AS refused;
 SELECT count(*) AS recorded FROM docsync.reader_grants WHERE reader = 'docsync_reader_regress_mal' AND table_name = 'salaries';
+BEGIN READ ONLY;
+SET LOCAL ROLE regress_own_pool;
+SELECT docsync.compute_as('docsync_reader_regress_mal', 'own_m, pg_temp') AS computes_again;
+ROLLBACK;
 
 -- clean up
 SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name LIKE 'own\_%' ORDER BY name;

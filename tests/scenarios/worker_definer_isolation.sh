@@ -3,8 +3,9 @@
 #   - mal may not redefine vic's query; vic's keys query keeps the search_path of its watch, so mal's
 #     function of the same name in its own schema never runs as vic's reader role, and nothing of
 #     vic's secret reaches the sink;
-#   - mal loses SELECT on a table and reads it through dynamic SQL in a function of its own: the
-#     reader role keeps no grant mal lost (grant_reader takes it back), nothing of it is published;
+#   - mal loses SELECT on a table: its computes are refused at once (compute_as), and when it reads
+#     the table through dynamic SQL in a function of its own, the reader role keeps no grant mal
+#     lost (grant_reader takes it back); nothing of it is published;
 #   - w's query resolves `||` to an operator of a schema w may use: the worker publishes the doc w
 #     checked, not one computed with pg_catalog's ||;
 #   - a role with no grant at all emits 1500 "docsync.definitions" messages: the next change is
@@ -47,7 +48,7 @@ sql "SET ROLE $vic;
 # mal: its own query, and one reading the salaries it may read for now
 sql "SET ROLE $mal;
      CREATE TABLE m.t (id int PRIMARY KEY); INSERT INTO m.t VALUES (1);
-     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('n', count(*)) FROM app.salaries WHERE id = \$1\$\$, ARRAY['id'], search_path => 'm');
+     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('pay', (SELECT pay FROM app.salaries s WHERE s.id = t.id)) FROM m.t WHERE id = \$1\$\$, ARRAY['id'], search_path => 'm');
      SELECT docsync.watch('pay', 'm.t', params => ARRAY['id'], search_path => 'm')" >/dev/null
 # w: || resolved through ops
 sql "SET ROLE $w;
@@ -73,6 +74,11 @@ settle
 
 # (2) mal loses SELECT on the salaries and reads them through dynamic SQL in its own function
 sql "REVOKE SELECT ON app.salaries FROM $mal; REVOKE USAGE ON SCHEMA app FROM $mal"
+# at once, with no definitions reload: the compute as mal's reader role is refused (compute_as)
+sql "SET ROLE $mal; UPDATE m.t SET id = 1 WHERE id = 1"
+settle
+! grep -q 987654 "$docs" || fail "the salaries were published after the REVOKE: $(grep 987654 "$docs" | head -n 1)"
+grep -q "no longer holds .* which its reader role" "$tmp/worker.log" || fail "the worker did not report the refused compute"
 [ "$(sql "SELECT refused IS NOT NULL FROM docsync.queries WHERE name = 'pay'")" = t ] ||
   fail "mal's query was not refused after the REVOKE: $(sql "SELECT refused FROM docsync.queries WHERE name = 'pay'")"
 sql "SET ROLE $mal;
