@@ -136,11 +136,14 @@ public:
         } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
             latency_.committed(ticket, commit_time_);
             if (engine_.on_commit(*commit, ticket)) {
-                // The reload joins the pending one, which runs at once after a quiet interval and
-                // otherwise once the interval has passed (maybe_reload): any role can emit a
-                // definitions message, and a flood of them costs one reload per interval.
                 pending_xid_ = xid_;
                 reload_pending_ = true;
+                // A definition table written (only the API writes one) reloads at once: the next
+                // transaction's changes must meet the new watches. A definitions message alone (DDL,
+                // or anyone's pg_logical_emit_message) joins the pending reload, which runs at once
+                // after a quiet interval, else once it has passed (maybe_reload): a flood costs one
+                // reload per interval, and the reload recomputes what DDL changed meanwhile.
+                if (engine_.last_commit_wrote_definitions()) reload_definitions();
             }
         }
         if (reload_pending_) maybe_reload();

@@ -43,6 +43,13 @@ ALTER ROLE regress_mal NOSUPERUSER;
 SELECT docsync.unwatch('own_mq', 'own_app.ev');
 SELECT docsync.unwatch('own_dq', 'own_m.k');  -- the DBA is a superuser: it may remove anyone's watch
 SELECT docsync.drop_query('own_dq');
+-- stored text analysed inside a security-definer function must name its definer: a forgotten one
+-- fails closed instead of analysing the text as the function's owner
+CREATE FUNCTION pg_temp.own_forgot(q text) RETURNS regtype[] LANGUAGE sql SECURITY DEFINER
+  AS $$ SELECT (docsync.analyze_query(q, 'own_m')).param_types $$;
+SELECT pg_temp.own_forgot($$SELECT cardinality('{1}'::own_m.d[]) + $1::int$$);
+SELECT rolsuper AS mal_super_after_forgotten_definer FROM pg_roles WHERE rolname = 'regress_mal';
+ALTER ROLE regress_mal NOSUPERUSER;
 
 -- (2a) only a definition's definer (a member of its role, a superuser) redefines, drops or unwatches it
 SET ROLE regress_vic;

@@ -212,6 +212,9 @@ public:
     // changed the definitions or what a doc query reads (DDL), so on_commit asks for a reload.
     void on_message(const MessageRecord& message);
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
+    // Whether the transaction of the last on_commit wrote a definition table (only the API, as the
+    // extension's owner, does), rather than only sending a definitions message (any role can).
+    bool last_commit_wrote_definitions() const;
 
     // The generation of the doc versions published from now on (contract C (docs/design.md)).
     void set_generation(std::uint64_t generation);
