@@ -69,6 +69,17 @@ docsync_text_role(FunctionCallInfo fcinfo, int argno)
 	/* inside an API call the current user is the extension's owner: the text is the caller's */
 	if (OidIsValid(api_caller))
 		return api_caller;
+	/*
+	 * Inside a security-definer function (docsync's stored_*, refusal, fingerprint) the current user
+	 * is the function's owner, never the text's: stored text must name its definer, and a call that
+	 * forgot it fails closed rather than analyse a definer's text with the owner's rights.
+	 */
+	if (InLocalUserIdChange())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("docsync cannot analyse a query without its definer here"),
+				 errdetail("Inside a security-definer function the current user is not the role that wrote the text."),
+				 errhint("Pass the definition's definer (docsync.definer_role(defined_by)).")));
 	return GetUserId();
 }
 

@@ -16,9 +16,13 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "docsync.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -31,6 +35,7 @@ static Oid	compute_saved_user = InvalidOid;
 static int	compute_saved_context = 0;
 
 static void reader_xact_callback(XactEvent event, void *arg);
+static void refuse_stale_reader(const char *reader);
 
 /* Library load: the callback that ends a compute with its transaction. */
 void
@@ -99,6 +104,7 @@ docsync_compute_as(PG_FUNCTION_ARGS)
 						GetUserNameFromId(GetSessionUserId(), false), reader),
 				 errhint("Run SELECT docsync.grant_reader('%s'); as the DBA.",
 						 GetUserNameFromId(GetSessionUserId(), false))));
+	refuse_stale_reader(reader);
 	if (!PG_ARGISNULL(1))
 		(void) set_config_option("search_path", text_to_cstring(PG_GETARG_TEXT_PP(1)),
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
@@ -107,4 +113,43 @@ docsync_compute_as(PG_FUNCTION_ARGS)
 	compute_reader = reader_oid;
 	SetUserIdAndSecContext(reader_oid, context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 	PG_RETURN_VOID();
+}
+
+/*
+ * Refuses a compute as a reader role that holds a privilege grant_reader gave it which its definer
+ * no longer holds (a REVOKE since): docsync.reader_stale_for(), SECURITY DEFINER, called directly,
+ * so the pool role needs no right on docsync's tables. A REVOKE from a definer thus stops the
+ * definer's computes at once, before grant_reader takes the grant back. Fails closed when the
+ * function is missing.
+ */
+static void
+refuse_stale_reader(const char *reader)
+{
+	Oid			argtypes[1] = {NAMEOID};
+	Oid			fn;
+	FmgrInfo	flinfo;
+	NameData	name;
+	Datum		result;
+
+	LOCAL_FCINFO(call, 1);
+
+	fn = LookupFuncName(list_make2(makeString("docsync"), makeString("reader_stale_for")), 1, argtypes, true);
+	if (!OidIsValid(fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("docsync.reader_stale_for(name) does not exist"),
+				 errdetail("A compute is refused when docsync cannot tell whether its reader role holds more than its definer."),
+				 errhint("Update the docsync extension: ALTER EXTENSION docsync UPDATE;")));
+	namestrcpy(&name, reader);
+	fmgr_info(fn, &flinfo);
+	InitFunctionCallInfoData(*call, &flinfo, 1, InvalidOid, NULL, NULL);
+	call->args[0].value = NameGetDatum(&name);
+	call->args[0].isnull = false;
+	result = FunctionCallInvoke(call);
+	if (!call->isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("docsync compute as \"%s\" refused: %s", reader, TextDatumGetCString(result)),
+				 errdetail("A reader role never reads with a privilege its definer no longer holds."),
+				 errhint("Run SELECT docsync.grant_reader(<the worker's pool role>); as the DBA.")));
 }

@@ -381,7 +381,25 @@ typedef struct Depends
 	List	   *functions;
 	List	   *types;			/* result types of its expressions (closure.c) */
 	List	   *collations;		/* collations they yield or compare with (closure.c) */
+	List	   *operators;		/* operators it applies, compares, sorts or groups with */
 } Depends;
+
+/* The operators of the sort, group and distinct clauses of a query (ORDER BY … USING ops.<). */
+static void
+collect_clause_operators(List *clauses, Depends *deps)
+{
+	ListCell   *lc;
+
+	foreach(lc, clauses)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+
+		if (OidIsValid(sgc->sortop))
+			deps->operators = list_append_unique_oid(deps->operators, sgc->sortop);
+		if (OidIsValid(sgc->eqop))
+			deps->operators = list_append_unique_oid(deps->operators, sgc->eqop);
+	}
+}
 
 static bool
 collect_function(Oid funcid, void *context)
@@ -409,7 +427,20 @@ collect_depends_walker(Node *node, void *context)
 		return false;
 	}
 	if (IsA(node, Query))
-		return query_tree_walker((Query *) node, collect_depends_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	{
+		Query	   *q = (Query *) node;
+
+		collect_clause_operators(q->sortClause, deps);
+		collect_clause_operators(q->groupClause, deps);
+		collect_clause_operators(q->distinctClause, deps);
+		return query_tree_walker(q, collect_depends_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	}
+	if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr))
+		deps->operators = list_append_unique_oid(deps->operators, ((OpExpr *) node)->opno);
+	else if (IsA(node, ScalarArrayOpExpr))
+		deps->operators = list_append_unique_oid(deps->operators, ((ScalarArrayOpExpr *) node)->opno);
+	else if (IsA(node, RowCompareExpr))
+		deps->operators = list_concat_unique_oid(deps->operators, ((RowCompareExpr *) node)->opnos);
 	(void) check_functions_in_node(node, collect_function, context);
 	docsync_collect_expression_types(node, &deps->types, &deps->collations);
 	return expression_tree_walker(node, collect_depends_walker, context);
@@ -417,22 +448,22 @@ collect_depends_walker(Node *node, void *context)
 
 /*
  * docsync.query_depends(sql text, search_path text, OUT relations oid[], OUT functions oid[],
- *						 OUT types oid[], OUT collations oid[])
+ *						 OUT types oid[], OUT collations oid[], OUT operators oid[])
  *
  * Every relation (tables, partitioned tables, views seen through, materialized views, foreign
- * tables), every function, and every type and collation of an expression one SELECT uses, after
+ * tables), every function, operator, and every type and collation of an expression one SELECT uses, after
  * rewriting, as the current user sees them. Nothing is planned or run. docsync.fingerprint() hashes
  * their catalog state.
  */
 Datum
 docsync_query_depends(PG_FUNCTION_ARGS)
 {
-	Depends		deps = {NIL, NIL, NIL, NIL};
+	Depends		deps = {NIL, NIL, NIL, NIL, NIL};
 	Oid		   *param_types = NULL;
 	int			nparams = 0;
 	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
 	Query	   *query;
 
 	if (PG_ARGISNULL(0))
@@ -450,5 +481,6 @@ docsync_query_depends(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(oid_list_to_array(deps.functions, OIDOID));
 	values[2] = PointerGetDatum(oid_list_to_array(deps.types, OIDOID));
 	values[3] = PointerGetDatum(oid_list_to_array(deps.collations, OIDOID));
+	values[4] = PointerGetDatum(oid_list_to_array(deps.operators, OIDOID));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

@@ -76,7 +76,11 @@ CREATE TABLE docsync.watch_defs (
   keys_sql        text,
   allow_broadcast boolean NOT NULL DEFAULT false,
   defined_by      name NOT NULL DEFAULT current_user,
-  defined_at      timestamptz NOT NULL DEFAULT now()
+  defined_at      timestamptz NOT NULL DEFAULT now(),
+  -- the search_path keys_sql was checked under, pinned for the watch's definer when it made the
+  -- watch: a keys query runs under it, never under its doc query's (which another definer may set).
+  -- Null (a row written around the API): a keys watch is refused (docsync.watch_problem).
+  search_path     text
 );
 ALTER SEQUENCE docsync.watch_defs_id_seq OWNED BY docsync.watch_defs.id;
 CREATE INDEX ON docsync.watch_defs (table_schema, table_name);
@@ -175,7 +179,7 @@ COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
 
 CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
                                       OUT relations oid[], OUT functions oid[],
-                                      OUT types oid[], OUT collations oid[])
+                                      OUT types oid[], OUT collations oid[], OUT operators oid[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_query_depends';
 COMMENT ON FUNCTION docsync.query_depends(text, text, regrole) IS
@@ -269,7 +273,7 @@ CREATE TRIGGER bump_generation_truncate AFTER TRUNCATE ON docsync.watch_defs
 -- docsync.watches, docsync.watched_tables and the worker report it.
 CREATE VIEW docsync.watch_targets AS
   SELECT w.id, w.query, w.table_schema, w.table_name, w.columns, w.keys_sql, w.allow_broadcast,
-         w.defined_by, w.defined_at, t.relid,
+         w.defined_by, w.defined_at, w.search_path, t.relid,
          CASE WHEN t.relid IS NOT NULL AND m.missing IS NULL THEN coalesce(m.nums, '{}') END AS attnums,
          CASE
            WHEN t.relid IS NULL THEN
@@ -404,17 +408,33 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    WHERE m.missing IS NOT NULL
 $$;
 
+-- A stored search_path, raising when there is none (a row written around the API): a null path
+-- would mean the session's, and stored text is never resolved under anyone's but its own.
+CREATE FUNCTION docsync.stored_path(path text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF path IS NULL THEN
+    RAISE EXCEPTION 'a docsync definition has no stored search_path'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'Its row was written around the docsync API; text is resolved only under the path pinned when it was defined.',
+            HINT = 'Remove the watch with docsync.unwatch() and watch it again.';
+  END IF;
+  RETURN path;
+END
+$$;
+
 -- The analysis (docsync.analyze_query) of a stored doc query, or with watch, of that watch's keys
 -- query, made as its definer under its stored search_path, whoever asks: the docsync.queries view
 -- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
 CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[],
-  OUT functions oid[])
+  OUT functions oid[], OUT schemas oid[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   src text;
   definer name;
+  path text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_analysis.query;
   IF NOT FOUND THEN
@@ -424,8 +444,11 @@ BEGIN
   IF watch IS NULL THEN
     src := q.sql;
     definer := q.defined_by;
+    path := q.search_path;
   ELSE
-    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    -- a keys query: its watch's definer, under its watch's own search_path
+    SELECT w.keys_sql, w.defined_by, w.search_path INTO src, definer, path
+      FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
     IF src IS NULL THEN
       RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
         USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
@@ -433,8 +456,19 @@ BEGIN
   END IF;
   SELECT a.param_types, a.result_types, a.relations, a.checked
     INTO param_types, result_types, relations, checked
-    FROM docsync.analyze_query(src, q.search_path, docsync.definer_role(definer)) a;
-  SELECT d.functions INTO functions FROM docsync.query_depends(src, q.search_path, docsync.definer_role(definer)) d;
+    FROM docsync.analyze_query(src, docsync.stored_path(path), docsync.definer_role(definer)) a;
+  -- schemas: every schema the text's name resolution used (relations, functions, operators,
+  -- types, collations), which its reader role needs USAGE on to resolve it the same way
+  SELECT d.functions,
+         ARRAY(SELECT DISTINCT u.nsp FROM (
+                 SELECT c.relnamespace FROM pg_class c WHERE c.oid = ANY (d.relations)
+                 UNION SELECT p.pronamespace FROM pg_proc p WHERE p.oid = ANY (d.functions)
+                 UNION SELECT o.oprnamespace FROM pg_operator o WHERE o.oid = ANY (d.operators)
+                 UNION SELECT t.typnamespace FROM pg_type t WHERE t.oid = ANY (d.types || param_types::oid[])
+                 UNION SELECT co.collnamespace FROM pg_collation co WHERE co.oid = ANY (d.collations)) u(nsp)
+                WHERE u.nsp NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) ORDER BY 1)
+    INTO functions, schemas
+    FROM docsync.query_depends(src, docsync.stored_path(path), docsync.definer_role(definer)) d;
 END
 $$;
 
@@ -496,6 +530,81 @@ BEGIN
 END
 $$;
 
+-- Raises unless the role calling the API may change a definition that definer made: the definer
+-- itself, a member of the definer role, or a superuser. Membership in docsync_admin alone lets a
+-- role define its own queries and watches, never redefine, drop or unwatch another definer's.
+CREATE FUNCTION docsync.require_owner(action text, what text, definer name) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  caller regrole := docsync.api_caller();
+  owner regrole := pg_catalog.to_regrole(pg_catalog.quote_ident(definer));
+BEGIN
+  IF caller::name = definer
+     OR (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = caller)
+     OR (owner IS NOT NULL AND pg_has_role(caller, owner, 'MEMBER')) THEN
+    RETURN;
+  END IF;
+  RAISE EXCEPTION 'permission denied to % %: it was defined by %', action, what, quote_ident(definer)
+    USING ERRCODE = 'insufficient_privilege',
+          DETAIL = format('Only the definer of a definition, a member of its role or a superuser may change or remove it, and %s is none of them.', caller),
+          HINT = format('Ask %s (or a superuser) to do it, or define a query or watch of your own.', quote_ident(definer));
+END
+$$;
+
+-- Why one watch cannot be used now, or NULL: its definer no longer exists or may no longer read
+-- what it sends or what its keys query reads, its keys query no longer prepares, or it has no
+-- stored search_path (written around the API). Fails closed: an error judging it is the reason.
+CREATE FUNCTION docsync.watch_problem(watch bigint) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  w record;
+  msg text;
+BEGIN
+  SELECT * INTO w FROM docsync.watch_targets x WHERE x.id = watch_problem.watch;
+  IF NOT FOUND OR w.problem IS NOT NULL THEN
+    RETURN w.problem;
+  END IF;
+  IF to_regrole(quote_ident(w.defined_by)) IS NULL THEN
+    RETURN format('the definer %s of its watch on %I.%I no longer exists: unwatch and watch it again',
+                  quote_ident(w.defined_by), w.table_schema, w.table_name);
+  END IF;
+  IF w.keys_sql IS NOT NULL AND w.search_path IS NULL THEN
+    RETURN format('its watch on %I.%I has a keys query with no stored search_path (written around docsync.watch()): unwatch and watch it again',
+                  w.table_schema, w.table_name);
+  END IF;
+  BEGIN
+    PERFORM docsync.check_watch_rights(w.query, w.relid, w.columns, w.keys_sql, w.search_path,
+                                       to_regrole(quote_ident(w.defined_by)));
+    IF w.keys_sql IS NOT NULL THEN
+      msg := docsync.reader_stale(w.defined_by);
+      IF msg IS NOT NULL THEN
+        RETURN msg;
+      END IF;
+    END IF;
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+    RETURN msg;
+  END;
+  RETURN NULL;
+END
+$$;
+
+-- Why a watch is set aside, or NULL: another definer's watch on the query that no longer checks
+-- (docsync.watch_problem). Such a watch is left out of what the worker runs and reported in
+-- docsync.watches and docsync.queries.warning; it never refuses the query, so one definer cannot
+-- stop another's docs by breaking a watch it attached.
+CREATE FUNCTION docsync.watch_set_aside(watch bigint) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(docsync.watch_problem(w.id),
+                  CASE WHEN w.keys_sql IS NOT NULL AND NOT EXISTS (
+                              SELECT FROM docsync.reader_roles rr
+                               WHERE rr.definer = w.defined_by AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
+                       THEN format('its definer %s has no reader role yet: run SELECT docsync.grant_reader(<the worker''s pool role>)',
+                                   quote_ident(w.defined_by)) END)
+    FROM docsync.watch_defs w JOIN docsync.query_defs q ON q.name = w.query
+   WHERE w.id = watch_set_aside.watch AND w.defined_by <> q.defined_by
+$$;
+
 -- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
 -- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
 -- definition tables were written around the API, say by a restore with triggers disabled), or its
@@ -518,18 +627,24 @@ BEGIN
     RETURN format('its definer %s no longer exists: redefine it with docsync.define_query(%L, …, or_replace => true)',
                   quote_ident(q.defined_by), q.name);
   END IF;
-  FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.query = q.name AND to_regrole(quote_ident(x.defined_by)) IS NULL LOOP
-    RETURN format('the definer %s of its watch on %I.%I no longer exists: unwatch and watch it again',
-                  quote_ident(w.defined_by), w.table_schema, w.table_name);
-  END LOOP;
   BEGIN
     PERFORM docsync.check_query_rights(format('doc query "%s"', q.name), q.sql, q.search_path,
                                        to_regrole(quote_ident(q.defined_by)));
-    -- a watch that does not resolve is never used (docsync.watch_targets reports it)
-    FOR w IN SELECT * FROM docsync.watch_targets x WHERE x.query = q.name AND x.problem IS NULL ORDER BY x.id LOOP
-      PERFORM docsync.check_watch_rights(q.name, w.relid, w.columns, w.keys_sql, q.search_path,
-                                         to_regrole(quote_ident(w.defined_by)));
+    -- the query's definer's own watches refuse the query when they no longer check; another
+    -- definer's are set aside alone (docsync.watch_set_aside); a watch that does not resolve is
+    -- never used (docsync.watch_targets reports it)
+    FOR w IN SELECT x.id FROM docsync.watch_targets x
+              WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by ORDER BY x.id LOOP
+      msg := docsync.watch_problem(w.id);
+      IF msg IS NOT NULL THEN
+        RETURN msg;
+      END IF;
     END LOOP;
+    -- a REVOKE from the definer takes effect now, not when grant_reader next runs
+    msg := docsync.reader_stale(q.defined_by);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
     -- what was checked is what runs: every schema of the stored path that exists is still usable
     -- by its definer, and "$user" (which the worker's role would spell otherwise) is spelled out
     pinned := docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)));
@@ -594,6 +709,9 @@ BEGIN
             DETAIL = 'Redefining a query changes every doc it publishes, so it is never done silently.',
             HINT = 'Pass or_replace => true to redefine it, or choose another name.';
   END IF;
+  IF FOUND THEN
+    PERFORM docsync.require_owner('redefine', format('docsync query "%s"', name), existing.defined_by);
+  END IF;
 
   IF sql IS NULL THEN
     RAISE EXCEPTION 'doc query "%" must not be null', name
@@ -643,8 +761,13 @@ BEGIN
            defined_by = caller::name, defined_at = now()
      WHERE q.name = _define_query.name
     RETURNING * INTO existing;
+    -- the definer's own keys queries resolve as its doc query does (docsync._watch); another
+    -- definer's keep the path they were made with
+    UPDATE docsync.watch_defs w SET search_path = path
+     WHERE w.query = _define_query.name AND w.defined_by = caller::name AND w.keys_sql IS NOT NULL
+       AND w.search_path IS DISTINCT FROM path;
     -- the watches' keys must still have the (new) params' types
-    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by)
+    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by, w.search_path)
        FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
   ELSE
     INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
@@ -804,7 +927,7 @@ $$;
 -- check_key_types for a watch: a direct one (keys_sql NULL) reads the key from the columns cols of
 -- rel, a reverse index from keys_sql's result columns.
 CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regclass, cols name[], keys_sql text,
-                                              keys_definer name DEFAULT NULL)
+                                              keys_definer name, keys_path text)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   types regtype[];
@@ -821,9 +944,8 @@ BEGIN
       false);
   ELSE
     BEGIN
-      -- keys_sql is its watch definer's text (keys_definer; null: the API caller's own)
-      types := (docsync.analyze_query(keys_sql, query.search_path,
-                                      CASE WHEN keys_definer IS NOT NULL THEN docsync.definer_role(keys_definer) END)).result_types;
+      -- keys_sql is its watch definer's text, analysed as it under the watch's own search_path
+      types := (docsync.analyze_query(keys_sql, keys_path, docsync.definer_role(keys_definer))).result_types;
     EXCEPTION WHEN OTHERS THEN
       RETURN;  -- a keys query that no longer prepares: its lookups say so
     END;
@@ -849,6 +971,7 @@ DECLARE
   info record;
   gap record;
   new_id bigint;
+  path text;
 BEGIN
   PERFORM docsync.require_admin('define docsync watches');
   rel := docsync.resolve_table("table", search_path);
@@ -859,6 +982,10 @@ BEGIN
       USING ERRCODE = 'undefined_object', DETAIL = 'A watch belongs to a doc query.',
             HINT = 'Define it first with docsync.define_query(), or check the name in docsync.queries.';
   END IF;
+  -- the search_path keys_sql is checked and run under, stored with the watch: its doc query's when
+  -- the query is the caller's own (its redefinitions carry it along), else the one the caller gave,
+  -- pinned for it; never a path another definer chose
+  path := CASE WHEN q.defined_by = caller::name THEN q.search_path ELSE docsync.pin_search_path(_watch.search_path) END;
 
   SELECT * INTO cls FROM pg_class WHERE oid = rel;
   nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
@@ -925,7 +1052,7 @@ BEGIN
               DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
               HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
     END IF;
-    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL);
+    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL, caller::name, path);
   ELSE
     IF cardinality(q.params) = 0 THEN
       RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
@@ -933,7 +1060,7 @@ BEGIN
               DETAIL = 'Its only doc is the one without params.',
               HINT = format('Use params => ARRAY[]::text[] to recompute that doc on every change of %s.', rel);
     END IF;
-    info := docsync.analyze_for('keys_sql', keys_sql, q.search_path);
+    info := docsync.analyze_for('keys_sql', keys_sql, path);
     IF cardinality(info.param_types) <> cardinality(keys_args) THEN
       RAISE EXCEPTION 'keys_sql uses % parameter(s) but % keys_args were given',
                       cardinality(info.param_types), cardinality(keys_args)
@@ -948,7 +1075,7 @@ BEGIN
               DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
               HINT = 'Select exactly one column per doc param.';
     END IF;
-    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql);
+    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql, caller::name, path);
   END IF;
   -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
   -- must be logged, or a delete or an update of them cannot name the docs the old row fed
@@ -964,7 +1091,7 @@ BEGIN
     END IF;
   END LOOP;
 
-  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, q.search_path, caller);
+  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, path, caller);
 
   IF EXISTS (SELECT FROM docsync.watch_defs w
               WHERE w.query = _watch.query AND w.table_schema = nsp AND w.table_name = cls.relname
@@ -975,9 +1102,10 @@ BEGIN
             HINT = format('To change it, remove it with docsync.unwatch(%L, %L) first.', query, rel::text);
   END IF;
 
-  INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, defined_by)
+  INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, defined_by,
+                                  search_path)
   VALUES (_watch.query, nsp, cls.relname, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false),
-          caller::name)
+          caller::name, path)
   RETURNING id INTO new_id;
   RETURN new_id;
 END
@@ -991,10 +1119,28 @@ AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text) IS
   'make changes of a table affect docs of a query: directly (params) or through a reverse index (keys_sql)';
 
+-- Removes the watches ids of a query, each only by its definer (docsync.require_owner); returns how many.
+CREATE FUNCTION docsync.unwatch_ids(query text, ids bigint[]) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  w docsync.watch_defs;
+  n integer;
+BEGIN
+  FOR w IN SELECT * FROM docsync.watch_defs x WHERE x.id = ANY (ids) ORDER BY x.id FOR UPDATE LOOP
+    PERFORM docsync.require_owner('unwatch', format('the watch of docsync query "%s" on %I.%I', query, w.table_schema, w.table_name),
+                                  w.defined_by);
+  END LOOP;
+  DELETE FROM docsync.watch_defs x WHERE x.id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END
+$$;
+
 CREATE FUNCTION docsync._unwatch(query text, "table" text, params text[], keys_sql text, search_path text)
 RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+  ids bigint[];
   rel regclass;
   parts text[];
   n integer;
@@ -1010,23 +1156,20 @@ BEGIN
       parts := NULL;
     END;
     IF cardinality(parts) IN (1, 2) THEN
-      DELETE FROM docsync.watch_defs w
-       USING docsync.watch_targets t
-       WHERE t.id = w.id AND t.relid IS NULL AND w.query = _unwatch.query
-         AND w.table_name = parts[cardinality(parts)] AND (cardinality(parts) = 1 OR w.table_schema = parts[1]);
-      GET DIAGNOSTICS n = ROW_COUNT;
-      IF n > 0 THEN
-        RETURN n;
+      ids := ARRAY(SELECT t.id FROM docsync.watch_targets t
+                    WHERE t.relid IS NULL AND t.query = _unwatch.query
+                      AND t.table_name = parts[cardinality(parts)] AND (cardinality(parts) = 1 OR t.table_schema = parts[1]));
+      IF cardinality(ids) > 0 THEN
+        RETURN docsync.unwatch_ids(query, ids);
       END IF;
     END IF;
   END;
   rel := coalesce(rel, docsync.resolve_table("table", search_path));
-  DELETE FROM docsync.watch_defs w
-   USING docsync.watch_targets t
-   WHERE t.id = w.id AND w.query = _unwatch.query AND t.relid = rel
-     AND (_unwatch.params IS NULL OR (w.keys_sql IS NULL AND w.columns = _unwatch.params::name[]))
-     AND (_unwatch.keys_sql IS NULL OR w.keys_sql = _unwatch.keys_sql);
-  GET DIAGNOSTICS n = ROW_COUNT;
+  ids := ARRAY(SELECT t.id FROM docsync.watch_targets t
+                WHERE t.query = _unwatch.query AND t.relid = rel
+                  AND (_unwatch.params IS NULL OR (t.keys_sql IS NULL AND t.columns = _unwatch.params::name[]))
+                  AND (_unwatch.keys_sql IS NULL OR t.keys_sql = _unwatch.keys_sql));
+  n := docsync.unwatch_ids(query, ids);
   IF n = 0 THEN
     RAISE EXCEPTION 'docsync query "%" has no such watch of %', query, rel
       USING ERRCODE = 'undefined_object',
@@ -1048,8 +1191,14 @@ COMMENT ON FUNCTION docsync.unwatch(text, text, text[], text, text) IS
 CREATE FUNCTION docsync._drop_query(name text)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  owner name;
 BEGIN
   PERFORM docsync.require_admin('drop docsync queries');
+  SELECT q.defined_by INTO owner FROM docsync.query_defs q WHERE q.name = _drop_query.name FOR UPDATE;
+  IF FOUND THEN
+    PERFORM docsync.require_owner('drop', format('docsync query "%s"', name), owner);
+  END IF;
   DELETE FROM docsync.watch_defs w WHERE w.query = _drop_query.name;
   DELETE FROM docsync.query_defs q WHERE q.name = _drop_query.name;
   IF NOT FOUND THEN
@@ -1283,7 +1432,7 @@ BEGIN
       SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by)) dq
       UNION ALL
       SELECT dk.* FROM docsync.watch_defs w
-       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, q.search_path, docsync.definer_role(w.defined_by)) dk
+       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by)) dk
        WHERE w.query = q.name AND w.keys_sql IS NOT NULL
     LOOP
       rels := rels || d.relations;
@@ -1326,6 +1475,7 @@ DECLARE
   q docsync.query_defs;
   src text;
   definer name;
+  path text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_sql.query;
   IF NOT FOUND THEN
@@ -1334,13 +1484,15 @@ BEGIN
   IF watch IS NULL THEN
     src := q.sql;
     definer := q.defined_by;
+    path := q.search_path;
   ELSE
-    SELECT w.keys_sql, w.defined_by INTO src, definer FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
+    SELECT w.keys_sql, w.defined_by, w.search_path INTO src, definer, path
+      FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
   END IF;
   IF src IS NULL THEN
     RETURN NULL;
   END IF;
-  RETURN docsync.batch_sql(src, q.search_path, docsync.definer_role(definer));
+  RETURN docsync.batch_sql(src, docsync.stored_path(path), docsync.definer_role(definer));
 EXCEPTION WHEN OTHERS THEN
   RETURN NULL;
 END
@@ -1413,10 +1565,10 @@ BEGIN
   IF problem IS NOT NULL THEN
     out := out || format('doc query: %s', problem);
   END IF;
-  FOR w IN SELECT d.id, d.keys_sql, d.defined_by FROM docsync.watch_defs d
+  FOR w IN SELECT d.id, d.keys_sql, d.defined_by, d.search_path FROM docsync.watch_defs d
             WHERE d.query = q.name AND d.keys_sql IS NOT NULL ORDER BY d.id LOOP
     BEGIN
-      problem := docsync.batch_problem(w.keys_sql, q.search_path, docsync.definer_role(w.defined_by));
+      problem := docsync.batch_problem(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
       problem := format('it does not analyse (%s)', problem);
@@ -1474,7 +1626,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                 quote_ident(d.definer))
     FROM (SELECT q.defined_by AS definer, 0 AS ord FROM docsync.query_defs q WHERE q.name = reader_missing.query
           UNION ALL
-          SELECT w.defined_by, w.id FROM docsync.watch_defs w WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL) d
+          -- another definer's keys watch without a reader role is set aside (docsync.watch_set_aside)
+          SELECT w.defined_by, w.id FROM docsync.watch_defs w JOIN docsync.query_defs q ON q.name = w.query
+           WHERE w.query = reader_missing.query AND w.keys_sql IS NOT NULL AND w.defined_by = q.defined_by) d
    WHERE NOT EXISTS (SELECT FROM docsync.reader_roles rr
                       WHERE rr.definer = d.definer AND to_regrole(quote_ident(rr.reader)) IS NOT NULL)
    ORDER BY d.ord
@@ -1501,6 +1655,7 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
                           'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
                           'keys_sql', w.keys_sql,
+                          'keys_search_path', CASE WHEN w.keys_sql IS NOT NULL THEN w.search_path END,
                           'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
                                                    THEN (SELECT rr.reader FROM docsync.reader_roles rr
                                                           WHERE rr.definer = w.defined_by) END,
@@ -1515,10 +1670,13 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                          CROSS JOIN LATERAL (
                            SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
                              FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m
-                        WHERE w.problem IS NULL), '[]'),
-    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', w.problem)
+                        CROSS JOIN LATERAL docsync.watch_set_aside(w.id) AS a(problem)
+                        WHERE w.problem IS NULL AND a.problem IS NULL), '[]'),
+    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', p.problem)
                                              ORDER BY w.query, w.id)
-                              FROM docsync.watch_targets w WHERE w.problem IS NOT NULL), '[]'),
+                              FROM docsync.watch_targets w
+                              CROSS JOIN LATERAL (SELECT coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem) p
+                             WHERE p.problem IS NOT NULL), '[]'),
     'uncovered', coalesce((SELECT jsonb_agg(jsonb_build_object('query', u.query, 'message', u.message) ORDER BY u.query)
                              FROM docsync.uncovered_queries() u), '[]'))
 $$;
@@ -1633,6 +1791,12 @@ CREATE VIEW docsync.queries AS
              (SELECT format('a watch does not resolve, so changes it maps never reach the docs: %s',
                             string_agg(w.problem, '; ' ORDER BY w.id))
                 FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL)
+           WHEN EXISTS (SELECT FROM docsync.watch_defs w WHERE w.query = q.name AND w.defined_by <> q.defined_by
+                           AND docsync.watch_set_aside(w.id) IS NOT NULL) THEN
+             (SELECT format('another definer''s watch no longer checks and is set aside (its changes do not reach the docs): %s',
+                            string_agg(format('watch %s on %I.%I by %s: %s', w.id, w.table_schema, w.table_name,
+                                              quote_ident(w.defined_by), docsync.watch_set_aside(w.id)), '; ' ORDER BY w.id))
+                FROM docsync.watch_defs w WHERE w.query = q.name AND docsync.watch_set_aside(w.id) IS NOT NULL)
            WHEN cardinality(chk.unwatched) > 0 THEN
              format('reads %s, which no watch covers: its docs go stale when they change; watch them with docsync.watch(%L, …)',
                     array_to_string(chk.unwatched, ', '), q.name)
@@ -1650,7 +1814,8 @@ COMMENT ON VIEW docsync.queries IS
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
          CASE WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
-         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at, w.problem
+         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at,
+         coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem, w.search_path
     FROM docsync.watch_targets w;
 COMMENT ON VIEW docsync.watches IS
   'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve';
@@ -1744,6 +1909,96 @@ BEGIN
 END
 $$;
 
+-- Whether the definer of a reader role still holds a privilege grant_reader gave that role for it
+-- (one docsync.reader_grants row of kind schema, table or function); null when the object is gone.
+CREATE FUNCTION docsync.reader_grant_held(g docsync.reader_grants, definer regrole) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE g.kind
+           WHEN 'schema' THEN
+             CASE WHEN to_regnamespace(quote_ident(g.schema_name)) IS NOT NULL
+                  THEN has_schema_privilege(definer, to_regnamespace(quote_ident(g.schema_name)), 'USAGE') END
+           WHEN 'function' THEN
+             CASE WHEN to_regprocedure(g.table_name) IS NOT NULL
+                  THEN has_function_privilege(definer, to_regprocedure(g.table_name), 'EXECUTE') END
+           WHEN 'table' THEN
+             CASE WHEN to_regclass(format('%I.%I', g.schema_name, g.table_name)) IS NULL THEN NULL
+                  WHEN g.columns IS NULL
+                  THEN has_table_privilege(definer, to_regclass(format('%I.%I', g.schema_name, g.table_name)), 'SELECT')
+                  ELSE (SELECT bool_and(has_column_privilege(definer, to_regclass(format('%I.%I', g.schema_name, g.table_name)),
+                                                             c, 'SELECT'))
+                          FROM unnest(g.columns) c
+                         WHERE EXISTS (SELECT FROM pg_attribute a
+                                        WHERE a.attrelid = to_regclass(format('%I.%I', g.schema_name, g.table_name))
+                                          AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped)) END
+         END
+$$;
+
+-- Why a definer's docs must not be computed now, or NULL: its reader role holds a privilege
+-- grant_reader gave it that the definer itself no longer holds (a REVOKE since). The worker refuses
+-- the definer's queries from the moment the REVOKE commits until grant_reader takes it back.
+CREATE FUNCTION docsync.reader_stale(definer name) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT format('its definer %s no longer holds %s, which its reader role %s was granted: run SELECT docsync.grant_reader(<the worker''s pool role>) to take it back',
+                quote_ident(definer),
+                CASE g.kind WHEN 'schema' THEN format('USAGE on schema %I', g.schema_name)
+                            WHEN 'function' THEN format('EXECUTE on function %s', g.table_name)
+                            ELSE format('SELECT on %I.%I%s', g.schema_name, g.table_name,
+                                        coalesce(' (' || array_to_string(g.columns, ', ') || ')', '')) END,
+                quote_ident(rr.reader))
+    FROM docsync.reader_roles rr
+    JOIN docsync.reader_grants g ON g.reader = rr.reader AND g.kind IN ('schema', 'table', 'function')
+   WHERE rr.definer = reader_stale.definer AND to_regrole(quote_ident(definer)) IS NOT NULL
+     AND NOT docsync.reader_grant_held(g, to_regrole(quote_ident(definer)))
+   ORDER BY g.granted_at, g.kind, g.schema_name, g.table_name
+   LIMIT 1
+$$;
+
+-- reader_stale for the definer of a reader role: docsync.compute_as calls it (directly, as the
+-- extension's owner) before every compute, so a REVOKE from a definer stops its computes at once.
+CREATE FUNCTION docsync.reader_stale_for(reader name) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT docsync.reader_stale(rr.definer) FROM docsync.reader_roles rr WHERE rr.reader = reader_stale_for.reader
+$$;
+
+-- Revokes one privilege grant_reader recorded (a docsync.reader_grants row of kind schema, table or
+-- function) from its reader role and forgets it; returns the REVOKE run, or null when its object or
+-- role is gone (the row is forgotten all the same).
+CREATE FUNCTION docsync.revoke_reader_grant(g docsync.reader_grants) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  stmt text;
+BEGIN
+  DELETE FROM docsync.reader_grants x
+   WHERE x.role = g.role AND x.kind = g.kind AND x.reader IS NOT DISTINCT FROM g.reader
+     AND x.schema_name IS NOT DISTINCT FROM g.schema_name AND x.table_name IS NOT DISTINCT FROM g.table_name
+     AND x.columns IS NOT DISTINCT FROM g.columns;
+  IF to_regrole(quote_ident(g.reader)) IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF g.kind = 'schema' AND to_regnamespace(quote_ident(g.schema_name)) IS NOT NULL THEN
+    stmt := format('REVOKE USAGE ON SCHEMA %I FROM %I', g.schema_name, g.reader);
+  ELSIF g.kind = 'function' AND to_regprocedure(g.table_name) IS NOT NULL THEN
+    stmt := format('REVOKE EXECUTE ON FUNCTION %s FROM %I', to_regprocedure(g.table_name), g.reader);
+  ELSIF g.kind = 'table' AND to_regclass(format('%I.%I', g.schema_name, g.table_name)) IS NOT NULL THEN
+    stmt := CASE WHEN g.columns IS NULL
+                 THEN format('REVOKE SELECT ON TABLE %I.%I FROM %I', g.schema_name, g.table_name, g.reader)
+                 ELSE format('REVOKE SELECT (%s) ON TABLE %I.%I FROM %I',
+                             (SELECT string_agg(quote_ident(c), ', ') FROM unnest(g.columns) c
+                               WHERE EXISTS (SELECT FROM pg_attribute a
+                                              WHERE a.attrelid = to_regclass(format('%I.%I', g.schema_name, g.table_name))
+                                                AND a.attname = c AND a.attnum > 0 AND NOT a.attisdropped)),
+                             g.schema_name, g.table_name, g.reader) END;
+    IF stmt IS NULL THEN
+      RETURN NULL;  -- every column dropped
+    END IF;
+  ELSE
+    RETURN NULL;
+  END IF;
+  EXECUTE stmt;
+  RETURN stmt;
+END
+$$;
+
 -- The worker's pool role: for each definer, a reader role (docsync.ensure_reader_role) holding
 -- SELECT on what that definer's doc and keys queries read, never more than it may read, and USAGE
 -- on those schemas; the pool role is made a member of each (and NOINHERIT, so that it holds none of
@@ -1756,6 +2011,7 @@ DECLARE
   def docsync.query_defs;
   problem text;
   g record;
+  rg docsync.reader_grants;
   sys record;
 BEGIN
   SELECT * INTO r FROM pg_roles WHERE rolname = role;
@@ -1773,50 +2029,61 @@ BEGIN
                               WHERE (x.rolsuper OR x.rolreplication OR x.rolbypassrls) AND pg_has_role(r.oid, x.oid, 'MEMBER'))),
             HINT = 'Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');';
   END IF;
-  FOR def IN SELECT * FROM docsync.query_defs d ORDER BY d.name LOOP
-    problem := docsync.refusal(def.name);
+  -- first take back what a reader role holds that its definer no longer does (a REVOKE since):
+  -- a reader role never keeps more than its definer may read
+  FOR rg IN SELECT x.* FROM docsync.reader_grants x JOIN docsync.reader_roles rr ON rr.reader = x.reader
+            WHERE x.kind IN ('schema', 'table', 'function')
+              AND (to_regrole(quote_ident(rr.definer)) IS NULL
+                   OR NOT coalesce(docsync.reader_grant_held(x, to_regrole(quote_ident(rr.definer))), false))
+            ORDER BY x.reader, x.kind, x.schema_name, x.table_name LOOP
+    problem := docsync.revoke_reader_grant(rg);
     IF problem IS NOT NULL THEN
-      RAISE EXCEPTION 'docsync query "%" is refused: %', def.name, problem
-        USING ERRCODE = 'insufficient_privilege',
-              DETAIL = 'grant_reader grants the pool role only what the definer of each definition may read.',
-              HINT = format('Grant the definer what the query reads again, redefine it as a role that may read it (docsync.define_query(%L, …, or_replace => true)), or drop it (docsync.drop_query(%L)).',
-                            def.name, def.name);
+      RETURN NEXT problem;
     END IF;
   END LOOP;
+  -- a refused definition is granted nothing (the others are: one definer's refused query never
+  -- stops everyone's grants); each is named in a WARNING and in docsync.queries.refused
+  CREATE TEMP TABLE docsync_reader_refused ON COMMIT DROP AS
+    SELECT d.name, docsync.refusal(d.name) AS problem FROM docsync.query_defs d;
+  DELETE FROM docsync_reader_refused x WHERE x.problem IS NULL;
+  FOR def IN SELECT d.* FROM docsync.query_defs d JOIN docsync_reader_refused x ON x.name = d.name ORDER BY d.name LOOP
+    RAISE WARNING 'docsync query "%" is refused, so nothing is granted for it: %', def.name,
+                  (SELECT x.problem FROM docsync_reader_refused x WHERE x.name = def.name)
+      USING DETAIL = 'grant_reader grants the pool role only what the definer of each definition may read.',
+            HINT = format('Grant the definer what the query reads again, redefine it as a role that may read it (docsync.define_query(%L, …, or_replace => true)), or drop it (docsync.drop_query(%L)); then run grant_reader again.',
+                          def.name, def.name);
+  END LOOP;
+  -- the definitions granted for: queries not refused, and their watches not set aside
+  CREATE TEMP TABLE docsync_reader_defs ON COMMIT DROP AS
+    SELECT q.name, NULL::bigint AS watch, q.defined_by AS definer
+      FROM docsync.query_defs q WHERE q.name NOT IN (SELECT x.name FROM docsync_reader_refused x)
+    UNION ALL
+    SELECT q.name, w.id, w.defined_by
+      FROM docsync.query_defs q JOIN docsync.watch_defs w ON w.query = q.name
+     WHERE q.name NOT IN (SELECT x.name FROM docsync_reader_refused x)
+       AND w.keys_sql IS NOT NULL AND (w.defined_by = q.defined_by OR docsync.watch_problem(w.id) IS NULL);
   -- what the queries check SELECT on as the pool role, with the definer it was checked for: the
   -- tables they read, and views rather than the tables behind them (checked as the view's owner)
   CREATE TEMP TABLE docsync_reader_needs ON COMMIT DROP AS
-    SELECT DISTINCT x.rel, x.definer, q.name AS query
-      FROM docsync.query_defs q
-      CROSS JOIN LATERAL (
-        SELECT unnest((docsync.stored_analysis(q.name)).checked), q.defined_by
-        UNION ALL
-        SELECT unnest((docsync.stored_analysis(q.name, w.id)).checked), w.defined_by
-          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(rel, definer);
+    SELECT DISTINCT x.rel, d.definer, d.name AS query
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).checked) AS x(rel);
   -- the user functions they call, with the definer they were checked for
   CREATE TEMP TABLE docsync_reader_fns ON COMMIT DROP AS
-    SELECT DISTINCT x.fn, x.definer
-      FROM docsync.query_defs q
-      CROSS JOIN LATERAL (
-        SELECT unnest((docsync.stored_analysis(q.name)).functions), q.defined_by
-        UNION ALL
-        SELECT unnest((docsync.stored_analysis(q.name, w.id)).functions), w.defined_by
-          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(fn, definer)
+    SELECT DISTINCT x.fn, d.definer
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).functions) AS x(fn)
       JOIN pg_proc p ON p.oid = x.fn
      WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
-  -- the schemas of the param types the batched forms name ($1::s.t[]: resolving s needs USAGE on it,
-  -- which the query run alone, its types inferred, does not), where the definer has USAGE itself
+  -- every schema the checked text's name resolution used (relations, functions, operators, types,
+  -- collations, and the param types the batched forms name, $1::s.t[]), where the definer has USAGE
+  -- itself: resolved without it, `||` would find another operator, and the doc would not be the one
+  -- checked
   CREATE TEMP TABLE docsync_reader_type_schemas ON COMMIT DROP AS
-    SELECT DISTINCT ty.typnamespace AS nsp, x.definer
-      FROM docsync.query_defs q
-      CROSS JOIN LATERAL (
-        SELECT unnest((docsync.stored_analysis(q.name)).param_types), q.defined_by
-        UNION ALL
-        SELECT unnest((docsync.stored_analysis(q.name, w.id)).param_types), w.defined_by
-          FROM docsync.watch_defs w WHERE w.query = q.name AND w.keys_sql IS NOT NULL) x(t, definer)
-      JOIN pg_type ty ON ty.oid = x.t
-     WHERE ty.typnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
-       AND has_schema_privilege(to_regrole(quote_ident(x.definer)), ty.typnamespace, 'USAGE');
+    SELECT DISTINCT x.nsp, d.definer
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).schemas) AS x(nsp)
+     WHERE has_schema_privilege(to_regrole(quote_ident(d.definer)), x.nsp, 'USAGE');
   -- system catalogs: readable by PUBLIC already, or never granted
   FOR sys IN
     SELECT n.rel, min(n.query) AS query
@@ -1837,6 +2104,7 @@ BEGIN
     SELECT d.definer, docsync.ensure_reader_role(d.definer) AS reader
       FROM (SELECT q.defined_by AS definer FROM docsync.query_defs q
             UNION SELECT w.defined_by FROM docsync.watch_defs w) d
+     WHERE to_regrole(quote_ident(d.definer)) IS NOT NULL  -- a role dropped since gets none
      ORDER BY d.definer;
   FOR g IN
     WITH t AS (
@@ -1904,6 +2172,35 @@ BEGIN
     VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
     RETURN NEXT g.stmt;
   END LOOP;
+  -- and what a reader role was granted that no definition granted for needs any more (a query
+  -- redefined, dropped or refused, a watch removed or set aside)
+  FOR rg IN
+    SELECT x.* FROM docsync.reader_grants x JOIN docsync.reader_roles rr ON rr.reader = x.reader
+     WHERE x.kind IN ('schema', 'table', 'function')
+       AND NOT CASE x.kind
+             WHEN 'table' THEN EXISTS (
+               SELECT FROM docsync_reader_needs n
+                WHERE n.definer = rr.definer AND n.rel = to_regclass(format('%I.%I', x.schema_name, x.table_name)))
+             WHEN 'function' THEN EXISTS (
+               SELECT FROM docsync_reader_fns f
+                WHERE f.definer = rr.definer AND f.fn = to_regprocedure(x.table_name))
+             ELSE EXISTS (
+               SELECT FROM (SELECT c.relnamespace AS nsp FROM docsync_reader_needs n JOIN pg_class c ON c.oid = n.rel
+                             WHERE n.definer = rr.definer
+                            UNION SELECT p.pronamespace FROM docsync_reader_fns f JOIN pg_proc p ON p.oid = f.fn
+                             WHERE f.definer = rr.definer
+                            UNION SELECT ts.nsp FROM docsync_reader_type_schemas ts WHERE ts.definer = rr.definer) u
+                WHERE u.nsp = to_regnamespace(quote_ident(x.schema_name)))
+           END
+     ORDER BY x.reader, x.kind, x.schema_name, x.table_name
+  LOOP
+    problem := docsync.revoke_reader_grant(rg);
+    IF problem IS NOT NULL THEN
+      RETURN NEXT problem;
+    END IF;
+  END LOOP;
+  DROP TABLE docsync_reader_refused;
+  DROP TABLE docsync_reader_defs;
   DROP TABLE docsync_reader_roles;
   DROP TABLE docsync_reader_fns;
   DROP TABLE docsync_reader_needs;
@@ -2002,7 +2299,7 @@ BEGIN
   FOREACH stmt IN ARRAY ARRAY[
     format('GRANT USAGE ON SCHEMA docsync TO %I', role),
     format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation, docsync.reader_roles TO %I', role),
-    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean) TO %I', role)]
   LOOP
     EXECUTE stmt;
     RETURN NEXT stmt;
@@ -2367,8 +2664,8 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.ba
   docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text),
   docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
-  docsync.refusal(text), docsync.reader_missing(text),
-  docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
+  docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),
+  docsync.stored_path(text), docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
   docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries()
   TO docsync_admin;

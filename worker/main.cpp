@@ -68,6 +68,7 @@ public:
     std::optional<std::string> session_tables() {
         auto defs = definitions_.fetch();
         tables_ = plugin_tables(defs);
+        reload_pending_ = false;
         log_info("definitions", "definitions generation " + std::to_string(defs.generation) + ": " +
                                     std::to_string(defs.queries.size()) + " queries, " +
                                     std::to_string(defs.watches.size()) + " watches, tables '" + tables_ + "'");
@@ -124,19 +125,59 @@ public:
         } else if (const auto* truncate = std::get_if<TruncateRecord>(&record)) {
             engine_.on_truncate(*truncate);
         } else if (const auto* message = std::get_if<MessageRecord>(&record)) {
+            if (message->transactional && message->prefix == kDefinitionsMessagePrefix) {
+                // Anyone may emit one (pg_logical_emit_message is PUBLIC): one without a generation
+                // is not docsync's, and the others only ask for a coalesced reload.
+                if (!definitions_message_generation(message->content)) {
+                    ++ignored_messages_;
+                    return;
+                }
+            }
             engine_.on_message(*message);
         } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
             latency_.committed(ticket, commit_time_);
-            if (engine_.on_commit(*commit, ticket)) reload_definitions();
+            if (engine_.on_commit(*commit, ticket)) {
+                pending_xid_ = xid_;
+                reload_pending_ = true;
+                // A definition table written (only the API writes one) reloads at once: the next
+                // transaction's changes must meet the new watches. A definitions message alone (DDL,
+                // or anyone's pg_logical_emit_message) joins the pending reload, which runs at once
+                // after a quiet interval, else once it has passed (maybe_reload): a flood costs one
+                // reload per interval, and the reload recomputes what DDL changed meanwhile.
+                if (engine_.last_commit_wrote_definitions()) reload_definitions();
+            }
         }
+        if (reload_pending_) maybe_reload();
     }
 
+    void on_idle() override {
+        if (reload_pending_) maybe_reload();
+    }
+    int idle_tick_ms() const override { return reload_pending_ ? 20 : 0; }
+
 private:
+    // A coalesced reload, once the interval since the last one has passed: a flood of definitions
+    // messages costs one reload per interval, and the interval grows with what a reload costs, so
+    // reloads never take more than a fifth of the stream thread's time.
+    void maybe_reload() {
+        auto now = std::chrono::steady_clock::now();
+        if (now < last_reload_ + reload_interval_) return;
+        if (ignored_messages_ > 0) {
+            log_warning("definitions", std::to_string(ignored_messages_) +
+                                           " \"docsync.definitions\" message(s) without a generation were ignored: "
+                                           "docsync did not emit them (pg_logical_emit_message is executable by any role)");
+            ignored_messages_ = 0;
+        }
+        reload_definitions();
+    }
+
     // A transaction changed the definitions. The engine holds its ticket until the definitions are
     // loaded (and their recomputes done); the stream restarts only when the plugin must emit other
     // tables or columns. A redelivered definitions transaction finds nothing new and completes.
     void reload_definitions() {
-        definitions_.wait_visible(xid_);
+        reload_pending_ = false;
+        auto started = std::chrono::steady_clock::now();
+        definitions_.wait_visible(pending_xid_);
         auto defs = definitions_.fetch();
         std::string tables = plugin_tables(defs);
         log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
@@ -146,7 +187,12 @@ private:
             tables_ = tables;
             stream_->request_restart();
         }
+        last_reload_ = std::chrono::steady_clock::now();
+        reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
+                                                                          4 * (last_reload_ - started));
     }
+
+    static constexpr std::chrono::milliseconds kMinReloadInterval{250};
 
     Engine& engine_;
     DefinitionsSource& definitions_;
@@ -158,6 +204,11 @@ private:
     std::string tables_;
     std::uint64_t sessions_ = 0;
     std::uint64_t xid_ = 0;  // of the transaction being decoded
+    std::uint64_t pending_xid_ = 0;  // of the last transaction that asked for a reload
+    bool reload_pending_ = false;     // a coalesced reload is due (maybe_reload)
+    std::uint64_t ignored_messages_ = 0;
+    std::chrono::steady_clock::time_point last_reload_{};
+    std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;
     std::int64_t commit_time_ = 0;  // its commit timestamp (PostgreSQL epoch, microseconds)
 };
 

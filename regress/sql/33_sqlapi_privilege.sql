@@ -186,6 +186,7 @@ DROP VIEW public.regress_mallory_super;
 DROP FUNCTION public.regress_escalate();
 DROP SCHEMA hr CASCADE;
 DROP SCHEMA m CASCADE;
+SELECT count(*) > 0 AS revoked FROM docsync.revoke_reader('regress_priv_reader');
 DROP ROLE regress_priv_reader;
 DROP ROLE regress_temp_only;
 DROP ROLE regress_mallory;

@@ -89,6 +89,22 @@ TEST_CASE("the reader roles a query and a keys query run as are read when presen
           std::string::npos);
 }
 
+TEST_CASE("a keys query runs under its watch's search_path, never its doc query's") {
+    const char* doc = R"J({"generation": 1, "queries": [
+        {"name": "a", "sql": "SELECT to_jsonb($1::int)", "params": ["id"], "search_path": "m, pg_temp"}],
+      "watches": [
+        {"query": "a", "relid": 16384, "schema": "app", "table": "t", "columns": [],
+         "keys_sql": "SELECT code_of($1)", "keys_search_path": "vs, pg_temp",
+         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false},
+        {"query": "a", "relid": 16385, "schema": "app", "table": "u", "columns": [],
+         "keys_sql": "SELECT code_of($1)", "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})J";
+    Definitions d = parse_definitions(doc);
+    REQUIRE(d.watches.size() == 2);
+    CHECK(d.watches[0].keys_search_path == "vs, pg_temp");
+    // without one, pg_catalog alone: never the pool session's path, nor the doc query's
+    CHECK(d.watches[1].keys_search_path == "pg_catalog, pg_temp");
+}
+
 TEST_CASE("watches that do not resolve are read for the log, never as watches") {
     Definitions d = parse_definitions(R"({"generation": 1, "queries": [
         {"name": "r", "sql": "SELECT 1", "params": ["id"], "search_path": null}], "watches": [],

@@ -697,6 +697,10 @@ TEST_CASE("a docsync.definitions message asks for a reload, a changed fingerprin
     h.engine.on_begin(BeginRecord{h.next_xid++, h.next_lsn, 0});
     h.engine.on_message(MessageRecord{true, "docsync.other", "x"});
     h.engine.on_message(MessageRecord{false, "docsync.definitions", "13"});
+    // Nor is one docsync did not emit: any role may call pg_logical_emit_message, and docsync's
+    // messages carry the new generation.
+    for (const char* content : {"x", "", "0", "12a", " 12", "-1", "123456789012345678901"})
+        h.engine.on_message(MessageRecord{true, "docsync.definitions", content});
     CHECK_FALSE(h.engine.on_commit(CommitRecord{h.next_lsn, h.next_lsn + 0x30}, 2));
     h.next_lsn += 0x100;
     // The reload: only the query whose dependencies changed (ALTER TABLE … TYPE) is recomputed.
@@ -709,6 +713,15 @@ TEST_CASE("a docsync.definitions message asks for a reload, a changed fingerprin
     CHECK(h.is_complete(1));
     h.engine.load_definitions(parse_definitions(altered));
     CHECK(h.drain() == 0);
+}
+
+TEST_CASE("definitions_message_generation reads only a positive decimal generation") {
+    CHECK(definitions_message_generation("12") == std::optional<std::uint64_t>(12));
+    CHECK(definitions_message_generation("9223372036854775807") == std::optional<std::uint64_t>(9223372036854775807ULL));
+    CHECK_FALSE(definitions_message_generation("x"));
+    CHECK_FALSE(definitions_message_generation(""));
+    CHECK_FALSE(definitions_message_generation("0"));
+    CHECK_FALSE(definitions_message_generation("1e3"));
 }
 
 TEST_CASE("a stream reset forgets waiting transactions but keeps the docs dirty") {

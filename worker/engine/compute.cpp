@@ -276,7 +276,7 @@ void Engine::Impl::run_lookups(Job& job, std::unique_lock<std::mutex>& lock) {
     const Definitions& defs = *lookups.front().defs;
     const Watch& watch = defs.watches[lookups.front().watch];
     const DocQuery* query = defs.find_query(watch.query);
-    KeysQuery keys{watch.query, *watch.keys_sql, query ? query->search_path : std::string(),
+    KeysQuery keys{watch.query, *watch.keys_sql, watch.keys_search_path,
                    watch.schema + "." + watch.table, query ? query->refused : std::string(), watch.keys_batch_sql,
                    watch.keys_reader_role};
     std::size_t max_keys = options_.max_keys;

@@ -154,6 +154,9 @@ Definitions parse_definitions(std::string_view json) {
         watch.keys_args = columns_member(w, "keys_args", at);
         watch.keys_batch_sql = optional_string_member(w, "keys_batch_sql", at);
         watch.keys_reader_role = optional_string_member(w, "keys_reader_role", at);
+        watch.keys_search_path = optional_string_member(w, "keys_search_path", at);
+        // never the pool session's own path: a keys query without one resolves in pg_catalog alone
+        if (watch.keys_search_path.empty()) watch.keys_search_path = "pg_catalog, pg_temp";
         if (!watch.reverse() && !watch.keys_batch_sql.empty()) fail(at, "a direct watch must have no \"keys_batch_sql\"");
         const Value& broadcast = member(w, "allow_broadcast", at);
         if (!broadcast.IsBool()) fail(at, "\"allow_broadcast\" must be a boolean");

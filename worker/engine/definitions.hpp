@@ -34,6 +34,9 @@ struct Watch {
     std::string keys_batch_sql;  // keys_sql for many key values at once (DocQuery::batch_sql); may be empty
     bool allow_broadcast = false;
     std::string keys_reader_role;  // the role keys_sql runs as (DocQuery::reader_role); may be empty
+    // The search_path keys_sql runs under: pinned for the watch's definer when it made the watch,
+    // never the doc query's (whose definer may be another role). Missing: pg_catalog alone.
+    std::string keys_search_path;
     bool operator==(const Watch&) const = default;
 
     bool reverse() const { return keys_sql.has_value(); }

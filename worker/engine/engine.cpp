@@ -24,6 +24,7 @@ void Engine::on_relation(const RelationRecord& relation) { impl_->on_relation(re
 void Engine::on_change(const ChangeRecord& change) { impl_->on_change(change); }
 void Engine::on_truncate(const TruncateRecord& truncate) { impl_->on_truncate(truncate); }
 void Engine::on_message(const MessageRecord& message) { impl_->on_message(message); }
+bool Engine::last_commit_wrote_definitions() const { return impl_->last_commit_wrote_definitions(); }
 bool Engine::on_commit(const CommitRecord& commit, std::uint64_t ticket) {
     return impl_->on_commit(commit, ticket);
 }
@@ -111,7 +112,7 @@ void Engine::Impl::on_change(const ChangeRecord& change) {
     ++counters_.changes;
     const RelPlan* plan = plans_.find(change.relid);
     if (!plan) return;
-    if (plan->definitions_table) txn_.mark_definitions();
+    if (plan->definitions_table) txn_.mark_definition_rows();
     resolve_change(*plan, change, *this);
 }
 
@@ -120,13 +121,14 @@ void Engine::Impl::on_truncate(const TruncateRecord& truncate) {
     for (auto relid : truncate.relids) {
         const RelPlan* plan = plans_.find(relid);
         if (!plan) continue;
-        if (plan->definitions_table) txn_.mark_definitions();
+        if (plan->definitions_table) txn_.mark_definition_rows();
         resolve_truncate(*plan, *this);
     }
 }
 
 void Engine::Impl::on_message(const MessageRecord& message) {
     if (!message.transactional || message.prefix != kDefinitionsMessagePrefix) return;
+    if (!definitions_message_generation(message.content)) return;  // not docsync's
     std::lock_guard<std::mutex> lock(mutex_);
     txn_.mark_definitions();
 }
@@ -186,6 +188,7 @@ bool Engine::Impl::commit(const CommitRecord& c, std::uint64_t ticket, std::vect
         lookups_.enqueue(std::move(lookup));
     }
     bool definitions = txn_.definitions();
+    last_commit_definition_rows_ = txn_.definition_rows();
     if (definitions) {
         ledger_.release(definitions_hold_);
         definitions_hold_ = seq;

@@ -45,6 +45,21 @@ namespace docsync {
 // changes the definitions or, by DDL, what a doc query reads (sql/docsync--*.sql).
 inline constexpr std::string_view kDefinitionsMessagePrefix = "docsync.definitions";
 
+// The generation a definitions message carries (its content: the new generation in decimal), or
+// nothing when the content is not one. pg_logical_emit_message is executable by PUBLIC, so a
+// message with the prefix proves nothing: one that does not even carry a generation is not
+// docsync's and is ignored, and the rest are coalesced (docs/design.md, "Definitions reloads").
+inline std::optional<std::uint64_t> definitions_message_generation(std::string_view content) {
+    if (content.empty() || content.size() > 19) return std::nullopt;
+    std::uint64_t g = 0;
+    for (char c : content) {
+        if (c < '0' || c > '9') return std::nullopt;
+        g = g * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (g == 0) return std::nullopt;
+    return g;
+}
+
 struct EngineOptions {
     bool live_all = false;                                     // --live all: every doc is live
     std::chrono::milliseconds lease{std::chrono::seconds(90)};  // a listed channel stays live this long
@@ -197,6 +212,9 @@ public:
     // changed the definitions or what a doc query reads (DDL), so on_commit asks for a reload.
     void on_message(const MessageRecord& message);
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
+    // Whether the transaction of the last on_commit wrote a definition table (only the API, as the
+    // extension's owner, does), rather than only sending a definitions message (any role can).
+    bool last_commit_wrote_definitions() const;
 
     // The generation of the doc versions published from now on (contract C (docs/design.md)).
     void set_generation(std::uint64_t generation);

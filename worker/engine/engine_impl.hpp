@@ -39,6 +39,10 @@ public:
     void on_change(const ChangeRecord& change);
     void on_truncate(const TruncateRecord& truncate);
     void on_message(const MessageRecord& message);
+    bool last_commit_wrote_definitions() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return last_commit_definition_rows_;
+    }
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
     void set_generation(std::uint64_t generation);
     void sync_live(const std::vector<std::string>& channels, bool complete);
@@ -126,7 +130,8 @@ private:
     std::uint64_t generation_ = 0;        // of the doc versions published (contract C (docs/design.md))
     Lsn handled_lsn_ = 0;                 // highest COMMIT end LSN handled
     std::uint64_t epoch_ = 1;             // the stream epoch (reset_stream starts a new one)
-    std::uint64_t definitions_hold_ = 0;  // the sequence of a definitions transaction awaiting its reload
+    std::uint64_t definitions_hold_ = 0;
+    bool last_commit_definition_rows_ = false;  // the last COMMIT's transaction wrote a definition table  // the sequence of a definitions transaction awaiting its reload
     EngineStats counters_;                // the running totals (the gauges are computed in stats())
 };
 

@@ -52,6 +52,9 @@ public:
     }
     // The transaction changed the definitions (or, by DDL, what a doc query reads).
     void mark_definitions() { definitions_ = true; }
+    // It wrote one of docsync's definition tables (which only the API, as the extension's owner,
+    // writes), not only sent a definitions message (which any role can).
+    void mark_definition_rows() { definitions_ = definition_rows_ = true; }
 
     const std::vector<std::uint16_t>& broadcasts() const { return broadcasts_; }
     // The docs it dirtied, no longer held back for the COMMIT: they can be scheduled now.
@@ -61,6 +64,7 @@ public:
     }
     std::vector<Lookup>& lookups() { return lookups_; }
     bool definitions() const { return definitions_; }
+    bool definition_rows() const { return definition_rows_; }
 
     // COMMIT handled, or the stream reset: nothing is held back any more.
     void clear() {
@@ -69,6 +73,7 @@ public:
         lookups_.clear();
         broadcasts_.clear();
         definitions_ = false;
+        definition_rows_ = false;
     }
 
 private:
@@ -77,6 +82,7 @@ private:
     std::vector<Lookup> lookups_;
     std::vector<std::uint16_t> broadcasts_;
     bool definitions_ = false;
+    bool definition_rows_ = false;
 };
 
 }  // namespace docsync

@@ -354,8 +354,10 @@ Stream::Outcome Stream::Session::receive() {
         publish_stats(paused ? StreamState::Paused : StreamState::Streaming);
         if (stream_.stop_ || stream_.restart_) continue;
 
+        stream_.handler_.on_idle();
         auto until = std::min(next_status_, next_control_);
         int timeout = buffered ? 0 : paused ? std::min(poll_timeout_ms(until), 50) : poll_timeout_ms(until);
+        if (int tick = stream_.handler_.idle_tick_ms(); tick > 0) timeout = std::min(timeout, tick);
         if (copy_->wait(!paused, unsent, stream_.wake_fd_, timeout)) stream_.drain_wake();
     }
 }

@@ -110,6 +110,10 @@ public:
     // `ticket` is the coordinator ticket registered for the transaction (else 0): complete it, from
     // any thread, once every doc the transaction affects has a durable outcome.
     virtual void on_record(const Record& record, Lsn wal_start, std::uint64_t ticket) = 0;
+    // Between reads (stream thread), at least every idle_tick_ms() while that is positive: deferred
+    // work (a coalesced definitions reload) runs here when no record brings it on.
+    virtual void on_idle() {}
+    virtual int idle_tick_ms() const { return 0; }
 };
 
 enum class StreamState { Idle, Connecting, Streaming, Paused, Backoff, Stopped, Failed };
