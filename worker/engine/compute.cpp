@@ -262,6 +262,11 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     } else if (outcome.kind == OutcomeKind::Transient) {
         record_transient("computing " + dj.channel, outcome.error, true);
         retry(options_.transient_backoff, options_.transient_backoff_cap, true);
+    } else if (query && sqlstate_is_invalid_input(outcome.sqlstate)) {
+        // PostgreSQL cannot read the key as its type: a refused channel, like one the key check
+        // refuses (no failure recorded, not retried), whatever the type
+        docs_.refuse_computed(entry, "PostgreSQL refused its key: " + outcome.error + " (SQLSTATE " + outcome.sqlstate + ")",
+                              walk_job);
     } else {
         record_permanent(stats, dj.channel, outcome.error, outcome.sqlstate);
         log_warning("engine", "computing " + dj.channel + " failed: " + outcome.error);

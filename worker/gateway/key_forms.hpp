@@ -23,6 +23,9 @@ class KeyForms {
 public:
     // Replaces the list with what the worker wrote; false (the list kept) when `json` is malformed.
     bool update(std::string_view json);
+    // Redis holds no list (restarted empty, flushed): not loaded, every channel is let through
+    // until the worker writes it again (it does within a second or two) and the next refresh.
+    void forget();
     // Empty when the channel's keys are in canonical text (or its query is not listed); else why,
     // for a 400 or a WebSocket error.
     std::string error(std::string_view channel) const;
