@@ -224,8 +224,18 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
     }
     lock.lock();
     if (!runs.empty()) counters_.batch_size.observe(static_cast<double>(runs.size()));
-    for (std::size_t i = 0; i < jobs.size(); ++i)
+    std::vector<std::pair<std::string, Lsn>> tombstones;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
         record_doc(jobs[i], outcomes[i], published[i], publish_errors[i], query, compute_time);
+        // its key type changed while it computed: what it published goes under a tombstone too
+        if (docs_.take_dropped(jobs[i].channel) && published[i]) tombstones.emplace_back(jobs[i].channel, job.versions[i].lsn);
+    }
+    if (!tombstones.empty()) {
+        DocVersion version{generation_, handled_lsn_};
+        lock.unlock();
+        drop_retained(tombstones, version);
+        lock.lock();
+    }
     complete_finished(lock);
 }
 

@@ -11,10 +11,10 @@
 namespace docsync {
 
 Entry* DocSet::find_or_create(const std::string& channel, bool create) {
-    // PostgreSQL refused its key (refuse_computed): asked for again, it is refused at once, even
-    // while its entry waits for the sweep
+    // refused after its doc was made (refuse_computed, drop_non_canonical): asked for again, it is
+    // refused at once, even while its entry waits for the sweep
     if (create && !server_refused_.empty() && server_refused_.count(channel)) {
-        refuse_channel(channel, "PostgreSQL refused its key as invalid input for the param's type");
+        refuse_channel(channel, "PostgreSQL refused its key as input for the param's type, or the type changed");
         return nullptr;
     }
     auto it = docs_.find(channel);
@@ -313,6 +313,8 @@ void DocSet::refuse_computed(Entry& entry, const std::string& problem, bool walk
 
 std::vector<std::pair<std::string, Lsn>> DocSet::drop_non_canonical() {
     std::vector<std::pair<std::string, Lsn>> dropped;
+    key_dropped_.clear();
+    server_refused_.clear();  // the key types may have changed back: checked anew
     for (auto& entry : docs_) {
         Doc& doc = entry.second;
         if (doc.query == kNoQuery || !doc.has(DocFlags::Live)) continue;
@@ -324,6 +326,8 @@ std::vector<std::pair<std::string, Lsn>> DocSet::drop_non_canonical() {
         abandon(doc);
         refuse_channel(entry.first, key.problem + " (its key type changed)");
         dropped.emplace_back(entry.first, doc.lsn);
+        if (doc.has(DocFlags::InFlight)) key_dropped_.insert(entry.first);
+        if (server_refused_.size() < kServerRefusedRemembered) server_refused_.insert(entry.first);
     }
     return dropped;
 }

@@ -110,6 +110,10 @@ public:
     // canonical for its query's key types stops being live and is returned with its LSN, for the
     // sink to replace what it retains with a tombstone.
     std::vector<std::pair<std::string, Lsn>> drop_non_canonical();
+    // Whether drop_non_canonical dropped the channel (since its last call) and no tombstone
+    // followed a publish that raced it: a compute running at the drop may publish after the
+    // tombstone. Forgets the channel.
+    bool take_dropped(const std::string& channel) { return key_dropped_.erase(channel) > 0; }
 
     // The recompute of every live doc: each is scheduled, and counts as done once it has an
     // outcome or stops being live. A new walk restarts the count.
@@ -166,11 +170,13 @@ private:
     std::unordered_set<std::string> refused_seen_;
     std::uint64_t refused_unlogged_ = 0;  // refusals not logged one by one since the last summary
     Nanos refused_summary_at_ = 0;        // when the last summary was logged
-    // Channels whose compute PostgreSQL refused as invalid input for a key's type (SQLSTATE 22xxx,
-    // refuse_computed): refused at once when asked for again. Bounded; an evicted one is computed
-    // (and refused) again.
+    // Channels refused after their doc was made: PostgreSQL refused the key as input for its type
+    // (SQLSTATE 22xxx, refuse_computed), or the key type changed (drop_non_canonical). Refused at
+    // once when asked for again, even while the entry waits for the sweep. Bounded (an evicted one
+    // is computed and refused again) and forgotten at each definitions load, which checks anew.
     static constexpr std::size_t kServerRefusedRemembered = 4096;
     std::unordered_set<std::string> server_refused_;
+    std::unordered_set<std::string> key_dropped_;  // drop_non_canonical's last channels (take_dropped)
 
     // The walk: docs flagged DocFlags::Walk wait for it, walk_running_ of its docs compute now;
     // done = total - flagged - running. walk_.id tells its jobs from an earlier walk's.

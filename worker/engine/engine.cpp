@@ -112,6 +112,8 @@ void Engine::Impl::drop_retained(const std::vector<std::pair<std::string, Lsn>>&
             DocVersion tombstone{version.generation, std::max(version.lsn, lsn)};
             if (auto held = publisher_.read_back(channel); held && held->version > tombstone) tombstone = held->version;
             publisher_.publish(channel, std::nullopt, tombstone);
+            log_info("engine", "\"" + channel + "\" names no doc since its key type changed: a tombstone replaces its copy (" +
+                                   format_lsn(tombstone.lsn) + ")");
         } catch (const std::exception& e) {
             log_warning("engine", "no tombstone for \"" + channel + "\" (" + e.what() + "); its copy expires");
         }
