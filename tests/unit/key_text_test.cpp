@@ -210,3 +210,24 @@ TEST_CASE("a refusal names the doc's channel escaped as a channel, not the bare 
     CHECK(both.problem.find("db:pair") == std::string::npos);
     CHECK(check_channel_key("byat", {"timestamp"}, {std::string("2026-01-01 00:00:00")}).ok);
 }
+
+TEST_CASE("a domain over a sized type is checked at its size: varchar(n), bpchar(n), timestamp(p)") {
+    // PostgreSQL reads 'abc ' and 'abc  ' as the varchar(3) 'abc'
+    CHECK(named("varchar(3)", "abc") == "");
+    CHECK(named("varchar(3)", "ab") == "");
+    CHECK(named("varchar(3)", "abc ") == "abc");
+    CHECK(named("varchar(3)", "abc  ") == "abc");
+    CHECK(named("varchar(3)", "abcd") == "?");
+    CHECK(named("varchar(2)", "\xc3\xa9\xc3\xa9 ") == "\xc3\xa9\xc3\xa9");  // characters, not bytes
+    // a bpchar prints padded to its size
+    CHECK(named("bpchar(3)", "abc") == "");
+    CHECK(named("bpchar(3)", "ab") == "ab ");
+    CHECK(named("bpchar(3)", "abc ") == "abc");
+    CHECK(named("bpchar(3)", "abcd") == "?");
+    // a timestamp(0) keeps no fraction
+    CHECK(named("timestamp(0)", "2026-01-01 00:00:00") == "");
+    CHECK(named("timestamp(0)", "2026-01-01 00:00:00.5") == "?");
+    CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.25+00") == "");
+    CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.125+00") == "?");
+    CHECK(named("timestamp(3)", "2026-01-01T00:00:00") == "2026-01-01 00:00:00");
+}

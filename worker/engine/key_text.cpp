@@ -245,6 +245,62 @@ KeyCheck check_datetime(std::string_view type, std::string_view text) {
     return refuse("not in canonical form: write a " + std::string(type) + " as PostgreSQL prints it, " + form);
 }
 
+std::size_t utf8_chars(std::string_view s) {
+    std::size_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
+// The byte length of the first `chars` characters of valid UTF-8 `s`.
+std::size_t utf8_prefix(std::string_view s, std::size_t chars) {
+    std::size_t i = 0;
+    for (std::size_t seen = 0; i < s.size(); ++i) {
+        if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == chars) break;
+    }
+    return i;
+}
+
+// varchar(n) and bpchar(n) (character(n)), the typmod of a domain over them: PostgreSQL drops
+// spaces past n characters (anything else past n is an error), and pads a bpchar to n.
+KeyCheck check_sized_string(std::string_view base, std::size_t n, std::string_view text) {
+    std::size_t chars = utf8_chars(text);
+    std::string type = std::string(base) + "(" + std::to_string(n) + ")";
+    if (chars > n) {
+        std::string_view head = text.substr(0, utf8_prefix(text, n));
+        if (text.substr(head.size()).find_first_not_of(' ') != std::string_view::npos)
+            return refuse("longer than " + std::to_string(n) + " characters: too long for " + type);
+        return against(text, std::string(head));
+    }
+    if (base == "bpchar" && chars < n) return against(text, std::string(text) + std::string(n - chars, ' '));
+    return {};
+}
+
+// timestamp(p), timestamptz(p): PostgreSQL rounds a value to p fractional digits.
+KeyCheck check_timestamp_precision(std::string_view base, std::size_t p, std::string_view text) {
+    KeyCheck check = check_datetime(base, text);
+    if (!check.ok) return check;
+    auto dot = text.find('.');
+    if (dot == std::string_view::npos) return {};
+    std::size_t digits = 0;
+    while (dot + 1 + digits < text.size() && is_digit(text[dot + 1 + digits])) ++digits;
+    if (digits <= p) return {};
+    return refuse("more fractional digits than " + std::string(base) + "(" + std::to_string(p) +
+                  ") keeps: PostgreSQL rounds it to " + std::to_string(p));
+}
+
+// "varchar(3)" -> base "varchar", size 3; false when `type` carries no size.
+bool sized(std::string_view type, std::string_view& base, std::size_t& size) {
+    auto open = type.find('(');
+    if (open == std::string_view::npos || type.back() != ')' || open + 2 > type.size() - 1) return false;
+    base = type.substr(0, open);
+    size = 0;
+    for (char c : type.substr(open + 1, type.size() - open - 2)) {
+        if (!is_digit(c) || size > 100000000) return false;
+        size = size * 10 + static_cast<std::size_t>(c - '0');
+    }
+    return true;
+}
+
 }  // namespace
 
 KeyCheck check_key_text(std::string_view type, std::string_view text) {
@@ -257,6 +313,12 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
     if (type == "uuid") return check_uuid(text);
     if (type == "name") return check_name(text);
     if (type == "date" || type == "timestamp" || type == "timestamptz") return check_datetime(type, text);
+    std::string_view base;
+    std::size_t size = 0;
+    if (sized(type, base, size)) {
+        if (base == "varchar" || base == "bpchar") return check_sized_string(base, size, text);
+        if (base == "timestamp" || base == "timestamptz") return check_timestamp_precision(base, size, text);
+    }
     return {};  // text, varchar: every text is canonical; other types are not checked
 }
 
