@@ -890,8 +890,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT x = y
       OR (x IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) AND
           y IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype))
+      -- a text longer than 63 bytes is cut as a name: only a name feeds a name param
       OR (x IN ('text'::regtype, 'character varying'::regtype, 'name'::regtype) AND
-          y IN ('text'::regtype, 'character varying'::regtype, 'name'::regtype))
+          y IN ('text'::regtype, 'character varying'::regtype))
     FROM (SELECT docsync.base_type(a) AS x, docsync.base_type(b) AS y) t
 $$;
 
@@ -1596,10 +1597,24 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace = 'pg_catalog'::regnamespace
-                                         THEN ty.typname::text ELSE '' END ORDER BY p.k), '{}')
+  -- a domain's size (varchar(3), bpchar(5), timestamp(0)) goes with its base type; any other
+  -- typmod (numeric(10,2), ...) makes the key unchecked ('')
+  RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace <> 'pg_catalog'::regnamespace THEN ''
+                                         WHEN m.typmod IS NULL THEN ty.typname::text
+                                         WHEN ty.typname IN ('varchar', 'bpchar') AND m.typmod >= 4
+                                           THEN format('%s(%s)', ty.typname, m.typmod - 4)
+                                         WHEN ty.typname IN ('timestamp', 'timestamptz')
+                                           THEN format('%s(%s)', ty.typname, m.typmod)
+                                         ELSE '' END ORDER BY p.k), '{}')
             FROM unnest((docsync.stored_analysis(q.name)).param_types) WITH ORDINALITY AS p(t, k)
-            JOIN pg_type ty ON ty.oid = docsync.base_type(p.t));
+            JOIN pg_type ty ON ty.oid = docsync.base_type(p.t)
+            LEFT JOIN LATERAL (
+              WITH RECURSIVE d(oid, typtype, typbasetype, typtypmod) AS (
+                SELECT oid, typtype, typbasetype, typtypmod FROM pg_type WHERE oid = p.t
+                UNION ALL
+                SELECT b.oid, b.typtype, b.typbasetype, b.typtypmod FROM pg_type b JOIN d ON b.oid = d.typbasetype
+                 WHERE d.typtype = 'd')
+              SELECT max(d.typtypmod) AS typmod FROM d WHERE d.typtype = 'd' AND d.typtypmod >= 0) m ON true);
 EXCEPTION WHEN OTHERS THEN
   RETURN NULL;
 END

@@ -37,9 +37,26 @@ SELECT docsync.watch('byat', 'acct', params => ARRAY['at']) > 0 AS watched_times
 -- nor a keys query returning such a type
 SELECT docsync.define_query('one', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
 SELECT docsync.watch('one', 'acct', keys_sql => 'SELECT rate FROM acct WHERE id = $1', keys_args => ARRAY['id']);
+-- a name param takes a name only: a text longer than 63 bytes is cut as a name, so the change
+-- would name another channel than its doc's; a name column feeds a text param
+ALTER TABLE acct ADD COLUMN login text, ADD COLUMN nick name;
+SELECT docsync.define_query('bylogin', 'SELECT to_jsonb(count(*)) FROM acct WHERE login::name = $1::name', params => ARRAY['login']);
+SELECT docsync.watch('bylogin', 'acct', params => ARRAY['login']);
+SELECT docsync.watch('bylogin', 'acct', params => ARRAY['nick']) > 0 AS watched_name;
+SELECT docsync.watch('bycode', 'acct', params => ARRAY['nick']) > 0 AS watched_name_as_text;
+-- a domain's size goes with its key type (the worker refuses 'abc ' for a varchar(3)); another
+-- typmod leaves the key unchecked ('')
+CREATE DOMAIN code3 AS varchar(3);
+CREATE DOMAIN code3b AS code3;
+CREATE DOMAIN flag5 AS char(5);
+CREATE DOMAIN at0 AS timestamptz(0);
+CREATE DOMAIN bits4 AS bit(4);
+SELECT docsync.define_query('sized', 'SELECT to_jsonb(ARRAY[$1::code3::text, $2::code3b::text, $3::flag5::text, $4::at0::text, $5::varchar::text, $6::bits4::text])',
+                            params => ARRAY['a', 'b', 'c', 'd', 'e', 'f']);
+SELECT docsync.stored_key_types('sized');
 SELECT name FROM docsync.queries ORDER BY name;
 
-SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'byemail', 'bycode', 'byat', 'one');
+SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'byemail', 'bycode', 'byat', 'one', 'bylogin', 'sized');
 SET client_min_messages = warning;
 DROP SCHEMA keys CASCADE;
 RESET client_min_messages;

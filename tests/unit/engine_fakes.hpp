@@ -64,6 +64,7 @@ public:
     std::vector<std::size_t> keys_batch_sizes;
     std::set<std::string> failing_docs;   // channels whose query raises an error
     std::set<SqlArgs> failing_keys;       // keys args whose query raises an error
+    std::map<std::string, std::string> invalid_keys;  // channel -> SQLSTATE PostgreSQL raises reading its key
     std::mutex mutex;
 
     DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) override {
@@ -73,7 +74,8 @@ public:
             doc_batch_sizes.push_back(args.size());
             if (args.size() > 1)
                 for (const auto& a : args)
-                    if (failing_docs.count(build_channel(query.name, a))) return {true, "division by zero", {}};
+                    if (failing_docs.count(build_channel(query.name, a)) || invalid_keys.count(build_channel(query.name, a)))
+                        return {true, "division by zero", {}};
         }
         return Runner::run_docs(query, args, need);
     }
@@ -95,6 +97,12 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         doc_calls.push_back({query.name, args, need});
         DocOutcome out;
+        if (auto bad = invalid_keys.find(build_channel(query.name, args)); bad != invalid_keys.end()) {
+            out.kind = OutcomeKind::Permanent;
+            out.error = "query \"" + query.name + "\" failed: invalid input for its param";
+            out.sqlstate = bad->second;
+            return out;
+        }
         if (failing_docs.count(build_channel(query.name, args))) {
             out.kind = OutcomeKind::Permanent;
             out.error = "query \"" + query.name + "\" failed: division by zero";

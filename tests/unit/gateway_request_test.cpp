@@ -8,6 +8,7 @@
 
 #include "gateway/access.hpp"
 #include "gateway/hub.hpp"
+#include "gateway/key_forms.hpp"
 #include "gateway/request.hpp"
 #include "gateway/session.hpp"
 
@@ -56,6 +57,8 @@ TEST_CASE("gateway patterns: exact channels and trailing-* prefixes, nothing els
     CHECK(pattern_matches("db:order:42", "db:order:42"));
     CHECK_FALSE(pattern_matches("db:order:42", "db:order:420"));
     CHECK_FALSE(channel_error("db:order:4\x01").empty());
+    CHECK_FALSE(channel_error("db:order:4\x7f").empty());
+    CHECK_FALSE(channel_error("db:order 1:4").empty());  // no query is named so
     CHECK_FALSE(channel_error(std::string("db:") + std::string(2000, 'x')).empty());
 }
 
@@ -236,4 +239,18 @@ TEST_CASE("gateway json_string: client bytes quoted back stay valid JSON, a cut 
     CHECK(json_string(".\xf2" "1(") == "\".?1(\"");         // a lead byte without its continuation
     CHECK(json_string("\xc0\xaf") == "\"??\"");             // an overlong form
     CHECK(json_string("\xed\xa0\x80") == "\"???\"");        // a surrogate
+}
+
+TEST_CASE("gateway channels: a key holding a space (a timestamp) is followed; refusals name the channel escaped") {
+    REQUIRE(key_forms().update(R"({"byat":["timestamp"],"order":["int4"]})"));
+    CHECK(channel_error("db:byat:2026-01-01 00%3A00%3A00").empty());
+    CHECK(pattern_error("db:byat:2026-01-01 00%3A00%3A00").empty());
+    CHECK(pattern_error("db:byat:2026-01-01 *").empty());
+    std::string t = channel_error("db:byat:2026-01-01T00%3A00%3A00");
+    CHECK(t.find("\"db:byat:2026-01-01 00%3A00%3A00\"") != std::string::npos);
+    CHECK(t.find("\"2026-01-01 00:00:00\"; ") != std::string::npos);  // the value, then the channel
+    CHECK(channel_error("db:order:01").find("\"db:order:1\"") != std::string::npos);
+    // an absent list (Redis restarted empty) is no list: channels pass, the worker refuses them
+    key_forms().forget();
+    CHECK(channel_error("db:order:01").empty());
 }

@@ -170,3 +170,64 @@ TEST_CASE("at start, retained channels that name no doc are handed to the sink t
     CHECK(h.publisher.orphans == std::vector<std::string>{"db:order:01", "db:nosuch:1", "db:order:1:2", "db:order:+2"});
     CHECK(h.engine.stats().live_docs == 2);
 }
+
+TEST_CASE("keys PostgreSQL cannot read are refused: dates and timestamps out of range, text not UTF-8") {
+    // the ends of each type's range (PostgreSQL's datatype/timestamp.h) and one past them
+    CHECK(check_key_text("timestamp", "294276-12-31 23:59:59.999999").ok);
+    CHECK_FALSE(check_key_text("timestamp", "294277-01-01 00:00:00").ok);
+    CHECK_FALSE(check_key_text("timestamptz", "294277-01-01 00:00:00+00").ok);
+    CHECK_FALSE(check_key_text("timestamptz", "294277-01-01T00:00:00Z").ok);
+    CHECK(check_key_text("timestamp", "4714-11-24 00:00:00 BC").ok);
+    CHECK_FALSE(check_key_text("timestamp", "4714-11-23 00:00:00 BC").ok);
+    CHECK_FALSE(check_key_text("timestamp", "4715-01-01 00:00:00 BC").ok);
+    CHECK(check_key_text("date", "5874897-12-31").ok);
+    CHECK_FALSE(check_key_text("date", "5874898-01-01").ok);
+    CHECK(check_key_text("date", "4714-11-24 BC").ok);
+    CHECK_FALSE(check_key_text("date", "4714-11-23 BC").ok);
+    CHECK(check_key_text("date", "2026-01-01").ok);
+    KeyCheck far = check_key_text("date", "5874898-01-01");
+    CHECK(far.problem.find("out of range") != std::string::npos);
+    // not UTF-8: refused whatever the type, a checked one, a string type or one docsync does not know
+    for (std::string bad : {std::string("\xc3\x28"), std::string("a\xff"), std::string("\xed\xa0\x80"),
+                            std::string("\xc0\xaf"), std::string("\xf4\x90\x80\x80"), std::string("\xe2\x82")}) {
+        CHECK_FALSE(check_key_text("text", bad).ok);
+        CHECK_FALSE(check_key_text("varchar", bad).ok);
+        CHECK_FALSE(check_key_text("", bad).ok);
+        CHECK_FALSE(check_key({}, {bad}).ok);
+    }
+    CHECK(check_key_text("text", "h\xc3\xa9llo \xf0\x9f\x98\x80").ok);
+}
+
+TEST_CASE("a refusal names the doc's channel escaped as a channel, not the bare value") {
+    KeyCheck t = check_channel_key("byat", {"timestamp"}, {std::string("2026-01-01T00:00:00")});
+    CHECK_FALSE(t.ok);
+    CHECK(t.problem.find("the doc's channel is \"db:byat:2026-01-01 00%3A00%3A00\"") != std::string::npos);
+    KeyCheck two = check_channel_key("pair", {"int4", "int4"}, {std::string("01"), std::string("2")});
+    CHECK(two.problem.find("\"db:pair:1:2\"") != std::string::npos);
+    // another value not canonical either: no channel is named that would be refused in turn
+    KeyCheck both = check_channel_key("pair", {"int4", "int4"}, {std::string("01"), std::string("02")});
+    CHECK_FALSE(both.ok);
+    CHECK(both.problem.find("db:pair") == std::string::npos);
+    CHECK(check_channel_key("byat", {"timestamp"}, {std::string("2026-01-01 00:00:00")}).ok);
+}
+
+TEST_CASE("a domain over a sized type is checked at its size: varchar(n), bpchar(n), timestamp(p)") {
+    // PostgreSQL reads 'abc ' and 'abc  ' as the varchar(3) 'abc'
+    CHECK(named("varchar(3)", "abc") == "");
+    CHECK(named("varchar(3)", "ab") == "");
+    CHECK(named("varchar(3)", "abc ") == "abc");
+    CHECK(named("varchar(3)", "abc  ") == "abc");
+    CHECK(named("varchar(3)", "abcd") == "?");
+    CHECK(named("varchar(2)", "\xc3\xa9\xc3\xa9 ") == "\xc3\xa9\xc3\xa9");  // characters, not bytes
+    // a bpchar prints padded to its size
+    CHECK(named("bpchar(3)", "abc") == "");
+    CHECK(named("bpchar(3)", "ab") == "ab ");
+    CHECK(named("bpchar(3)", "abc ") == "abc");
+    CHECK(named("bpchar(3)", "abcd") == "?");
+    // a timestamp(0) keeps no fraction
+    CHECK(named("timestamp(0)", "2026-01-01 00:00:00") == "");
+    CHECK(named("timestamp(0)", "2026-01-01 00:00:00.5") == "?");
+    CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.25+00") == "");
+    CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.125+00") == "?");
+    CHECK(named("timestamp(3)", "2026-01-01T00:00:00") == "2026-01-01 00:00:00");
+}

@@ -21,6 +21,23 @@ inline bool sqlstate_is_transient(std::string_view sqlstate) {
     return sqlstate == "55P03" || sqlstate == "25P03";
 }
 
+// Data exceptions that say a value is not valid input for its type: a doc key PostgreSQL cannot
+// read (a date past the type's range, text that is not UTF-8, 'abc' for an integer, a string too
+// long for varchar(n)). A doc compute failing with one of them refuses the doc's channel: the key
+// names no doc. Other class 22 errors (division by zero, ...) are the query's own failures.
+inline bool sqlstate_is_invalid_input(std::string_view sqlstate) {
+    for (std::string_view code : {"22P02",    // invalid_text_representation
+                                  "22007",    // invalid_datetime_format
+                                  "22008",    // datetime_field_overflow
+                                  "22003",    // numeric_value_out_of_range
+                                  "22009",    // invalid_time_zone_displacement_value
+                                  "22021",    // character_not_in_repertoire (invalid byte sequence)
+                                  "22P05",    // untranslatable_character
+                                  "22001"})   // string_data_right_truncation
+        if (sqlstate == code) return true;
+    return false;
+}
+
 class Error : public std::runtime_error {
 public:
     explicit Error(const std::string& message, std::string sqlstate = {}, bool transient = false)

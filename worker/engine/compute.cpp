@@ -224,8 +224,18 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
     }
     lock.lock();
     if (!runs.empty()) counters_.batch_size.observe(static_cast<double>(runs.size()));
-    for (std::size_t i = 0; i < jobs.size(); ++i)
+    std::vector<std::pair<std::string, Lsn>> tombstones;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
         record_doc(jobs[i], outcomes[i], published[i], publish_errors[i], query, compute_time);
+        // its key type changed while it computed: what it published goes under a tombstone too
+        if (docs_.take_dropped(jobs[i].channel) && published[i]) tombstones.emplace_back(jobs[i].channel, job.versions[i].lsn);
+    }
+    if (!tombstones.empty()) {
+        DocVersion version{generation_, handled_lsn_};
+        lock.unlock();
+        drop_retained(tombstones, version);
+        lock.lock();
+    }
     complete_finished(lock);
 }
 
@@ -262,6 +272,13 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     } else if (outcome.kind == OutcomeKind::Transient) {
         record_transient("computing " + dj.channel, outcome.error, true);
         retry(options_.transient_backoff, options_.transient_backoff_cap, true);
+    } else if (query && sqlstate_is_invalid_input(outcome.sqlstate) && entry.second.lsn == 0) {
+        // PostgreSQL cannot read the key as its type: a refused channel, like one the key check
+        // refuses (no failure recorded, not retried), whatever the type. Only for a doc no change
+        // named: a key a change gave comes from a row, so the error is the data's (a cast in the
+        // query, say), a failure of the doc that is retried like any other.
+        docs_.refuse_computed(entry, "PostgreSQL refused its key: " + outcome.error + " (SQLSTATE " + outcome.sqlstate + ")",
+                              walk_job);
     } else {
         record_permanent(stats, dj.channel, outcome.error, outcome.sqlstate);
         log_warning("engine", "computing " + dj.channel + " failed: " + outcome.error);
@@ -335,7 +352,9 @@ void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const Doc
     };
     if (outcome.kind == OutcomeKind::Ok && query_now != kNoQuery) {
         for (const auto& row : outcome.keys) {
-            Entry* entry = docs_.find_or_create(build_channel(query->name, row), options_.live_all);
+            std::string channel = build_channel(query->name, row);
+            docs_.forgive(channel);  // a row names it (see direct())
+            Entry* entry = docs_.find_or_create(channel, options_.live_all);
             if (!entry) continue;
             if (options_.live_all) entry->second.set(DocFlags::Live);
             if (!entry->second.has(DocFlags::Live)) continue;

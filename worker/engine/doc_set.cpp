@@ -11,6 +11,12 @@
 namespace docsync {
 
 Entry* DocSet::find_or_create(const std::string& channel, bool create) {
+    // refused after its doc was made (refuse_computed, drop_non_canonical): asked for again, it is
+    // refused at once, even while its entry waits for the sweep
+    if (create && !server_refused_.empty() && server_refused_.count(channel)) {
+        refuse_channel(channel, "PostgreSQL refused its key as input for the param's type, or the type changed");
+        return nullptr;
+    }
     auto it = docs_.find(channel);
     if (it != docs_.end()) return &*it;
     if (!create) return nullptr;
@@ -25,7 +31,7 @@ Entry* DocSet::find_or_create(const std::string& channel, bool create) {
         return nullptr;
     }
     // one doc, one name: a key PostgreSQL would print otherwise names no doc (engine/key_text.hpp)
-    KeyCheck key = check_key(catalog_.definitions().queries[query].key_types, parsed.values);
+    KeyCheck key = check_channel_key(parsed.query, catalog_.definitions().queries[query].key_types, parsed.values);
     if (!key.ok) {
         refuse_channel(channel, key.problem);
         return nullptr;
@@ -37,11 +43,23 @@ Entry* DocSet::find_or_create(const std::string& channel, bool create) {
 
 void DocSet::refuse_channel(const std::string& channel, const std::string& problem) {
     ++refused_channels_;
-    // each refused channel is logged once while it is remembered; a poll that lists it again is quiet
-    if (refused_seen_.size() >= kRefusedRemembered) refused_seen_.clear();
-    if (refused_seen_.insert(channel).second)
+    // each of the first kRefusedRemembered distinct channels is logged once; a poll that lists it
+    // again is quiet, and refusals past them are summed up once per kRefusedSummaryEvery
+    if (refused_seen_.count(channel)) return;
+    if (refused_seen_.size() < kRefusedRemembered) {
+        refused_seen_.insert(channel);
         log_warning("engine", "refusing channel \"" + channel + "\": " + problem +
                                   "; nothing is computed or kept for it (a doc has one channel: its key as PostgreSQL prints it)");
+        return;
+    }
+    ++refused_unlogged_;
+    Nanos t = now();
+    if (refused_summary_at_ && t - refused_summary_at_ < to_nanos(kRefusedSummaryEvery)) return;
+    log_warning("engine", std::to_string(refused_unlogged_) + " more refusal(s) of channels whose key is not as PostgreSQL "
+                          "prints it, not logged one by one (the first " + std::to_string(kRefusedRemembered) +
+                          " refused channels were; docsync_refused_channels_total counts every refusal)");
+    refused_unlogged_ = 0;
+    refused_summary_at_ = t;
 }
 
 void DocSet::schedule(Entry& entry) {
@@ -280,6 +298,38 @@ void DocSet::failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job)
     delay(entry.first, doc, wait, true);
     if (waiters) schedule(entry);
     if (walk_job) walk_settle();
+}
+
+void DocSet::refuse_computed(Entry& entry, const std::string& problem, bool walk_job) {
+    Doc& doc = entry.second;
+    ledger_.settle(doc.flight_seq);
+    doc.clear(DocFlags::Live);
+    abandon(doc);
+    if (server_refused_.size() >= kServerRefusedRemembered) server_refused_.erase(server_refused_.begin());
+    server_refused_.insert(entry.first);
+    refuse_channel(entry.first, problem);
+    if (walk_job) walk_settle();
+}
+
+std::vector<std::pair<std::string, Lsn>> DocSet::drop_non_canonical() {
+    std::vector<std::pair<std::string, Lsn>> dropped;
+    key_dropped_.clear();
+    server_refused_.clear();  // the key types may have changed back: checked anew
+    for (auto& entry : docs_) {
+        Doc& doc = entry.second;
+        if (doc.query == kNoQuery || !doc.has(DocFlags::Live)) continue;
+        ParsedChannel parsed;
+        if (!parse_channel(entry.first, parsed)) continue;
+        KeyCheck key = check_channel_key(parsed.query, catalog_.definitions().queries[doc.query].key_types, parsed.values);
+        if (key.ok) continue;
+        doc.clear(DocFlags::Live);
+        abandon(doc);
+        refuse_channel(entry.first, key.problem + " (its key type changed)");
+        dropped.emplace_back(entry.first, doc.lsn);
+        if (doc.has(DocFlags::InFlight)) key_dropped_.insert(entry.first);
+        if (server_refused_.size() < kServerRefusedRemembered) server_refused_.insert(entry.first);
+    }
+    return dropped;
 }
 
 void DocSet::start_walk(RecomputeReason reason, bool gap) {

@@ -102,6 +102,22 @@ public:
     // Failed for good: a recorded outcome, so its waiters are done; the doc is retried after `wait`
     // off the ack path, and sooner when new waiters came meanwhile.
     void failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job);
+    // PostgreSQL refused the doc's key as invalid input for its type: a refused channel, not a
+    // failed doc. Its waiters are done, it stops being live, and asking for it again is refused
+    // at once (logged like every refusal).
+    void refuse_computed(Entry& entry, const std::string& problem, bool walk_job);
+    // A change named the channel (its key comes from a row): it is no longer refused at once.
+    void forgive(const std::string& channel) {
+        if (!server_refused_.empty()) server_refused_.erase(channel);
+    }
+    // The key types changed (Engine::load_definitions): every doc whose channel is no longer
+    // canonical for its query's key types stops being live and is returned with its LSN, for the
+    // sink to replace what it retains with a tombstone.
+    std::vector<std::pair<std::string, Lsn>> drop_non_canonical();
+    // Whether drop_non_canonical dropped the channel (since its last call) and no tombstone
+    // followed a publish that raced it: a compute running at the drop may publish after the
+    // tombstone. Forgets the channel.
+    bool take_dropped(const std::string& channel) { return key_dropped_.erase(channel) > 0; }
 
     // The recompute of every live doc: each is scheduled, and counts as done once it has an
     // outcome or stops being live. A new walk restarts the count.
@@ -149,8 +165,22 @@ private:
     std::multimap<Nanos, std::string> delayed_;  // retry time → channel
     std::uint64_t in_flight_ = 0;
     std::uint64_t refused_channels_ = 0;
+    // The refusal log: each of the first kRefusedRemembered distinct refused channels is logged
+    // once; past them, refusals are counted and summed up in one line per kRefusedSummaryEvery
+    // (docsync_refused_channels_total counts them all). Never cleared: a client subscribing to
+    // many non-canonical channels cannot make the worker log them again at every poll.
     static constexpr std::size_t kRefusedRemembered = 4096;  // bounds refused_seen_
+    static constexpr std::chrono::seconds kRefusedSummaryEvery{60};
     std::unordered_set<std::string> refused_seen_;
+    std::uint64_t refused_unlogged_ = 0;  // refusals not logged one by one since the last summary
+    Nanos refused_summary_at_ = 0;        // when the last summary was logged
+    // Channels refused after their doc was made: PostgreSQL refused the key as input for its type
+    // (SQLSTATE 22xxx, refuse_computed), or the key type changed (drop_non_canonical). Refused at
+    // once when asked for again, even while the entry waits for the sweep. Bounded (an evicted one
+    // is computed and refused again) and forgotten at each definitions load, which checks anew.
+    static constexpr std::size_t kServerRefusedRemembered = 4096;
+    std::unordered_set<std::string> server_refused_;
+    std::unordered_set<std::string> key_dropped_;  // drop_non_canonical's last channels (take_dropped)
 
     // The walk: docs flagged DocFlags::Walk wait for it, walk_running_ of its docs compute now;
     // done = total - flagged - running. walk_.id tells its jobs from an earlier walk's.

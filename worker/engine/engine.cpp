@@ -79,6 +79,8 @@ void Engine::Impl::complete_finished(std::unique_lock<std::mutex>& lock) {
 void Engine::Impl::load_definitions(Definitions definitions) {
     std::vector<std::uint64_t> done;
     std::string key_types;
+    std::vector<std::pair<std::string, Lsn>> dropped;
+    DocVersion version;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         std::vector<std::string> changed = catalog_.install(std::move(definitions));
@@ -86,6 +88,10 @@ void Engine::Impl::load_definitions(Definitions definitions) {
         // A definitions transaction seen by on_commit completes only after the recomputes its
         // reload causes.
         docs_.reindex(changed, definitions_hold_);
+        // a key type changed (ALTER COLUMN ... TYPE): a channel no longer canonical names no doc,
+        // and what the sink retains for it expires like a tombstone
+        dropped = docs_.drop_non_canonical();
+        version = DocVersion{generation_, handled_lsn_};
         docs_.sweep();
         ledger_.settle(definitions_hold_);
         collect_completed(done);
@@ -93,6 +99,27 @@ void Engine::Impl::load_definitions(Definitions definitions) {
     }
     finish(done);
     publisher_.describe_keys(key_types);
+    if (!dropped.empty()) drop_retained(dropped, version);
+}
+
+void Engine::Impl::drop_retained(const std::vector<std::pair<std::string, Lsn>>& dropped, DocVersion version) {
+    // A tombstone tells followers the channel names no doc any more; a sink holding a newer version
+    // keeps it, and every copy expires like a tombstone (expire_orphans leaves a set expiry alone).
+    std::vector<std::string> channels;
+    for (const auto& [channel, lsn] : dropped) {
+        channels.push_back(channel);
+        try {
+            // not older than what the sink holds: a startup compute's version is its snapshot's LSN
+            DocVersion tombstone{version.generation, std::max(version.lsn, lsn)};
+            if (auto held = publisher_.read_back(channel); held && held->version > tombstone) tombstone = held->version;
+            publisher_.publish(channel, std::nullopt, tombstone);
+            log_info("engine", "\"" + channel + "\" names no doc since its key type changed: a tombstone replaces its copy (" +
+                                   format_lsn(tombstone.lsn) + ")");
+        } catch (const std::exception& e) {
+            log_warning("engine", "no tombstone for \"" + channel + "\" (" + e.what() + "); its copy expires");
+        }
+    }
+    publisher_.expire_orphans(channels);
 }
 
 // ---- the stream ------------------------------------------------------------------------------
@@ -140,6 +167,7 @@ void Engine::Impl::broadcast(std::uint16_t query) {
 
 void Engine::Impl::direct(std::uint16_t query, const SqlArgs& key) {
     std::string channel = build_channel(catalog_.definitions().queries[query].name, key);
+    docs_.forgive(channel);  // a row names it: whatever refused it before, a change reaches it
     Entry* entry = docs_.find_or_create(channel, options_.live_all);
     if (!entry) return;
     if (options_.live_all) entry->second.set(DocFlags::Live);

@@ -33,6 +33,8 @@ public:
 
     // engine.cpp: the stream thread's calls and liveness, as Engine's.
     void load_definitions(Definitions definitions);
+    // Channels no longer canonical after a key type changed: a tombstone each, then the expiry.
+    void drop_retained(const std::vector<std::pair<std::string, Lsn>>& dropped, DocVersion version);
     const Definitions& definitions() const { return catalog_.definitions(); }
     void on_begin(const BeginRecord& begin);
     void on_relation(const RelationRecord& relation);

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "engine/channel.hpp"
+
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -26,7 +28,29 @@ KeyCheck refuse(std::string problem) { return KeyCheck{false, std::move(problem)
 // `text` against its canonical spelling `canonical`.
 KeyCheck against(std::string_view text, const std::string& canonical) {
     if (text == canonical) return {};
-    return refuse("not in canonical form: the same value is spelled \"" + canonical + "\"");
+    KeyCheck check = refuse("not in canonical form: the same value is spelled \"" + canonical + "\"");
+    check.canonical = canonical;
+    return check;
+}
+
+// Valid UTF-8 (RFC 3629: shortest forms only, no surrogates, nothing past U+10FFFF), as PostgreSQL
+// reads text on a UTF8 connection.
+bool valid_utf8(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        auto c = static_cast<unsigned char>(s[i]);
+        std::size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        std::uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1Fu) : n == 3 ? (c & 0x0Fu) : (c & 0x07u);
+        for (std::size_t k = 1; k < n; ++k) {
+            auto t = static_cast<unsigned char>(s[i + k]);
+            if ((t & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (t & 0x3Fu);
+        }
+        static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += n;
+    }
+    return true;
 }
 
 // An integer as PostgreSQL reads one (whitespace around it, a sign, decimal digits), as its sign and
@@ -173,9 +197,26 @@ bool canonical_datetime(std::string_view s, bool time, bool zone) {
     return year >= 1 && days_ok(year, static_cast<int>(month), static_cast<int>(day), bc);
 }
 
+// Inside the type's range (PostgreSQL's datatype/timestamp.h): from 4714-11-24 BC (Julian day 0)
+// to 5874897-12-31 for a date, to 294276-12-31 23:59:59.999999 for a timestamp (UTC for
+// timestamptz). Takes a canonical spelling.
+bool in_range(std::string_view s, bool time) {
+    if (s == "infinity" || s == "-infinity") return true;
+    auto dash = s.find('-');
+    long year = std::stol(std::string(s.substr(0, dash)));
+    int month = std::stoi(std::string(s.substr(dash + 1, 2)));
+    int day = std::stoi(std::string(s.substr(dash + 4, 2)));
+    bool bc = s.size() > 3 && s.substr(s.size() - 3) == " BC";
+    if (bc) return year < 4714 || (year == 4714 && (month > 11 || (month == 11 && day >= 24)));
+    return year <= (time ? 294276 : 5874897);
+}
+
 KeyCheck check_datetime(std::string_view type, std::string_view text) {
     bool time = type != "date", zone = type == "timestamptz";
-    if (canonical_datetime(text, time, zone)) return {};
+    if (canonical_datetime(text, time, zone)) {
+        if (in_range(text, time)) return {};
+        return refuse("out of range for " + std::string(type) + " (PostgreSQL reads no such value)");
+    }
     // the spellings people write most: an ISO 'T', a UTC offset written out, a fraction's trailing zeros
     std::string fixed(trim(text));
     if (time && fixed.size() > 10 && fixed[10] == 'T') fixed[10] = ' ';
@@ -195,15 +236,75 @@ KeyCheck check_datetime(std::string_view type, std::string_view text) {
         while (last > dot + 1 && fixed[last - 1] == '0') --last;
         fixed.erase(last == dot + 1 ? dot : last, end - (last == dot + 1 ? dot : last));
     }
-    if (canonical_datetime(fixed, time, zone)) return against(text, fixed);
+    if (canonical_datetime(fixed, time, zone)) {
+        if (!in_range(fixed, time)) return refuse("out of range for " + std::string(type) + " (PostgreSQL reads no such value)");
+        return against(text, fixed);
+    }
     std::string form = type == "date" ? "YYYY-MM-DD" : zone ? "YYYY-MM-DD HH:MM:SS[.ffffff]+00 (UTC)"
                                                             : "YYYY-MM-DD HH:MM:SS[.ffffff]";
     return refuse("not in canonical form: write a " + std::string(type) + " as PostgreSQL prints it, " + form);
 }
 
+std::size_t utf8_chars(std::string_view s) {
+    std::size_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+}
+
+// The byte length of the first `chars` characters of valid UTF-8 `s`.
+std::size_t utf8_prefix(std::string_view s, std::size_t chars) {
+    std::size_t i = 0;
+    for (std::size_t seen = 0; i < s.size(); ++i) {
+        if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == chars) break;
+    }
+    return i;
+}
+
+// varchar(n) and bpchar(n) (character(n)), the typmod of a domain over them: PostgreSQL drops
+// spaces past n characters (anything else past n is an error), and pads a bpchar to n.
+KeyCheck check_sized_string(std::string_view base, std::size_t n, std::string_view text) {
+    std::size_t chars = utf8_chars(text);
+    std::string type = std::string(base) + "(" + std::to_string(n) + ")";
+    if (chars > n) {
+        std::string_view head = text.substr(0, utf8_prefix(text, n));
+        if (text.substr(head.size()).find_first_not_of(' ') != std::string_view::npos)
+            return refuse("longer than " + std::to_string(n) + " characters: too long for " + type);
+        return against(text, std::string(head));
+    }
+    if (base == "bpchar" && chars < n) return against(text, std::string(text) + std::string(n - chars, ' '));
+    return {};
+}
+
+// timestamp(p), timestamptz(p): PostgreSQL rounds a value to p fractional digits.
+KeyCheck check_timestamp_precision(std::string_view base, std::size_t p, std::string_view text) {
+    KeyCheck check = check_datetime(base, text);
+    if (!check.ok) return check;
+    auto dot = text.find('.');
+    if (dot == std::string_view::npos) return {};
+    std::size_t digits = 0;
+    while (dot + 1 + digits < text.size() && is_digit(text[dot + 1 + digits])) ++digits;
+    if (digits <= p) return {};
+    return refuse("more fractional digits than " + std::string(base) + "(" + std::to_string(p) +
+                  ") keeps: PostgreSQL rounds it to " + std::to_string(p));
+}
+
+// "varchar(3)" -> base "varchar", size 3; false when `type` carries no size.
+bool sized(std::string_view type, std::string_view& base, std::size_t& size) {
+    auto open = type.find('(');
+    if (open == std::string_view::npos || type.back() != ')' || open + 2 > type.size() - 1) return false;
+    base = type.substr(0, open);
+    size = 0;
+    for (char c : type.substr(open + 1, type.size() - open - 2)) {
+        if (!is_digit(c) || size > 100000000) return false;
+        size = size * 10 + static_cast<std::size_t>(c - '0');
+    }
+    return true;
+}
+
 }  // namespace
 
 KeyCheck check_key_text(std::string_view type, std::string_view text) {
+    if (!valid_utf8(text)) return refuse("not valid UTF-8 (PostgreSQL reads no such " + std::string(type.empty() ? "value" : type) + ")");
     if (type == "int2") return check_integer(type, text, 32767);
     if (type == "int4") return check_integer(type, text, 2147483647);
     if (type == "int8") return check_integer(type, text, 9223372036854775807ULL);
@@ -212,19 +313,38 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
     if (type == "uuid") return check_uuid(text);
     if (type == "name") return check_name(text);
     if (type == "date" || type == "timestamp" || type == "timestamptz") return check_datetime(type, text);
+    std::string_view base;
+    std::size_t size = 0;
+    if (sized(type, base, size)) {
+        if (base == "varchar" || base == "bpchar") return check_sized_string(base, size, text);
+        if (base == "timestamp" || base == "timestamptz") return check_timestamp_precision(base, size, text);
+    }
     return {};  // text, varchar: every text is canonical; other types are not checked
 }
 
 KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values) {
-    for (std::size_t i = 0; i < values.size() && i < types.size(); ++i) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
         if (!values[i]) continue;
-        KeyCheck check = check_key_text(types[i], *values[i]);
+        // beyond the known types (none known, or a type docsync does not check): still valid UTF-8
+        KeyCheck check = check_key_text(i < types.size() ? std::string_view(types[i]) : std::string_view(), *values[i]);
         if (!check.ok) {
-            check.problem = "param " + std::to_string(i + 1) + " (" + types[i] + "): " + check.problem;
+            check.problem = "param " + std::to_string(i + 1) + " (" + (i < types.size() ? types[i] : "?") + "): " + check.problem;
+            check.param = i;
             return check;
         }
     }
     return {};
+}
+
+KeyCheck check_channel_key(std::string_view query, const std::vector<std::string>& types, const SqlArgs& values) {
+    KeyCheck check = check_key(types, values);
+    if (check.ok || !check.canonical) return check;
+    SqlArgs fixed = values;
+    fixed[check.param] = *check.canonical;
+    // the whole key may hold other non-canonical values: name the channel only when it is right
+    KeyCheck rest = check_key(types, fixed);
+    if (rest.ok) check.problem += "; the doc's channel is \"" + build_channel(query, fixed) + "\"";
+    return check;
 }
 
 std::string key_types_json(const std::vector<DocQuery>& queries) {

@@ -12,7 +12,10 @@
 // docsync.worker_definitions() lists them ("key_types"). The types checked here are those whose
 // text form is fixed by their value: integers (int2, int4, int8, oid), bool, uuid, date,
 // timestamp, timestamptz, and the string types (text, varchar, name), whose every text is
-// canonical. Any other type ("" when the query's param is of a type outside pg_catalog) is taken
+// canonical; a domain over a sized type carries its size ("varchar(3)", "bpchar(5)",
+// "timestamp(0)"), checked here too: 'abc ' is not a varchar(3), PostgreSQL reads it as 'abc'.
+// Every key of every type must also be a value PostgreSQL can read: valid UTF-8 (the
+// connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is taken
 // as written: docs/design.md records the types left unchecked.
 
 #include <map>
@@ -28,10 +31,17 @@ namespace docsync {
 struct KeyCheck {
     bool ok = true;       // the value is in its canonical form (or its type is not checked)
     std::string problem;  // not ok: what is wrong, naming the canonical spelling when there is one
+    std::optional<std::string> canonical;  // not ok: the value's canonical text, when the value is one
+    std::size_t param = 0;                 // check_key, not ok: the index of the refused value
 };
 
 // One value of type `type` (a pg_type name) as a channel spells it.
 KeyCheck check_key_text(std::string_view type, std::string_view text);
+
+// Every value of a channel's key against the query's key types, the refusal naming the doc's one
+// channel as build_channel spells it (escaped: "db:ev:2026-01-01 00%3A00%3A00") when the value
+// has a canonical spelling: what the worker and docsync-gateway say when they refuse a channel.
+KeyCheck check_channel_key(std::string_view query, const std::vector<std::string>& types, const SqlArgs& values);
 
 // Every value of a channel's key against the query's key types (`types` may be shorter than
 // `values`, or empty: those values are not checked). NULL is always canonical. On refusal

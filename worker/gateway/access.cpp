@@ -19,9 +19,13 @@ namespace docsync::gateway {
 
 namespace {
 
+// A byte a channel may hold as is: anything but a control byte, which docsync.channel() and
+// build_channel write as %XX (engine/channel.hpp). A space is a plain byte: PostgreSQL prints one
+// inside a timestamp key ("db:ev:2026-01-01 00%3A00%3A00"); in a URL it is written %20, Redis takes
+// it inside one argument.
 bool plain_byte(char c) {
     auto u = static_cast<unsigned char>(c);
-    return u > 0x20 && u != 0x7f;
+    return u >= 0x20 && u != 0x7f;
 }
 
 struct JwtFree {
@@ -74,7 +78,16 @@ std::string channel_error(std::string_view channel) {
     if (channel.size() > kMaxChannelBytes)
         return "the channel is longer than " + std::to_string(kMaxChannelBytes) + " bytes";
     for (char c : channel)
-        if (!plain_byte(c)) return "the channel holds a space or a control byte";
+        if (!plain_byte(c)) return "the channel holds a control byte; a channel writes one as %XX (docsync.channel())";
+    // the query name, as define_query allows it: [A-Za-z0-9_], then '.' and '-' too
+    std::string_view query = channel.substr(3, channel.find(':', 3) - 3);
+    for (std::size_t i = 0; i < query.size(); ++i) {
+        char c = query[i];
+        bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        if (!word && !(i > 0 && (c == '.' || c == '-')))
+            return "the channel's query name \"" + std::string(query.substr(0, 80)) +
+                   "\" is not one define_query allows (letters, digits, '_', then '.' or '-')";
+    }
     return key_forms().error(channel);  // its keys as PostgreSQL prints them (key_forms.hpp)
 }
 
@@ -90,7 +103,7 @@ std::string pattern_error(std::string_view pattern) {
     if (prefix.rfind("db:", 0) != 0) return "a docsync pattern starts with \"db:\" (db:order:* or db:*)";
     if (prefix.size() > kMaxChannelBytes) return "the pattern is longer than " + std::to_string(kMaxChannelBytes) + " bytes";
     for (char c : prefix)
-        if (!plain_byte(c)) return "the pattern holds a space or a control byte";
+        if (!plain_byte(c)) return "the pattern holds a control byte; a channel writes one as %XX (docsync.channel())";
     return {};
 }
 

@@ -15,6 +15,12 @@ bool KeyForms::update(std::string_view json) {
     return true;
 }
 
+void KeyForms::forget() {
+    auto next = std::make_shared<const Types>();
+    std::lock_guard<std::mutex> lock(mutex_);
+    types_ = std::move(next);
+}
+
 std::string KeyForms::error(std::string_view channel) const {
     std::shared_ptr<const Types> types;
     {
@@ -29,7 +35,7 @@ std::string KeyForms::error(std::string_view channel) const {
     if (it->second.size() != parsed.values.size())
         return "doc query \"" + parsed.query + "\" has " + std::to_string(it->second.size()) + " param(s), the channel " +
                std::to_string(parsed.values.size());
-    KeyCheck check = check_key(it->second, parsed.values);
+    KeyCheck check = check_channel_key(parsed.query, it->second, parsed.values);
     if (check.ok) return {};
     return check.problem + " (a doc has one channel: its key as PostgreSQL prints it)";
 }

@@ -2,8 +2,9 @@
 // Channel keys in canonical text at the gateway (docs/design.md, "one doc, one name, one answer").
 //
 // The gateway has no database connection. The worker writes the key types of every doc query to
-// Redis at each definitions load (docsync:key_types, publish/redis_script.hpp's kKeyTypesKey: a JSON
-// object {"order":["int4"],…}); the gateway reads it at start and every few seconds after, and
+// Redis at each definitions load, and again whenever Redis no longer holds them (docsync:key_types,
+// publish/redis_script.hpp's kKeyTypesKey: a JSON object {"order":["int4"],…}); the gateway reads
+// it at start and every few seconds after (an absent key: not loaded, nothing checked), and
 // refuses to follow a channel whose key is not spelled as PostgreSQL prints it (db:order:01,
 // db:order:+1) or is not of its type (db:order:abc), naming the canonical spelling
 // (engine/key_text.hpp, the worker's own check). A channel of a query the list does not hold (yet)
@@ -23,6 +24,9 @@ class KeyForms {
 public:
     // Replaces the list with what the worker wrote; false (the list kept) when `json` is malformed.
     bool update(std::string_view json);
+    // Redis holds no list (restarted empty, flushed): not loaded, every channel is let through
+    // until the worker writes it again (it does within a second or two) and the next refresh.
+    void forget();
     // Empty when the channel's keys are in canonical text (or its query is not listed); else why,
     // for a 400 or a WebSocket error.
     std::string error(std::string_view channel) const;

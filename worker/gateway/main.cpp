@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
         asio::steady_timer key_forms_timer(io);
         std::function<void()> refresh_key_forms = [&] {
             feed.read(std::string(publish::kKeyTypesKey), [](FeedRead read) {
+                if (read.ok && !read.value) key_forms().forget();  // not loaded: the worker refuses
                 if (read.ok && read.value && !key_forms().update(*read.value))
                     log_warning("gateway", std::string(publish::kKeyTypesKey) + " holds no query list; channel keys are not checked");
             });

@@ -102,10 +102,29 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
 }
 
 void RedisClusterSink::describe_keys(const std::string& key_types_json) {
+    {
+        std::lock_guard lock(key_types_mutex_);
+        key_types_ = key_types_json;
+    }
     Outcome o = client_.run(KeyedCommand{kKeyTypesKey, {"SET", kKeyTypesKey, key_types_json}, {}});
     if (auto e = outcome_error(o, where_ + " did not take " + std::string(kKeyTypesKey)))
-        log_warning("publish", std::string(e->what()) +
-                                   ": docsync-gateway checks channel keys against the query list it read last");
+        log_warning("publish", std::string(e->what()) + ": written again once the cluster takes it");
+}
+
+void RedisClusterSink::keep_key_types() {
+    std::optional<std::string> want;
+    {
+        std::lock_guard lock(key_types_mutex_);
+        want = key_types_;
+    }
+    if (!want) return;
+    Outcome held = client_.run(KeyedCommand{kKeyTypesKey, {"GET", kKeyTypesKey}, {}});
+    if (outcome_error(held, where_)) return;  // unreachable: tried again next second
+    if (held.reply && held.reply->type == REDIS_REPLY_STRING &&
+        std::string_view(held.reply->str, held.reply->len) == *want)
+        return;
+    Outcome o = client_.run(KeyedCommand{kKeyTypesKey, {"SET", kKeyTypesKey, *want}, {}});
+    if (!outcome_error(o, where_)) log_info("publish", where_ + " holds " + std::string(kKeyTypesKey) + " again");
 }
 
 void RedisClusterSink::expire_orphans(const std::vector<std::string>& channels) {
@@ -264,6 +283,7 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         seen_[m->id] = now;
     }
     for (auto it = seen_.begin(); it != seen_.end();) it = current.count(it->first) ? std::next(it) : seen_.erase(it);
+    keep_key_types();
     return lost;
 }
 

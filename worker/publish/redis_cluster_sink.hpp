@@ -45,7 +45,8 @@ public:
     std::uint64_t max_generation() override;
     std::optional<std::string> lost_docs() override;
     bool retains() const override { return true; }
-    // SET docsync:key_types (kKeyTypesKey); a failure is logged.
+    // SET docsync:key_types (kKeyTypesKey); a failure is logged. Kept as RedisSink keeps it:
+    // lost_docs() writes it again whenever the cluster holds another one or none.
     void describe_keys(const std::string& key_types_json) override;
     // An expiry of the tombstone TTL on each key that has none (a script: PTTL, then PEXPIRE).
     void expire_orphans(const std::vector<std::string>& channels) override;
@@ -73,6 +74,10 @@ private:
         int marker_slot = -1;
         std::string token;  // of the marker docsync:epoch:{N}, whose value is TOKEN/MASTER_REPLID
     };
+    // docsync:key_types as describe_keys gave it, written again when the cluster holds anything else.
+    void keep_key_types();
+    std::mutex key_types_mutex_;
+    std::optional<std::string> key_types_;  // what describe_keys was given last
     std::mutex lost_mutex_;
     std::map<std::string, Seen> seen_;         // by master node ID
     std::map<std::string, bool> was_master_;  // by node ID: its role at the last call

@@ -205,6 +205,10 @@ Reply RedisSink::get(const std::string& key) {
 }
 
 void RedisSink::describe_keys(const std::string& key_types_json) {
+    {
+        std::lock_guard lock(mutex_);
+        key_types_ = key_types_json;
+    }
     try {
         auto conn = acquire();
         Reply reply = conn->command({"SET", kKeyTypesKey, key_types_json});
@@ -212,7 +216,27 @@ void RedisSink::describe_keys(const std::string& key_types_json) {
         if (reply->type == REDIS_REPLY_ERROR) throw Error(reply_text(reply.get()));
     } catch (const std::exception& e) {
         log_warning("publish", where_ + " did not take " + std::string(kKeyTypesKey) + " (" + e.what() +
-                                   "): docsync-gateway checks channel keys against the query list it read last");
+                                   "): written again once Redis is back");
+    }
+}
+
+void RedisSink::keep_key_types() {
+    std::optional<std::string> want;
+    {
+        std::lock_guard lock(mutex_);
+        want = key_types_;
+    }
+    if (!want) return;
+    try {
+        Reply held = get(std::string(kKeyTypesKey));
+        if (held->type == REDIS_REPLY_STRING && std::string_view(held->str, held->len) == *want) return;
+        auto conn = acquire();
+        Reply reply = conn->command({"SET", kKeyTypesKey, *want});
+        release(std::move(conn));
+        if (reply->type == REDIS_REPLY_ERROR) throw Error(reply_text(reply.get()));
+        log_info("publish", where_ + " holds " + std::string(kKeyTypesKey) + " again");
+    } catch (const std::exception&) {
+        // Redis is down: its outage is logged where docs are published; tried again next second
     }
 }
 
@@ -315,6 +339,7 @@ std::optional<std::string> RedisSink::lost_docs() {
                "may be lost";
     run_id_ = run_id;
     epoch_ = marker.token;
+    keep_key_types();
     return lost;
 }
 

@@ -61,7 +61,10 @@ public:
     // `timeout` (the outage is counted once per failed attempt).
     bool wait_for_break(std::chrono::milliseconds timeout) override;
     bool retains() const override { return true; }
-    // SET docsync:key_types (kKeyTypesKey); a failure is logged.
+    // SET docsync:key_types (kKeyTypesKey); a failure is logged. The list is kept: lost_docs()
+    // (the sink watch, every second) writes it again whenever Redis holds another one or none (a
+    // failed write, a reconnect to a restarted or flushed Redis), so docsync-gateway never checks
+    // channels against a stale list for longer than a second or two.
     void describe_keys(const std::string& key_types_json) override;
     // An expiry of the tombstone TTL on each key that has none (a script: PTTL, then PEXPIRE).
     void expire_orphans(const std::vector<std::string>& channels) override;
@@ -81,6 +84,8 @@ private:
     void failed(const std::string& why);
     // GET of `key` on a pooled connection; a failure is recorded (failed()) and thrown.
     Reply get(const std::string& key);
+    // docsync:key_types as describe_keys gave it, written again when Redis holds anything else.
+    void keep_key_types();
 
     const RedisAddress address_;
     const std::string where_;  // "Redis at HOST:PORT/DB", for messages
@@ -91,6 +96,7 @@ private:
     std::string run_id_;  // lost_docs: what Redis said last time
     std::string epoch_;
     std::vector<std::unique_ptr<RedisConnection>> idle_;
+    std::optional<std::string> key_types_;  // what describe_keys was given last
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;
     bool down_ = false;  // logged as lost, not yet as back
