@@ -78,6 +78,8 @@ for q in "${!case_sql[@]}"; do
   sql "SELECT docsync.define_query('$q', \$q\$${case_sql[$q]}\$q\$, params => ARRAY['id']$path)" >/dev/null 2>&1
   sql "SELECT docsync.watch('$q', 'public.t', params => ARRAY['id'])" >/dev/null
 done
+# every table it reads watched: a query with an unwatched table is not the case here
+sql "SELECT docsync.watch('opaque', 'public.side', params => ARRAY['id'])" >/dev/null
 
 grant_reader
 compute_role=$(sql "SELECT reader FROM docsync.reader_roles")
