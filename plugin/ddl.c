@@ -9,8 +9,9 @@
  *		cost it next to nothing. So the common path here is C that reads no table but docsync's own
  *		(with a non-MVCC snapshot, so a serializable migration takes no predicate lock on it), locks no
  *		row, and runs no SQL: it bumps a sequence and writes a transactional logical message. SQL runs
- *		only when the DDL renames or drops something a watch may name, through docsync's helper
- *		functions, called as their owner (the extension's).
+ *		only when the DDL renames or drops something a watch may name, or refreshes a matview
+ *		CONCURRENTLY (counted, one row per matview), through docsync's helper functions, called as
+ *		their owner (the extension's).
  *
  *-------------------------------------------------------------------------
  */
