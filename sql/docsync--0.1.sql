@@ -1144,6 +1144,11 @@ $$;
 -- matview's lock, so no refresh waits on another because of it), and docsync.closure_state()
 -- hashes the count of every matview a doc query reads.
 CREATE TABLE docsync.matview_refreshes (relid oid PRIMARY KEY, refreshes bigint NOT NULL);
+COMMENT ON TABLE docsync.matview_refreshes IS 'how many times each matview was refreshed CONCURRENTLY (docsync.closure_state hashes it)';
+-- kept out of a subscriber's apply, like docsync's other tables
+CREATE TRIGGER skip_replicated BEFORE INSERT OR UPDATE OR DELETE ON docsync.matview_refreshes
+  FOR EACH ROW EXECUTE FUNCTION docsync.skip_replicated();
+ALTER TABLE docsync.matview_refreshes ENABLE REPLICA TRIGGER skip_replicated;
 CREATE FUNCTION docsync._refreshed(relid oid) RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
   INSERT INTO docsync.matview_refreshes AS r VALUES (relid, 1)
