@@ -9,8 +9,9 @@
  *		cost it next to nothing. So the common path here is C that reads no table but docsync's own
  *		(with a non-MVCC snapshot, so a serializable migration takes no predicate lock on it), locks no
  *		row, and runs no SQL: it bumps a sequence and writes a transactional logical message. SQL runs
- *		only when the DDL renames or drops something a watch may name, through docsync's helper
- *		functions, called as their owner (the extension's).
+ *		only when the DDL renames or drops something a watch may name, or refreshes a matview
+ *		CONCURRENTLY (counted, one row per matview), through docsync's helper functions, called as
+ *		their owner (the extension's).
  *
  *-------------------------------------------------------------------------
  */
@@ -364,7 +365,9 @@ follow_rename(const char *kind, Oid relid, const char *old_schema, const char *o
 /*
  * ddl_command_end, for the commands that can change what the plugin emits or a doc reads (the
  * event trigger's WHEN TAG list): follows renames of watched tables, columns and schemas, and raises
- * the generation, unless docsync has no doc query or the DDL touched only temporary objects.
+ * the generation, unless docsync has no doc query or the DDL touched only temporary objects. A
+ * REFRESH MATERIALIZED VIEW CONCURRENTLY is also counted (docsync._refreshed): it changes rows in
+ * place, leaving nothing in the catalog that would change a fingerprint.
  */
 Datum
 docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
@@ -426,6 +429,16 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 		if ((stmt->objectType == OBJECT_TABLE || stmt->objectType == OBJECT_FOREIGN_TABLE) &&
 			any_watch(NULL, stmt->relation->relname))
 			follow_rename("set schema", relid, stmt->relation->schemaname, stmt->relation->relname, stmt->newschema);
+	}
+	else if (IsA(trigger->parsetree, RefreshMatViewStmt) &&
+			 ((RefreshMatViewStmt *) trigger->parsetree)->concurrent && OidIsValid(relid))
+	{
+		/* its storage stays: count the refresh, which docsync.closure_state() hashes */
+		Oid			types[1] = {OIDOID};
+		Datum		args[1] = {ObjectIdGetDatum(relid)};
+		bool		nulls[1] = {false};
+
+		call_helper("_refreshed", 1, types, args, nulls);
 	}
 	bump_generation();
 	PG_RETURN_NULL();

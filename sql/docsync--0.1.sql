@@ -1288,23 +1288,58 @@ BEGIN
 END
 $$;
 
+-- REFRESH MATERIALIZED VIEW CONCURRENTLY changes a matview's rows in place: its storage and
+-- definition stay, and no row change of it is decoded. The event trigger counts each such refresh
+-- here (one row per matview, written by the refresh's own transaction, which already holds the
+-- matview's lock, so no refresh waits on another because of it), and docsync.closure_state()
+-- hashes the count of every matview a doc query reads.
+CREATE TABLE docsync.matview_refreshes (relid oid PRIMARY KEY, refreshes bigint NOT NULL);
+COMMENT ON TABLE docsync.matview_refreshes IS 'how many times each matview was refreshed CONCURRENTLY (docsync.closure_state hashes it)';
+-- kept out of a subscriber's apply, like docsync's other tables
+CREATE TRIGGER skip_replicated BEFORE INSERT OR UPDATE OR DELETE ON docsync.matview_refreshes
+  FOR EACH ROW EXECUTE FUNCTION docsync.skip_replicated();
+ALTER TABLE docsync.matview_refreshes ENABLE REPLICA TRIGGER skip_replicated;
+CREATE FUNCTION docsync._refreshed(relid oid) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+  INSERT INTO docsync.matview_refreshes AS r VALUES (relid, 1)
+    ON CONFLICT (relid) DO UPDATE SET refreshes = r.refreshes + 1
+$$;
+
 CREATE FUNCTION docsync.on_ddl_command_end() RETURNS event_trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_ddl_command_end';
--- never for GRANT, COMMENT, CREATE INDEX or anything else that cannot change what a doc reads
+-- Every command that can change what a doc query's names resolve to or what it returns (a new object
+-- in an earlier schema of its search_path, a definition, a policy, a text search configuration, a
+-- table's storage); docs/design.md "When unsure, recompute" lists those left out and why (GRANT,
+-- REVOKE, COMMENT, SECURITY LABEL, indexes, statistics, triggers, sequences' values, roles, event
+-- triggers, publications and subscriptions change no result a doc query computes).
 CREATE EVENT TRIGGER docsync_ddl_command_end ON ddl_command_end
-  WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'ALTER VIEW', 'CREATE VIEW', 'ALTER MATERIALIZED VIEW',
-               'CREATE MATERIALIZED VIEW', 'REFRESH MATERIALIZED VIEW', 'ALTER FOREIGN TABLE',
-               'CREATE FUNCTION', 'ALTER FUNCTION', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER COLLATION',
-               'CREATE CAST', 'CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE RULE', 'CREATE POLICY',
-               'ALTER POLICY', 'ALTER SCHEMA', 'ALTER EXTENSION')
+  WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER VIEW', 'CREATE VIEW',
+               'ALTER MATERIALIZED VIEW', 'CREATE MATERIALIZED VIEW', 'REFRESH MATERIALIZED VIEW',
+               'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE', 'IMPORT FOREIGN SCHEMA', 'CREATE SEQUENCE',
+               'ALTER SEQUENCE', 'CREATE FUNCTION', 'ALTER FUNCTION', 'CREATE PROCEDURE', 'ALTER PROCEDURE',
+               'ALTER ROUTINE', 'CREATE AGGREGATE', 'ALTER AGGREGATE', 'CREATE TYPE', 'ALTER TYPE',
+               'CREATE DOMAIN', 'ALTER DOMAIN', 'CREATE COLLATION', 'ALTER COLLATION', 'CREATE CAST',
+               'CREATE OPERATOR', 'ALTER OPERATOR', 'CREATE OPERATOR CLASS', 'ALTER OPERATOR CLASS',
+               'CREATE OPERATOR FAMILY', 'ALTER OPERATOR FAMILY', 'CREATE CONVERSION', 'ALTER CONVERSION',
+               'CREATE RULE', 'ALTER RULE', 'CREATE POLICY', 'ALTER POLICY', 'CREATE SCHEMA', 'ALTER SCHEMA',
+               'CREATE EXTENSION', 'ALTER EXTENSION', 'CREATE TEXT SEARCH CONFIGURATION',
+               'ALTER TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY', 'ALTER TEXT SEARCH DICTIONARY',
+               'CREATE TEXT SEARCH PARSER', 'ALTER TEXT SEARCH PARSER', 'CREATE TEXT SEARCH TEMPLATE',
+               'ALTER TEXT SEARCH TEMPLATE', 'CREATE SERVER', 'ALTER SERVER', 'CREATE FOREIGN DATA WRAPPER',
+               'ALTER FOREIGN DATA WRAPPER', 'CREATE USER MAPPING', 'ALTER USER MAPPING', 'CREATE TRANSFORM',
+               'CREATE LANGUAGE', 'ALTER LANGUAGE')
   EXECUTE FUNCTION docsync.on_ddl_command_end();
 
 CREATE FUNCTION docsync.on_sql_drop() RETURNS event_trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'docsync_on_sql_drop';
 CREATE EVENT TRIGGER docsync_sql_drop ON sql_drop
-  WHEN TAG IN ('DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP FUNCTION',
-               'DROP TYPE', 'DROP DOMAIN', 'DROP COLLATION', 'DROP CAST', 'DROP OPERATOR', 'DROP RULE',
-               'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED', 'ALTER TABLE')
+  WHEN TAG IN ('DROP TABLE', 'DROP VIEW', 'DROP MATERIALIZED VIEW', 'DROP FOREIGN TABLE', 'DROP SEQUENCE',
+               'DROP FUNCTION', 'DROP PROCEDURE', 'DROP ROUTINE', 'DROP AGGREGATE', 'DROP TYPE', 'DROP DOMAIN',
+               'DROP COLLATION', 'DROP CAST', 'DROP OPERATOR', 'DROP OPERATOR CLASS', 'DROP OPERATOR FAMILY',
+               'DROP CONVERSION', 'DROP RULE', 'DROP POLICY', 'DROP SCHEMA', 'DROP OWNED',
+               'DROP TEXT SEARCH CONFIGURATION', 'DROP TEXT SEARCH DICTIONARY', 'DROP TEXT SEARCH PARSER',
+               'DROP TEXT SEARCH TEMPLATE', 'DROP SERVER', 'DROP FOREIGN DATA WRAPPER', 'DROP USER MAPPING',
+               'DROP TRANSFORM', 'DROP LANGUAGE', 'ALTER TABLE')
   EXECUTE FUNCTION docsync.on_sql_drop();
 
 -------------------------------------------------------------------------------
@@ -1330,8 +1365,15 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
   fn(oid) AS (
     SELECT DISTINCT f FROM unnest(fns) f
     UNION
-    SELECT d.refobjid FROM fn JOIN pg_depend d
-        ON d.classid = 'pg_proc'::regclass AND d.objid = fn.oid AND d.refclassid = 'pg_proc'::regclass),
+    SELECT n.next FROM fn CROSS JOIN LATERAL (
+           SELECT d.refobjid FROM pg_depend d
+            WHERE d.classid = 'pg_proc'::regclass AND d.objid = fn.oid AND d.refclassid = 'pg_proc'::regclass
+           UNION ALL
+           -- an aggregate's support functions
+           SELECT x FROM pg_aggregate a
+                CROSS JOIN LATERAL unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn,
+                                                a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]::oid[]) x
+            WHERE a.aggfnoid = fn.oid AND x <> 0) n(next)),
   tree(relid) AS (
     SELECT DISTINCT r FROM unnest(rels) r
     UNION
@@ -1383,13 +1425,80 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
     (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
                        ORDER BY p.oid::regprocedure::text)
        FROM fn JOIN pg_proc p ON p.oid = fn.oid WHERE p.oid >= 16384 AND p.prokind IN ('f', 'p')),
-    -- a body docsync cannot see into: the state of every function of the database
-    (SELECT 'opaque ' || md5(string_agg(format('%s %s', p.oid, p.xmin), ',' ORDER BY p.oid))
-       FROM pg_proc p
-      WHERE p.oid >= 16384
-        AND EXISTS (SELECT FROM fn JOIN pg_proc o ON o.oid = fn.oid
-                     WHERE o.oid >= 16384 AND o.prosqlbody IS NULL
-                       AND o.prolang NOT IN (SELECT l.oid FROM pg_language l WHERE l.lanname IN ('internal', 'c')))),
+    -- aggregates: their support functions (followed above), initial states and the rest of pg_aggregate
+    (SELECT string_agg(format('%s aggregate %s %s %s %s %s %s %s %s %s %s %s %s %s %s %s', p.oid::regprocedure,
+                              a.aggkind, a.aggnumdirectargs, a.aggtransfn, a.aggfinalfn, a.aggcombinefn,
+                              a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn,
+                              a.aggfinalextra, a.aggfinalmodify, a.aggsortop::regoperator,
+                              a.aggtranstype::regtype, a.agginitval) || format(' %s %s', a.aggmtranstype::regtype,
+                              a.aggminitval), E'\n' ORDER BY p.oid::regprocedure::text)
+       FROM fn JOIN pg_proc p ON p.oid = fn.oid JOIN pg_aggregate a ON a.aggfnoid = p.oid
+      WHERE p.oid >= 16384),
+    -- a body docsync cannot see into may read anything: the catalog state of every user function,
+    -- relation (storage, shape, row security), column, type, policy, schema and text search object
+    -- of the database, so any DDL on any of them (a table rewrite, say) recomputes the query
+    (SELECT 'opaque ' || md5(string_agg(format('%s %s %s', o.cat, o.id, o.xmin), ',' ORDER BY o.cat, o.id))
+       FROM (SELECT 'proc' AS cat, p.oid::text AS id, p.xmin::text AS xmin FROM pg_proc p WHERE p.oid >= 16384
+             UNION ALL SELECT 'class', c.oid::text || ' ' || c.relfilenode, c.xmin::text FROM pg_class c
+              WHERE c.oid >= 16384 AND c.relkind IN ('r', 'p', 'm', 'f', 'v', 'S')
+             UNION ALL SELECT 'attribute', a.attrelid || ':' || a.attnum, a.xmin::text FROM pg_attribute a
+               JOIN pg_class c ON c.oid = a.attrelid
+              WHERE a.attrelid >= 16384 AND a.attnum > 0 AND c.relkind IN ('r', 'p', 'm', 'f', 'v', 'c')
+             UNION ALL SELECT 'type', t.oid::text, t.xmin::text FROM pg_type t WHERE t.oid >= 16384
+             UNION ALL SELECT 'enum', e.oid::text, e.xmin::text FROM pg_enum e
+             UNION ALL SELECT 'policy', y.oid::text, y.xmin::text FROM pg_policy y
+             UNION ALL SELECT 'namespace', n.oid::text, n.xmin::text FROM pg_namespace n WHERE n.oid >= 16384
+             UNION ALL SELECT 'collation', l.oid::text, l.xmin::text FROM pg_collation l WHERE l.oid >= 16384
+             UNION ALL SELECT 'operator', r.oid::text, r.xmin::text FROM pg_operator r WHERE r.oid >= 16384
+             UNION ALL SELECT 'cast', k.oid::text, k.xmin::text FROM pg_cast k WHERE k.oid >= 16384
+             UNION ALL SELECT 'inherits', i.inhrelid || ':' || i.inhparent, i.xmin::text FROM pg_inherits i
+             UNION ALL SELECT 'rewrite', w.oid::text, w.xmin::text FROM pg_rewrite w WHERE w.oid >= 16384
+             UNION ALL SELECT 'tsconfig', x.oid::text, x.xmin::text FROM pg_ts_config x
+             UNION ALL SELECT 'tsmap', m.mapcfg || ':' || m.maptokentype || ':' || m.mapseqno, m.xmin::text
+                         FROM pg_ts_config_map m
+             UNION ALL SELECT 'tsdict', x.oid::text, x.xmin::text FROM pg_ts_dict x
+             UNION ALL SELECT 'server', v.oid::text, v.xmin::text FROM pg_foreign_server v
+             UNION ALL SELECT 'foreign table', f.ftrelid::text, f.xmin::text FROM pg_foreign_table f
+             UNION ALL SELECT 'refreshes', m.relid::text, m.refreshes::text FROM docsync.matview_refreshes m) o
+      WHERE EXISTS (SELECT FROM fn JOIN pg_proc q ON q.oid = fn.oid
+                     WHERE q.oid >= 16384 AND q.prosqlbody IS NULL
+                       AND q.prolang NOT IN (SELECT l.oid FROM pg_language l WHERE l.lanname IN ('internal', 'c')))),
+    -- row security and foreign data: what the compute role may see, and where a foreign table reads
+    (SELECT string_agg(format('%s rls %s %s {%s} %s %s', c.oid::regclass, c.relrowsecurity, c.relforcerowsecurity,
+                              (SELECT string_agg(format('%s %s %s %s %s %s', y.polname, y.polcmd, y.polpermissive,
+                                                        y.polroles::regrole[], pg_get_expr(y.polqual, y.polrelid),
+                                                        pg_get_expr(y.polwithcheck, y.polrelid)), ','
+                                                 ORDER BY y.polname)
+                                 FROM pg_policy y WHERE y.polrelid = c.oid),
+                              (SELECT format('%s %s %s %s %s', f.ftoptions, v.srvname, v.srvoptions, w.fdwname, w.fdwoptions)
+                                 FROM pg_foreign_table f JOIN pg_foreign_server v ON v.oid = f.ftserver
+                                 JOIN pg_foreign_data_wrapper w ON w.oid = v.srvfdw WHERE f.ftrelid = c.oid),
+                              (SELECT string_agg(format('%s:%s', a.attname, a.attfdwoptions), ',' ORDER BY a.attnum)
+                                 FROM pg_attribute a
+                                WHERE a.attrelid = c.oid AND a.attnum > 0 AND a.attfdwoptions IS NOT NULL)),
+                       E'\n' ORDER BY c.oid::regclass::text)
+       FROM tree JOIN pg_class c ON c.oid = tree.relid
+      WHERE c.relrowsecurity OR c.relforcerowsecurity OR c.relkind = 'f'
+         OR EXISTS (SELECT FROM pg_policy y WHERE y.polrelid = c.oid)),
+    -- a matview refreshed CONCURRENTLY keeps its storage: its count of such refreshes
+    (SELECT string_agg(format('%s refreshes %s', c.oid::regclass, coalesce(r.refreshes, 0)), E'\n'
+                       ORDER BY c.oid::regclass::text)
+       FROM tree JOIN pg_class c ON c.oid = tree.relid LEFT JOIN docsync.matview_refreshes r ON r.relid = c.oid
+      WHERE c.relkind = 'm'),
+    -- text search: a tsvector, tsquery, regconfig or regdictionary anywhere in the query makes the
+    -- state of every text search configuration and dictionary count (which one a call uses is a
+    -- value, often a setting's)
+    (SELECT 'text search ' || md5(concat_ws(E'\n',
+              (SELECT string_agg(format('%s %s %s', x.oid::regconfig, x.cfgparser,
+                                        (SELECT string_agg(format('%s:%s:%s', m.maptokentype, m.mapseqno,
+                                                                  m.mapdict::regdictionary), ',' ORDER BY m.maptokentype, m.mapseqno)
+                                           FROM pg_ts_config_map m WHERE m.mapcfg = x.oid)), E'\n' ORDER BY x.oid)
+                 FROM pg_ts_config x),
+              (SELECT string_agg(format('%s %s %s', x.oid::regdictionary, x.dicttemplate, x.dictinitoption), E'\n'
+                                 ORDER BY x.oid)
+                 FROM pg_ts_dict x)))
+      WHERE EXISTS (SELECT FROM unnest(typs) t WHERE t IN ('tsvector'::regtype, 'tsquery'::regtype,
+                                                             'regconfig'::regtype, 'regdictionary'::regtype))),
     (SELECT string_agg(format('%s %s %s %s %s %s %s [%s] {%s} (%s)', t.oid::regtype, t.typtype, t.typbasetype::regtype,
                               t.typtypmod, t.typnotnull, t.typdefault, t.typcollation::regcollation,
                               (SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)

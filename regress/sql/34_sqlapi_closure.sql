@@ -69,11 +69,71 @@ ALTER TABLE child INHERIT parent;
 SELECT pg_temp.changed() AS inherit;
 ALTER TABLE child NO INHERIT parent;
 SELECT pg_temp.changed() AS no_inherit;
--- DDL on what no query reads changes no fingerprint but the opaque one's (a plpgsql body may read anything)
+-- DDL on what no query reads changes no fingerprint but the opaque one's (a plpgsql body may read
+-- anything, so the state of every table counts for it)
 ALTER TABLE bystander ADD COLUMN v int;
 SELECT pg_temp.changed() AS unrelated_table;
 CREATE FUNCTION unrelated(int) RETURNS int LANGUAGE sql AS 'SELECT 1';
 SELECT pg_temp.changed() AS unrelated_function;
+
+-- what a query reads through names that an earlier schema of its search_path may take over, through
+-- aggregates, materialized views, row security and text search
+CREATE SCHEMA early;
+CREATE FUNCTION add1(int, int) RETURNS int LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT $1 + $2; END;
+CREATE FUNCTION add100(int, int) RETURNS int LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT $1 + 100 * $2; END;
+CREATE AGGREGATE mysum(int) (sfunc = add1, stype = int, initcond = '0');
+CREATE TABLE side (id int PRIMARY KEY, v int);
+CREATE FUNCTION side_v(int) RETURNS int LANGUAGE sql STABLE AS 'SELECT v FROM closure.side WHERE id = $1';
+CREATE MATERIALIZED VIEW mv AS SELECT id, n FROM t;
+CREATE UNIQUE INDEX ON mv (id);
+CREATE TABLE notes (id int, body text);
+ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY everyone ON notes USING (true);
+CREATE TEXT SEARCH CONFIGURATION mycfg (COPY = simple);
+SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
+SELECT docsync.define_query('shadow', 'SELECT to_jsonb(x.n::small) FROM t x WHERE x.id = $1', params => ARRAY['id'],
+                            search_path => 'early, closure');
+SELECT docsync.define_query('agg', 'SELECT to_jsonb(mysum(n)) FROM t WHERE id <> $1', params => ARRAY['id']);
+SELECT docsync.define_query('opaque', 'SELECT to_jsonb(side_v($1))', params => ARRAY['id']);
+SELECT docsync.define_query('mat', 'SELECT to_jsonb(m.n) FROM mv m WHERE m.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('rls', 'SELECT jsonb_agg(body) FROM notes WHERE id <> $1', params => ARRAY['id']);
+SELECT docsync.define_query('ts', 'SELECT to_jsonb(to_tsvector(''mycfg'', label)) FROM t WHERE id = $1', params => ARRAY['id']);
+TRUNCATE fp;
+INSERT INTO fp SELECT name, docsync.fingerprint(name) FROM docsync.query_defs;
+UPDATE gen SET g = (SELECT generation FROM docsync.def_generation);
+-- command tags that create an object an earlier schema of the search_path resolves first
+CREATE TABLE early.t AS SELECT 1 AS id, 2 AS n;
+SELECT pg_temp.changed() AS create_table_as;
+DROP TABLE early.t;
+SELECT pg_temp.changed() AS drop_table;
+SELECT 1 AS id, 2 AS n INTO early.t;
+SELECT pg_temp.changed() AS select_into;
+DROP TABLE early.t;
+SELECT pg_temp.changed() AS drop_table;
+CREATE DOMAIN early.small AS int CHECK (VALUE > 100);
+SELECT pg_temp.changed() AS create_domain;
+-- an aggregate replaced: another state function, then another initial state
+CREATE OR REPLACE AGGREGATE mysum(int) (sfunc = add100, stype = int, initcond = '0');
+SELECT pg_temp.changed() AS aggregate_sfunc;
+CREATE OR REPLACE AGGREGATE mysum(int) (sfunc = add100, stype = int, initcond = '1000');
+SELECT pg_temp.changed() AS aggregate_initcond;
+-- ALTER ROUTINE on a function called
+ALTER ROUTINE side_v(int) SET search_path = early;
+SELECT pg_temp.changed() AS alter_routine;
+-- a table read only through a string-bodied function, rewritten
+ALTER TABLE side ALTER COLUMN v TYPE int USING v + 10;
+SELECT pg_temp.changed() AS opaque_rewrite;
+-- a concurrent refresh keeps the matview's storage
+REFRESH MATERIALIZED VIEW CONCURRENTLY mv;
+SELECT pg_temp.changed() AS refresh_concurrently;
+-- a policy of a table read
+ALTER POLICY everyone ON notes USING (id > 0);
+SELECT pg_temp.changed() AS alter_policy;
+ALTER TABLE notes FORCE ROW LEVEL SECURITY;
+SELECT pg_temp.changed() AS force_rls;
+-- a text search configuration
+ALTER TEXT SEARCH CONFIGURATION mycfg ALTER MAPPING FOR asciiword WITH english_stem;
+SELECT pg_temp.changed() AS ts_mapping;
 
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 RESET search_path;

@@ -403,3 +403,27 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
     sql1(db, "DROP DATABASE docsync_exec_nodefs");
     sql1(db, "DROP ROLE IF EXISTS docsync_exec_nodefs_role");
 }
+
+TEST_CASE("after definitions_changed, no compute uses a statement prepared before it") {
+    // A table created in an earlier schema of the search_path shadows the one a prepared statement
+    // was planned with; PostgreSQL does not re-plan the statement for it.
+    Fixture f;
+    sql1(f.db, "DROP SCHEMA IF EXISTS exec_s CASCADE");
+    sql1(f.db, "CREATE SCHEMA exec_s");
+    sql1(f.db, "GRANT USAGE ON SCHEMA exec_s TO PUBLIC");
+    auto options = executor_options();
+    options.pool_size = 1;
+    Executor ex(options);
+    auto query = doc_query(kOrderDoc, "exec_s, exec_t");
+    auto before = ex.run_doc(query, {"3"}, {});
+    REQUIRE(before.kind == OutcomeKind::Ok);
+    CHECK(*before.doc == R"({"id": 3, "status": "new"})");
+    sql1(f.db, "CREATE TABLE exec_s.orders (id int PRIMARY KEY, status text)");
+    sql1(f.db, "INSERT INTO exec_s.orders VALUES (3, 'shadow')");
+    sql1(f.db, "GRANT SELECT ON exec_s.orders TO PUBLIC");
+    ex.definitions_changed();
+    auto after = ex.run_doc(query, {"3"}, {});
+    REQUIRE(after.kind == OutcomeKind::Ok);
+    CHECK(*after.doc == R"({"id": 3, "status": "shadow"})");
+    sql1(f.db, "DROP SCHEMA exec_s CASCADE");
+}

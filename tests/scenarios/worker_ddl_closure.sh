@@ -10,6 +10,14 @@
 #   ALTER COLUMN label TYPE text COLLATE <a collation that orders 'a' and 'B' the other way>;
 #   CREATE OR REPLACE of the function the plpgsql function calls;
 #   ALTER TABLE child INHERIT parent.
+# Then one query per case, each equal to a fresh run (as the compute role, under its stored
+# search_path) within 15 s of:
+#   CREATE FUNCTION app.f / CREATE TABLE app.t shadowing public.f / public.t under 'app, public'
+#     (the pool's prepared statements are not re-planned for a shadowing object);
+#   CREATE OR REPLACE AGGREGATE with another initial state;
+#   a table rewrite of a table read only through a string-bodied SQL function;
+#   REFRESH MATERIALIZED VIEW CONCURRENTLY; ALTER POLICY on a table read;
+#   ALTER TEXT SEARCH CONFIGURATION … ALTER MAPPING.
 # Every step is checked, and the failures are reported together.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
@@ -36,7 +44,6 @@ sql "CREATE FUNCTION inner_f(int) RETURNS int LANGUAGE sql AS 'SELECT \$1 + 1'"
 sql "CREATE FUNCTION outer_f(int) RETURNS int LANGUAGE plpgsql AS 'BEGIN RETURN inner_f(\$1); END'"
 sql "SELECT docsync.define_query('thing', \$q\$$(doc_sql '$1')\$q\$, params => ARRAY['id'])" >/dev/null 2>&1
 sql "SELECT docsync.watch('thing', 't', params => ARRAY['id'])" >/dev/null
-grant_reader
 # The collation that orders 'a' and 'B' unlike the column's own.
 other=
 for c in C und-x-icu en-x-icu en_US.utf8; do
@@ -44,6 +51,48 @@ for c in C und-x-icu en-x-icu en_US.utf8; do
   if [ "$(sql "SELECT ('a' < 'B' COLLATE \"$c\") <> ('a'::text < 'B'::text)")" = t ]; then other=$c; break; fi
 done
 [ -n "$other" ] || fail "no collation here orders 'a' and 'B' unlike the database's default"
+
+# One query per case below: each reads one thing only the fix for that case notices.
+sql "CREATE SCHEMA app"
+sql "CREATE FUNCTION public.f(int) RETURNS text LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT 'public.f'; END"
+sql "CREATE FUNCTION add1(int, int) RETURNS int LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT \$1 + \$2; END"
+sql "CREATE AGGREGATE mysum(int) (sfunc = add1, stype = int, initcond = '0')"
+sql "CREATE TABLE side (id int PRIMARY KEY, v int NOT NULL); INSERT INTO side VALUES (1, 5), (2, 6)"
+sql "CREATE FUNCTION side_v(int) RETURNS int LANGUAGE sql STABLE AS 'SELECT v FROM public.side WHERE id = \$1'"
+sql "CREATE TABLE mbase (id int PRIMARY KEY, q int NOT NULL); INSERT INTO mbase VALUES (1, 5), (2, 6)"
+sql "CREATE MATERIALIZED VIEW mv AS SELECT id, q * 10 AS total FROM mbase; CREATE UNIQUE INDEX ON mv (id)"
+sql "CREATE TABLE notes (id int PRIMARY KEY, tid int NOT NULL, body text NOT NULL, secret bool NOT NULL);
+     INSERT INTO notes VALUES (1, 1, 'public', false), (2, 1, 'secret', true);
+     ALTER TABLE notes ENABLE ROW LEVEL SECURITY; CREATE POLICY everyone ON notes USING (true)"
+sql "CREATE TEXT SEARCH CONFIGURATION mycfg (COPY = simple)"
+declare -A case_sql=(
+  [shadow]="SELECT jsonb_build_object('n', t.n, 'f', f(t.id)) FROM t WHERE t.id = \$1"
+  [agg]="SELECT jsonb_build_object('n', t.n, 's', (SELECT mysum(x) FROM generate_series(1, 3) x)) FROM t WHERE t.id = \$1"
+  [opaque]="SELECT jsonb_build_object('n', t.n, 'side', side_v(t.id)) FROM t WHERE t.id = \$1"
+  [mat]="SELECT jsonb_build_object('n', t.n, 'total', (SELECT m.total FROM mv m WHERE m.id = t.id)) FROM t WHERE t.id = \$1"
+  [rls]="SELECT jsonb_build_object('n', t.n, 'notes', (SELECT jsonb_agg(x.body ORDER BY x.id) FROM notes x WHERE x.tid = t.id)) FROM t WHERE t.id = \$1"
+  [ts]="SELECT jsonb_build_object('n', t.n, 'ts', to_tsvector('mycfg', 'running dogs')) FROM t WHERE t.id = \$1"
+)
+for q in "${!case_sql[@]}"; do
+  path=; [ "$q" != shadow ] || path=", search_path => 'app, public'"
+  sql "SELECT docsync.define_query('$q', \$q\$${case_sql[$q]}\$q\$, params => ARRAY['id']$path)" >/dev/null 2>&1
+  sql "SELECT docsync.watch('$q', 'public.t', params => ARRAY['id'])" >/dev/null
+done
+# every table it reads watched: a query with an unwatched table is not the case here
+sql "SELECT docsync.watch('opaque', 'public.side', params => ARRAY['id'])" >/dev/null
+
+grant_reader
+compute_role=$(sql "SELECT reader FROM docsync.reader_roles")
+sql "GRANT USAGE ON SCHEMA app TO $compute_role; ALTER DEFAULT PRIVILEGES IN SCHEMA app GRANT SELECT ON TABLES TO $compute_role"
+sql "GRANT SELECT ON side, mv TO $compute_role"
+# case_fresh QUERY ID: t when db:QUERY:ID equals a fresh run as the compute role under its search_path.
+case_fresh() {
+  local d path; d=$(last_doc "db:$1:$2"); [ -n "$d" ] || { echo "no doc"; return; }
+  path=public; [ "$1" != shadow ] || path="app, public"
+  psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "BEGIN" -c "SET LOCAL ROLE $compute_role" \
+    -c "SET LOCAL search_path = $path" \
+    -c "SELECT \$dd\$$d\$dd\$::jsonb IS NOT DISTINCT FROM ($(sed "s/\\\$1/$2/" <<<"${case_sql[$1]}"))::jsonb" -c "COMMIT"
+}
 
 start_worker --audit-rate 0
 sql "UPDATE t SET n = n"
@@ -80,6 +129,48 @@ step "ALTER COLUMN label TYPE text COLLATE \"$other\"" "ALTER TABLE labels ALTER
 step "CREATE OR REPLACE of a function called through another" \
   "CREATE OR REPLACE FUNCTION inner_f(int) RETURNS int LANGUAGE sql AS 'SELECT \$1 + 100'"
 step "ALTER TABLE child INHERIT parent" "ALTER TABLE child INHERIT parent"
+# case_step QUERY NAME DDL: runs DDL, then waits up to 15 s for db:QUERY:1 and 2 to equal fresh runs.
+case_step() {
+  local q=$1 name=$2 ddl=$3 ok deadline id
+  sql "$ddl"
+  deadline=$((SECONDS + 15))
+  for (( ; ; )); do
+    ok=1
+    for id in 1 2; do [ "$(case_fresh "$q" "$id")" = t ] || ok=; done
+    [ -z "$ok" ] || break
+    if [ $SECONDS -ge $deadline ]; then
+      echo "   $name: STALE after 15 s: $(last_doc "db:$q:1")"
+      failures+=("$name")
+      return
+    fi
+    sleep 0.3
+  done
+  echo "   $name: recomputed"
+}
+for q in "${!case_sql[@]}"; do
+  for id in 1 2; do
+    deadline=$((SECONDS + 20))
+    until [ "$(case_fresh "$q" "$id")" = t ]; do
+      [ $SECONDS -lt $deadline ] || fail "db:$q:$id at start: $(last_doc "db:$q:$id")"
+      sleep 0.3
+    done
+  done
+done
+echo "DDL on what one query reads, each noticed by its own rule"
+case_step shadow "CREATE FUNCTION app.f(int) shadowing public.f" \
+  "CREATE FUNCTION app.f(int) RETURNS text LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT 'app.f'; END"
+case_step shadow "CREATE TABLE app.t shadowing public.t" \
+  "CREATE TABLE app.t (id int, n int); INSERT INTO app.t VALUES (1, 100), (2, 200)"
+case_step agg "CREATE OR REPLACE AGGREGATE with another initial state" \
+  "CREATE OR REPLACE AGGREGATE mysum(int) (sfunc = add1, stype = int, initcond = '1000')"
+case_step opaque "a rewrite of a table read through a string-bodied function" \
+  "ALTER TABLE side ALTER COLUMN v TYPE int USING v + 10"
+# mbase is read by no doc query, so its change reaches the doc only through the refresh
+sql "UPDATE mbase SET q = q + 1"
+case_step mat "REFRESH MATERIALIZED VIEW CONCURRENTLY" "REFRESH MATERIALIZED VIEW CONCURRENTLY mv"
+case_step rls "ALTER POLICY on a table read" "ALTER POLICY everyone ON notes USING (NOT secret)"
+case_step ts "ALTER TEXT SEARCH CONFIGURATION ... ALTER MAPPING" \
+  "ALTER TEXT SEARCH CONFIGURATION mycfg ALTER MAPPING FOR asciiword WITH english_stem"
 [ ${#failures[@]} -eq 0 ] || fail "docs left stale by: $(printf '%s; ' "${failures[@]}")"
 stop_worker
 echo "ok"

@@ -84,6 +84,8 @@ void Engine::Impl::load_definitions(Definitions definitions) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         std::vector<std::string> changed = catalog_.install(std::move(definitions));
+        // Before any recompute the reload causes: none may use a statement planned before the DDL.
+        runner_.definitions_changed();
         plans_.rebuild(catalog_);
         // A definitions transaction seen by on_commit completes only after the recomputes its
         // reload causes.

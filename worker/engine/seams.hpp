@@ -122,6 +122,12 @@ public:
     // Batched forms set aside since start because they failed where the docs alone ran (their
     // queries are computed one statement per doc): a metric, so that it is seen.
     virtual std::uint64_t batched_forms_set_aside() const { return 0; }
+    // The definitions were reloaded (the definitions generation moved): whatever the runner keeps
+    // planned from the catalog as it was (prepared statements) must not be used for computes that
+    // start after this call. PostgreSQL re-plans a prepared statement when an object it uses
+    // changes, not when a new one would now win name resolution (a table or function created in an
+    // earlier schema of the search_path).
+    virtual void definitions_changed() {}
 };
 
 // One doc for Publisher::publish_many; it points at what the caller keeps alive for the call.

@@ -43,6 +43,7 @@ struct Executor::Slot {
     bool standby = false;
     unsigned failures = 0;
     SteadyClock::time_point next_attempt{};
+    std::uint64_t epoch = 0;  // the definitions epoch its prepared statements were planned in
 };
 
 struct Executor::Lease {
@@ -161,6 +162,8 @@ void Executor::pin(pg::Connection& conn, pg::Deadline deadline) {
               deadline);
 }
 
+void Executor::definitions_changed() { definitions_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+
 bool Executor::standby() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return standby_;
@@ -257,6 +260,18 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
     pg::Connection& conn = *lease.slot->conn;
     OutcomeKind kind = OutcomeKind::Ok;
     try {
+        // Definitions reloaded since this connection prepared its statements: a shadowing object
+        // (CREATE TABLE app.t before public.t on the search_path) does not re-plan them, so they go.
+        std::uint64_t epoch = definitions_epoch_.load(std::memory_order_acquire);
+        if (lease.slot->epoch != epoch) {
+            try {
+                conn.forget_prepared(pg::deadline_in(options_.statement_timeout + std::chrono::seconds(5)));
+            } catch (const Error&) {
+                lease.keep = false;
+                throw;
+            }
+            lease.slot->epoch = epoch;
+        }
         if (lease.slot->standby) {
             // A standby's xip is always empty: wait for replay to pass what the compute completes,
             // checked before the snapshot is taken.

@@ -60,6 +60,8 @@ void require_harmless_role(pg::Connection& connection, bool replication_allowed,
 class Executor final : public Runner {
 public:
     std::uint64_t batched_forms_set_aside() const override;
+    // Every pool connection drops its prepared statements (DEALLOCATE ALL) before its next compute.
+    void definitions_changed() override;
     // Connects the first pool connection and checks the role; throws docsync::Error when the server
     // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
     explicit Executor(ExecutorOptions options);
@@ -126,6 +128,8 @@ private:
     std::vector<std::unique_ptr<Slot>> slots_;
     bool standby_ = false;
     std::atomic<bool> check_first_{false};
+    // Bumped by definitions_changed(); a connection whose Slot::epoch is older forgets its statements.
+    std::atomic<std::uint64_t> definitions_epoch_{0};
     std::set<std::string> unbatchable_;  // batched forms that failed where single computes succeeded  // the last snapshot check failed: check before querying
     std::string database_;
     std::string system_identifier_;

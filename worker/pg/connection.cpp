@@ -536,6 +536,12 @@ bool Connection::end_copy(ExecStatusType status, Deadline deadline) {
     }
 }
 
+void Connection::forget_prepared(Deadline deadline) {
+    if (prepared_.empty()) return;
+    exec_simple("DEALLOCATE ALL", deadline);
+    prepared_.clear();
+}
+
 void pin_text_forms(Connection& conn, Deadline deadline) {
     conn.exec_simple("SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; "
                      "SET IntervalStyle = 'postgres'; SET extra_float_digits = 3; SET bytea_output = 'hex'",

@@ -122,6 +122,10 @@ public:
     // Statements kept prepared (Statement::prepare); beyond this many, statements run unprepared.
     static constexpr std::size_t kMaxPrepared = 128;
     std::size_t prepared_count() const { return prepared_.size(); }
+    // Deallocates every statement the session has prepared (DEALLOCATE ALL) and forgets them, so
+    // the next run of each is parsed and planned against the catalog as it is now. Nothing is sent
+    // when none is prepared. Throws like exec().
+    void forget_prepared(Deadline deadline);
 
     // Sends `sql` (simple protocol) and waits for its first result without consuming further ones:
     // for START_REPLICATION, whose result is PGRES_COPY_BOTH. Throws like exec().
