@@ -2258,12 +2258,16 @@ BEGIN
      WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
                         WHERE x.grantee = to_regrole(quote_ident(u.reader)) AND x.privilege_type = 'USAGE')
     UNION ALL
-    -- EXECUTE where PUBLIC lacks it, when the definer has it
+    -- EXECUTE where PUBLIC lacks it, when the definer has it; never on a function of an extension
+    -- that PUBLIC may not execute: an extension revokes it for a reason (dblink_connect_u connects as
+    -- anyone without a password, lo_import reads server files), and a superuser definer holds it
     SELECT 'function', ns.nspname, f.fn::regprocedure::text, NULL,
            format('GRANT EXECUTE ON FUNCTION %s TO %I', f.fn::regprocedure, f.reader), f.reader
       FROM f JOIN pg_namespace ns ON ns.oid = f.pronamespace
      WHERE has_function_privilege(to_regrole(quote_ident(f.definer)), f.fn, 'EXECUTE')
        AND NOT has_function_privilege(to_regrole(quote_ident(f.reader)), f.fn, 'EXECUTE')
+       AND NOT EXISTS (SELECT FROM pg_depend d
+                        WHERE d.classid = 'pg_proc'::regclass AND d.objid = f.fn AND d.deptype = 'e')
     UNION ALL
     SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
            CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, t.reader)
