@@ -1633,9 +1633,12 @@ $$;
 -- worker's log and docsync.status); refused queries are not run, so they are left out. Like
 -- fingerprint(), it may be called by roles that cannot read the definition tables; each query is
 -- analysed as its definer (docsync.stored_analysis, through query_check and tables_read).
+-- docsync.status reads it: it must never wait for a customer's lock (a migration holding ACCESS
+-- EXCLUSIVE on a table a query reads blocks its analysis), so each lock is waited for 100 ms at most,
+-- and a query that cannot be analysed now is left out (query_check and refusal catch the timeout).
 CREATE FUNCTION docsync.uncovered_queries(OUT query text, OUT tables text[], OUT message text)
 RETURNS SETOF record
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 BEGIN
   RETURN QUERY SELECT q.name, chk.unwatched::text[],
          format('doc query "%s" reads %s, which no watch covers: its docs go stale when %s; watch %s with docsync.watch(%L, …)',
