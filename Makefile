@@ -25,7 +25,11 @@ OBJS = \
 	plugin/tables_syntax.o \
 	plugin/wait.o
 
-DATA = $(wildcard sql/docsync--*.sql)
+# The install script is generated: the parts of sql/parts/, each holding one concern, concatenated
+# in name order (rule below). Update scripts (sql/docsync--A--B.sql) are plain files.
+SQL_PARTS = $(sort $(wildcard $(srcdir)/sql/parts/*.sql))
+DATA_built = sql/docsync--$(EXTVERSION).sql
+DATA = $(filter-out $(DATA_built),$(wildcard sql/docsync--*.sql))
 
 REGRESS = $(patsubst regress/sql/%.sql,%,$(sort $(wildcard regress/sql/*.sql)))
 REGRESS_OPTS = --inputdir=regress --outputdir=regress
@@ -42,6 +46,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # docsync.control lives at the top; PGXS installs $(EXTENSION).control from there.
+
+# After the PGXS include, so `all` stays the default goal; `make clean` removes it (DATA_built).
+sql/docsync--$(EXTVERSION).sql: $(SQL_PARTS)
+	cat $(SQL_PARTS) > $@.tmp && mv $@.tmp $@
 
 # `make install` also installs the worker. After the PGXS include, so `all` stays the default goal.
 PREFIX ?= /usr/local

@@ -8,7 +8,8 @@ A quoted message is a code span in the first column of the Troubleshooting table
 lone capital N or M stand for any text (a name, a number, an elided part); everything else must be
 spelt as the code spells it. The messages the code can emit are read from the sources (string
 literals of plugin/*.c, shared/*.h and worker/**/*.cpp, *.hpp, with the pieces of one concatenation
-`"a" + x + "b"` joined; quoted literals of sql/*.sql, with `'a' || x || 'b'` joined) and from the
+`"a" + x + "b"` joined; quoted literals of the SQL sources, sql/parts/*.sql and the update scripts
+sql/docsync--A--B.sql, with `'a' || x || 'b'` joined) and from the
 BINARY files given (the PostgreSQL server and libpq, whose own messages the README quotes), with
 printf, format() and RAISE placeholders standing for any text.
 
@@ -43,6 +44,13 @@ def printf_template(text):
         pos = m.end()
     out.extend(text[pos:])
     return out
+
+
+def sql_sources(source_dir):
+    """The SQL the extension is made of: the parts of the install script (the Makefile concatenates
+    them into sql/docsync--X.Y.sql, a build product left out here) and the update scripts."""
+    return (sorted(glob.glob(os.path.join(source_dir, "sql", "parts", "*.sql")))
+            + sorted(glob.glob(os.path.join(source_dir, "sql", "docsync--*--*.sql"))))
 
 
 def sql_template(text):
@@ -222,7 +230,7 @@ def templates(source_dir, binaries):
             text = open(path, encoding="utf-8").read()
             rel = os.path.relpath(path, source_dir)
             result += [(rel, p) for p in chains(c_literals(text), text, "+", list)]
-    for path in sorted(glob.glob(os.path.join(source_dir, "sql", "*.sql"))):
+    for path in sql_sources(source_dir):
         text = open(path, encoding="utf-8").read()
         rel = os.path.relpath(path, source_dir)
         result += [(rel, p) for p in chains(sql_literals(text), text, "||", sql_template)]
@@ -415,7 +423,7 @@ def main():
     readme, source_dir, binaries = sys.argv[1], sys.argv[2], sys.argv[3:]
     corpus = Corpus([(w, normalise(p)) for w, p in templates(source_dir, binaries)])
     names = {s for b in binaries for s in binary_strings(b, 3)}
-    sql = "".join(open(p, encoding="utf-8").read() for p in glob.glob(os.path.join(source_dir, "sql", "*.sql")))
+    sql = "".join(open(p, encoding="utf-8").read() for p in sql_sources(source_dir))
     rows = troubleshooting_spans(readme)
     if len(rows) < 10:
         sys.exit("README's Troubleshooting table has only %d rows with quoted messages" % len(rows))
