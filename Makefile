@@ -22,6 +22,7 @@ OBJS = \
 	plugin/relmap.o \
 	plugin/sqlapi.o \
 	plugin/status.o \
+	plugin/status_file.o \
 	plugin/tables_syntax.o \
 	plugin/wait.o
 

@@ -12,7 +12,7 @@
 
 extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
 
-/* status.c: the workers' status files */
+/* status_file.c: the workers' status files */
 extern void docsync_status_init(void);
 extern bool docsync_status_gap_open(const char *slot);
 

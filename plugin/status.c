@@ -1,28 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * status.c
- *		Reads the workers' status files (layout: shared/docsync_status.h) for the docsync.status and
- *		docsync.query_stats views, and defines the docsync.status_dir setting. Also removes the files
- *		of a slot no worker serves any more (docsync.forget_slot), and says what is wrong with the
- *		server's output_plugin_libraries for docsync (docsync.output_plugin_problem).
+ *		The SQL functions over the workers' status files (read by status_file.c) behind the
+ *		docsync.status and docsync.query_stats views: docsync.status_files, status_file_queries and
+ *		status_directory. Also removes the files of a slot no worker serves any more
+ *		(docsync.forget_slot), and says what is wrong with the server's output_plugin_libraries for
+ *		docsync (docsync.output_plugin_problem).
  *
- * Files are read with pread() only, never mapped: a file truncated under a mapping would kill this
- * backend with SIGBUS and make the postmaster restart the whole server. Each file is read as seq,
- * header and body, seq, with read barriers between, and trusted only when the two seq values are
- * equal and even and the body's CRC matches; an update in progress is retried a bounded number of
- * times. A file of another layout version is reported with its version, and nothing else of it is
- * read. Liveness is not decided here: the views combine the heartbeat with the slot's active_pid
- * (no pid probing: the worker may run in another container sharing the directory).
+ * Liveness is not decided here: the views combine the heartbeat with the slot's active_pid (no pid
+ * probing: the worker may run in another container sharing the directory).
  *
  *-------------------------------------------------------------------------
  */
+
 #include "postgres.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "commands/dbcommands.h"
@@ -31,7 +26,6 @@
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "port/atomics.h"
 #include "replication/slot.h"
 #include "storage/fd.h"
 #include "storage/lwlock.h"
@@ -42,27 +36,8 @@
 #include "utils/timestamp.h"
 #include "utils/varlena.h"
 
-#include "docsync.h"
 #include "docsync_status.h"
-
-/* The directory the workers write their status files to (docsync.status_dir). */
-static char *docsync_status_dir = NULL;
-
-#define STATUS_DIR_DEFAULT "/run/docsync"
-#define STATUS_SUFFIX ".status"
-#define STATUS_MAX_ATTEMPTS 100		/* reads of one file while updates are in progress */
-#define STATUS_SPIN_ATTEMPTS 10		/* attempts before sleeping between them */
-#define STATUS_RETRY_SLEEP_US 100
-
-/* One read of one status file. */
-typedef struct StatusRead
-{
-	const char *error;			/* why the file is not trusted, NULL when it is */
-	uint32		layout_version; /* the file's layout version, 0 when unknown */
-	DocsyncStatusFile *file;	/* the file's contents; valid only when error is NULL */
-	bool		missing;		/* removed between listing and opening: skip it */
-	int			lock_held;		/* the slot's lock file: 1 held, 0 free, -1 unknown */
-} StatusRead;
+#include "status_file.h"
 
 PG_FUNCTION_INFO_V1(docsync_status_files);
 PG_FUNCTION_INFO_V1(docsync_status_file_queries);
@@ -72,135 +47,9 @@ PG_FUNCTION_INFO_V1(docsync_output_plugin_problem);
 
 /* ---- helpers ---- */
 
-static void read_status_file(const char *path, StatusRead *result);
 static Datum field_text(const char *field, size_t size);
 static Datum time_datum(int64 us, bool *isnull);
 static Datum count_datum(uint64 value);
-static void name_from_file(const char *file_name, char **database, char **slot);
-static void for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead *read), void *arg);
-
-/* Registers docsync.status_dir; called from _PG_init. */
-void
-docsync_status_init(void)
-{
-	DefineCustomStringVariable("docsync.status_dir",
-							   "Directory where docsync workers write their status files.",
-							   "Must be the directory given to docsync-worker --status-dir, on a host or volume "
-							   "the server shares with the worker.",
-							   &docsync_status_dir,
-							   STATUS_DIR_DEFAULT,
-							   PGC_SIGHUP,
-							   0,
-							   NULL, NULL, NULL);
-#if PG_VERSION_NUM >= 150000
-	/* a misspelt docsync.* setting is an error, not a silently ignored placeholder */
-	MarkGUCPrefixReserved("docsync");
-#else
-	EmitWarningsOnPlaceholders("docsync");
-#endif
-}
-
-/*
- * Reads one status file with pread: seq, everything, seq, with read barriers between, retried while
- * an update is in progress. Never errors for a bad file: the problem is described in result->error.
- */
-static void
-read_status_file(const char *path, StatusRead *result)
-{
-	int			fd;
-	struct stat st;
-	DocsyncStatusCheck check = DOCSYNC_STATUS_SHORT;
-	uint64		first_seq = 0;
-	bool		seq_stuck_odd = true;
-	int			attempt;
-
-	result->error = NULL;
-	result->missing = false;
-	result->layout_version = 0;
-	result->file = palloc0(sizeof(DocsyncStatusFile));
-
-	/* O_NONBLOCK: a FIFO planted in the directory must not hang the backend. */
-	fd = OpenTransientFile(path, O_RDONLY | O_NONBLOCK | PG_BINARY);
-	if (fd < 0)
-	{
-		result->missing = (errno == ENOENT);
-		result->error = psprintf("cannot open status file: %m");
-		return;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-	{
-		CloseTransientFile(fd);
-		result->error = "not a regular file";
-		return;
-	}
-
-	for (attempt = 1; attempt <= STATUS_MAX_ATTEMPTS; attempt++)
-	{
-		uint64		before = 0;
-		uint64		after = 0;
-		ssize_t		n0,
-					n,
-					n1;
-
-		CHECK_FOR_INTERRUPTS();
-		n0 = pread(fd, &before, sizeof(before), DOCSYNC_STATUS_SEQ_OFFSET);
-		pg_read_barrier();
-		n = pread(fd, result->file, sizeof(DocsyncStatusFile), 0);
-		pg_read_barrier();
-		n1 = pread(fd, &after, sizeof(after), DOCSYNC_STATUS_SEQ_OFFSET);
-		if (n0 < 0 || n < 0 || n1 < 0)
-		{
-			result->error = psprintf("cannot read status file: %m");
-			CloseTransientFile(fd);
-			return;
-		}
-		if (n0 != (ssize_t) sizeof(before) || n1 != (ssize_t) sizeof(after))
-			before = after = 1;
-		check = docsync_status_check(result->file, (size_t) n, before, after);
-		if (n >= 8 && result->file->magic == DOCSYNC_STATUS_MAGIC)
-			result->layout_version = result->file->layout_version;
-		if (attempt == 1)
-			first_seq = before;
-		if (before != first_seq || after != first_seq || (before & 1) == 0)
-			seq_stuck_odd = false;
-		if (check != DOCSYNC_STATUS_RETRY)
-			break;
-		if (attempt > STATUS_SPIN_ATTEMPTS)
-			pg_usleep(STATUS_RETRY_SLEEP_US);
-	}
-	CloseTransientFile(fd);
-
-	/* A writer that died inside an update leaves seq odd; its body counts only if its CRC matches. */
-	if (check == DOCSYNC_STATUS_RETRY && seq_stuck_odd && docsync_status_abandoned_update_ok(result->file))
-		check = DOCSYNC_STATUS_OK;
-
-	switch (check)
-	{
-		case DOCSYNC_STATUS_OK:
-			result->error = NULL;
-			break;
-		case DOCSYNC_STATUS_RETRY:
-			result->error = "status file changed on every read, or its writer stopped in the middle of an update";
-			break;
-		case DOCSYNC_STATUS_SHORT:
-			result->error = "status file is too short: being created, or truncated";
-			break;
-		case DOCSYNC_STATUS_BAD_MAGIC:
-			result->error = "not a docsync status file (wrong magic number)";
-			break;
-		case DOCSYNC_STATUS_FOREIGN_VERSION:
-			result->error = psprintf("status file has layout version %u, this extension reads version %u: "
-									 "use a docsync-worker and an extension of the same release",
-									 result->layout_version, DOCSYNC_STATUS_LAYOUT_VERSION);
-			break;
-		case DOCSYNC_STATUS_BAD_SIZE:
-			result->error = "status file has the wrong size for its layout version: corrupt";
-			break;
-		case DOCSYNC_STATUS_BAD_CRC:
-			result->error = "status file body fails its CRC check: corrupt";
-			break;
-	}
-}
 
 /*
  * A fixed-size string field as text: bounded by the field even without a NUL, and valid in the
@@ -247,180 +96,6 @@ count_datum(uint64 value)
 	return Int64GetDatum(value > (uint64) PG_INT64_MAX ? PG_INT64_MAX : (int64) value);
 }
 
-/*
- * Database and slot from a file name "<database>.<slot>.status" (database %XX-escaped), for files
- * whose body cannot be trusted.
- */
-static void
-name_from_file(const char *file_name, char **database, char **slot)
-{
-	size_t		len = strlen(file_name) - strlen(STATUS_SUFFIX);
-	char	   *stem = pnstrdup(file_name, len);
-	char	   *dot = strrchr(stem, '.');
-	StringInfoData db;
-	const char *p;
-
-	if (dot == NULL)
-	{
-		*database = NULL;
-		*slot = stem;
-		return;
-	}
-	*dot = '\0';
-	*slot = dot + 1;
-	initStringInfo(&db);
-	for (p = stem; *p; p++)
-	{
-		if (p[0] == '%' && isxdigit((unsigned char) p[1]) && isxdigit((unsigned char) p[2]))
-		{
-			char		hex[3] = {p[1], p[2], '\0'};
-
-			appendStringInfoChar(&db, (char) strtol(hex, NULL, 16));
-			p += 2;
-		}
-		else
-			appendStringInfoChar(&db, *p);
-	}
-	*database = db.data;
-	if (!pg_verify_mbstr(PG_UTF8, *database, strlen(*database), true))
-		*database = NULL;
-	if (!pg_verify_mbstr(PG_UTF8, *slot, strlen(*slot), true))
-		*slot = NULL;
-}
-
-/* The start of a small file, NUL-terminated; empty when it cannot be read. */
-static void
-read_small_file(const char *path, char *buf, size_t size)
-{
-	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	ssize_t		n = fd >= 0 ? pread(fd, buf, size - 1, 0) : -1;
-
-	if (fd >= 0)
-		CloseTransientFile(fd);
-	buf[n > 0 ? n : 0] = '\0';
-}
-
-/*
- * What this server can see of workers' locks, read once per scan of the status directory: its
- * kernel's boot id and the kernel's table of locks (/proc/locks).
- */
-typedef struct LockView
-{
-	char		boot_id[64];
-	bool		readable;		/* /proc/locks could be read */
-	StringInfoData locks;		/* its contents: empty when no process holds a lock */
-} LockView;
-
-static void
-load_lock_view(LockView *view)
-{
-	FILE	   *locks = AllocateFile("/proc/locks", "r");
-	char		buf[1024];
-	size_t		n;
-
-	read_small_file("/proc/sys/kernel/random/boot_id", view->boot_id, sizeof(view->boot_id));
-	view->boot_id[strcspn(view->boot_id, "\n")] = '\0';
-	initStringInfo(&view->locks);
-	view->readable = locks != NULL;
-	while (locks != NULL && (n = fread(buf, 1, sizeof(buf), locks)) > 0)
-		appendBinaryStringInfo(&view->locks, buf, (int) n);
-	if (locks != NULL)
-		FreeFile(locks);
-}
-
-/*
- * Whether the worker that wrote the lock file at `path` still holds its flock(): 1 held, 0 free, -1
- * unknown. A running worker holds its slot's lock file for its lifetime, and the kernel drops the
- * lock the moment the process dies, so a free lock proves the worker gone. Only the kernel that
- * holds a lock shows it: the worker writes its kernel's boot id under its pid ("<pid>\n<boot id>\n"),
- * and a lock file of another kernel (a worker on another host sharing the volume) or without one is
- * unknown. Read from /proc/locks, never by taking the lock: a lock held here even for a moment would
- * make a worker starting at that moment refuse to start.
- */
-static int
-flock_held(const char *path, LockView *view)
-{
-	struct stat st;
-	char		contents[128];
-	char	   *theirs;
-	char		wanted[64];
-	const char *at;
-
-	if (stat(path, &st) != 0 || !view->readable)
-		return -1;
-	read_small_file(path, contents, sizeof(contents));
-	theirs = strchr(contents, '\n');
-	if (theirs == NULL)
-		return -1;
-	theirs++;
-	theirs[strcspn(theirs, "\n")] = '\0';
-	if (theirs[0] == '\0' || strcmp(theirs, view->boot_id) != 0)
-		return -1;
-
-	/* "1: FLOCK  ADVISORY  WRITE 4242 fe:00:10952835 0 EOF"; a waiter's line has "->" after the number */
-	snprintf(wanted, sizeof(wanted), " %02x:%02x:%lu ", major(st.st_dev), minor(st.st_dev),
-			 (unsigned long) st.st_ino);
-	for (at = view->locks.data; (at = strstr(at, wanted)) != NULL; at += strlen(wanted))
-	{
-		const char *line = at;
-		size_t		length;
-
-		while (line > view->locks.data && line[-1] != '\n')
-			line--;
-		length = at - line;
-		if (memmem(line, length, " FLOCK ", 7) != NULL && memmem(line, length, "->", 2) == NULL)
-			return 1;
-	}
-	return 0;
-}
-
-/* Calls emit for every "*.status" file in docsync.status_dir, in directory order. */
-static void
-for_each_status_file(void (*emit) (void *arg, const char *file_name, StatusRead *read), void *arg)
-{
-	const char *dir_path = docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT;
-	DIR		   *dir;
-	struct dirent *de;
-	MemoryContext per_file;
-	MemoryContext old;
-	LockView	locks;
-
-	dir = AllocateDir(dir_path);
-	if (dir == NULL)
-	{
-		/* No directory: no worker writes here. The views still show what the server knows. */
-		if (errno != ENOENT)
-			ereport(WARNING,
-					(errcode_for_file_access(),
-					 errmsg("could not open docsync status directory \"%s\": %m", dir_path),
-					 errhint("Make docsync.status_dir readable by the server's operating system user.")));
-		return;
-	}
-	per_file = AllocSetContextCreate(CurrentMemoryContext, "docsync status file", ALLOCSET_DEFAULT_SIZES);
-	load_lock_view(&locks);
-	while ((de = ReadDirExtended(dir, dir_path, WARNING)) != NULL)
-	{
-		size_t		len = strlen(de->d_name);
-		StatusRead read;
-		char	   *path;
-
-		if (de->d_name[0] == '.' || len <= strlen(STATUS_SUFFIX) ||
-			strcmp(de->d_name + len - strlen(STATUS_SUFFIX), STATUS_SUFFIX) != 0)
-			continue;
-		old = MemoryContextSwitchTo(per_file);
-		path = psprintf("%s/%s", dir_path, de->d_name);
-		read_status_file(path, &read);
-		read.lock_held = flock_held(psprintf("%s/%.*s.lock", dir_path, (int) (len - strlen(STATUS_SUFFIX)),
-											 de->d_name), &locks);
-		MemoryContextSwitchTo(old);
-		if (!read.missing)
-			emit(arg, de->d_name, &read);
-		MemoryContextReset(per_file);
-	}
-	FreeDir(dir);
-	MemoryContextDelete(per_file);
-}
-
 /* ---- docsync.status_files() ---- */
 
 #define STATUS_FILES_COLS 35
@@ -442,7 +117,7 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
 		char	   *database;
 		char	   *slot;
 
-		name_from_file(file_name, &database, &slot);
+		docsync_status_name_from_file(file_name, &database, &slot);
 		if (database)
 			values[i] = CStringGetTextDatum(database);
 		else
@@ -545,14 +220,14 @@ emit_status_file(void *arg, const char *file_name, StatusRead *read)
  */
 static Datum
 status_file_rows(FunctionCallInfo fcinfo, const char *function, int columns,
-				 void (*emit) (void *arg, const char *file_name, StatusRead *read))
+				 DocsyncStatusEmit emit)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts != columns)
 		elog(ERROR, "%s declared with %d columns, expected %d", function, rsinfo->setDesc->natts, columns);
-	for_each_status_file(emit, rsinfo);
+	docsync_status_for_each_file(emit, rsinfo);
 	return (Datum) 0;
 }
 
@@ -620,71 +295,7 @@ docsync_status_file_queries(PG_FUNCTION_ARGS)
 Datum
 docsync_status_directory(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TEXT_P(cstring_to_text(docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT));
-}
-
-/* ---- docsync.forget_slot(slot, database) ---- */
-
-/* The database name as the worker writes it in file names: '/', '%', control bytes and a leading '.' as %XX. */
-static char *
-escape_database(const char *database)
-{
-	StringInfoData out;
-	const unsigned char *p;
-
-	initStringInfo(&out);
-	for (p = (const unsigned char *) database; *p; p++)
-	{
-		if (*p == '/' || *p == '%' || *p < 0x20 || *p == 0x7F || (p == (const unsigned char *) database && *p == '.'))
-			appendStringInfo(&out, "%%%02X", *p);
-		else
-			appendStringInfoChar(&out, (char) *p);
-	}
-	return out.data;
-}
-
-/* The path of a slot's status or lock file without its suffix: "<dir>/<database, escaped>.<slot>". */
-static char *
-slot_file_stem(const char *database, const char *slot)
-{
-	return psprintf("%s/%s.%s", docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT,
-					escape_database(database), slot);
-}
-
-/*
- * Whether the status file of `slot` (of this database) is trusted and shows a recompute of every live
- * doc that covers a gap in the stream (DOCSYNC_STATUS_RECOMPUTE_GAP) still running: docs may then
- * lack commits the slot has confirmed, and docsync.wait_published waits on; so it does while the
- * file says the sink's connection broke and was not checked since (DOCSYNC_STATUS_SINK_UNCHECKED),
- * as the sink may have lost docs. A missing or untrusted
- * file shows no gap. Frees what it allocates: a wait may ask every few milliseconds.
- */
-bool
-docsync_status_gap_open(const char *slot)
-{
-	MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "docsync status gap", ALLOCSET_DEFAULT_SIZES);
-	MemoryContext caller = MemoryContextSwitchTo(context);
-	char	   *database = get_database_name(MyDatabaseId);
-	bool		open = false;
-
-	if (database != NULL)
-	{
-		StatusRead	read;
-
-		read_status_file(psprintf("%s%s", slot_file_stem(database, slot), STATUS_SUFFIX), &read);
-		if (read.error == NULL)
-		{
-			const DocsyncStatusBody *b = &read.file->body;
-
-			open = (b->recompute_reason != DOCSYNC_RECOMPUTE_NONE &&
-					(b->recompute_flags & DOCSYNC_STATUS_RECOMPUTE_GAP) != 0 &&
-					b->recompute_finished_us == 0) ||
-				(b->recompute_flags & DOCSYNC_STATUS_SINK_UNCHECKED) != 0;
-		}
-	}
-	MemoryContextSwitchTo(caller);
-	MemoryContextDelete(context);
-	return open;
+	PG_RETURN_TEXT_P(cstring_to_text(docsync_status_directory_path()));
 }
 
 /*
@@ -698,7 +309,7 @@ Datum
 docsync_forget_slot(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const char *dir_path = docsync_status_dir ? docsync_status_dir : STATUS_DIR_DEFAULT;
+	const char *dir_path = docsync_status_directory_path();
 	char	   *slot;
 	char	   *database;
 	char	   *stem;
@@ -725,7 +336,7 @@ docsync_forget_slot(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("docsync.forget_slot needs a database name")));
 
-	stem = slot_file_stem(database, slot);
+	stem = docsync_status_slot_stem(database, slot);
 	paths[0] = psprintf("%s%s", stem, STATUS_SUFFIX);
 	paths[1] = psprintf("%s.lock", stem);
 	for (i = 0; i < 2; i++)
@@ -802,7 +413,7 @@ docsync_forget_slot(PG_FUNCTION_ARGS)
 	{
 		StatusRead read;
 
-		read_status_file(paths[0], &read);
+		docsync_status_read_file(paths[0], &read);
 		if (read.error == NULL && read.file->body.state != DOCSYNC_STATE_STOPPED)
 		{
 			int64		now_us = (int64) GetCurrentTimestamp() +

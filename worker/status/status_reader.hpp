@@ -1,5 +1,5 @@
 #pragma once
-// Reads a status file the way the extension does (plugin/status.c): pread only, seq, body, seq with
+// Reads a status file the way the extension does (plugin/status_file.c): pread only, seq, body, seq with
 // acquire barriers, judged by the shared docsync_status_check(), retried while an update is in
 // progress. Used by the worker's tests and the status test tool; the extension has its own loop in C
 // because its barriers, sleeps and error reporting are the server's.
