@@ -6,11 +6,12 @@
  *
  * Only watched relations (the `tables` option, plus the extension's own tables) emit anything, and
  * only their listed columns. A transaction's BEGIN is written before its first emitted record and its
- * COMMIT after the last, so a transaction whose changes are all filtered out emits nothing. Records
- * are written in the binary format or, with format 'text', as one readable line each: both are
- * specified in shared/docsync_wire.h. Each record is built in ctx->out and written at once; values
- * are converted in a per-change memory context reset after every change, so plugin memory stays
- * bounded whatever the size of a transaction.
+ * COMMIT after the last, so a transaction whose changes are all filtered out emits nothing. This file
+ * decides what is written and when; the records themselves, in the binary format or, with format
+ * 'text', as one readable line each (both specified in shared/docsync_wire.h), are encoded by the
+ * writer of records.c. Each record is built in ctx->out and written at once; values are converted in
+ * a per-change memory context reset after every change, so plugin memory stays bounded whatever the
+ * size of a transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,7 +20,6 @@
 #include "access/detoast.h"
 #include "fmgr.h"
 #include "access/htup_details.h"
-#include "access/transam.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "catalog/pg_type.h"
@@ -32,6 +32,7 @@
 #include "docsync.h"
 #include "docsync_wire.h"
 #include "plugin.h"
+#include "records.h"
 
 /* Per-slot-session state. */
 typedef struct DocsyncDecodingData
@@ -39,6 +40,7 @@ typedef struct DocsyncDecodingData
 	MemoryContext context;		/* per-change context, reset after each change */
 	MemoryContext options_context;	/* holds the parsed options for the session */
 	DocsyncOptions options;		/* the parsed plugin options */
+	const DocsyncWriter *writer;	/* encodes the records in the options' format */
 	int			changes_since_progress; /* changes seen since the last progress report */
 } DocsyncDecodingData;
 
@@ -47,16 +49,6 @@ typedef struct DocsyncTxnData
 {
 	bool		begin_sent;		/* BEGIN written: a COMMIT must follow */
 } DocsyncTxnData;
-
-/* One column value of a tuple being written. */
-typedef struct DocsyncValue
-{
-	char		kind;			/* DOCSYNC_VAL_* */
-	const char *text;			/* DOCSYNC_VAL_TEXT: the type's text output (not terminated) */
-	int			len;			/* DOCSYNC_VAL_TEXT: its length in bytes */
-	Datum		datum;			/* the raw value (valid for TEXT, and for TOAST as a pointer) */
-	char		digits[24];		/* room for an integer's text form */
-} DocsyncValue;
 
 /*
  * Reads the columns of one tuple: deformed all at once when many are emitted, fetched one by one
@@ -98,21 +90,10 @@ static void write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relat
 static void collect_new(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple, DocsyncValue *values);
 static void collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 						const DocsyncValue *newvals, DocsyncValue *values);
-static void write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
-						const DocsyncValue *values);
 static void value_text(DocsyncColumn *col, Datum d, DocsyncValue *value);
 static void reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple);
 static Datum reader_get(TupleReader *reader, AttrNumber attnum, bool *isnull);
 static void progress_tick(LogicalDecodingContext *ctx);
-
-/* Encoding helpers */
-static uint64 full_xid(TransactionId xid);
-static void put_uv(StringInfo out, uint64 v);
-static void put_str(StringInfo out, const char *s, size_t len);
-static void append_ident(StringInfo out, const char *name);
-static void append_qualified(StringInfo out, const char *schema, const char *name);
-static void append_column_label(StringInfo out, const DocsyncColumn *col);
-static void append_literal(StringInfo out, const char *s, size_t len);
 
 void
 _PG_output_plugin_init(OutputPluginCallbacks *cb)
@@ -149,6 +130,7 @@ docsync_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_i
 
 	opt->output_type = data->options.binary ? OUTPUT_PLUGIN_BINARY_OUTPUT
 		: OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+	data->writer = docsync_writer(data->options.binary);
 	opt->receive_rewrites = false;
 	docsync_relmap_init(ctx->context, data->options.tables);
 }
@@ -221,7 +203,6 @@ docsync_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 	int			j;
 	uint8		flags = 0;
 	MemoryContext old;
-	StringInfo	out;
 
 	progress_tick(ctx);
 	old = MemoryContextSwitchTo(data->context);
@@ -250,29 +231,7 @@ docsync_truncate(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 			flags |= DOCSYNC_TRUNCATE_RESTART_IDENTITY;
 
 		OutputPluginPrepareWrite(ctx, true);
-		out = ctx->out;
-		if (data->options.binary)
-		{
-			appendStringInfoChar(out, DOCSYNC_REC_TRUNCATE);
-			appendStringInfoChar(out, (char) flags);
-			put_uv(out, (uint64) nhit);
-			for (i = 0; i < nhit; i++)
-				put_uv(out, hit[i]->root_relid);
-		}
-		else
-		{
-			appendStringInfoString(out, "TRUNCATE ");
-			for (i = 0; i < nhit; i++)
-			{
-				if (i > 0)
-					appendStringInfoString(out, ", ");
-				append_qualified(out, hit[i]->schema, hit[i]->name);
-			}
-			if (flags & DOCSYNC_TRUNCATE_CASCADE)
-				appendStringInfoString(out, " CASCADE");
-			if (flags & DOCSYNC_TRUNCATE_RESTART_IDENTITY)
-				appendStringInfoString(out, " RESTART IDENTITY");
-		}
+		data->writer->truncate(ctx->out, hit, nhit, flags);
 		OutputPluginWrite(ctx, true);
 	}
 	docsync_relmap_release();
@@ -287,7 +246,6 @@ docsync_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 				Size message_size, const char *message)
 {
 	DocsyncDecodingData *data = ctx->output_plugin_private;
-	StringInfo	out;
 
 	if (!data->options.messages || strncmp(prefix, "docsync", strlen("docsync")) != 0)
 		return;
@@ -295,21 +253,7 @@ docsync_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn,
 		ensure_begin(ctx, txn);
 
 	OutputPluginPrepareWrite(ctx, true);
-	out = ctx->out;
-	if (data->options.binary)
-	{
-		appendStringInfoChar(out, DOCSYNC_REC_MESSAGE);
-		appendStringInfoChar(out, transactional ? 1 : 0);
-		put_str(out, prefix, strlen(prefix));
-		put_str(out, message, message_size);
-	}
-	else
-	{
-		appendStringInfoString(out, transactional ? "MESSAGE transactional " : "MESSAGE nontransactional ");
-		append_literal(out, prefix, strlen(prefix));
-		appendStringInfoChar(out, ' ');
-		append_literal(out, message, message_size);
-	}
+	data->writer->message(ctx->out, transactional, prefix, message, message_size);
 	OutputPluginWrite(ctx, true);
 }
 
@@ -339,14 +283,7 @@ docsync_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr co
 		return;
 
 	OutputPluginPrepareWrite(ctx, true);
-	if (data->options.binary)
-	{
-		appendStringInfoChar(ctx->out, DOCSYNC_REC_COMMIT);
-		put_uv(ctx->out, commit_lsn);
-		put_uv(ctx->out, txn->end_lsn);
-	}
-	else
-		appendStringInfoString(ctx->out, "COMMIT");
+	data->writer->commit(ctx->out, txn, commit_lsn);
 	OutputPluginWrite(ctx, true);
 }
 
@@ -363,15 +300,7 @@ ensure_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
 	txndata->begin_sent = true;
 
 	OutputPluginPrepareWrite(ctx, false);
-	if (data->options.binary)
-	{
-		appendStringInfoChar(ctx->out, DOCSYNC_REC_BEGIN);
-		put_uv(ctx->out, full_xid(txn->xid));
-		put_uv(ctx->out, txn->final_lsn);
-		put_uv(ctx->out, docsync_zigzag_encode(txn->xact_time.commit_time));
-	}
-	else
-		appendStringInfoString(ctx->out, "BEGIN");
+	data->writer->begin(ctx->out, txn);
 	OutputPluginWrite(ctx, false);
 }
 
@@ -380,8 +309,6 @@ static void
 ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 {
 	DocsyncDecodingData *data = ctx->output_plugin_private;
-	StringInfo	out;
-	int			i;
 
 	if (entry->relation_sent)
 		return;
@@ -392,43 +319,7 @@ ensure_relation(LogicalDecodingContext *ctx, DocsyncRelEntry *entry)
 	}
 
 	OutputPluginPrepareWrite(ctx, false);
-	out = ctx->out;
-	if (data->options.binary)
-	{
-		appendStringInfoChar(out, DOCSYNC_REC_RELATION);
-		put_uv(out, entry->root_relid);
-		put_str(out, entry->schema, strlen(entry->schema));
-		put_str(out, entry->name, strlen(entry->name));
-		appendStringInfoChar(out, entry->replident);
-		put_uv(out, (uint64) entry->ncolumns);
-		for (i = 0; i < entry->ncolumns; i++)
-		{
-			DocsyncColumn *col = &entry->columns[i];
-
-			put_uv(out, (uint64) col->attnum);
-			put_str(out, col->name, strlen(col->name));
-			put_uv(out, col->typid);
-			appendStringInfoChar(out, (char) col->flags);
-		}
-	}
-	else
-	{
-		appendStringInfoString(out, "RELATION ");
-		append_qualified(out, entry->schema, entry->name);
-		appendStringInfo(out, " replident %c:", entry->replident);
-		for (i = 0; i < entry->ncolumns; i++)
-		{
-			DocsyncColumn *col = &entry->columns[i];
-
-			appendStringInfoString(out, i == 0 ? " " : ", ");
-			append_column_label(out, col);
-			appendStringInfo(out, " %u", col->typid);
-			if (col->flags & DOCSYNC_COL_IDENTITY)
-				appendStringInfoString(out, " identity");
-			if (col->flags & DOCSYNC_COL_MISSING)
-				appendStringInfoString(out, " missing");
-		}
-	}
+	data->writer->relation(ctx->out, entry);
 	OutputPluginWrite(ctx, false);
 	docsync_relmap_relation_written(entry);
 	entry->relation_sent = true;
@@ -440,32 +331,26 @@ write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation
 		  ReorderBufferChange *change)
 {
 	DocsyncDecodingData *data = ctx->output_plugin_private;
-	bool		binary = data->options.binary;
 	TupleDesc	desc = RelationGetDescr(relation);
 	HeapTuple	newtuple = DOCSYNC_CHANGE_NEWTUPLE(change);
 	HeapTuple	oldtuple = DOCSYNC_CHANGE_OLDTUPLE(change);
 	DocsyncValue *newvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
 	DocsyncValue *oldvals = palloc(sizeof(DocsyncValue) * (entry->ncolumns + 1));
-	StringInfo	out;
 	char		type;
-	const char *word;
 
 	switch (change->action)
 	{
 		case REORDER_BUFFER_CHANGE_INSERT:
 			type = DOCSYNC_REC_INSERT;
-			word = "INSERT ";
 			collect_new(entry, desc, newtuple, newvals);
 			break;
 		case REORDER_BUFFER_CHANGE_UPDATE:
 			type = DOCSYNC_REC_UPDATE;
-			word = "UPDATE ";
 			collect_new(entry, desc, newtuple, newvals);
 			collect_old(entry, desc, oldtuple, newvals, oldvals);
 			break;
 		case REORDER_BUFFER_CHANGE_DELETE:
 			type = DOCSYNC_REC_DELETE;
-			word = "DELETE ";
 			collect_old(entry, desc, oldtuple, NULL, oldvals);
 			break;
 		default:
@@ -473,21 +358,7 @@ write_row(LogicalDecodingContext *ctx, DocsyncRelEntry *entry, Relation relation
 	}
 
 	OutputPluginPrepareWrite(ctx, true);
-	out = ctx->out;
-	if (binary)
-	{
-		appendStringInfoChar(out, type);
-		put_uv(out, entry->root_relid);
-	}
-	else
-	{
-		appendStringInfoString(out, word);
-		append_qualified(out, entry->schema, entry->name);
-	}
-	if (type != DOCSYNC_REC_DELETE)
-		write_tuple(out, binary, "new", entry, newvals);
-	if (type != DOCSYNC_REC_INSERT)
-		write_tuple(out, binary, "old", entry, oldvals);
+	data->writer->row(ctx->out, type, entry, newvals, oldvals);
 	OutputPluginWrite(ctx, true);
 }
 
@@ -595,53 +466,6 @@ collect_old(DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple,
 	}
 }
 
-/* Writes one tuple: uv natts then kinds and texts (binary), or label(col=value …) (text). */
-static void
-write_tuple(StringInfo out, bool binary, const char *label, DocsyncRelEntry *entry,
-			const DocsyncValue *values)
-{
-	int			i;
-
-	if (binary)
-	{
-		put_uv(out, (uint64) entry->ncolumns);
-		for (i = 0; i < entry->ncolumns; i++)
-		{
-			appendStringInfoChar(out, values[i].kind);
-			if (values[i].kind == DOCSYNC_VAL_TEXT)
-				put_str(out, values[i].text, values[i].len);
-		}
-		return;
-	}
-	appendStringInfo(out, " %s(", label);
-	for (i = 0; i < entry->ncolumns; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(out, ' ');
-		append_column_label(out, &entry->columns[i]);
-		appendStringInfoChar(out, '=');
-		switch (values[i].kind)
-		{
-			case DOCSYNC_VAL_TEXT:
-				append_literal(out, values[i].text, values[i].len);
-				break;
-			case DOCSYNC_VAL_NULL:
-				appendStringInfoString(out, "NULL");
-				break;
-			case DOCSYNC_VAL_TOAST:
-				appendStringInfoString(out, "TOAST");
-				break;
-			case DOCSYNC_VAL_SAME:
-				appendStringInfoString(out, "SAME");
-				break;
-			default:
-				appendStringInfoString(out, "UNKNOWN");
-				break;
-		}
-	}
-	appendStringInfoChar(out, ')');
-}
-
 static void
 reader_init(TupleReader *reader, DocsyncRelEntry *entry, TupleDesc desc, HeapTuple tuple)
 {
@@ -726,115 +550,4 @@ progress_tick(LogicalDecodingContext *ctx)
 		data->changes_since_progress = 0;
 		docsync_update_progress(ctx, false);
 	}
-}
-
-/* Widens a decoded xid to 64 bits with the epoch of the server's next xid. */
-static uint64
-full_xid(TransactionId xid)
-{
-	FullTransactionId next = ReadNextFullTransactionId();
-	uint64		epoch = EpochFromFullTransactionId(next);
-
-	/* The decoded transaction is older than next: a larger 32-bit value means the previous epoch. */
-	if (xid > XidFromFullTransactionId(next) && epoch > 0)
-		epoch--;
-	return (epoch << 32) | xid;
-}
-
-static void
-put_uv(StringInfo out, uint64 v)
-{
-	if (out->maxlen - out->len <= DOCSYNC_UV_MAX_BYTES)
-		enlargeStringInfo(out, DOCSYNC_UV_MAX_BYTES);
-	out->len += (int) docsync_uv_encode(v, (uint8 *) out->data + out->len);
-	out->data[out->len] = '\0';
-}
-
-static void
-put_str(StringInfo out, const char *s, size_t len)
-{
-	put_uv(out, (uint64) len);
-	appendBinaryStringInfo(out, s, (int) len);
-}
-
-/* An identifier, double-quoted unless it matches [a-z_][a-z0-9_]*. */
-static void
-append_ident(StringInfo out, const char *name)
-{
-	const char *p;
-	bool		plain = name[0] != '\0' && ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
-
-	for (p = name; plain && *p; p++)
-		plain = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
-	if (plain)
-	{
-		appendStringInfoString(out, name);
-		return;
-	}
-	appendStringInfoChar(out, '"');
-	for (p = name; *p; p++)
-	{
-		if (*p == '"')
-			appendStringInfoChar(out, '"');
-		appendStringInfoChar(out, *p);
-	}
-	appendStringInfoChar(out, '"');
-}
-
-static void
-append_qualified(StringInfo out, const char *schema, const char *name)
-{
-	append_ident(out, schema);
-	appendStringInfoChar(out, '.');
-	append_ident(out, name);
-}
-
-/* A column's name, or "#attnum" for a listed attnum the relation does not have. */
-static void
-append_column_label(StringInfo out, const DocsyncColumn *col)
-{
-	if (col->name[0] != '\0')
-		append_ident(out, col->name);
-	else
-		appendStringInfo(out, "\"#%d\"", col->attnum);
-}
-
-/* A quoted literal on one line: '' for a quote, \\ \n \r \t and \xNN for other control bytes. */
-static void
-append_literal(StringInfo out, const char *s, size_t len)
-{
-	size_t		i;
-
-	enlargeStringInfo(out, (int) len + 2);
-	appendStringInfoChar(out, '\'');
-	for (i = 0; i < len; i++)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		switch (c)
-		{
-			case '\'':
-				appendStringInfoString(out, "''");
-				break;
-			case '\\':
-				appendStringInfoString(out, "\\\\");
-				break;
-			case '\n':
-				appendStringInfoString(out, "\\n");
-				break;
-			case '\r':
-				appendStringInfoString(out, "\\r");
-				break;
-			case '\t':
-				appendStringInfoString(out, "\\t");
-				break;
-			default:
-				if (c < 0x20 || c == 0x7f)
-					appendStringInfo(out, "\\x%02x", c);
-				else
-					appendStringInfoCharMacro(out, (char) c);
-				break;
-		}
-	}
-	appendStringInfoChar(out, '\'');
 }

@@ -2,7 +2,7 @@
  * docsync_wire.h
  *      The docsync wire format: the records the output plugin emits and the worker decodes, in
  *      binary and in the plugin's text format. This comment is the one specification of both; the
- *      plugin (plugin/decode.c), the worker's decoder and the documentation refer to it.
+ *      plugin (plugin/records.c), the worker's decoder and the documentation refer to it.
  *
  * Plain C99, shared by the plugin (C, inside the server) and the worker (C++). Nothing here includes
  * PostgreSQL or C++ headers.
