@@ -19,6 +19,7 @@ OBJS = \
 	plugin/definer.o \
 	plugin/options.o \
 	plugin/reader.o \
+	plugin/relcolumns.o \
 	plugin/records.o \
 	plugin/relmap.o \
 	plugin/sqlapi.o \

@@ -2,7 +2,8 @@
  *
  * plugin.h
  *		Internal declarations of the docsync output plugin: the parsed options (options.c), the
- *		per-relation decision cache (relmap.c) and the state the callbacks share (decode.c).
+ *		per-relation decision cache (relmap.c, its columns by relcolumns.c) and the state the
+ *		callbacks share (decode.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -93,5 +94,10 @@ extern void docsync_relmap_release(void);
 extern void docsync_relmap_reset(void);
 extern bool docsync_relmap_needs_relation(DocsyncRelEntry *entry);
 extern void docsync_relmap_relation_written(DocsyncRelEntry *entry);
+extern bool docsync_relmap_first_warning(const char *key);
+
+/* relcolumns.c */
+extern void docsync_relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf,
+									   bool all_columns, List *listed);
 
 #endif							/* DOCSYNC_PLUGIN_H */

@@ -21,13 +21,8 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "access/sysattr.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
-#include "catalog/pg_class.h"
-#include "nodes/bitmapset.h"
-#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -35,7 +30,6 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "docsync_wire.h"
 #include "plugin.h"
 
 /* One watched (reported) relation: the root of partitions, or the changed relation itself. */
@@ -65,10 +59,6 @@ static void relmap_build(DocsyncRelEntry *entry, Relation relation);
 static bool relmap_root_current(DocsyncRelEntry *entry);
 static void relmap_drop(DocsyncRelEntry *entry);
 static bool relmap_match(Oid relid, bool *all_columns, List **columns);
-static void relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf,
-							   bool all_columns, List *listed);
-static Bitmapset *identity_columns(Relation relation);
-static void warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed);
 static void relmap_invalidate_relation(Datum arg, Oid relid);
 static void relmap_invalidate_all(Datum arg, int cacheid, uint32 hashvalue);
 static void relmap_forget(void *arg);
@@ -352,7 +342,7 @@ relmap_build(DocsyncRelEntry *entry, Relation relation)
 		entry->name = pstrdup(RelationGetRelationName(root));
 		entry->replident = root->rd_rel->relreplident;
 		entry->leaf_replident = relation->rd_rel->relreplident;
-		relmap_add_columns(entry, root, relation, all_columns, listed);
+		docsync_relmap_add_columns(entry, root, relation, all_columns, listed);
 		if (root != relation)
 			RelationClose(root);
 		MemoryContextSwitchTo(old);
@@ -416,177 +406,25 @@ relmap_match(Oid relid, bool *all_columns, List **columns)
 	return matched;
 }
 
-/* Fills entry->columns: every live column, or the listed ones in attnum order, then missing ones. */
-static void
-relmap_add_columns(DocsyncRelEntry *entry, Relation root, Relation leaf, bool all_columns, List *listed)
-{
-	TupleDesc	rdesc = RelationGetDescr(root);
-	TupleDesc	ldesc = RelationGetDescr(leaf);
-	bool	   *wanted = palloc0(sizeof(bool) * (rdesc->natts + 1));
-	List	   *missing = NIL;
-	Bitmapset  *root_identity = identity_columns(root);
-	Bitmapset  *leaf_identity = identity_columns(leaf);
-	ListCell   *lc;
-	int			n = 0;
-	int			i;
-
-	foreach(lc, listed)
-	{
-		DocsyncTableColumn *c = lfirst(lc);
-		AttrNumber	attnum = InvalidAttrNumber;
-
-		if (c->name == NULL)
-		{
-			if (c->attnum <= rdesc->natts && !TupleDescAttr(rdesc, c->attnum - 1)->attisdropped)
-				attnum = c->attnum;
-		}
-		else
-		{
-			for (i = 0; i < rdesc->natts; i++)
-			{
-				Form_pg_attribute att = TupleDescAttr(rdesc, i);
-
-				if (!att->attisdropped && strcmp(NameStr(att->attname), c->name) == 0)
-				{
-					attnum = att->attnum;
-					break;
-				}
-			}
-		}
-		if (attnum != InvalidAttrNumber)
-			wanted[attnum] = true;
-		else
-		{
-			ListCell   *m;
-			bool		dup = false;
-
-			foreach(m, missing)
-			{
-				DocsyncTableColumn *o = lfirst(m);
-
-				if (o->attnum == c->attnum &&
-					(o->name == NULL ? c->name == NULL : c->name != NULL && strcmp(o->name, c->name) == 0))
-					dup = true;
-			}
-			if (!dup)
-			{
-				missing = lappend(missing, c);
-				warn_missing_once(entry, c);
-			}
-		}
-	}
-
-	entry->columns = palloc0(sizeof(DocsyncColumn) * (rdesc->natts + list_length(missing) + 1));
-	for (i = 0; i < rdesc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(rdesc, i);
-		DocsyncColumn *col;
-		Oid			outfunc;
-		bool		isvarlena;
-		int			j;
-
-		if (att->attisdropped || !(all_columns || wanted[att->attnum]))
-			continue;
-		col = &entry->columns[n++];
-		col->attnum = att->attnum;
-		col->name = pstrdup(NameStr(att->attname));
-		col->typid = att->atttypid;
-		col->varlena = att->attlen == -1;
-		col->byval = att->attbyval;
-		col->typlen = att->attlen;
-		if (bms_is_member(att->attnum - FirstLowInvalidHeapAttributeNumber, root_identity))
-			col->flags |= DOCSYNC_COL_IDENTITY;
-		if (leaf == root)
-			col->leaf_attnum = att->attnum;
-		else
-		{
-			/* Partitions may order their columns differently: map by name. */
-			for (j = 0; j < ldesc->natts; j++)
-			{
-				Form_pg_attribute latt = TupleDescAttr(ldesc, j);
-
-				if (!latt->attisdropped && strcmp(NameStr(latt->attname), col->name) == 0)
-				{
-					col->leaf_attnum = latt->attnum;
-					break;
-				}
-			}
-		}
-		col->leaf_identity = col->leaf_attnum != InvalidAttrNumber &&
-			bms_is_member(col->leaf_attnum - FirstLowInvalidHeapAttributeNumber, leaf_identity);
-		getTypeOutputInfo(col->typid, &outfunc, &isvarlena);
-		fmgr_info_cxt(outfunc, &col->output, entry->context);
-	}
-	foreach(lc, missing)
-	{
-		DocsyncTableColumn *c = lfirst(lc);
-		DocsyncColumn *col = &entry->columns[n++];
-
-		col->attnum = c->attnum;
-		col->name = pstrdup(c->name ? c->name : "");
-		col->typid = InvalidOid;
-		col->flags = DOCSYNC_COL_MISSING;
-	}
-	entry->ncolumns = n;
-}
-
 /*
- * The columns whose old values the server logs for this relation, as a bitmap offset by
- * FirstLowInvalidHeapAttributeNumber: every column for REPLICA IDENTITY FULL, the key columns for
- * DEFAULT (primary key) and USING INDEX, none for NOTHING.
+ * Whether a warning keyed by key is the first of its kind in this decoding session; records it. The
+ * keys live as long as the cache.
  */
-static Bitmapset *
-identity_columns(Relation relation)
+bool
+docsync_relmap_first_warning(const char *key)
 {
-	TupleDesc	desc = RelationGetDescr(relation);
-	Bitmapset  *result = NULL;
-	int			i;
-
-	if (relation->rd_rel->relreplident == REPLICA_IDENTITY_FULL)
-	{
-		for (i = 0; i < desc->natts; i++)
-			if (!TupleDescAttr(desc, i)->attisdropped)
-				result = bms_add_member(result, i + 1 - FirstLowInvalidHeapAttributeNumber);
-		return result;
-	}
-	if (relation->rd_rel->relreplident == REPLICA_IDENTITY_NOTHING)
-		return NULL;
-	return RelationGetIdentityKeyBitmap(relation);
-}
-
-/* Warns once per decoding session about a listed column the relation does not have. */
-static void
-warn_missing_once(DocsyncRelEntry *entry, const DocsyncTableColumn *listed)
-{
-	char	   *key;
 	ListCell   *lc;
 	MemoryContext old;
 
-	key = listed->name ? psprintf("%u/%s", entry->root_relid, listed->name)
-		: psprintf("%u/#%d", entry->root_relid, listed->attnum);
 	foreach(lc, relmap_warned)
 	{
 		if (strcmp(lfirst(lc), key) == 0)
-			return;
+			return false;
 	}
 	old = MemoryContextSwitchTo(relmap_context);
 	relmap_warned = lappend(relmap_warned, pstrdup(key));
 	MemoryContextSwitchTo(old);
-
-	if (listed->name)
-		ereport(WARNING,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("docsync: column \"%s\" of relation %s does not exist",
-						listed->name, quote_qualified_identifier(entry->schema, entry->name)),
-				 errdetail("Its values are emitted as unknown."),
-				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
-	else
-		ereport(WARNING,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("docsync: column number %d of relation %s does not exist",
-						listed->attnum, quote_qualified_identifier(entry->schema, entry->name)),
-				 errdetail("Its values are emitted as unknown."),
-				 errhint("Correct the \"tables\" option or the definitions that produced it.")));
+	return true;
 }
 
 /*
