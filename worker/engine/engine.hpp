@@ -42,7 +42,7 @@
 namespace docsync {
 
 // The prefix of the logical message docsync.next_generation() emits in every transaction that
-// changes the definitions or, by DDL, what a doc query reads (sql/docsync--*.sql).
+// changes the definitions or, by DDL, what a doc query reads (sql/parts/04_generation.sql).
 inline constexpr std::string_view kDefinitionsMessagePrefix = "docsync.definitions";
 
 // The generation a definitions message carries (its content: the new generation in decimal), or

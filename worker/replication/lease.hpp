@@ -44,7 +44,7 @@
 
 namespace docsync {
 
-// The advisory lock keys' seeds, shared with the docsync.workers view (sql/docsync--0.1.sql).
+// The advisory lock keys' seeds, shared with the docsync.workers view (sql/parts/11_status.sql).
 inline constexpr long long kLeaseActiveSeed = 0x64737761;   // "dswa"
 inline constexpr long long kLeaseStandbySeed = 0x64737773;  // "dsws"
 
