@@ -30,7 +30,7 @@ OBJS = \
 
 # The install script is generated: the parts of sql/parts/, each holding one concern, concatenated
 # in name order (rule below). Update scripts (sql/docsync--A--B.sql) are plain files.
-SQL_PARTS = $(sort $(wildcard $(srcdir)/sql/parts/*.sql))
+SQL_PARTS = $(sort $(wildcard sql/parts/*.sql))
 DATA_built = sql/docsync--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/docsync--*.sql))
 
