@@ -28,6 +28,24 @@ std::chrono::milliseconds backoff(std::chrono::milliseconds first, std::uint32_t
 
 void Engine::Impl::start(unsigned threads) {
     if (options_.live_all) {
+        // The journal first (quietly: its docs are named there already), then what the sink holds
+        // that the journal lacks (an UNLOGGED journal comes back empty after a crash of PostgreSQL)
+        // is named to it; a journaled channel whose query is gone is forgotten.
+        if (options_.journal) {
+            auto journaled = options_.journal->load();
+            std::vector<std::string> gone;
+            std::lock_guard<std::mutex> lock(mutex_);
+            docs_.set_journal_quiet(true);
+            for (const auto& channel : journaled) {
+                Entry* entry = docs_.find_or_create(channel, true);
+                if (entry)
+                    entry->second.set(DocFlags::Live);
+                else
+                    gone.push_back(channel);
+            }
+            docs_.set_journal_quiet(false);
+            for (const auto& channel : gone) options_.journal->forgotten(channel);
+        }
         auto retained = publisher_.retained_channels();
         std::vector<std::string> orphans;
         {
