@@ -31,6 +31,7 @@
 #include "engine/engine.hpp"
 #include "executor/definitions_source.hpp"
 #include "executor/executor.hpp"
+#include "executor/sink_record.hpp"
 #include "metrics/server.hpp"
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
@@ -343,6 +344,19 @@ std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::Si
     }
 }
 
+// The record of what a retaining sink should hold (executor/sink_record.hpp), or nullptr: a sink
+// that keeps nothing (stdout), or an extension installed without the record's functions.
+std::unique_ptr<SinkRecord> open_sink_record(const Settings& settings, const publish::SinkSpec& sink,
+                                             Publisher& publisher) {
+    if (!publisher.retains()) return nullptr;
+    auto record = std::make_unique<SinkRecord>(settings.dsn, settings.slot, sink.display());
+    auto problem = record->unusable();
+    if (!problem) return record;
+    log_warning("publish", "a sink that loses docs while no worker runs is not noticed, nor a doc never published "
+                           "kept across the WAL safety valve: " + *problem);
+    return nullptr;
+}
+
 int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics::Server* metrics_server) {
     // The worker's state the threads below share: the stream ended, a drain was asked for (a
     // signal, a fatal sink, a lost lease), the lease went to another worker.
@@ -415,10 +429,20 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                     ": the doc queries must run on the database the slot decodes; point --pool-dsn at dbname=" +
                     identity.database + " on that server or on a hot standby of it");
 
+    // What the sink should hold, recorded in PostgreSQL (docs/design.md, "sink checks"): a sink
+    // that lost docs while no worker ran is found here, and with --live all the live journal
+    // joins what the sink holds in the live set.
+    auto sink_record = open_sink_record(settings, sink, *publisher);
+    std::optional<std::string> sink_lost = sink_record ? sink_record->check(publisher->max_version()) : std::nullopt;
+    if (sink_lost)
+        log_error("publish", *sink_lost + ": recomputing every live doc (the journal's and the sink's); "
+                             "docsync.wait_published and docsync:watermark hold until it ends");
+
     SteadyClock clock;
     DeliveryProgressCoordinator coordinator;
     EngineOptions engine_options;
     engine_options.live_all = settings.live == LiveMode::All;
+    if (sink_record && engine_options.live_all) engine_options.journal = sink_record.get();
     engine_options.max_keys = settings.max_keys;
     engine_options.batch = settings.batch;
     CommitLatency latency;
@@ -490,6 +514,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         engine.recompute_all_live(RecomputeReason::Startup, true);
     };
     if (board) check_inherited_gap();
+    if (sink_lost) engine.recompute_all_live(RecomputeReason::SinkReset, true);
+    if (sink_record) sink_record->start([&publisher] { return publisher->max_version(); });
     if (liveness) liveness->start();
     // The continuous audit: a sample of the live docs recomputed and compared with what the sink
     // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
@@ -663,6 +689,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
     stream_thread.join();
     sink_thread.join();
+    if (sink_record) sink_record->stop();  // what the last computes named is written
     lease_watch->stop();
     {
         std::lock_guard lock(drain_mutex);

@@ -28,6 +28,24 @@ std::chrono::milliseconds backoff(std::chrono::milliseconds first, std::uint32_t
 
 void Engine::Impl::start(unsigned threads) {
     if (options_.live_all) {
+        // The journal first (quietly: its docs are named there already), then what the sink holds
+        // that the journal lacks (an UNLOGGED journal comes back empty after a crash of PostgreSQL)
+        // is named to it; a journaled channel whose query is gone is forgotten.
+        if (options_.journal) {
+            auto journaled = options_.journal->load();
+            std::vector<std::string> gone;
+            std::lock_guard<std::mutex> lock(mutex_);
+            docs_.set_journal_quiet(true);
+            for (const auto& channel : journaled) {
+                Entry* entry = docs_.find_or_create(channel, true);
+                if (entry)
+                    entry->second.set(DocFlags::Live);
+                else
+                    gone.push_back(channel);
+            }
+            docs_.set_journal_quiet(false);
+            for (const auto& channel : gone) options_.journal->forgotten(channel);
+        }
         auto retained = publisher_.retained_channels();
         std::vector<std::string> orphans;
         {
@@ -239,6 +257,20 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
     complete_finished(lock);
 }
 
+// A tombstone leaves the live journal (a deleted row's doc is not recomputed at every start
+// forever); a doc published again after one is named again.
+void Engine::Impl::keep_journal(Entry& entry, bool has_doc) {
+    if (!options_.live_all || !options_.journal) return;
+    bool unjournaled = entry.second.has(DocFlags::Unjournaled);
+    if (!has_doc && !unjournaled) {
+        options_.journal->forgotten(entry.first);
+        entry.second.set(DocFlags::Unjournaled);
+    } else if (has_doc && unjournaled) {
+        options_.journal->named(entry.first);
+        entry.second.clear(DocFlags::Unjournaled);
+    }
+}
+
 void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool published,
                               const std::string& publish_error, const DocQuery* query, Nanos compute_time) {
     Entry& entry = *dj.entry;
@@ -260,6 +292,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
         ++counters_.publishes;
         if (stats) ++stats->publishes;
         if (stats && !stats->last_error.empty() && stats->last_channel == dj.channel) stats->last_error_cleared = true;
+        keep_journal(entry, outcome.doc.has_value());
         docs_.published(entry, walk_job);
     } else if (outcome.kind == OutcomeKind::Ok) {
         // a sink that can never take a write again said so once; the worker is stopping

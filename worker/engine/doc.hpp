@@ -29,7 +29,7 @@ Nanos to_nanos(std::chrono::duration<Rep, Period> d) {
 inline constexpr std::uint16_t kNoQuery = std::numeric_limits<std::uint16_t>::max();
 
 // Where a doc stands. Bits: a doc may be live, dirty and in flight at once.
-enum class DocFlags : std::uint8_t {
+enum class DocFlags : std::uint16_t {
     None = 0,
     Live = 1,      // followed: changes reach it
     Dirty = 2,     // needs a compute
@@ -39,16 +39,19 @@ enum class DocFlags : std::uint8_t {
     Delayed = 32,  // waiting for a retry time (retry_at)
     OffAck = 64,   // the delay follows a permanent failure: new waiters skip it
     Walk = 128,    // the running recompute of every live doc has yet to take it
+    // Its last publish was a tombstone, so the live journal forgot it (EngineOptions::journal); a
+    // doc published again is named again. (The flags share the padding after `query`: no growth.)
+    Unjournaled = 256,
 };
 
 constexpr DocFlags operator|(DocFlags a, DocFlags b) {
-    return static_cast<DocFlags>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+    return static_cast<DocFlags>(static_cast<std::uint16_t>(a) | static_cast<std::uint16_t>(b));
 }
 constexpr DocFlags operator&(DocFlags a, DocFlags b) {
-    return static_cast<DocFlags>(static_cast<std::uint8_t>(a) & static_cast<std::uint8_t>(b));
+    return static_cast<DocFlags>(static_cast<std::uint16_t>(a) & static_cast<std::uint16_t>(b));
 }
 constexpr DocFlags operator~(DocFlags a) {
-    return static_cast<DocFlags>(static_cast<std::uint8_t>(~static_cast<std::uint8_t>(a)));
+    return static_cast<DocFlags>(static_cast<std::uint16_t>(~static_cast<std::uint16_t>(a)));
 }
 constexpr DocFlags& operator|=(DocFlags& a, DocFlags b) { return a = a | b; }
 constexpr DocFlags& operator&=(DocFlags& a, DocFlags b) { return a = a & b; }

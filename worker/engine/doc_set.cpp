@@ -38,6 +38,7 @@ Entry* DocSet::find_or_create(const std::string& channel, bool create) {
     }
     auto [created, inserted] = docs_.try_emplace(channel);
     created->second.query = query;
+    if (inserted && options_.live_all && options_.journal && !journal_quiet_) options_.journal->named(channel);
     return &*created;
 }
 
@@ -151,6 +152,7 @@ void DocSet::sweep() {
     for (auto it = docs_.begin(); it != docs_.end();) {
         if (!it->second.has_any(kBusy)) {
             abandon(it->second);
+            if (options_.live_all && options_.journal) options_.journal->forgotten(it->first);
             it = docs_.erase(it);
         } else {
             ++it;

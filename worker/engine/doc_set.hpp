@@ -48,6 +48,9 @@ public:
     Entry* find_or_create(const std::string& channel, bool create);
     // Channels refused since start because a key was not in its canonical text (or not of its type).
     std::uint64_t refused_channels() const { return refused_channels_; }
+    // While true, docs created are not named to the journal (EngineOptions::journal): they come
+    // from it.
+    void set_journal_quiet(bool quiet) { journal_quiet_ = quiet; }
 
     // Calls f(entry) for every live doc of query `query`.
     template <class F>
@@ -165,6 +168,7 @@ private:
     std::multimap<Nanos, std::string> delayed_;  // retry time → channel
     std::uint64_t in_flight_ = 0;
     std::uint64_t refused_channels_ = 0;
+    bool journal_quiet_ = false;  // set_journal_quiet
     // The refusal log: each of the first kRefusedRemembered distinct refused channels is logged
     // once; past them, refusals are counted and summed up in one line per kRefusedSummaryEvery
     // (docsync_refused_channels_total counts them all). Never cleared: a client subscribing to

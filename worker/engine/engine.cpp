@@ -174,6 +174,8 @@ void Engine::Impl::direct(std::uint16_t query, const SqlArgs& key) {
     if (!entry) return;
     if (options_.live_all) entry->second.set(DocFlags::Live);
     if (!entry->second.has(DocFlags::Live)) return;
+    // A row names a doc whose last publish was a tombstone: it is journaled again before its compute.
+    if (entry->second.has(DocFlags::Unjournaled)) keep_journal(*entry, true);
     txn_.touch(*entry);
 }
 

@@ -95,6 +95,9 @@ struct EngineOptions {
     // this many: a row changed again and again in one transaction costs one lookup, and a big
     // transaction stays linear.
     std::size_t lookup_dedupe_window = 64;
+    // With --live all and a sink that retains docs: the journal of the live set (seams.hpp). Not
+    // owned; outlives the engine. nullptr: the live set is what the sink holds.
+    LiveJournal* journal = nullptr;
 };
 
 // Per doc query, for the status view.

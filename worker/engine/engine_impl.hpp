@@ -102,6 +102,7 @@ private:
     void run(Job& job, std::unique_lock<std::mutex>& lock);
     void run_docs(Job& job, std::unique_lock<std::mutex>& lock);
     // Records one doc's outcome (its compute took `compute_time`), under the mutex.
+    void keep_journal(Entry& entry, bool has_doc);
     void record_doc(DocJob& job, const DocOutcome& outcome, bool published, const std::string& publish_error,
                     const DocQuery* query, Nanos compute_time);
     void run_lookups(Job& job, std::unique_lock<std::mutex>& lock);

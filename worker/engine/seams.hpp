@@ -145,6 +145,20 @@ struct RetainedDoc {
     DocVersion version;
 };
 
+// The live set of --live all, kept outside the sink (docs/design.md, "sink checks"): every doc the
+// engine starts keeping current is named to it (before its first publish), every doc it stops
+// keeping (its query dropped, its key refused) is forgotten, and load() gives back what the
+// slot's earlier workers named, so a doc the sink never held or lost is recomputed at the next
+// start and by the WAL safety valve. named() and forgotten() never block (the stream thread calls
+// them under the engine's mutex): the journal writes in batches of its own. load() may block.
+class LiveJournal {
+public:
+    virtual ~LiveJournal() = default;
+    virtual std::vector<std::string> load() = 0;
+    virtual void named(const std::string& channel) = 0;
+    virtual void forgotten(const std::string& channel) = 0;
+};
+
 // Delivers a computed doc to its channel. Called from the engine's worker threads, concurrently.
 class Publisher {
 public:
