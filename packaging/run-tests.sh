@@ -76,12 +76,13 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest_args=(--test-dir "$build" --output-on-failure --timeout 600)
 # The unit tests need no server, and the gateway's (its C++ tests, the browser scenario) only Redis
-# servers and a database of their own: both cores at once. The rest one at a time.
+# servers and a database of their own: both cores at once. Then the rest, -j too: the tests that
+# must run alone are RUN_SERIAL, and those sharing the cluster hold its RESOURCE_LOCK (CMakeLists.txt).
 ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^(unit|gateway)$' -O "$build/ctest-parallel.log" ||
   failed+=(ctest-unit-gateway)
 [ $full -eq 1 ] || ctest_args+=(--label-exclude 'long|^unit$|^gateway$')
 [ $full -eq 0 ] || ctest_args+=(--label-exclude '^unit$|^gateway$')
-ctest "${ctest_args[@]}" -O "$build/ctest-serial.log" || failed+=(ctest)
+ctest "${ctest_args[@]}" -j "$jobs" -O "$build/ctest-serial.log" || failed+=(ctest)
 
 if [ -n "$fuzz_build_pid" ]; then
   fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
