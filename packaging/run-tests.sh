@@ -59,58 +59,68 @@ if ! make installcheck PG_CONFIG="$PG_CONFIG"; then
   [ -f regress/regression.diffs ] && head -n 200 regress/regression.diffs
 fi
 
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
 # The fuzz targets build with clang beside the tests, at the lowest CPU priority: most tests wait on
 # the server, and the build takes only the CPU they leave (on 2 cores it is two minutes of CPU).
+# The CI suite's short runs follow the build in the same way, one target at a time, while the tests
+# go on; --full runs each target for 600 s after the tests, $jobs at a time.
 fuzz_build="$build-fuzz"
-fuzz_build_pid=
+fuzz_pid=
+fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
+# run_fuzz TARGET: runs one target on a copy of its corpus; its verdict goes to $fuzz_build/NAME.verdict.
+run_fuzz() {
+  local target=$1 name=${1##*/fuzz-} corpus
+  corpus=$(mktemp -d)
+  [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
+  if "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" >"$fuzz_build/$name.log" 2>&1; then
+    echo "ok ($(grep -c . "$fuzz_build/$name.log") log lines)" >"$fuzz_build/$name.verdict"
+  else
+    echo FAILED >"$fuzz_build/$name.verdict"
+  fi
+  rm -rf "$corpus"
+}
 if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
-  (CC=clang CXX=clang++ nice -n 19 cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF \
+  rm -f "$fuzz_build".built
+  (renice -n 19 "$BASHPID" >/dev/null
+   CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF \
      >"$fuzz_build.cmake.log" 2>&1 &&
-   nice -n 19 cmake --build "$fuzz_build" -j "$jobs" \
-     --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) >"$fuzz_build.build.log" 2>&1) &
-  fuzz_build_pid=$!
+   cmake --build "$fuzz_build" -j "$jobs" \
+     --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) >"$fuzz_build.build.log" 2>&1 &&
+   touch "$fuzz_build".built || exit 1
+   if [ $full -eq 0 ]; then
+     for target in "$fuzz_build"/fuzz-*; do run_fuzz "$target"; done
+   fi) &
+  fuzz_pid=$!
 fi
 
 step "ctest"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest_args=(--test-dir "$build" --output-on-failure --timeout 600)
-# The unit tests need no server, and the gateway's (its C++ tests, the browser scenario) only Redis
-# servers and a database of their own: both cores at once. The rest one at a time.
-ctest "${ctest_args[@]}" -j "$jobs" --label-regex '^(unit|gateway)$' -O "$build/ctest-parallel.log" ||
-  failed+=(ctest-unit-gateway)
-[ $full -eq 1 ] || ctest_args+=(--label-exclude 'long|^unit$|^gateway$')
-[ $full -eq 0 ] || ctest_args+=(--label-exclude '^unit$|^gateway$')
-ctest "${ctest_args[@]}" -O "$build/ctest-serial.log" || failed+=(ctest)
+ctest_args=(--test-dir "$build" --output-on-failure --timeout 600 -j "$jobs")
+# One run for every label, both cores at once: the tests that must run alone (the integration tests
+# on the cluster above, the scenarios that fault the machine or bound times) are RUN_SERIAL; the
+# scenarios that share that cluster take turns (RESOURCE_LOCK); the rest (the unit tests, the
+# gateway's, the scenarios with a cluster of their own) fill both cores. See CMakeLists.txt.
+[ $full -eq 1 ] || ctest_args+=(--label-exclude long)
+ctest "${ctest_args[@]}" -O "$build/ctest.log" || failed+=(ctest)
 
-if [ -n "$fuzz_build_pid" ]; then
-  fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
-  step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each, $jobs at a time)"
-  # run_fuzz TARGET: runs one target on a copy of its corpus; its verdict goes to $fuzz_build/NAME.verdict.
-  run_fuzz() {
-    local target=$1 name=${1##*/fuzz-} corpus
-    corpus=$(mktemp -d)
-    [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
-    if "$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$corpus" >"$fuzz_build/$name.log" 2>&1; then
-      echo "ok ($(grep -c . "$fuzz_build/$name.log") log lines)" >"$fuzz_build/$name.verdict"
-    else
-      echo FAILED >"$fuzz_build/$name.verdict"
+if [ -n "$fuzz_pid" ]; then
+  step "fuzz targets (clang, libFuzzer, ${fuzz_seconds}s each)"
+  if wait "$fuzz_pid" && [ -f "$fuzz_build".built ]; then
+    if [ $full -eq 1 ]; then
+      running=0
+      for target in "$fuzz_build"/fuzz-*; do
+        run_fuzz "$target" &
+        running=$((running + 1))
+        if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+      done
+      wait
     fi
-    rm -rf "$corpus"
-  }
-  if wait "$fuzz_build_pid"; then
-    running=0
-    for target in "$fuzz_build"/fuzz-*; do
-      run_fuzz "$target" &
-      running=$((running + 1))
-      if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
-    done
-    wait
     for target in "$fuzz_build"/fuzz-*; do
       name=${target##*/fuzz-}
-      echo "fuzz $name: $(cat "$fuzz_build/$name.verdict")"
-      if [ "$(cat "$fuzz_build/$name.verdict")" = FAILED ]; then
-        tail -n 40 "$fuzz_build/$name.log"; failed+=("fuzz-$name")
+      echo "fuzz $name: $(cat "$fuzz_build/$name.verdict" 2>/dev/null || echo 'FAILED (no verdict)')"
+      if ! grep -q '^ok' "$fuzz_build/$name.verdict" 2>/dev/null; then
+        tail -n 40 "$fuzz_build/$name.log" 2>/dev/null; failed+=("fuzz-$name")
       fi
     done
   else
@@ -128,7 +138,7 @@ step "summary"
 # The ten slowest tests of this run, from ctest's own lines ("  12/340 Test  #7: NAME ....  Passed  1.23 sec").
 echo "ten slowest tests:"
 sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ ]) \.{2,}.* ([0-9]+\.[0-9]+) sec$/\2\t\1/p' \
-  "$build/ctest-parallel.log" "$build/ctest-serial.log" 2>/dev/null | sort -rn | head -n 10 |
+  "$build/ctest.log" 2>/dev/null | sort -rn | head -n 10 |
   while IFS=$'\t' read -r seconds name; do printf '  %8s s  %s\n' "$seconds" "$name"; done
 echo "wall time: $(( $(date +%s) - start ))s"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -719,16 +719,36 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     return 0;
 }
 
+// How long the slot goes unstreamed before a spare takes the active worker for hung: 3 status
+// intervals, 20 s at least. DOCSYNC_TEST_HUNG_AFTER (a duration, 1s at least) replaces it for the
+// tests that would otherwise wait it out; no setting names it, and a spare logs it when it is given.
+std::chrono::milliseconds hung_after(const Settings& settings) {
+    std::chrono::milliseconds normal = std::max<std::chrono::milliseconds>(3 * settings.status_interval, 20s);
+    const char* test = std::getenv("DOCSYNC_TEST_HUNG_AFTER");
+    if (test == nullptr || *test == '\0') return normal;
+    try {
+        std::chrono::milliseconds given = parse_duration(test);
+        if (given >= 1s) {
+            log_info("worker", std::string("DOCSYNC_TEST_HUNG_AFTER=") + test + ": an active worker counts as hung after " +
+                                   format_duration(given) + " unstreamed, not " + format_duration(normal) + " (for tests only)");
+            return given;
+        }
+    } catch (const SettingError&) {
+    }
+    log_warning("worker", std::string("DOCSYNC_TEST_HUNG_AFTER=\"") + test +
+                              "\" is no duration of 1s or more (e.g. 5s): ignored, hung after " + format_duration(normal));
+    return normal;
+}
+
 // A spare's wait (--standby): polls the lease every 500 ms, registered as a standby meanwhile, until
 // it takes the lease (true) or a signal asks it to stop (false). Server outages are retried. An
-// active worker is taken for hung when no walsender streams the slot for 3 status intervals, 20 s at
-// least (HungWatch).
+// active worker is taken for hung when no walsender streams the slot for hung_after() (HungWatch).
 bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, metrics::Server* metrics_server) {
     auto since = std::chrono::system_clock::now();
     auto started = std::chrono::steady_clock::now();
     std::string last_problem;
     bool announced = false;
-    HungWatch hung(std::max<std::chrono::milliseconds>(3 * settings.status_interval, 20s),
+    HungWatch hung(hung_after(settings),
                    [&settings](const std::string& database, int pid) {
                        return status::kill_lock_owner(settings.status_dir, database, settings.slot, pid);
                    });

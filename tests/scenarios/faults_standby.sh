@@ -12,7 +12,8 @@
 #   - when the active worker's lease connection is ended, the spare takes over and the old active
 #     worker steps down and stands by in its place;
 #   - a hung active worker (SIGSTOP) is taken over from once the server ended its stream and the slot
-#     stayed unstreamed for 20 s, and, on this host, killed so that its locks go;
+#     stayed unstreamed for the hung threshold (20 s; 6 s here, DOCSYNC_TEST_HUNG_AFTER), and, on
+#     this host, killed so that its locks go;
 #   - every doc converges and no acknowledgement in any run passed incomplete work (check_acks).
 #   DOCSYNC_FAULT_SEED=N  replay a seed          DOCSYNC_FAULT_KILLS=N  stops of the active worker (default 3)
 set -uo pipefail
@@ -21,6 +22,10 @@ set -uo pipefail
 
 kills=${DOCSYNC_FAULT_KILLS:-3}
 takeover_limit_ms=5000
+# Every worker here takes an active worker for hung after 6 s unstreamed (20 s without it): the hung
+# takeover below waits seconds, not minutes. A healthy worker's lease session answers every second,
+# so the kill -9 and SIGTERM takeovers are the lease's as before.
+export DOCSYNC_TEST_HUNG_AFTER=6s
 
 # The OS pid of the worker holding the lease, from its lease connection's application_name
 # ("docsync-worker active pid N"), or nothing.
@@ -110,7 +115,8 @@ done
 
 # A hung active worker (SIGSTOP): its lease session stays open, and it answers nothing. The server
 # ends its stream after wal_sender_timeout (2 s here, 60 s by default); once no walsender has streamed
-# the slot for 20 s (3 status intervals, 20 s at least) the spare takes it for hung, ends its lease
+# the slot for the hung threshold (6 s here; 3 status intervals, 20 s at least, by default) the spare
+# takes it for hung, ends its lease
 # session and, the hung worker running on this host and holding the slot's lock file (and the JSONL
 # file's), kills it, then takes over.
 set_sender_timeout() { sql "ALTER SYSTEM SET wal_sender_timeout = '$1'" >/dev/null; sql "SELECT pg_reload_conf()" >/dev/null; }

@@ -5,7 +5,8 @@
 # then must not be judged until the acknowledged position covers every commit its snapshot sees
 # (its version is the WAL insert position read after the snapshot, not the write position). Runs the
 # audit at 6000% of the live docs per minute beside a workload of asynchronous updates and fails on
-# any divergence. Needs the libpq environment of a cluster from packaging/dev-cluster.sh,
+# any divergence. The workload runs 20 s (about 200 samples), 2 min with DOCSYNC_TEST_FULL=1
+# (packaging/run-tests.sh --full). Needs the libpq environment of a cluster from packaging/dev-cluster.sh,
 # DOCSYNC_WORKER, jq and python3.
 set -euo pipefail
 test_name=audit_async
@@ -31,11 +32,15 @@ start_worker --audit-rate 6000% --log-level debug
 sql "UPDATE acct SET balance = balance"  # every doc published once: 10 live docs
 settle 30
 
-# 40 s of asynchronous single-row updates, a few per second, none of them waiting for its WAL.
-python3 - <<'PY' >"$tmp/workload.sql"
+# 20 s (--full: 2 min) of asynchronous single-row updates, a few per second, none of them waiting
+# for its WAL.
+rounds=200
+[ "${DOCSYNC_TEST_FULL:-0}" = 1 ] && rounds=1200
+python3 - "$rounds" <<'PY' >"$tmp/workload.sql"
 import random
+import sys
 random.seed(11)
-for i in range(400):
+for i in range(int(sys.argv[1])):
     print(f"UPDATE acct SET balance = balance + {random.randint(1, 9)} WHERE id = {random.randint(1, 10)};")
     print("SELECT pg_sleep(0.1);")
 PY

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Read-your-writes against the real server, worker and Redis:
-#   1. $DOCSYNC_RYW_ITERATIONS times (default 1 000): commit an update, CALL docsync.wait_published(),
+#   1. $DOCSYNC_RYW_ITERATIONS times (default 400, 2 000 with DOCSYNC_TEST_FULL=1, as
+#      packaging/run-tests.sh --full sets): commit an update, CALL docsync.wait_published(),
 #      GET the doc's key: the doc always reflects the commit;
 #   2. as many times: commit an update, wait until docsync:watermark is at or past the commit's LSN
 #      (pg_current_wal_flush_lsn() after the synchronous commit; GET, then its channel), GET the doc:
@@ -25,7 +26,8 @@ test_name=ryw
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)
-iterations=${DOCSYNC_RYW_ITERATIONS:-1000}
+iterations=${DOCSYNC_RYW_ITERATIONS:-400}
+[ "${DOCSYNC_TEST_FULL:-0}" = 1 ] && iterations=${DOCSYNC_RYW_ITERATIONS:-2000}   # packaging/run-tests.sh --full
 libpq=$(ldconfig -p 2>/dev/null | awk '/libpq\.so\.5 /{p = $NF} END {print p}')
 [ -n "$libpq" ] || fail "libpq.so.5 not found"
 

@@ -2,13 +2,15 @@
 # A spare never kills a healthy worker that is still starting. The active worker's lease session
 # answers every second from the moment it holds the lease (replication/lease_watch.hpp), and a spare
 # takes the holder for hung only when that session has been idle as long as the slot went unstreamed
-# (20 s). Here a migration holds an ACCESS EXCLUSIVE lock on the table the doc query reads for 28 s,
-# so the active worker (--standby, the lease taken) waits in docsync.worker_definitions() the whole
-# time, streaming nothing; the second spare must leave it alone, and once the lock goes the worker
-# streams and publishes.
+# (20 s; 4 s here, DOCSYNC_TEST_HUNG_AFTER, so that the test waits seconds, not minutes). Here a
+# migration holds an ACCESS EXCLUSIVE lock on the table the doc query reads for 10 s, more than twice
+# that, so the active worker (--standby, the lease taken) waits in docsync.worker_definitions() the
+# whole time, streaming nothing; the second spare must leave it alone, and once the lock goes the
+# worker streams and publishes.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=spare_starting
+export DOCSYNC_TEST_HUNG_AFTER=4s
 # shellcheck source=lib/worker_env.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
 
@@ -26,8 +28,8 @@ sql "UPDATE acct SET balance = balance"
 settle 30
 stop_worker
 
-echo "a migration holds acct for 28 s; the active worker starts behind it, a second spare beside it"
-psql -X -q -d "$db" -c "BEGIN" -c "LOCK TABLE acct IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(28)" -c "COMMIT" \
+echo "a migration holds acct for 10 s; the active worker starts behind it, a second spare beside it"
+psql -X -q -d "$db" -c "BEGIN" -c "LOCK TABLE acct IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(10)" -c "COMMIT" \
   >/dev/null 2>&1 &
 lock_pid=$!
 extra_pids+=("$lock_pid")

@@ -283,12 +283,12 @@ TEST_CASE("an unknown key in the config file exits 2 and suggests the closest se
     CHECK(p.error.find("unknown setting \"colour\"; remove it") != std::string::npos);
 }
 
-TEST_CASE("the README's settings table lists every setting with its flag, key and variable") {
-    std::ifstream in(DOCSYNC_SOURCE_DIR "/README.md");
+TEST_CASE("docs/worker.md's settings table lists every setting with its flag, key and variable") {
+    std::ifstream in(DOCSYNC_SOURCE_DIR "/docs/worker.md");
     std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     REQUIRE_FALSE(readme.empty());
     std::string help = settings_help();
-    // Every "  --name" line of --help has its README row.
+    // Every "  --name" line of --help has its row in docs/worker.md.
     std::size_t rows = 0;
     for (std::size_t at = help.find("\n  --"); at != std::string::npos; at = help.find("\n  --", at + 1)) {
         std::size_t end = help.find_first_of(" \n", at + 5);

@@ -76,7 +76,7 @@ ParsedSettings parse_settings(int argc, const char* const* argv, const char* con
 // for stderr (exit status 2) when the log file cannot be opened.
 std::string apply_log_settings(const Settings& settings);
 
-// The full --help text (also what the README's settings table describes).
+// The full --help text (also what the settings table of docs/worker.md describes).
 std::string settings_help();
 
 // SettingError, and the unit parsers (parse_size, parse_duration, parse_count, parse_bool) with their

@@ -81,7 +81,11 @@ KeyCheck check_integer(std::string_view type, std::string_view text, std::uint64
     if (magnitude == 0) negative = false;
     if (negative ? magnitude > max_positive + 1 : magnitude > max_positive)
         return refuse("out of range for " + std::string(type));
-    return against(text, (negative ? "-" : "") + std::to_string(magnitude));
+    // Appended, not "-" + to_string(…): GCC 12's -Wrestrict misreads that insert at -O2 (a false
+    // positive, but the Release build prints no warnings).
+    std::string canonical = negative ? "-" : "";
+    canonical += std::to_string(magnitude);
+    return against(text, canonical);
 }
 
 // oid: an unsigned 32-bit number; PostgreSQL also reads -1 … -2^31 as their unsigned equivalents.
