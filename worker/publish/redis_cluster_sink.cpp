@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "publish/envelope.hpp"
+#include "publish/redis_eviction.hpp"
 #include "publish/redis_script.hpp"
 
 namespace docsync::publish {
@@ -82,6 +83,13 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
             throw Error("Redis Cluster node " + master->endpoint() + " refused the docsync script: " +
                         reply_text(loaded.get()) + "; docsync needs Lua scripting (EVAL) allowed");
         script_sha_ = reply_text(loaded.get());
+        auto policy = read_eviction_policy([&](const auto& args) { return client_.on_node(*master, args); });
+        if (auto refusal = eviction_refusal(policy, "Redis Cluster node " + master->endpoint()))
+            throw Error("--sink: " + *refusal + " (on every master)");
+        if (policy.policy.empty())
+            log_warning("publish", "Redis Cluster node " + master->endpoint() +
+                                       " tells its maxmemory-policy neither through CONFIG GET nor INFO memory: make "
+                                       "sure it is noeviction (an allkeys-* policy drops retained docs)");
     }
     if (script_sha_.empty())
         throw Error("--sink: " + where_ +
@@ -155,6 +163,10 @@ void RedisClusterSink::publish(const std::string& channel, const std::optional<s
 }
 
 std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vector<Publication>& docs) {
+    {
+        std::lock_guard lock(eviction_mutex_);
+        if (evicting_) return std::vector<std::optional<Error>>(docs.size(), Error(*evicting_, {}, true));
+    }
     std::vector<std::optional<Error>> out(docs.size());
     std::uint64_t top = 0;
     for (const auto& d : docs) top = std::max(top, d.version.generation);
@@ -248,10 +260,15 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) was_master_[m->id] = true;
 
     std::set<std::string> current;
+    std::optional<std::string> refusal;  // a master whose eviction policy may drop docs
+    std::string policies;                // each master's, for the line that says it is fixed
     for (const ClusterNode* m : masters) {
         current.insert(m->id);
         Seen now;
         try {
+            auto policy = read_eviction_policy([&](const auto& args) { return watch_.on_node(*m, args); });
+            if (!refusal) refusal = eviction_refusal(policy, "Redis Cluster node " + m->endpoint());
+            policies += (policies.empty() ? "" : ", ") + m->endpoint() + " " + policy.policy;
             now.run_id = info_field(watch_.on_node(*m, {"INFO", "server"}), "run_id");
             std::string replid = info_field(watch_.on_node(*m, {"INFO", "replication"}), "master_replid");
             now.marker_slot = map->first_slot_of(*m);
@@ -283,8 +300,27 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         seen_[m->id] = now;
     }
     for (auto it = seen_.begin(); it != seen_.end();) it = current.count(it->first) ? std::next(it) : seen_.erase(it);
+    if (auto fixed = judge_eviction(refusal, policies)) lost = lost ? lost : fixed;
     keep_key_types();
     return lost;
+}
+
+// Records what lost_docs found of the masters' eviction policies: a refusal is logged once per
+// occurrence, refuses publishes and is thrown (transient: waits hold); the fix of one is returned as
+// a loss (docs may have been evicted meanwhile).
+std::optional<std::string> RedisClusterSink::judge_eviction(const std::optional<std::string>& refusal,
+                                                            const std::string& policies) {
+    std::lock_guard lock(eviction_mutex_);
+    if (refusal) {
+        if (!evicting_) log_error("publish", *refusal + "; docs are held until it is fixed on every master");
+        evicting_ = where_ + " has a master that may evict docs (its maxmemory-policy): held until it is fixed";
+        breaks_.fetch_add(1);
+        throw Error(*refusal, {}, true);
+    }
+    if (!evicting_) return std::nullopt;
+    evicting_.reset();
+    log_warning("publish", where_ + " no longer evicts (maxmemory-policy: " + policies + ")");
+    return where_ + " had a master with an evicting maxmemory-policy, now fixed: docs it held may have been evicted";
 }
 
 }  // namespace docsync::publish

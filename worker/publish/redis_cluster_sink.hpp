@@ -21,6 +21,9 @@
 //     call too, by a worker that was not running when it happened (the marker is then rewritten).
 //     A slot that moved by resharding took its keys along and is no loss.
 //   - retained_channels() SCANs every master.
+//   - Every master's eviction policy is checked at start and by every lost_docs() (one that may evict
+//     docs is refused: publish/redis_eviction.hpp); while one is, publishes fail (transient) and
+//     lost_docs() throws, counting a break.
 
 #include <atomic>
 #include <map>
@@ -44,6 +47,8 @@ public:
     std::vector<std::string> retained_channels() override;
     std::uint64_t max_generation() override;
     std::optional<std::string> lost_docs() override;
+    // Counted by every lost-docs check that finds an evicting master.
+    std::uint64_t breaks() const override { return breaks_.load(); }
     bool retains() const override { return true; }
     // SET docsync:key_types (kKeyTypesKey); a failure is logged. Kept as RedisSink keeps it:
     // lost_docs() writes it again whenever the cluster holds another one or none.
@@ -67,6 +72,7 @@ private:
     const RedisSinkOptions options_;
     std::string script_sha_;
     std::atomic<std::uint64_t> max_generation_raised_{0};
+    std::atomic<std::uint64_t> breaks_{0};
 
     // lost_docs: what the cluster looked like at the last call.
     struct Seen {
@@ -78,6 +84,9 @@ private:
     void keep_key_types();
     std::mutex key_types_mutex_;
     std::optional<std::string> key_types_;  // what describe_keys was given last
+    std::optional<std::string> judge_eviction(const std::optional<std::string>& refusal, const std::string& policies);
+    std::mutex eviction_mutex_;
+    std::optional<std::string> evicting_;  // why a master's eviction policy is refused, while it is
     std::mutex lost_mutex_;
     std::map<std::string, Seen> seen_;         // by master node ID
     std::map<std::string, bool> was_master_;  // by node ID: its role at the last call
