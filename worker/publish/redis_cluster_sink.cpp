@@ -181,13 +181,24 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
     calls.reserve(docs.size());
     for (const auto& d : docs)
         calls.push_back(script_call(cluster_key(*d.channel), *d.channel, *d.doc, d.version, client_.address().tombstone_ttl));
+    // Write-ahead positions: each master's docsync:max_version:{TAG} is raised to the highest version
+    // of its docs in this batch, first in its pipelined group (publish order is kept per node).
+    auto raises = position_raises(docs, calls);
     std::vector<KeyedCommand> commands;
-    commands.reserve(calls.size());
+    commands.reserve(raises.size() + calls.size());
+    for (const auto& r : raises) commands.push_back({r.key, r.args(), {}, false});
     for (const auto& call : calls)
         commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true), true});
     auto outcomes = client_.run(commands);
-    for (std::size_t i = 0; i < outcomes.size(); ++i)
-        out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where_, *docs[i].channel);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        const Outcome& o = outcomes[raises.size() + i];
+        out[i] = o.error ? o.error : judge_script_reply(o.reply, where_, *docs[i].channel);
+    }
+    // A doc whose master did not take its position first is not published: the position may be below it.
+    for (std::size_t r = 0; r < raises.size(); ++r)
+        if (auto e = outcome_error(outcomes[r], where_ + " refused to raise " + raises[r].key))
+            for (std::size_t i : raises[r].docs)
+                if (!out[i]) out[i] = e;
     return out;
 }
 
@@ -260,6 +271,10 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) was_master_[m->id] = true;
 
     std::set<std::string> current;
+    const bool first_call = seen_.empty();
+    std::string unreachable;             // masters that could not be checked
+    std::string unmarked;                // masters whose marker this call had to write
+    bool marked = false;                 // a master held its marker already
     std::optional<std::string> refusal;  // a master whose eviction policy may drop docs
     std::string policies;                // each master's, for the line that says it is fixed
     for (const ClusterNode* m : masters) {
@@ -275,6 +290,10 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
             auto marker = check_epoch_marker([&](const auto& args) { return watch_.on_node(*m, args); },
                                              marker_key(now.marker_slot), replid);
             now.token = marker.token;
+            if (marker.created)
+                unmarked += (unmarked.empty() ? "" : ", ") + m->endpoint();
+            else
+                marked = true;
             // A promoted replica holds its old master's marker under a new history: a failover, seen
             // even by a worker that was not running then. A marker slot that changed (a reshard moved
             // slots) says nothing.
@@ -285,7 +304,9 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
                        replid.substr(0, 8) + "…) than when docsync marked it (" + marker.replid.substr(0, 8) +
                        "…): a failover promoted it, or it restarted; docs it took may be lost";
         } catch (const Error&) {
-            continue;  // unreachable: a failover may follow, which the next call sees
+            // unreachable: a failover may follow, which the next call sees; until then what it holds is unknown
+            unreachable += (unreachable.empty() ? "" : ", ") + m->endpoint();
+            continue;
         }
         auto it = seen_.find(m->id);
         if (it != seen_.end() && !lost) {
@@ -301,7 +322,14 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     }
     for (auto it = seen_.begin(); it != seen_.end();) it = current.count(it->first) ? std::next(it) : seen_.erase(it);
     if (auto fixed = judge_eviction(refusal, policies)) lost = lost ? lost : fixed;
+    // Seen by a worker that was not running: one master lost everything, marker included.
+    if (!lost && first_call && marked && !unmarked.empty())
+        lost = where_ + ": master " + unmarked + " held no marker key while the others held theirs: it restarted "
+               "empty (or joined the cluster) while no worker watched; its docs may be gone";
     keep_key_types();
+    // A master not checked may have lost docs: waits hold (the caller keeps the sink unchecked).
+    if (!lost && !unreachable.empty())
+        throw Error(where_ + ": masters " + unreachable + " could not be checked for lost docs", {}, true);
     return lost;
 }
 
