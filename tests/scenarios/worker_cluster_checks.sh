@@ -2,9 +2,10 @@
 # The Redis Cluster sink's positions and break watch (docs/design.md, "restores" and "sink checks"),
 # against the real worker and a real cluster of 3 masters and 3 replicas (lib/redis_cluster.bash):
 # 1. every master keeps docsync:max_version:{TAG}, at or past each doc it holds;
-# 2. a master restarted empty while the worker runs: whenever docsync.wait_published says a commit
-#    is published, GET of its docs on that master returns them current (the break watch holds the
-#    waits from the moment the master's connection closes until its lost-docs check has run);
+# 2. a master restarted empty while the worker runs: while it is down docsync.wait_published holds,
+#    and whenever it says a commit is published, GET of its docs on that master returns them current
+#    (the break watch holds the waits from the moment the master's connection closes until its
+#    lost-docs check has run after it answers again);
 # 3. a master restarted empty while no worker runs: the next worker reports it (the other masters
 #    hold their markers) and recomputes every live doc; every doc converges;
 # 4. positions past the server's WAL (a restore of the server no worker saw): the next worker raises
@@ -73,6 +74,10 @@ echo "1: every master holds its position"
 
 # 2. The master of db:item:1 restarted empty under the running worker.
 victim=$(owner_of_slot "$(key_slot "{db:item:1}")")
+kill_redis_node "$victim"
+sleep 1.5
+[ "$(sql "CALL docsync.wait_published('$target', '10ms')")" = f ] ||
+  fail "2: wait_published said $target published while master $victim, which holds db:item:1, is down"
 wipe_restart "$victim"
 held=0 passed=
 for _ in $(seq 1 300); do
