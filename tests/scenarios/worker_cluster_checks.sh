@@ -9,7 +9,8 @@
 # 3. a master restarted empty while no worker runs: the next worker reports it (the other masters
 #    hold their markers) and recomputes every live doc; every doc converges;
 # 4. positions past the server's WAL (a restore of the server no worker saw): the next worker raises
-#    the generation and recomputes, and a new commit is published over the old docs.
+#    the generation and recomputes, and a new commit is published over the old docs;
+# 5. a master with an allkeys-* eviction policy stops the start.
 set -euo pipefail
 test_name=clusterchk
 # shellcheck source=lib/worker_env.bash
@@ -126,4 +127,17 @@ target=$(sql "SELECT pg_current_wal_lsn()")
 [ "$(sql "CALL docsync.wait_published('$target', '30s')")" = t ] || fail "4: wait_published never passed $target"
 all_current 30 "4: after positions past the server's WAL"
 stop_worker
+
+# 5. A master that may evict docs stops the start (every master's maxmemory-policy is read).
+evicting=$(masters | tail -n 1)
+rcn "$evicting" CONFIG SET maxmemory-policy allkeys-lru >/dev/null
+: >"$tmp/worker.log"
+code=0
+timeout 60 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
+  --status-dir "$status_dir" --sink "$url" --live all >>"$tmp/worker.out" 2>>"$tmp/worker.log" || code=$?
+[ "$code" -ne 0 ] && [ "$code" -ne 124 ] || fail "5: the worker did not refuse master $evicting's allkeys-lru (exit $code)"
+grep -q "Redis Cluster node 127.0.0.1:$evicting evicts keys under memory pressure (maxmemory-policy allkeys-lru" "$tmp/worker.log" ||
+  fail "5: the refusal does not name master $evicting and its policy: $(tail -n 2 "$tmp/worker.log")"
+rcn "$evicting" CONFIG SET maxmemory-policy noeviction >/dev/null
+echo "5: master $evicting's allkeys-lru refused at start"
 echo "PASS worker_cluster_checks"
