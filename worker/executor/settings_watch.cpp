@@ -7,10 +7,10 @@
 namespace docsync {
 
 const std::vector<std::string_view> kFollowedSettings = {
-    "array_nulls",       "default_text_search_config", "gin_fuzzy_search_limit",
-    "lc_monetary",       "lc_numeric",                 "lc_time",
+    "array_nulls",           "default_text_search_config",  "gin_fuzzy_search_limit",
+    "lc_monetary",           "lc_numeric",                  "lc_time",
     "quote_all_identifiers", "standard_conforming_strings", "timezone_abbreviations",
-    "transform_null_equals", "xmlbinary",              "xmloption",
+    "transform_null_equals", "xmlbinary",                   "xmloption",
 };
 
 namespace {

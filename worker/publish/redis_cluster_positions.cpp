@@ -102,7 +102,7 @@ DocVersion RedisClusterSink::max_version() {
         try {
             reply = client_.on_node(*master, {"GET", position_key(map->first_slot_of(*master))});
         } catch (const Error&) {
-            continue;  // down: its position is below what it holds at worst; lost_docs() looks when it is back
+            continue;  // down: lost_docs() looks at it when it is back
         }
         any = true;
         auto held = parse_position(reply);

@@ -19,8 +19,8 @@ EvictionPolicy read_eviction_policy(const RedisCommand& command) {
 
 std::optional<std::string> eviction_refusal(const EvictionPolicy& policy, const std::string& where) {
     if (policy.policy.rfind("allkeys-", 0) != 0) return std::nullopt;
-    return where + " evicts keys under memory pressure (maxmemory-policy " + policy.policy + ", from " + policy.source +
-           "): it would drop retained docs while they count as published; set maxmemory-policy noeviction "
+    return where + " evicts keys under memory pressure (maxmemory-policy " + policy.policy + ", from " +
+           policy.source + "): it would drop retained docs while they count as published; set maxmemory-policy noeviction "
            "(or a volatile-* policy, which only evicts tombstones) in its configuration, e.g. "
            "CONFIG SET maxmemory-policy noeviction, or in the managed service's parameter group";
 }
