@@ -32,6 +32,7 @@
 #include "executor/definitions_source.hpp"
 #include "executor/executor.hpp"
 #include "executor/sink_record.hpp"
+#include "executor/settings_watch.hpp"
 #include "metrics/server.hpp"
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
@@ -624,6 +625,29 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         }
     });
 
+    // The settings watch: every second, whether a setting doc queries follow from the server changed
+    // (ALTER DATABASE or ALTER ROLE … SET, a reloaded configuration; executor/settings_watch.hpp). No
+    // event trigger fires for those: the pool's sessions are renewed and every live doc recomputed.
+    std::thread settings_thread([&] {
+        SettingsWatch watch(settings.pool_dsn, settings.statement_timeout + 5s);
+        std::unique_lock lock(mutex);
+        while (!stream_done && !draining) {
+            lock.unlock();
+            try {
+                if (auto what = watch.changed()) {
+                    executor.renew_sessions();
+                    log_warning("executor", *what + ": renewing the pool's sessions and recomputing every live doc");
+                    engine.recompute_all_live(RecomputeReason::Settings, true);
+                    publish_status_now();
+                }
+            } catch (const std::exception&) {
+                // the server is unreachable: the pool reports it; asked again next second
+            }
+            lock.lock();
+            wake.wait_for(lock, 1s, [&] { return stream_done || draining; });
+        }
+    });
+
     std::thread signal_thread([&] {
         for (;;) {
             int signal = 0;
@@ -690,6 +714,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_thread.join();
     sink_thread.join();
     if (sink_record) sink_record->stop();  // what the last computes named is written
+    settings_thread.join();
     lease_watch->stop();
     {
         std::lock_guard lock(drain_mutex);

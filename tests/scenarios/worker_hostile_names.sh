@@ -60,7 +60,7 @@ echo "every doc equals a fresh run of its query"
 
 [ "$(sql "SELECT count(*) FROM canary")" = 1 ] || fail "the canary table lost its row"
 # What the pool role ran (itself, or as the definers' reader roles): the worker's session
-# statements, the doc query and the keys query only,
+# statements (the settings watch's two included), the doc query and the keys query only,
 # each alone or in its batched form (docs/internals.md#batched-recomputes).
 others_sql=$(cat <<'SQL'
 SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
@@ -71,7 +71,7 @@ SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r
    AND NOT (s.query LIKE 'SELECT docsync_batch.ord, d.* FROM ROWS FROM (pg_catalog.unnest($1::%[])) WITH ORDINALITY AS docsync_batch(p1, ord)%'
             AND (s.query LIKE E'%(\nSELECT jsonb_build_object($3, h."x"" , ""y", $4, h."v""; --") FROM "''; DROP TABLE canary; --" h WHERE h."x"" , ""y" = (docsync_batch.p1)\n) AS q)%'
                  OR s.query LIKE E'%(\nSELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = (docsync_batch.p1)\n) AS q)%'))
-   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT rolreplication FROM pg_catalog\.pg_roles WHERE rolname = current_user$|SELECT pg_catalog\.current_database\(\), \(SELECT system_identifier FROM pg_catalog\.pg_control_system\(\)\)::text, pg_catalog\.pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$1, n\.nspname, c\.relname\))'
+   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT rolreplication FROM pg_catalog\.pg_roles WHERE rolname = current_user$|SELECT pg_catalog\.current_database\(\), \(SELECT system_identifier FROM pg_catalog\.pg_control_system\(\)\)::text, pg_catalog\.pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$1, n\.nspname, c\.relname\)|SELECT coalesce\(pg_catalog\.string_agg\(s\.setdatabase::text|SELECT pg_catalog\.current_setting\(n\) FROM pg_catalog\.unnest\()'
 SQL
 )
 others=$(sql "${others_sql//READER/$reader_role}")

@@ -44,6 +44,7 @@ struct Executor::Slot {
     unsigned failures = 0;
     SteadyClock::time_point next_attempt{};
     std::uint64_t epoch = 0;  // the definitions epoch its prepared statements were planned in
+    std::uint64_t sessions = 0;  // the sessions epoch (renew_sessions) it was connected in
 };
 
 struct Executor::Lease {
@@ -164,6 +165,8 @@ void Executor::pin(pg::Connection& conn, pg::Deadline deadline) {
 
 void Executor::definitions_changed() { definitions_epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
+void Executor::renew_sessions() { sessions_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+
 bool Executor::standby() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return standby_;
@@ -188,7 +191,8 @@ Executor::Lease Executor::acquire() {
     lease.index = index;
     lease.slot = slots_[index].get();
     Slot& slot = *lease.slot;
-    if (slot.conn && slot.conn->ok()) return lease;
+    std::uint64_t sessions = sessions_epoch_.load(std::memory_order_acquire);
+    if (slot.conn && slot.conn->ok() && slot.sessions == sessions) return lease;
     slot.conn.reset();
     if (SteadyClock::now() < slot.next_attempt) {
         lease.error = "the pool connection is down; reconnecting with backoff";
@@ -200,6 +204,7 @@ Executor::Lease Executor::acquire() {
         pin(conn, pg::deadline_in(options_.connect_timeout));
         slot.standby = conn.exec("SELECT pg_is_in_recovery()", pg::deadline_in(options_.connect_timeout)).get(0, 0) == "t";
         slot.conn.emplace(std::move(conn));
+        slot.sessions = sessions;
         slot.failures = 0;
         std::lock_guard<std::mutex> lock(mutex_);
         standby_ = slot.standby;

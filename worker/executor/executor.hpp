@@ -62,6 +62,9 @@ public:
     std::uint64_t batched_forms_set_aside() const override;
     // Every pool connection drops its prepared statements (DEALLOCATE ALL) before its next compute.
     void definitions_changed() override;
+    // Every pool connection is replaced before its next compute, so it takes the server's settings
+    // anew (executor/settings_watch.hpp: database and role defaults, a reloaded configuration).
+    void renew_sessions();
     // Connects the first pool connection and checks the role; throws docsync::Error when the server
     // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
     explicit Executor(ExecutorOptions options);
@@ -130,6 +133,8 @@ private:
     std::atomic<bool> check_first_{false};
     // Bumped by definitions_changed(); a connection whose Slot::epoch is older forgets its statements.
     std::atomic<std::uint64_t> definitions_epoch_{0};
+    // Bumped by renew_sessions(); a connection whose Slot::sessions is older is replaced.
+    std::atomic<std::uint64_t> sessions_epoch_{0};
     std::set<std::string> unbatchable_;  // batched forms that failed where single computes succeeded  // the last snapshot check failed: check before querying
     std::string database_;
     std::string system_identifier_;

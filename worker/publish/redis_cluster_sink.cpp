@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "publish/envelope.hpp"
+#include "publish/redis_eviction.hpp"
 #include "publish/redis_script.hpp"
 
 namespace docsync::publish {
@@ -82,6 +83,13 @@ RedisClusterSink::RedisClusterSink(RedisClusterAddress address, RedisSinkOptions
             throw Error("Redis Cluster node " + master->endpoint() + " refused the docsync script: " +
                         reply_text(loaded.get()) + "; docsync needs Lua scripting (EVAL) allowed");
         script_sha_ = reply_text(loaded.get());
+        auto policy = read_eviction_policy([&](const auto& args) { return client_.on_node(*master, args); });
+        if (auto refusal = eviction_refusal(policy, "Redis Cluster node " + master->endpoint()))
+            throw Error("--sink: " + *refusal + " (on every master)");
+        if (policy.policy.empty())
+            log_warning("publish", "Redis Cluster node " + master->endpoint() +
+                                       " tells its maxmemory-policy neither through CONFIG GET nor INFO memory: make "
+                                       "sure it is noeviction (an allkeys-* policy drops retained docs)");
     }
     if (script_sha_.empty())
         throw Error("--sink: " + where_ +
@@ -155,6 +163,10 @@ void RedisClusterSink::publish(const std::string& channel, const std::optional<s
 }
 
 std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vector<Publication>& docs) {
+    {
+        std::lock_guard lock(eviction_mutex_);
+        if (evicting_) return std::vector<std::optional<Error>>(docs.size(), Error(*evicting_, {}, true));
+    }
     std::vector<std::optional<Error>> out(docs.size());
     std::uint64_t top = 0;
     for (const auto& d : docs) top = std::max(top, d.version.generation);
@@ -169,13 +181,24 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
     calls.reserve(docs.size());
     for (const auto& d : docs)
         calls.push_back(script_call(cluster_key(*d.channel), *d.channel, *d.doc, d.version, client_.address().tombstone_ttl));
+    // Write-ahead positions: each master's docsync:max_version:{TAG} is raised to the highest version
+    // of its docs in this batch, first in its pipelined group (publish order is kept per node).
+    auto raises = position_raises(docs, calls);
     std::vector<KeyedCommand> commands;
-    commands.reserve(calls.size());
+    commands.reserve(raises.size() + calls.size());
+    for (const auto& r : raises) commands.push_back({r.key, r.args(), {}, false});
     for (const auto& call : calls)
         commands.push_back({call.key, call.args(kKind, script_sha_, false), call.args(kKind, script(), true), true});
     auto outcomes = client_.run(commands);
-    for (std::size_t i = 0; i < outcomes.size(); ++i)
-        out[i] = outcomes[i].error ? outcomes[i].error : judge_script_reply(outcomes[i].reply, where_, *docs[i].channel);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        const Outcome& o = outcomes[raises.size() + i];
+        out[i] = o.error ? o.error : judge_script_reply(o.reply, where_, *docs[i].channel);
+    }
+    // A doc whose master did not take its position first is not published: the position may be below it.
+    for (std::size_t r = 0; r < raises.size(); ++r)
+        if (auto e = outcome_error(outcomes[r], where_ + " refused to raise " + raises[r].key))
+            for (std::size_t i : raises[r].docs)
+                if (!out[i]) out[i] = e;
     return out;
 }
 
@@ -248,16 +271,29 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
     for (const ClusterNode* m : masters) was_master_[m->id] = true;
 
     std::set<std::string> current;
+    const bool first_call = seen_.empty();
+    std::string unreachable;             // masters that could not be checked
+    std::string unmarked;                // masters whose marker this call had to write
+    bool marked = false;                 // a master held its marker already
+    std::optional<std::string> refusal;  // a master whose eviction policy may drop docs
+    std::string policies;                // each master's, for the line that says it is fixed
     for (const ClusterNode* m : masters) {
         current.insert(m->id);
         Seen now;
         try {
+            auto policy = read_eviction_policy([&](const auto& args) { return watch_.on_node(*m, args); });
+            if (!refusal) refusal = eviction_refusal(policy, "Redis Cluster node " + m->endpoint());
+            policies += (policies.empty() ? "" : ", ") + m->endpoint() + " " + policy.policy;
             now.run_id = info_field(watch_.on_node(*m, {"INFO", "server"}), "run_id");
             std::string replid = info_field(watch_.on_node(*m, {"INFO", "replication"}), "master_replid");
             now.marker_slot = map->first_slot_of(*m);
             auto marker = check_epoch_marker([&](const auto& args) { return watch_.on_node(*m, args); },
                                              marker_key(now.marker_slot), replid);
             now.token = marker.token;
+            if (marker.created)
+                unmarked += (unmarked.empty() ? "" : ", ") + m->endpoint();
+            else
+                marked = true;
             // A promoted replica holds its old master's marker under a new history: a failover, seen
             // even by a worker that was not running then. A marker slot that changed (a reshard moved
             // slots) says nothing.
@@ -268,7 +304,9 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
                        replid.substr(0, 8) + "…) than when docsync marked it (" + marker.replid.substr(0, 8) +
                        "…): a failover promoted it, or it restarted; docs it took may be lost";
         } catch (const Error&) {
-            continue;  // unreachable: a failover may follow, which the next call sees
+            // unreachable: a failover may follow, which the next call sees; until then what it holds is unknown
+            unreachable += (unreachable.empty() ? "" : ", ") + m->endpoint();
+            continue;
         }
         auto it = seen_.find(m->id);
         if (it != seen_.end() && !lost) {
@@ -283,8 +321,34 @@ std::optional<std::string> RedisClusterSink::lost_docs() {
         seen_[m->id] = now;
     }
     for (auto it = seen_.begin(); it != seen_.end();) it = current.count(it->first) ? std::next(it) : seen_.erase(it);
+    if (auto fixed = judge_eviction(refusal, policies)) lost = lost ? lost : fixed;
+    // Seen by a worker that was not running: one master lost everything, marker included.
+    if (!lost && first_call && marked && !unmarked.empty())
+        lost = where_ + ": master " + unmarked + " held no marker key while the others held theirs: it restarted "
+               "empty (or joined the cluster) while no worker watched; its docs may be gone";
     keep_key_types();
+    // A master not checked may have lost docs: waits hold (the caller keeps the sink unchecked).
+    if (!lost && !unreachable.empty())
+        throw Error(where_ + ": masters " + unreachable + " could not be checked for lost docs", {}, true);
     return lost;
+}
+
+// Records what lost_docs found of the masters' eviction policies: a refusal is logged once per
+// occurrence, refuses publishes and is thrown (transient: waits hold); the fix of one is returned as
+// a loss (docs may have been evicted meanwhile).
+std::optional<std::string> RedisClusterSink::judge_eviction(const std::optional<std::string>& refusal,
+                                                            const std::string& policies) {
+    std::lock_guard lock(eviction_mutex_);
+    if (refusal) {
+        if (!evicting_) log_error("publish", *refusal + "; docs are held until it is fixed on every master");
+        evicting_ = where_ + " has a master that may evict docs (its maxmemory-policy): held until it is fixed";
+        breaks_.fetch_add(1);
+        throw Error(*refusal, {}, true);
+    }
+    if (!evicting_) return std::nullopt;
+    evicting_.reset();
+    log_warning("publish", where_ + " no longer evicts (maxmemory-policy: " + policies + ")");
+    return where_ + " had a master with an evicting maxmemory-policy, now fixed: docs it held may have been evicted";
 }
 
 }  // namespace docsync::publish

@@ -122,7 +122,8 @@ std::string info_field(const Reply& info, std::string_view field) {
 EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
                                const std::string& key, const std::string& replid) {
     Reply got = command({"GET", key});
-    if (got->type == REDIS_REPLY_NIL) {
+    const bool created = got->type == REDIS_REPLY_NIL;
+    if (created) {
         std::random_device random;
         std::string token = std::to_string(random()) + "-" + std::to_string(random());
         command({"SET", key, token + "/" + replid, "NX"});
@@ -131,6 +132,7 @@ EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::
     if (got->type != REDIS_REPLY_STRING) return {};
     std::string_view value(got->str, got->len);
     EpochMarker marker;
+    marker.created = created;
     auto slash = value.rfind('/');
     marker.token = std::string(value.substr(0, slash));
     if (slash != std::string_view::npos) marker.replid = std::string(value.substr(slash + 1));

@@ -76,6 +76,7 @@ struct EpochMarker {
     std::string token;
     std::string replid;       // the marker's, before it was rewritten; empty in a marker without one
     bool other_history = false;
+    bool created = false;     // the key was missing: this call wrote it
 };
 EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
                                const std::string& key, const std::string& replid);

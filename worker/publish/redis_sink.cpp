@@ -9,10 +9,12 @@
 #include <csignal>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "publish/envelope.hpp"
+#include "publish/redis_eviction.hpp"
 #include "publish/redis_script.hpp"
 
 namespace docsync::publish {
@@ -58,6 +60,11 @@ RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
         throw Error(where_ + " refused the docsync script: " + reply_text(reply.get()) +
                     "; docsync needs Redis 5 or newer with Lua scripting (EVAL) allowed");
     script_sha_ = reply_text(reply.get());
+    auto policy = read_eviction_policy([&conn](const auto& args) { return conn->command(args); });
+    if (auto refusal = eviction_refusal(policy, where_)) throw Error("--sink: " + *refusal);
+    if (policy.policy.empty())
+        log_warning("publish", where_ + " tells its maxmemory-policy neither through CONFIG GET nor INFO memory: "
+                                        "make sure it is noeviction (an allkeys-* policy drops retained docs)");
     release(std::move(conn));
 }
 
@@ -76,6 +83,7 @@ std::unique_ptr<RedisConnection> RedisSink::acquire() {
     if (wait_until > now) std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(wait_until - now, options_.max_backoff));
     try {
         auto conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
+        check_eviction(*conn);  // a reconnect may reach a Redis configured anew
         std::lock_guard lock(mutex_);
         backoff_ = options_.initial_backoff;
         return conn;
@@ -114,6 +122,7 @@ void RedisSink::publish(const std::string& channel, const std::optional<std::str
 }
 
 std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publication>& docs) {
+    if (auto refusal = eviction_refused()) return std::vector<std::optional<Error>>(docs.size(), Error(*refusal, {}, true));
     std::vector<ScriptCall> calls;
     calls.reserve(docs.size());
     for (const auto& d : docs)
@@ -316,23 +325,36 @@ std::optional<std::string> RedisSink::lost_docs() {
     auto conn = acquire();
     std::string run_id, replid;
     EpochMarker marker;
+    long long evicted = -1;
     try {
+        check_eviction(*conn);
         run_id = info_field(conn->command({"INFO", "server"}), "run_id");
         replid = info_field(conn->command({"INFO", "replication"}), "master_replid");
         marker = check_epoch_marker([&conn](const auto& args) { return conn->command(args); },
                                     std::string(kEpochKey), replid);
+        if (!epoch_.empty() && marker.token != epoch_)
+            evicted = evicted_keys([&conn](const auto& args) { return conn->command(args); });
     } catch (const Error& e) {
         failed(where_ + ": " + e.what());
         throw;
     }
     release(std::move(conn));
     std::optional<std::string> lost;
+    bool was_evicting;
+    {
+        std::lock_guard lock(mutex_);
+        was_evicting = std::exchange(eviction_fixed_, false);
+    }
     if (!run_id_.empty() && run_id != run_id_)
         lost = where_ + " restarted (run_id " + run_id_.substr(0, 8) + "… is now " +
                run_id.substr(0, 8) + "…): docs written just before may be lost";
+    else if (was_evicting)
+        lost = where_ + " had an evicting maxmemory-policy, now fixed: docs it held may have been evicted";
     else if (!epoch_.empty() && marker.token != epoch_)
         lost = where_ + " no longer holds the marker key " + std::string(kEpochKey) +
-               " (FLUSHALL, FLUSHDB, or a restart without persistence): its docs may be gone";
+               " (FLUSHALL, FLUSHDB, or a restart without persistence" +
+               (evicted > 0 ? "; it has evicted " + std::to_string(evicted) + " keys since it started" : std::string()) +
+               "): its docs may be gone";
     else if (marker.other_history)
         lost = where_ + " has another replication history (master_replid " +
                replid.substr(0, 8) + "…) than when docsync marked it: it restarted or was promoted; docs it took "
@@ -341,6 +363,30 @@ std::optional<std::string> RedisSink::lost_docs() {
     epoch_ = marker.token;
     keep_key_types();
     return lost;
+}
+
+// The eviction policy (publish/redis_eviction.hpp), on a new connection and at every lost-docs check.
+void RedisSink::check_eviction(RedisConnection& conn) {
+    auto policy = read_eviction_policy([&conn](const auto& args) { return conn.command(args); });
+    auto refusal = eviction_refusal(policy, where_);
+    std::lock_guard lock(mutex_);
+    if (refusal) {
+        // One line per occurrence; until it is fixed docs hold the slot and waits hold (a break).
+        if (!evicting_) log_error("publish", *refusal + "; docs are held until it is fixed");
+        evicting_ = where_ + " may evict docs (maxmemory-policy " + policy.policy + "): held until it is fixed";
+        down_ = true;
+        breaks_.fetch_add(1);
+        throw Error(*refusal, {}, true);
+    }
+    if (!evicting_) return;
+    log_warning("publish", where_ + " no longer evicts (maxmemory-policy " + policy.policy + ")");
+    evicting_.reset();
+    eviction_fixed_ = true;  // lost_docs reports what may have been evicted meanwhile
+}
+
+std::optional<std::string> RedisSink::eviction_refused() {
+    std::lock_guard lock(mutex_);
+    return evicting_;
 }
 
 }  // namespace docsync::publish

@@ -52,7 +52,9 @@ public:
     // is missing or unreadable (docs published by an older worker).
     DocVersion max_version() override;
     // Redis restarted (its run_id changed: with appendfsync everysec the last writes may be lost) or
-    // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence).
+    // no longer holds the marker key docsync:epoch (FLUSHALL, FLUSHDB, a restart without persistence),
+    // or an evicting maxmemory-policy was fixed. Throws (transient) while the policy may evict docs
+    // (publish/redis_eviction.hpp): the start refuses one, this catches a CONFIG SET since.
     std::optional<std::string> lost_docs() override;
     // Counted by every failure that drops the pool (failed()).
     std::uint64_t breaks() const override { return breaks_.load(); }
@@ -86,6 +88,10 @@ private:
     Reply get(const std::string& key);
     // docsync:key_types as describe_keys gave it, written again when Redis holds anything else.
     void keep_key_types();
+    // Reads the eviction policy on `conn`; one that may evict docs is recorded (publishes refused,
+    // a break counted, logged once) and thrown as a transient docsync::Error.
+    void check_eviction(RedisConnection& conn);
+    std::optional<std::string> eviction_refused();
 
     const RedisAddress address_;
     const std::string where_;  // "Redis at HOST:PORT/DB", for messages
@@ -100,6 +106,8 @@ private:
     std::chrono::steady_clock::time_point next_connect_{};
     std::chrono::milliseconds backoff_;
     bool down_ = false;  // logged as lost, not yet as back
+    std::optional<std::string> evicting_;  // why the eviction policy is refused, while it is
+    bool eviction_fixed_ = false;          // it was, and lost_docs has not said so yet
     std::atomic<std::uint64_t> breaks_{0};
     std::unique_ptr<RedisConnection> watch_;  // wait_for_break's; one caller at a time
 };
