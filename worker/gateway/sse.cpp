@@ -32,6 +32,7 @@ public:
     }
 
     void start(const Request& req, std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors) {
+        bound_send_buffer(socket_);
         for (std::size_t i = 0; i < channels.size(); ++i) outbox_.add(channels[i], floors[i]);
         auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, req.version());
         res->set(http::field::content_type, "text/event-stream");
@@ -46,7 +47,7 @@ public:
         auto self = shared_from_this();
         http::async_write_header(socket_, *serializer, [self, res, serializer](beast::error_code ec, std::size_t) {
             self->writing_ = false;
-            if (ec) return self->close("");
+            if (ec) return self->close(Ending::Graceful);
             self->last_write_ = steady::now();
             // The browser reconnects after 1 s when the stream ends.
             self->control_.push_back("retry: 1000\n\n");
@@ -73,12 +74,12 @@ public:
             ++shard_.counters().slow_disconnects;
             log_info("gateway", "closed an SSE stream whose client took no bytes for " +
                                     std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
-            return close("");
+            return close(Ending::Abortive);
         }
-        if (expiring_) return close("");  // the reason did not go out within a tick: closed as it is
+        if (expiring_) return close(Ending::Abortive);  // the reason did not go out within a tick: cut off
         if (wall >= expires_) {
-            // Nothing more goes out but the reason: pending docs are dropped, not flushed, and a
-            // write still under way at the next tick is cut off.
+            // Nothing more goes out but the reason: pending docs are dropped, not flushed, and
+            // after kEndGrace the connection is reset, dropping what the kernel still holds.
             ++shard_.counters().expired_disconnects;
             expires_ = wall_clock::time_point::max();
             expiring_ = true;
@@ -90,7 +91,9 @@ public:
             close_after_flush_ = true;
             pump();
             auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor(), kEndGrace);
-            timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(""); });
+            timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) {
+                self->close(Ending::Abortive);
+            });
             return;
         }
         if (!writing_ && now - last_write_ >= shard_.options().heartbeat) {
@@ -99,7 +102,7 @@ public:
         }
     }
 
-    void shut() override { close(""); }
+    void shut() override { close(Ending::Graceful); }
 
 private:
     void unfollow_all() {
@@ -108,20 +111,18 @@ private:
         for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
     }
 
-    void close(const std::string&) {
+    void close(Ending how) {
         if (closed_) return;
         closed_ = true;
         unfollow_all();
-        boost::system::error_code ec;
-        socket_.shutdown(tcp::socket::shutdown_both, ec);
-        socket_.close(ec);
+        end_socket(socket_, how);
     }
 
     // A client sends nothing on an event stream: the read ends when it goes away.
     void watch_for_close() {
         auto self = shared_from_this();
         socket_.async_read_some(asio::buffer(&read_byte_, 1), [self](beast::error_code ec, std::size_t) {
-            if (ec || ++self->bytes_read_ > 4096) return self->close("");
+            if (ec || ++self->bytes_read_ > 4096) return self->close(Ending::Graceful);
             self->watch_for_close();
         });
     }
@@ -132,7 +133,7 @@ private:
         auto done = [self](beast::error_code ec, std::size_t) {
             self->writing_ = false;
             self->sending_.reset();
-            if (ec) return self->close("");
+            if (ec) return self->close(Ending::Graceful);
             self->last_write_ = steady::now();
             self->pump();
         };
@@ -158,7 +159,13 @@ private:
             asio::async_write(socket_, buffers, done);
             return;
         }
-        if (close_after_flush_) close("");
+        if (close_after_flush_) {
+            // The reason is in the kernel's (bounded) buffer: FIN after it, and the grace timer
+            // resets the connection if the client has not taken it by then.
+            close_after_flush_ = false;
+            boost::system::error_code ec;
+            socket_.shutdown(tcp::socket::shutdown_send, ec);
+        }
     }
 
     void start_write() {

@@ -45,6 +45,7 @@ public:
         timeout.keep_alive_pings = true;
         ws_.set_option(timeout);
         ws_.read_message_max(kMaxMessageBytes);
+        bound_send_buffer(beast::get_lowest_layer(ws_));
         ws_.set_option(websocket::stream_base::decorator(
             [](websocket::response_type& res) { res.set(beast::http::field::server, "docsync-gateway"); }));
         auto shared_req = std::make_shared<Request>(std::move(req));
@@ -76,9 +77,9 @@ public:
             ++shard_.counters().slow_disconnects;
             log_info("gateway", "closed a WebSocket whose client took no bytes for " +
                                     std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
-            return close();
+            return close(Ending::Abortive);
         }
-        if (ending_) return close();  // the reason did not go out within a tick: closed as it is
+        if (ending_) return close(Ending::Abortive);  // the reason did not go out within a tick: cut off
         if (outbox_.size() == 0 && now - idle_since_ >= shard_.options().idle_timeout) {
             // A socket that follows nothing holds a connection slot for nothing: the slots go to
             // clients that follow something.
@@ -101,8 +102,8 @@ public:
 
 private:
     // Ends the connection: nothing more goes out but `code` with `message` and the close; pending
-    // docs and replies are dropped, not flushed, and a write still under way at the next tick is
-    // cut off.
+    // docs and replies are dropped, not flushed, and after kEndGrace the connection is reset,
+    // dropping what the kernel still holds.
     void end(std::string code, const std::string& message) {
         ending_ = true;
         unfollow_all();
@@ -113,7 +114,9 @@ private:
         close_after_flush_ = true;
         pump();
         auto timer = std::make_shared<asio::steady_timer>(ws_.get_executor(), kEndGrace);
-        timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(); });
+        timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) {
+            self->close(Ending::Abortive);
+        });
     }
 
     bool relies_on_token() const {
@@ -126,14 +129,12 @@ private:
         for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
     }
 
-    void close() {
+    void close(Ending how = Ending::Graceful) {
         if (closed_) return;
         closed_ = true;
         unfollow_all();
         outbox_.clear();
-        boost::system::error_code ec;
-        beast::get_lowest_layer(ws_).shutdown(tcp::socket::shutdown_both, ec);
-        beast::get_lowest_layer(ws_).close(ec);
+        end_socket(beast::get_lowest_layer(ws_), how);
     }
 
     void read() {
@@ -226,7 +227,7 @@ private:
         if (control_.size() >= kMaxControlPending) {
             log_info("gateway", "closed a WebSocket that sends requests without reading the replies");
             ++shard_.counters().slow_disconnects;
-            return close();
+            return close(Ending::Abortive);
         }
         control_.push_back(std::move(message));
         pump();
