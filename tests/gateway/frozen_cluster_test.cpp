@@ -58,7 +58,7 @@ TEST_CASE("gateway on a Redis Cluster: /healthz is a round trip to every master 
     auto frozen_at = std::chrono::steady_clock::now();
     int up_late = 0, named = 0, late_samples = 0;
     double slowest = 0;
-    std::string log;
+    std::string log, odd;  // every status; the first answer that is not down naming the master
     while (seconds_since(frozen_at) < 8) {
         auto started = std::chrono::steady_clock::now();
         auto a = http_get(gateway.port(), "/healthz");
@@ -71,12 +71,12 @@ TEST_CASE("gateway on a Redis Cluster: /healthz is a round trip to every master 
             if (a.status == 503 && a.body.find("\"redis\":\"down\"") != std::string::npos &&
                 a.body.find(frozen_port) != std::string::npos)
                 ++named;
-            else
-                MESSAGE(a.body);
+            else if (odd.empty())
+                odd = a.body;
         }
         std::this_thread::sleep_for(250ms);
     }
-    INFO("/healthz while master " << frozen_port << " was frozen: " << log);
+    INFO("/healthz while master " << frozen_port << " was frozen: " << log << "; " << odd);
     CHECK(late_samples > 0);
     CHECK(up_late == 0);
     CHECK(named == late_samples);
