@@ -1,5 +1,5 @@
 // The acceptor, the shards, and the HTTP session that reads requests and writes their answers
-// (the routes: router.cpp; SSE streams: sse.cpp; WebSockets: websocket.cpp; the outbox: outbox.cpp).
+// (the routes: router.cpp; the delivery core: delivery.cpp; SSE: sse.cpp; WebSockets: websocket.cpp).
 #include "gateway/server.hpp"
 
 #include <boost/asio/write.hpp>
