@@ -189,7 +189,7 @@ void FeedReaders::submit(Job job, bool urgent) {
     std::string endpoint = job.node ? job.node->endpoint() : route(job.key);
     job.where = endpoint.empty() ? display_ : "Redis Cluster node " + endpoint;
     std::unique_lock lock(mutex_);
-    if (stopping_ || !started_) {
+    if (stopping_) {
         lock.unlock();
         job.answer->give(FeedRead{false, std::nullopt, kStopping});
         return;
