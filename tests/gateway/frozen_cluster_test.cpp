@@ -54,12 +54,15 @@ TEST_CASE("gateway on a Redis Cluster: /healthz is a round trip to every master 
     REQUIRE(eventually([&] { return http_get(gateway.port(), "/healthz").status == 200; }, 10s));
     const std::string frozen_port = std::to_string(cluster.node(frozen).port());
 
+    const std::size_t log_before = gateway.log().size();
     Frozen freeze(cluster.node(frozen).pid());
     auto frozen_at = std::chrono::steady_clock::now();
     int up_late = 0, named = 0, late_samples = 0;
     double slowest = 0;
     std::string log, odd;  // every status; the first answer that is not down naming the master
-    while (seconds_since(frozen_at) < 8) {
+    std::size_t log_at_4s = 0;
+    while (seconds_since(frozen_at) < 16) {
+        if (log_at_4s == 0 && seconds_since(frozen_at) > 4) log_at_4s = gateway.log().size();
         auto started = std::chrono::steady_clock::now();
         auto a = http_get(gateway.port(), "/healthz");
         slowest = std::max(slowest, seconds_since(started));
@@ -81,6 +84,12 @@ TEST_CASE("gateway on a Redis Cluster: /healthz is a round trip to every master 
     CHECK(up_late == 0);
     CHECK(named == late_samples);
     CHECK(slowest < 2.0);  // answered within the probe's own timeout, not a command timeout
+    // The subscriber found its link to the frozen master dead within 4 s (a PING a second, 2 s
+    // without an answer), and in 16 s never counted a link remade to it as up: that takes an answer.
+    std::string since = gateway.log().substr(log_before);
+    INFO("the gateway's log since the freeze: " << since);
+    CHECK(since.substr(0, log_at_4s - log_before).find(frozen_port + " did not answer PING") != std::string::npos);
+    CHECK(since.find("subscriber connected to") == std::string::npos);
     freeze.thaw();
     CHECK(eventually([&] { return http_get(gateway.port(), "/healthz").status == 200; }, 20s));
 }
