@@ -1,4 +1,4 @@
-// The subscriber and reader threads of the gateway's Redis side.
+// The subscriber thread of the gateway's Redis side (its reads: feed_readers.cpp).
 #include "gateway/feed.hpp"
 
 #include <poll.h>
@@ -59,14 +59,28 @@ void append_chunked(redisContext* ctx, const char* verb, const std::vector<std::
 
 }  // namespace
 
+namespace {
+
+ReaderOptions reader_options(const FeedOptions& o) {
+    ReaderOptions r;
+    r.readers = o.readers;
+    r.connect_timeout = o.connect_timeout;
+    r.command_timeout = o.command_timeout;
+    return r;
+}
+
+}  // namespace
+
 Feed::Feed(publish::RedisAddress address, FeedEvents events, FeedOptions options)
-    : address_(std::move(address)), events_(std::move(events)), options_(options) {
+    : address_(std::move(address)), events_(std::move(events)), options_(options),
+      readers_(address_, std::nullopt, display(), reader_options(options)) {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
 }
 
 Feed::Feed(publish::RedisClusterAddress cluster, FeedEvents events, FeedOptions options)
-    : address_(cluster.seeds.front()), cluster_address_(std::move(cluster)), events_(std::move(events)), options_(options) {
+    : address_(cluster.seeds.front()), cluster_address_(std::move(cluster)), events_(std::move(events)), options_(options),
+      readers_(address_, cluster_address_, display(), reader_options(options)) {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) throw Error(std::string("eventfd: ") + std::strerror(errno));
 }
@@ -77,31 +91,19 @@ Feed::~Feed() {
 }
 
 void Feed::start() {
+    readers_.start();
     subscriber_ = std::thread([this] { subscriber_loop(); });
-    for (unsigned i = 0; i < std::max(1u, options_.readers); ++i) readers_.emplace_back([this] { reader_loop(); });
 }
 
 void Feed::stop() {
     {
         std::lock_guard lock(mutex_);
-        if (stopping_ && !subscriber_.joinable()) return;
         stopping_ = true;
     }
-    jobs_cv_.notify_all();
     stop_cv_.notify_all();
     wake();
     if (subscriber_.joinable()) subscriber_.join();
-    for (auto& t : readers_)
-        if (t.joinable()) t.join();
-    readers_.clear();
-    // Jobs never run are answered, so that no caller waits forever.
-    std::deque<Job> left;
-    {
-        std::lock_guard lock(mutex_);
-        left.swap(jobs_);
-    }
-    for (auto& job : left)
-        if (job.done) job.done(FeedRead{false, std::nullopt, "the gateway is stopping"});
+    readers_.stop();  // answers what it never ran, so that no caller waits forever
 }
 
 bool Feed::stopping() const {
@@ -128,111 +130,20 @@ void Feed::set_following(const std::string& channel, bool follow) {
 }
 
 void Feed::read(const std::string& channel, std::function<void(FeedRead)> done) {
-    {
-        std::lock_guard lock(mutex_);
-        if (!stopping_) {
-            jobs_.push_back(Job{{"GET", cluster_address_ ? publish::cluster_key(channel) : channel}, std::move(done)});
-            jobs_cv_.notify_one();
-            return;
-        }
-    }
-    done(FeedRead{false, std::nullopt, "the gateway is stopping"});
+    std::string key = cluster_address_ ? publish::cluster_key(channel) : channel;
+    readers_.run({"GET", key}, key, std::move(done));
 }
 
 void Feed::announce(const std::string& channel, bool warm) {
     std::string verb = warm ? publish::kWarmChannel : publish::kTouchChannel;
-    std::lock_guard lock(mutex_);
-    if (stopping_) return;
-    jobs_.push_back(Job{{"PUBLISH", verb, channel}, [verb, channel](FeedRead r) {
-                            if (!r.ok) log_warning("gateway", "PUBLISH " + verb + " " + channel + " failed: " + r.error);
-                        }});
-    jobs_cv_.notify_one();
+    // PUBLISH routes by its channel on a cluster (classic pub/sub reaches every node).
+    readers_.run({"PUBLISH", verb, channel}, verb, [verb, channel](FeedRead r) {
+        if (!r.ok) log_warning("gateway", "PUBLISH " + verb + " " + channel.substr(0, 200) + " failed: " + r.error);
+    });
 }
 
-void Feed::probe(std::function<void(FeedRead)> done) {
-    {
-        std::lock_guard lock(mutex_);
-        if (!stopping_) {
-            // Any node answers PING; on a cluster the key only picks one.
-            jobs_.push_front(Job{{"PING"}, std::move(done), "docsync:health"});
-            jobs_cv_.notify_one();
-            return;
-        }
-    }
-    done(FeedRead{false, std::nullopt, "the gateway is stopping"});
-}
-
-void Feed::reader_loop() {
-    std::unique_ptr<RedisConnection> conn;
-    for (;;) {
-        Job job;
-        {
-            std::unique_lock lock(mutex_);
-            jobs_cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-            if (stopping_) return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-        }
-        run_job(conn, job);
-    }
-}
-
-void Feed::run_job(std::unique_ptr<RedisConnection>& conn, Job& job) {
-    FeedRead result;
-    if (cluster_address_) {
-        try {
-            publish::ClusterClient* client;
-            {
-                std::lock_guard lock(cluster_mutex_);
-                if (!cluster_) {
-                    publish::ClusterOptions o;
-                    o.connect_timeout = options_.connect_timeout;
-                    o.command_timeout = options_.command_timeout;
-                    cluster_ = std::make_unique<publish::ClusterClient>(*cluster_address_, o);
-                }
-                client = cluster_.get();
-            }
-            // GET routes by its key; PUBLISH (classic pub/sub reaches every node) by its channel.
-            std::vector<std::string_view> args(job.args.begin(), job.args.end());
-            std::string_view key = job.key.empty() ? args[1] : std::string_view(job.key);
-            auto outcome = client->run(publish::KeyedCommand{key, args, {}, false});
-            if (outcome.error) {
-                result.error = outcome.error->what();
-            } else if (outcome.reply->type == REDIS_REPLY_ERROR) {
-                result.error = display() + " answered " + reply_text(outcome.reply.get());
-            } else {
-                result.ok = true;
-                if (outcome.reply->type == REDIS_REPLY_STRING || outcome.reply->type == REDIS_REPLY_STATUS)
-                    result.value = reply_text(outcome.reply.get());
-            }
-        } catch (const std::exception& e) {
-            result.error = e.what();
-        }
-        if (job.done) job.done(std::move(result));
-        return;
-    }
-    // One attempt on a pooled connection that may have died idle, then one on a fresh one.
-    for (int attempt = 0; attempt < 2; ++attempt) {
-        bool fresh = !conn;
-        try {
-            if (!conn) conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);
-            std::vector<std::string_view> args(job.args.begin(), job.args.end());
-            Reply reply = conn->command(args);
-            if (reply->type == REDIS_REPLY_ERROR) {
-                result.error = display() + " answered " + reply_text(reply.get());
-            } else {
-                result.ok = true;
-                if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)
-                    result.value = reply_text(reply.get());
-            }
-            break;
-        } catch (const std::exception& e) {
-            conn.reset();
-            result.error = e.what();
-            if (fresh) break;
-        }
-    }
-    if (job.done) job.done(std::move(result));
+void Feed::probe(std::chrono::milliseconds timeout, std::function<void(FeedRead)> done) {
+    readers_.probe(timeout, std::move(done));
 }
 
 void Feed::subscriber_loop() {
@@ -319,9 +230,9 @@ void Feed::subscribe_once() {
     redisContext* ctx = conn->context();
     std::set<std::string> sent;  // channels SUBSCRIBE was sent for on this connection
     using clock = std::chrono::steady_clock;
-    auto last_ping = clock::now();
+    auto last_ping = clock::now() - options_.ping_interval;  // the first PING goes out with the subscriptions
     std::optional<clock::time_point> ping_unanswered;
-    bool announced_up = false;
+    bool announced_up = false;  // up once the connection answered: a frozen Redis still takes connects
     while (!stopping()) {
         // Bring the subscriptions in line with what is wanted.
         auto renewed = take_renewed();
@@ -346,14 +257,6 @@ void Feed::subscribe_once() {
             last_ping = now;
         }
         flush(ctx);
-        if (!announced_up) {
-            // Connected and every wanted channel asked for; each reports `subscribed` as Redis confirms.
-            announced_up = true;
-            if (!up_.exchange(true)) {
-                log_info("gateway", "subscriber connected to " + display());
-                if (events_.state) events_.state(true);
-            }
-        }
 
         std::vector<pollfd> fds{{ctx->fd, POLLIN, 0}};
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options_.ping_interval - (clock::now() - last_ping));
@@ -368,6 +271,15 @@ void Feed::subscribe_once() {
             bool pong = false;
             dispatch(Reply(static_cast<redisReply*>(raw)), pong);
             if (pong) ping_unanswered.reset();
+            if (!announced_up) {
+                // Connected, answering, and every wanted channel asked for; each reports
+                // `subscribed` as Redis confirms.
+                announced_up = true;
+                if (!up_.exchange(true)) {
+                    log_info("gateway", "subscriber connected to " + display());
+                    if (events_.state) events_.state(true);
+                }
+            }
         }
     }
 }
@@ -380,6 +292,7 @@ struct Link {
     std::set<std::string> sent;
     std::chrono::steady_clock::time_point last_ping{};
     std::optional<std::chrono::steady_clock::time_point> ping_unanswered;
+    bool answered = false;  // a reply came: a frozen master still takes connects and writes
 };
 
 }  // namespace
@@ -429,8 +342,8 @@ void Feed::cluster_subscribe_once() {
                     at.host = masters[endpoint]->host;
                     at.port = masters[endpoint]->port;
                     at.db = 0;
+                    // Its first PING goes out with the subscriptions: the link is up once answered.
                     link.conn = RedisConnection::connect(at, options_.connect_timeout, options_.command_timeout);
-                    link.last_ping = now;
                 }
                 redisContext* ctx = link.conn->context();
                 // One channel per command: every channel of a SSUBSCRIBE must hash to one slot.
@@ -442,7 +355,8 @@ void Feed::cluster_subscribe_once() {
                 link.sent = channels;
                 if (now - link.last_ping >= options_.ping_interval) {
                     if (link.ping_unanswered && now - *link.ping_unanswered >= 2 * options_.ping_interval)
-                        throw Error(endpoint + " did not answer PING", {}, true);
+                        throw Error(endpoint + " did not answer PING for " +
+                                        std::to_string(2 * options_.ping_interval.count()) + " ms", {}, true);
                     append(ctx, {"PING"});
                     if (!link.ping_unanswered) link.ping_unanswered = now;
                     link.last_ping = now;
@@ -454,7 +368,10 @@ void Feed::cluster_subscribe_once() {
                 failed = true;
             }
         }
-        bool healthy = !failed && !unplaced;
+        // Down, it comes up only once every link answered (a link remade to a frozen master has
+        // not); up, a new link not yet answered keeps it up: its PING timeout fails it soon enough.
+        bool answering = std::all_of(links.begin(), links.end(), [](const auto& l) { return l.second.answered; });
+        bool healthy = !failed && !unplaced && (up_ || answering);
         if (healthy && !up_.exchange(true)) {
             log_info("gateway", "subscriber connected to " + display());
             if (events_.state) events_.state(true);
@@ -490,6 +407,7 @@ void Feed::cluster_subscribe_once() {
                         throw Error(std::string("bad reply: ") + ctx->errstr, {}, true);
                     if (!raw) break;
                     Reply reply(static_cast<redisReply*>(raw));
+                    link.answered = true;
                     if (reply->type == REDIS_REPLY_ERROR) {
                         // MOVED for a SSUBSCRIBE: the slot lives elsewhere now.
                         auto redirect = publish::parse_redirect(reply_text(reply.get()));

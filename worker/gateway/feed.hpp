@@ -10,14 +10,17 @@
 // reported like any other, so the retained doc is read again there. Reads go through the cluster
 // client, which follows redirects.
 //
-// The subscriber thread owns its connection. It is told which channels to follow
+// The subscriber thread owns its connections. It is told which channels to follow
 // (set_following), sends SUBSCRIBE / UNSUBSCRIBE for the difference, and reports each message and
 // each subscription it (re)establishes. After a reconnect every channel is subscribed again and
 // reported again: messages published while the connection was down are lost to pub/sub, so whoever
 // listens reads the retained doc after each `subscribed` (subscribe first, then read: nothing falls
-// between the two). A PING every few seconds finds a connection that died silently.
+// between the two). A connection counts as up once it has answered (a confirmation or a PONG), not
+// when its TCP connect succeeds: a frozen node still completes connects. A PING every second finds
+// a connection that died silently (no answer in 2 intervals).
 //
-// The reader threads run GET (the retained envelope) and PUBLISH docsync:warm / docsync:touch.
+// Reads, announcements and health PINGs go through FeedReaders (feed_readers.hpp): a lane per node,
+// each command answered by its deadline.
 // Callbacks run on the feed's threads; the hub posts them onto its own.
 
 #include <poll.h>
@@ -35,6 +38,8 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/feed_port.hpp"
+#include "gateway/feed_readers.hpp"
 #include "publish/redis_cluster.hpp"
 #include "publish/redis_connection.hpp"
 
@@ -50,51 +55,38 @@ struct FeedEvents {
 };
 
 struct FeedOptions {
-    unsigned readers = 2;
+    unsigned readers = 2;  // per lane (per cluster master)
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds command_timeout{5000};
-    std::chrono::milliseconds ping_interval{5000};  // a subscriber with no answer in 2 intervals is dead
+    std::chrono::milliseconds ping_interval{1000};  // a subscriber with no answer in 2 intervals is dead
     std::chrono::milliseconds max_backoff{5000};
 };
 
-// The outcome of a read: the value (nullopt for a missing key), or why it failed.
-struct FeedRead {
-    bool ok = false;
-    std::optional<std::string> value;
-    std::string error;
-};
-
-class Feed {
+class Feed : public FeedPort {
 public:
     Feed(publish::RedisAddress address, FeedEvents events, FeedOptions options = {});
     Feed(publish::RedisClusterAddress cluster, FeedEvents events, FeedOptions options = {});
-    ~Feed();  // stops
+    ~Feed() override;  // stops
     Feed(const Feed&) = delete;
     Feed& operator=(const Feed&) = delete;
 
     void start();
     void stop();
 
-    // Follow `channel` or stop following it. Cheap: applied by the subscriber thread.
-    void set_following(const std::string& channel, bool follow);
-    // GET `channel`; `done` runs on a reader thread.
-    void read(const std::string& channel, std::function<void(FeedRead)> done);
-    // PUBLISH docsync:warm (warm) or docsync:touch `channel`; failures are logged.
-    void announce(const std::string& channel, bool warm);
-    // PING on a reader connection, ahead of the reads waiting; `done` runs on a reader thread.
-    void probe(std::function<void(FeedRead)> done);
+    // As FeedPort; set_following is applied by the subscriber thread, `done` runs on a reader
+    // thread or the readers' sweeper.
+    void set_following(const std::string& channel, bool follow) override;
+    void read(const std::string& channel, std::function<void(FeedRead)> done) override;
+    void announce(const std::string& channel, bool warm) override;
+    // PING on every master (the Redis), ahead of the reads waiting for it.
+    void probe(std::chrono::milliseconds timeout, std::function<void(FeedRead)> done) override;
 
-    bool up() const { return up_; }
+    bool up() const override { return up_; }
     std::string display() const {
         return cluster_address_ ? cluster_address_->display() : "Redis at " + address_.display();
     }
 
 private:
-    struct Job {
-        std::vector<std::string> args;
-        std::function<void(FeedRead)> done;
-        std::string key;  // what routes it on a cluster: its key or channel (args[1] when empty)
-    };
     void subscriber_loop();
     void subscribe_once();
     void cluster_subscribe_once();
@@ -106,20 +98,15 @@ private:
     // A reply of a subscriber connection: a message, a (s)subscribe confirmation, a pong.
     // Returns false for an unasked sunsubscribe (the slot moved).
     bool dispatch(const publish::Reply& reply, bool& pong);
-    void reader_loop();
-    void run_job(std::unique_ptr<publish::RedisConnection>& conn, Job& job);
     void wake();
     bool stopping() const;
 
     const publish::RedisAddress address_;
     const std::optional<publish::RedisClusterAddress> cluster_address_;
-    std::unique_ptr<publish::ClusterClient> cluster_;  // the readers' (thread-safe), made on first use
-    std::mutex cluster_mutex_;
     const FeedEvents events_;
     const FeedOptions options_;
 
     mutable std::mutex mutex_;
-    std::condition_variable jobs_cv_;
     std::condition_variable stop_cv_;
     bool stopping_ = false;
     std::set<std::string> wanted_;  // what clients follow (guarded by mutex_)
@@ -127,11 +114,10 @@ private:
     // subscription stayed in place (dropped and taken up again in between) is reported as
     // subscribed at once, since no confirmation will come for it.
     std::set<std::string> renewed_;
-    std::deque<Job> jobs_;          // guarded by mutex_
     int wake_fd_ = -1;              // an eventfd: set_following and stop wake the subscriber's poll
     std::atomic<bool> up_{false};
     std::thread subscriber_;
-    std::vector<std::thread> readers_;
+    FeedReaders readers_;
 };
 
 }  // namespace docsync::gateway

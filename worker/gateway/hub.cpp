@@ -15,6 +15,7 @@ namespace docsync::gateway {
 namespace asio = boost::asio;
 
 constexpr std::size_t kDeferredReadsPerSecond = 1000;  // GETs of deferred channels (at least --warm-rate)
+constexpr std::chrono::milliseconds kHealthBackstop{200};  // past the probe's timeout, the hub answers itself
 
 std::string format_version(DocVersion version) {
     return std::to_string(version.generation) + "/" + format_lsn(version.lsn);
@@ -109,7 +110,7 @@ std::uint64_t Inbox::overflowed() const {
     return overflowed_;
 }
 
-Hub::Hub(asio::io_context& io, Feed& feed, unsigned warm_rate, std::size_t max_queued_bytes, std::size_t max_missing)
+Hub::Hub(asio::io_context& io, FeedPort& feed, unsigned warm_rate, std::size_t max_queued_bytes, std::size_t max_missing)
     : io_(io),
       feed_(feed),
       warm_rate_(std::max(1u, warm_rate)),
@@ -350,7 +351,8 @@ void Hub::health(std::chrono::milliseconds timeout, std::function<void(bool, std
     auto waiter = std::make_shared<HealthWaiter>();
     waiter->done = std::move(done);
     health_waiters_.push_back(waiter);
-    auto timer = std::make_shared<asio::steady_timer>(io_, timeout);
+    // The feed answers by `timeout`, naming the nodes that did not; this is the backstop.
+    auto timer = std::make_shared<asio::steady_timer>(io_, timeout + kHealthBackstop);
     timer->async_wait([this, waiter, timer, timeout](const boost::system::error_code&) {
         if (waiter->answered) return;
         waiter->answered = true;
@@ -359,7 +361,7 @@ void Hub::health(std::chrono::milliseconds timeout, std::function<void(bool, std
     });
     if (probing_) return;
     probing_ = true;
-    feed_.probe([this](FeedRead result) {
+    feed_.probe(timeout, [this](FeedRead result) {
         asio::post(io_, [this, result = std::move(result)] {
             probing_ = false;
             if (!result.ok) return answer_health(false, result.error);

@@ -30,7 +30,7 @@
 #include <unordered_set>
 
 #include "common/lsn.hpp"
-#include "gateway/feed.hpp"
+#include "gateway/feed_port.hpp"
 
 namespace docsync::gateway {
 
@@ -109,7 +109,7 @@ class Hub {
 public:
     // `warm_rate`: docsync:warm requests per second at most (see warm); `max_queued_bytes`: the
     // Inbox's bound; `max_missing`: channels subscribed without a doc in Redis at once, at most.
-    Hub(boost::asio::io_context& io, Feed& feed, unsigned warm_rate = 100,
+    Hub(boost::asio::io_context& io, FeedPort& feed, unsigned warm_rate = 100,
         std::size_t max_queued_bytes = 64 * 1024 * 1024, std::size_t max_missing = 1000);
 
     // `follower` follows `channel`; gets the channel's newest doc at once when the hub holds one.
@@ -121,10 +121,10 @@ public:
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
 
     bool redis_up() const { return feed_.up(); }
-    // Whether Redis answers now: a PING's round trip on a reader connection, with the subscriber
-    // connected. `done(up, why)` runs on the hub's thread within `timeout` (down when no answer
-    // came by then); requests made while a PING is out share its answer, so a frozen Redis never
-    // piles up PINGs.
+    // Whether Redis answers now: a PING's round trip to every node the gateway depends on (each
+    // master of a cluster), with the subscriber connected. `done(up, why)` runs on the hub's
+    // thread within `timeout` (down, naming the nodes that did not answer, when one did not);
+    // requests made while a probe is out share its answer, so a frozen Redis never piles up PINGs.
     void health(std::chrono::milliseconds timeout, std::function<void(bool up, std::string why)> done);
     // Readable from any thread.
     HubStats stats() const;
@@ -182,7 +182,7 @@ private:
     void answer_health(bool up, const std::string& why);
 
     boost::asio::io_context& io_;
-    Feed& feed_;
+    FeedPort& feed_;
     std::vector<std::shared_ptr<HealthWaiter>> health_waiters_;
     bool probing_ = false;  // a PING is out
     std::unordered_map<std::string, Channel> channels_;

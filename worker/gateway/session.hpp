@@ -50,8 +50,21 @@ inline bool needs_token(const Patterns& public_channels, std::string_view channe
 std::string error_json(std::string_view code, std::string_view message, std::string_view channel = {});
 
 // How long a connection that is being ended (an expired token, --idle-timeout) has to send its
-// reason and close; then it is closed as it is, whatever is still being written.
+// reason and close; then it is closed abortively (end_socket), whatever is still being written.
 constexpr std::chrono::milliseconds kEndGrace{250};
+
+// The send buffer of a stream's socket (SSE, WebSocket): what the kernel holds for a slow client
+// beyond the outbox. Small, so that what reaches a client after its stream ended (a token's
+// expiry) is a few tens of kilobytes, not the megabytes an autotuned buffer grows to; the kernel
+// doubles it for its own bookkeeping.
+constexpr int kStreamSendBuffer = 64 * 1024;
+void bound_send_buffer(boost::asio::ip::tcp::socket& socket);
+
+// How a stream's socket is closed: Graceful lets the kernel send what it holds (then FIN);
+// Abortive drops it and resets the connection (SO_LINGER {1, 0}), for a stream that must end now
+// (an expired token, a client too slow to read) whatever it has not taken yet.
+enum class Ending { Graceful, Abortive };
+void end_socket(boost::asio::ip::tcp::socket& socket, Ending how);
 
 // A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
 // vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.

@@ -207,7 +207,7 @@ const std::vector<Spec>& specs() {
          [](GatewaySettings& s, std::string_view v) {
              s.max_queued_bytes = size_in(v, 1024 * 1024, std::uint64_t(64) * 1024 * 1024 * 1024);
          }},
-        {"redis-connections", Kind::Count, "N", "Redis connections for reads (GET), besides the one subscriber",
+        {"redis-connections", Kind::Count, "N", "Redis connections for reads (GET) per node, each master of a Redis Cluster, besides the subscriber",
          [](const GatewaySettings& s) { return std::to_string(s.redis_connections); },
          [](GatewaySettings& s, std::string_view v) { s.redis_connections = static_cast<unsigned>(count_in(v, 1, 64)); }},
         {"config", Kind::Text, "FILE", "JSON config file whose keys are these settings' long names",

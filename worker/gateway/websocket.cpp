@@ -1,11 +1,12 @@
-// WebSocket connections: one socket follows many channels, with JSON messages both ways.
+// WebSocket connections: one socket follows many channels, with JSON messages both ways. The
+// framing and the client's requests only; delivery is the shared core (delivery.hpp).
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/websocket.hpp>
 
 
 #include "common/log.hpp"
-#include "gateway/session.hpp"
+#include "gateway/delivery.hpp"
 
 namespace docsync::gateway {
 
@@ -26,16 +27,13 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
     return "{\"type\":\"error\"," + error_json(code, message, channel).substr(1);
 }
 
-class WsSession : public Connection, public Follower, public std::enable_shared_from_this<WsSession> {
+class WsSession : public Delivery {
 public:
     WsSession(Shard& shard, Seat seat, tcp::socket socket, Caller caller)
-        : Connection(shard, seat), ws_(std::move(socket)), caller_(std::move(caller)) {
+        : Delivery(shard, seat, "a WebSocket"), ws_(std::move(socket)), caller_(std::move(caller)) {
         ++shard_.counters().websockets;
     }
-    ~WsSession() override {
-        unfollow_all();
-        --shard_.counters().websockets;
-    }
+    ~WsSession() override { --shard_.counters().websockets; }
 
     void start(Request req) {
         websocket::stream_base::timeout timeout{};
@@ -45,13 +43,15 @@ public:
         timeout.keep_alive_pings = true;
         ws_.set_option(timeout);
         ws_.read_message_max(kMaxMessageBytes);
+        bound_send_buffer(beast::get_lowest_layer(ws_));
         ws_.set_option(websocket::stream_base::decorator(
             [](websocket::response_type& res) { res.set(beast::http::field::server, "docsync-gateway"); }));
         auto shared_req = std::make_shared<Request>(std::move(req));
-        auto self = shared_from_this();
+        auto self = self_ptr();
         ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
-            if (ec) return self->close();
+            if (ec) return self->close(Ending::Graceful);
             self->open_ = true;
+            self->following_ = true;  // each channel subscribed from now on is followed at once
             self->idle_since_ = steady::now();
             if (self->caller_.refusal) {
                 // The token given at the upgrade was refused: the reason, then the close.
@@ -63,57 +63,39 @@ public:
         });
     }
 
-    void on_doc(const DocPtr& doc) override {
-        if (!closed_ && outbox_.offer(doc)) pump();
-    }
     void on_notice(const std::string& channel, const std::string& code, const std::string& message) override {
         if (!closed_ && !ending_ && outbox_.find(channel)) send_control(ws_error(code, message, channel));
     }
 
     void tick(steady::time_point now, wall_clock::time_point wall) override {
-        if (closed_ || !open_) return;
-        if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
-            ++shard_.counters().slow_disconnects;
-            log_info("gateway", "closed a WebSocket whose client took no bytes for " +
-                                    std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
-            return close();
-        }
-        if (ending_) return close();  // the reason did not go out within a tick: closed as it is
+        if (!open_ || tick_closes(now)) return;
         if (outbox_.size() == 0 && now - idle_since_ >= shard_.options().idle_timeout) {
             // A socket that follows nothing holds a connection slot for nothing: the slots go to
             // clients that follow something.
             ++shard_.counters().idle_disconnects;
-            return end("idle_timeout", "this connection followed no channel for " +
-                                           std::to_string(shard_.options().idle_timeout.count()) +
-                                           " ms (--idle-timeout): subscribe once connected, and close "
-                                           "the socket when no channel is followed");
+            return end_with("idle_timeout", "this connection followed no channel for " +
+                                                std::to_string(shard_.options().idle_timeout.count()) +
+                                                " ms (--idle-timeout): subscribe once connected, and close "
+                                                "the socket when no channel is followed");
         }
         if (caller_.grant && wall >= caller_.grant->expires) {
             caller_.grant.reset();
             if (!relies_on_token()) return;  // only public channels: the connection needs no token
             ++shard_.counters().expired_disconnects;
-            return end("token_expired", "the token has expired: reconnect with a new one, or send "
-                                        "{\"type\":\"auth\",\"token\":…} before it expires");
+            return end_with("token_expired", "the token has expired: reconnect with a new one, or send "
+                                             "{\"type\":\"auth\",\"token\":…} before it expires");
         }
     }
 
-    void shut() override { close(); }
+    void shut() override { close(Ending::Graceful); }
 
 private:
-    // Ends the connection: nothing more goes out but `code` with `message` and the close; pending
-    // docs and replies are dropped, not flushed, and a write still under way at the next tick is
-    // cut off.
-    void end(std::string code, const std::string& message) {
-        ending_ = true;
-        unfollow_all();
-        outbox_.clear();
-        control_.clear();
-        control_.push_back(ws_error(code, message));
-        close_reason_ = std::move(code);
-        close_after_flush_ = true;
-        pump();
-        auto timer = std::make_shared<asio::steady_timer>(ws_.get_executor(), kEndGrace);
-        timer->async_wait([self = shared_from_this(), timer](const boost::system::error_code&) { self->close(); });
+    std::shared_ptr<WsSession> self_ptr() { return std::static_pointer_cast<WsSession>(shared_from_this()); }
+
+    // Ends the connection with `code` and `message` (an error message, then the close frame).
+    void end_with(std::string code, const std::string& message) {
+        close_reason_ = code;
+        end(ws_error(code, message));
     }
 
     bool relies_on_token() const {
@@ -122,24 +104,33 @@ private:
         return false;
     }
 
-    void unfollow_all() {
-        for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
+    bool ready() const override { return open_; }
+
+    void write_message(const std::string& text, WriteDone done) override {
+        ws_.text(true);
+        ws_.async_write(asio::buffer(text), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
 
-    void close() {
-        if (closed_) return;
-        closed_ = true;
-        unfollow_all();
-        outbox_.clear();
-        boost::system::error_code ec;
-        beast::get_lowest_layer(ws_).shutdown(tcp::socket::shutdown_both, ec);
-        beast::get_lowest_layer(ws_).close(ec);
+    void write_doc(const DocPtr& doc, WriteDone done) override {
+        ws_.text(true);
+        ws_.async_write(asio::buffer(doc->ws_message), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
+
+    void write_end() override {
+        start_write();
+        ws_.async_close(websocket::close_reason(websocket::close_code::policy_error, close_reason_),
+                        [self = self_ptr()](beast::error_code) {
+                            self->writing_ = false;
+                            self->close(Ending::Graceful);
+                        });
+    }
+
+    tcp::socket& socket() override { return beast::get_lowest_layer(ws_); }
 
     void read() {
-        auto self = shared_from_this();
+        auto self = self_ptr();
         ws_.async_read(buffer_, [self](beast::error_code ec, std::size_t) {
-            if (ec) return self->close();
+            if (ec) return self->close(Ending::Graceful);
             if (!self->ws_.got_text()) {
                 self->send_control(ws_error("bad_request", "messages are JSON text, not binary"));
             } else {
@@ -226,65 +217,17 @@ private:
         if (control_.size() >= kMaxControlPending) {
             log_info("gateway", "closed a WebSocket that sends requests without reading the replies");
             ++shard_.counters().slow_disconnects;
-            return close();
+            return close(Ending::Abortive);
         }
-        control_.push_back(std::move(message));
-        pump();
-    }
-
-    void pump() {
-        if (writing_ || closed_ || !open_) return;
-        auto self = shared_from_this();
-        auto done = [self](beast::error_code ec, std::size_t) {
-            self->writing_ = false;
-            self->sending_.reset();
-            if (ec) return self->close();
-            self->pump();
-        };
-        ws_.text(true);
-        if (!control_.empty()) {
-            current_ = pop_front(control_);
-            start_write();
-            ws_.async_write(asio::buffer(current_), done);
-            return;
-        }
-        if (DocPtr doc = outbox_.next()) {
-            sending_ = std::move(doc);
-            start_write();
-            ws_.async_write(asio::buffer(sending_->ws_message), done);
-            return;
-        }
-        if (close_after_flush_) {
-            close_after_flush_ = false;
-            start_write();
-            ws_.async_close(websocket::close_reason(websocket::close_code::policy_error, close_reason_),
-                            [self](beast::error_code) {
-                                self->writing_ = false;
-                                self->close();
-                            });
-        }
-    }
-
-    void start_write() {
-        writing_ = true;
-        write_started_ = steady::now();
+        send(std::move(message));
     }
 
     websocket::stream<tcp::socket> ws_;
     beast::flat_buffer buffer_;
     Caller caller_;
-    Outbox outbox_;
-    ControlQueue control_;
-    std::string current_;
-    DocPtr sending_;
     std::string close_reason_;
-    steady::time_point write_started_{};
     steady::time_point idle_since_{};  // since when no channel is followed (when none is)
     bool open_ = false;
-    bool writing_ = false;
-    bool closed_ = false;
-    bool close_after_flush_ = false;
-    bool ending_ = false;  // end() was called: closed within kEndGrace
 };
 
 }  // namespace

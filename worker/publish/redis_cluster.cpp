@@ -173,8 +173,14 @@ void ClusterClient::refresh(bool force) {
                 if (m->healthy) candidates.push_back({m->host, m->port});
             for (const auto& n : map_->nodes) candidates.push_back({n.host, n.port});
         }
+        for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
+        // Nodes that just failed are asked last: a frozen one would hold the refresh (and the
+        // command that runs it) for its whole timeout while the others answer at once.
+        std::stable_partition(candidates.begin(), candidates.end(), [&](const Endpoint& at) {
+            auto pool = pools_.find(at);
+            return pool == pools_.end() || !pool->second.down;
+        });
     }
-    for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
     std::set<Endpoint> asked;
     std::string tried, last_error;
     for (const auto& at : candidates) {
