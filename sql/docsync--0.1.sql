@@ -1696,6 +1696,24 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
   'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
 
+-- Why a worker of this database running now set the query's batched forms aside (they failed where
+-- its docs alone run), or NULL: what its status file says (docsync.status_file_queries, declared
+-- with the status functions below; plugin/status.c). A worker tries them again when the
+-- definitions reload (grant_reader raises the generation when it grants anything).
+CREATE FUNCTION docsync.batch_set_aside(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN (SELECT string_agg(DISTINCT f.batch_set_aside, '; ')
+            FROM docsync.status_file_queries() f
+            JOIN docsync.status_files() s ON s.database = f.database AND s.slot_name = f.slot_name
+           WHERE f.query = batch_set_aside.query AND f.database = current_database()
+             AND f.batch_set_aside IS NOT NULL AND s.state <> 'stopped'
+             AND (s.lock_held OR s.heartbeat_at > clock_timestamp() - interval '5 seconds'));
+END
+$$;
+COMMENT ON FUNCTION docsync.batch_set_aside(text) IS
+  'why a running worker computes the docs of a doc query one by one although it has a batched form (the form failed where the docs alone run), or null';
+
 -- The key types of a stored doc query: for each param, the pg_type name of its base type when that
 -- lies in pg_catalog, else ''. The worker and docsync-gateway refuse a channel whose key is not in
 -- its type's canonical text (worker/engine/key_text.hpp). NULL when the query does not analyse now.
@@ -1932,11 +1950,17 @@ CREATE VIEW docsync.queries AS
          q.defined_at,
          coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
          (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role,
-         docsync.stored_batch_problem(q.name) AS not_batched
+         b.not_batched,
+         CASE WHEN b.set_aside IS NOT NULL THEN 'set aside'
+              WHEN b.not_batched IS NOT NULL THEN 'not batched'
+              ELSE 'batched' END AS batched,
+         b.set_aside AS batch_set_aside
     FROM docsync.query_defs q
-    CROSS JOIN LATERAL docsync.query_check(q) chk;
+    CROSS JOIN LATERAL docsync.query_check(q) chk
+    CROSS JOIN LATERAL (SELECT docsync.stored_batch_problem(q.name) AS not_batched,
+                               docsync.batch_set_aside(q.name) AS set_aside) b;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, and why its docs are computed one by one (not_batched)';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside)';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
@@ -2140,6 +2164,7 @@ DECLARE
   g record;
   rg docsync.reader_grants;
   sys record;
+  granted boolean := false;
 BEGIN
   SELECT * INTO r FROM pg_roles WHERE rolname = role;
   IF NOT FOUND THEN
@@ -2301,8 +2326,14 @@ BEGIN
     EXECUTE g.stmt;
     INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns, reader)
     VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
+    granted := true;
     RETURN NEXT g.stmt;
   END LOOP;
+  -- computes may now run what failed for want of a grant: the worker reloads the definitions and
+  -- tries the batched forms it set aside again (docsync.queries.batched)
+  IF granted THEN
+    PERFORM docsync.next_generation();
+  END IF;
   -- and what a reader role was granted that no definition granted for needs any more (a query
   -- redefined, dropped or refused, a watch removed or set aside)
   FOR rg IN
@@ -2515,7 +2546,7 @@ COMMENT ON FUNCTION docsync.status_files() IS
 CREATE FUNCTION docsync.status_file_queries(
     OUT database text, OUT slot_name text, OUT query text, OUT recomputes bigint,
     OUT permanent_failures bigint, OUT mean_compute_ms double precision, OUT last_error text,
-    OUT last_error_at timestamptz)
+    OUT last_error_at timestamptz, OUT batch_set_aside text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'docsync_status_file_queries'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -2746,9 +2777,9 @@ COMMENT ON VIEW docsync.status IS
 CREATE VIEW docsync.query_stats AS
 SELECT q.database, q.slot_name, q.query, q.recomputes, q.permanent_failures,
        round(q.mean_compute_ms::numeric, 3)::double precision AS mean_compute_ms,
-       q.last_error, q.last_error_at
+       q.last_error, q.last_error_at, q.batch_set_aside
   FROM docsync.status_file_queries() q;
-COMMENT ON VIEW docsync.query_stats IS 'per doc query counters reported by each running or last-run worker';
+COMMENT ON VIEW docsync.query_stats IS 'per doc query counters reported by each running or last-run worker, and why it set a batched form aside';
 
 -- Forgetting a slot removes files: superusers only, unless one grants it.
 CREATE FUNCTION docsync.forget_slot(slot name, database name DEFAULT pg_catalog.current_database())
@@ -2792,7 +2823,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
-  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text),
+  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text), docsync.batch_set_aside(text),
   docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
   docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),

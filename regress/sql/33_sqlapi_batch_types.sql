@@ -219,6 +219,16 @@ SELECT name, regexp_replace(not_batched, 'watch [0-9]+', 'watch N') AS not_batch
 CREATE ROLE regress_bt_reader LOGIN;
 SELECT docsync.define_query('bt_pair', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.pq = $1::bt_types.pair', params => ARRAY['pq']);
 SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
+-- what grant_reader grants may let a batched form a worker set aside run: the definitions reload
+-- (the worker tries the form again); a grant_reader that grants nothing new reloads nothing
+CREATE TABLE extras (id int PRIMARY KEY);
+SELECT docsync.define_query('bt_extra', 'SELECT to_jsonb(count(*)) FROM extras WHERE id = $1', params => ARRAY['id']);
+SELECT generation AS gen_before FROM docsync.def_generation \gset
+SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
+SELECT generation > :gen_before AS definitions_reloaded FROM docsync.def_generation;
+SELECT generation AS gen_before FROM docsync.def_generation \gset
+SELECT count(*) AS granted_again FROM docsync.grant_reader('regress_bt_reader');
+SELECT generation = :gen_before AS nothing_reloaded FROM docsync.def_generation;
 SELECT docsync.batch_sql(sql, search_path) AS batch, search_path AS path FROM docsync.query_defs WHERE name = 'bt_pair' \gset
 SELECT reader_role AS reader FROM docsync.queries WHERE name = 'bt_pair' \gset
 -- as the worker runs it: the pool role, in a read-only transaction, as the definer's reader role
