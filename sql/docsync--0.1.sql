@@ -1727,13 +1727,13 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  -- a domain's size (varchar(3), bpchar(5), timestamp(0)) goes with its base type; any other
-  -- typmod (numeric(10,2), ...) makes the key unchecked ('')
+  -- a domain's size (varchar(3), bpchar(5), timestamp(0), bit(4), varbit(8)) goes with its base
+  -- type; any other typmod makes the key unchecked ('')
   RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace <> 'pg_catalog'::regnamespace THEN ''
                                          WHEN m.typmod IS NULL THEN ty.typname::text
                                          WHEN ty.typname IN ('varchar', 'bpchar') AND m.typmod >= 4
                                            THEN format('%s(%s)', ty.typname, m.typmod - 4)
-                                         WHEN ty.typname IN ('timestamp', 'timestamptz')
+                                         WHEN ty.typname IN ('timestamp', 'timestamptz', 'bit', 'varbit')
                                            THEN format('%s(%s)', ty.typname, m.typmod)
                                          ELSE '' END ORDER BY p.k), '{}')
             FROM unnest((docsync.stored_analysis(q.name)).param_types) WITH ORDINALITY AS p(t, k)

@@ -44,8 +44,8 @@ SELECT docsync.define_query('bylogin', 'SELECT to_jsonb(count(*)) FROM acct WHER
 SELECT docsync.watch('bylogin', 'acct', params => ARRAY['login']);
 SELECT docsync.watch('bylogin', 'acct', params => ARRAY['nick']) > 0 AS watched_name;
 SELECT docsync.watch('bycode', 'acct', params => ARRAY['nick']) > 0 AS watched_name_as_text;
--- a domain's size goes with its key type (the worker refuses 'abc ' for a varchar(3)); another
--- typmod leaves the key unchecked ('')
+-- a domain's size goes with its key type (the worker refuses 'abc ' for a varchar(3), 'B1010'
+-- for a bit(4)); another typmod leaves the key unchecked ('')
 CREATE DOMAIN code3 AS varchar(3);
 CREATE DOMAIN code3b AS code3;
 CREATE DOMAIN flag5 AS char(5);
