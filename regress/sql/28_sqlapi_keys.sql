@@ -19,6 +19,12 @@ SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE
 SELECT docsync.define_query('byscore', 'SELECT to_jsonb(count(*)) FROM acct WHERE score = $1', params => ARRAY['score']);
 SELECT docsync.define_query('byspan', 'SELECT to_jsonb(count(*)) FROM acct WHERE span = $1', params => ARRAY['span']);
 SELECT docsync.define_query('byemail', 'SELECT to_jsonb(count(*)) FROM acct WHERE email = $1', params => ARRAY['email']);
+-- numeric ranges ([1.0,2) = [1.00,2)) and a domain over numeric(p,s) (its scale fixed, its input
+-- not: 1.5 and 1.50 are one value)
+CREATE DOMAIN cents AS numeric(10,2);
+SELECT docsync.define_query('byband', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate <@ $1::numrange', params => ARRAY['band']);
+SELECT docsync.define_query('bybands', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate <@ $1::nummultirange', params => ARRAY['band']);
+SELECT docsync.define_query('bycents', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate = $1::cents', params => ARRAY['rate']);
 -- the canonical form the hint suggests is accepted
 SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE trim_scale(rate)::text = $1::text', params => ARRAY['rate']);
 -- a direct watch on the numeric column is refused with the route that works for a watch (the
