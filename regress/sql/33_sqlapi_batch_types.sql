@@ -133,6 +133,69 @@ SELECT b.t, docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) AS
   FROM base_types b
  WHERE docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) IS NOT NULL ORDER BY 1;
 
+-- Byte for byte: the doc's text as the worker reads it (json keeps its input's bytes, key order and
+-- spaces), alone and batched, for every base type pg_type holds now: a value of the type from a
+-- text param (numeric, floats and intervals too, which cannot be keys), and a param of the type.
+CREATE FUNCTION batch_bytes(sql text, vals text[]) RETURNS SETOF text LANGUAGE plpgsql AS $f$
+DECLARE
+  bsql text := docsync.batch_sql(sql, current_setting('search_path'));
+  ok text[] := '{}';
+  alone text[] := '{}';
+  batched text[];
+  got text;
+  v text;
+  r record;
+  i int;
+BEGIN
+  IF bsql IS NULL THEN
+    RETURN NEXT 'not batched: ' || docsync.batch_problem(sql, current_setting('search_path'));
+    RETURN;
+  END IF;
+  EXECUTE format('PREPARE bytes_alone AS SELECT w.d::text FROM (%s) AS w(d)', sql);
+  EXECUTE format('PREPARE bytes_batch AS SELECT w.ord, w.d::text FROM (%s) AS w(ord, present, d) WHERE w.present IS NOT NULL', bsql);
+  FOREACH v IN ARRAY vals LOOP
+    BEGIN
+      EXECUTE format('EXECUTE bytes_alone(%s)', quote_nullable(v)) INTO got;
+      ok := ok || v;
+      alone := alone || coalesce('doc ' || got, 'null');
+    EXCEPTION WHEN OTHERS THEN
+      NULL;  -- batch_diff holds that a batch holding it fails too
+    END;
+  END LOOP;
+  IF cardinality(ok) = 0 THEN
+    RETURN;
+  END IF;
+  batched := array_fill(NULL::text, ARRAY[cardinality(ok)]);
+  FOR r IN EXECUTE format('EXECUTE bytes_batch(%s)', quote_literal(array_literal(ok))) LOOP
+    IF batched[r.ord] IS NOT NULL THEN
+      RETURN NEXT format('%L: two rows batched', ok[r.ord]);
+    END IF;
+    batched[r.ord] := coalesce('doc ' || r.d, 'null');
+  END LOOP;
+  FOR i IN 1 .. cardinality(ok) LOOP
+    IF batched[i] IS DISTINCT FROM alone[i] THEN
+      RETURN NEXT format('%L: alone %s, batched %s', ok[i], alone[i], coalesce(batched[i], 'no row'));
+    END IF;
+  END LOOP;
+  DEALLOCATE bytes_alone;
+  DEALLOCATE bytes_batch;
+END
+$f$;
+
+SET client_min_messages = warning;
+SELECT t.oid::regtype AS t, d AS difference
+  FROM pg_type t,
+       LATERAL (SELECT batch_bytes(format('SELECT pg_catalog.to_json($1::text::pg_catalog.%I)', t.typname),
+                                   (SELECT array_agg(v) FROM vals))
+                UNION ALL
+                SELECT batch_bytes(format('SELECT pg_catalog.json_build_object(''v'', $1::pg_catalog.%I, ''t'', $1::pg_catalog.%I::text)',
+                                          t.typname, t.typname), (SELECT array_agg(v) FROM vals))
+                 WHERE docsync.key_type_problem(t.oid) IS NULL) AS x(d)
+ WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype = 'b' AND t.typarray <> 0
+   AND t.typsubscript <> 'array_subscript_handler'::regproc
+ ORDER BY 1, 2;
+RESET client_min_messages;
+
 -- type modifiers: the param has none (analysis infers the type alone), the query applies its own
 CREATE TABLE mod_types (t text);
 INSERT INTO mod_types VALUES ('char(2)'), ('character(1)'), ('bit(3)'), ('bit varying(2)'), ('varchar(3)'),
