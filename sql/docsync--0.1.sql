@@ -1699,23 +1699,24 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
   'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
 
--- Why a worker of this database running now set the query's batched forms aside (they failed where
--- its docs alone run), or NULL: what its status file says (docsync.status_file_queries, declared
--- with the status functions below; plugin/status.c). A worker tries them again when the
--- definitions reload (grant_reader raises the generation when it grants anything).
-CREATE FUNCTION docsync.batch_set_aside(query text) RETURNS text
+-- The doc queries whose batched forms a worker of this database running now set aside (they failed
+-- where their docs alone run), with why: what its status file says (docsync.status_file_queries,
+-- declared with the status functions below; plugin/status.c), the files read once. A worker tries
+-- them again when the definitions reload (grant_reader raises the generation when it grants).
+CREATE FUNCTION docsync.batch_set_aside(OUT query text, OUT why text) RETURNS SETOF record
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  RETURN (SELECT string_agg(DISTINCT f.batch_set_aside, '; ')
-            FROM docsync.status_file_queries() f
-            JOIN docsync.status_files() s ON s.database = f.database AND s.slot_name = f.slot_name
-           WHERE f.query = batch_set_aside.query AND f.database = current_database()
-             AND f.batch_set_aside IS NOT NULL AND s.state <> 'stopped'
-             AND (s.lock_held OR s.heartbeat_at > clock_timestamp() - interval '5 seconds'));
+  RETURN QUERY
+    SELECT f.query, string_agg(DISTINCT f.batch_set_aside, '; ')
+      FROM docsync.status_file_queries() f
+      JOIN docsync.status_files() s ON s.database = f.database AND s.slot_name = f.slot_name
+     WHERE f.database = current_database() AND f.batch_set_aside IS NOT NULL AND s.state <> 'stopped'
+       AND (s.lock_held OR s.heartbeat_at > clock_timestamp() - interval '5 seconds')
+     GROUP BY f.query;
 END
 $$;
-COMMENT ON FUNCTION docsync.batch_set_aside(text) IS
-  'why a running worker computes the docs of a doc query one by one although it has a batched form (the form failed where the docs alone run), or null';
+COMMENT ON FUNCTION docsync.batch_set_aside() IS
+  'the doc queries a running worker computes one by one although they have a batched form (the form failed where the docs alone run), and why';
 
 -- The key types of a stored doc query: for each param, the pg_type name of its base type when that
 -- lies in pg_catalog, else ''. The worker and docsync-gateway refuse a channel whose key is not in
@@ -1924,6 +1925,7 @@ CREATE CONSTRAINT TRIGGER notice_uncovered AFTER INSERT ON docsync.watch_defs
 
 
 CREATE VIEW docsync.queries AS
+  WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
   SELECT q.name,
          q.params,
          q.sql,
@@ -1961,7 +1963,7 @@ CREATE VIEW docsync.queries AS
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk
     CROSS JOIN LATERAL (SELECT docsync.stored_batch_problem(q.name) AS not_batched,
-                               docsync.batch_set_aside(q.name) AS set_aside) b;
+                               (SELECT sa.why FROM set_aside sa WHERE sa.query = q.name) AS set_aside) b;
 COMMENT ON VIEW docsync.queries IS
   'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside)';
 
@@ -2826,7 +2828,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
-  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text), docsync.batch_set_aside(text),
+  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text), docsync.batch_set_aside(),
   docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
   docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),
