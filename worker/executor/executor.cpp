@@ -452,18 +452,18 @@ bool form_may_be_at_fault(const std::string& sqlstate) {
     return sqlstate.rfind("42", 0) == 0 || sqlstate == "0A000";
 }
 
-// Why a batched form was set aside and what lifts it, as docsync.queries shows it.
+// Why a batched form was set aside (it failed where each doc alone ran) and what lifts it, as
+// docsync.queries shows it: the remedy first, since the status file keeps DOCSYNC_STATUS_ERROR_LEN
+// bytes of it, then the server's message without its "ERROR:" and LINE context.
 std::string set_aside_reason(const std::string& what, const std::string& error, const std::string& sqlstate) {
     std::string cause = error.starts_with(what + " failed: ") ? error.substr(what.size() + 9) : error;
-    std::string out = what + ": its batched form failed where each doc alone runs (" + cause;
-    if (!sqlstate.empty() && cause.find(sqlstate) == std::string::npos) out += ", SQLSTATE " + sqlstate;
-    out += "), so its docs are computed one statement each";
+    if (cause.starts_with("ERROR:")) cause = cause.substr(cause.find_first_not_of(' ', 6));
+    if (auto context = cause.find(". LINE "); context != std::string::npos) cause.erase(context);
+    std::string out = what + ": batched form set aside until the definitions reload (";
+    out += sqlstate.empty() ? std::string("failed") : "SQLSTATE " + sqlstate;
     if (sqlstate == docsync::sqlstate::kInsufficientPrivilege)
-        out += "; the batched form names each param's type: docsync.grant_reader(<pool role>) grants USAGE on "
-               "the type's schema, and the form is tried again once the definitions reload";
-    else
-        out += " until the definitions change";
-    return out;
+        out += "; docsync.grant_reader(<pool role>) grants USAGE on its param types' schemas";
+    return out + "): " + cause;
 }
 
 }  // namespace
