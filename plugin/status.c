@@ -240,7 +240,7 @@ docsync_status_files(PG_FUNCTION_ARGS)
 
 /* ---- docsync.status_file_queries() ---- */
 
-#define QUERY_COLS 8
+#define QUERY_COLS 9
 
 static void
 emit_status_queries(void *arg, const char *file_name, StatusRead *read)
@@ -278,6 +278,11 @@ emit_status_queries(void *arg, const char *file_name, StatusRead *read)
 			nulls[i] = true;
 		i++;
 		values[i] = time_datum(qc->last_error_us, &nulls[i]);
+		i++;
+		if (qc->batch_set_aside[0] != '\0')
+			values[i] = field_text(qc->batch_set_aside, sizeof(qc->batch_set_aside));
+		else
+			nulls[i] = true;
 		i++;
 		Assert(i == QUERY_COLS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define DOCSYNC_STATUS_MAGIC 0x54534443u /* "CDST" read as little-endian bytes: 'C','D','S','T' */
-#define DOCSYNC_STATUS_LAYOUT_VERSION 3u
+#define DOCSYNC_STATUS_LAYOUT_VERSION 4u
 
 #define DOCSYNC_STATUS_NAME_LEN 64		/* database, slot and query names (NAMEDATALEN) */
 #define DOCSYNC_STATUS_ERROR_LEN 256	/* error messages, truncated at a UTF-8 boundary */
@@ -128,6 +128,8 @@ typedef struct DocsyncStatusQuery
 	uint64_t	compute_us_total;	/* time spent in computes; mean = total / recomputes */
 	int64_t		last_error_us;		/* time of last_error, 0: none */
 	char		last_error[DOCSYNC_STATUS_ERROR_LEN];	/* last permanent failure, with SQLSTATE */
+	char		batch_set_aside[DOCSYNC_STATUS_ERROR_LEN];	/* why its batched forms are set aside (its
+														 * docs computed one by one); empty: none */
 } DocsyncStatusQuery;
 
 /* Everything the worker reports; covered by body_crc. */
@@ -186,9 +188,9 @@ DOCSYNC_STATUS_ASSERT(magic_at_0, offsetof(DocsyncStatusFile, magic) == 0);
 DOCSYNC_STATUS_ASSERT(version_at_4, offsetof(DocsyncStatusFile, layout_version) == 4);
 DOCSYNC_STATUS_ASSERT(seq_at_16, offsetof(DocsyncStatusFile, seq) == 16);
 DOCSYNC_STATUS_ASSERT(body_at_24, offsetof(DocsyncStatusFile, body) == 24);
-DOCSYNC_STATUS_ASSERT(query_size, sizeof(DocsyncStatusQuery) == 64 + 4 * 8 + 256);
+DOCSYNC_STATUS_ASSERT(query_size, sizeof(DocsyncStatusQuery) == 64 + 4 * 8 + 2 * 256);
 DOCSYNC_STATUS_ASSERT(body_queries_at, offsetof(DocsyncStatusBody, queries) == 600);
-DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 600 + 64 * 352);
+DOCSYNC_STATUS_ASSERT(file_size, sizeof(DocsyncStatusFile) == 24 + 600 + 64 * 608);
 
 #define DOCSYNC_STATUS_SEQ_OFFSET ((size_t) offsetof(DocsyncStatusFile, seq))
 

@@ -273,7 +273,8 @@ status::Readings read_status(const Stream& stream, const DeliveryProgressCoordin
                              .last_error = std::move(q.last_error),
                              .last_sqlstate = std::move(q.last_sqlstate),
                              .last_channel = std::move(q.last_channel),
-                             .error_cleared = q.last_error_cleared});
+                             .error_cleared = q.last_error_cleared,
+                             .batch_set_aside = std::move(q.batch_set_aside)});
     r.batch_size = std::move(e.batch_size);
     r.refused_channels = e.refused_channels;
     r.batched_forms_set_aside = e.batched_forms_set_aside;

@@ -19,6 +19,12 @@ SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE
 SELECT docsync.define_query('byscore', 'SELECT to_jsonb(count(*)) FROM acct WHERE score = $1', params => ARRAY['score']);
 SELECT docsync.define_query('byspan', 'SELECT to_jsonb(count(*)) FROM acct WHERE span = $1', params => ARRAY['span']);
 SELECT docsync.define_query('byemail', 'SELECT to_jsonb(count(*)) FROM acct WHERE email = $1', params => ARRAY['email']);
+-- numeric ranges ([1.0,2) = [1.00,2)) and a domain over numeric(p,s) (its scale fixed, its input
+-- not: 1.5 and 1.50 are one value)
+CREATE DOMAIN cents AS numeric(10,2);
+SELECT docsync.define_query('byband', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate <@ $1::numrange', params => ARRAY['band']);
+SELECT docsync.define_query('bybands', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate <@ $1::nummultirange', params => ARRAY['band']);
+SELECT docsync.define_query('bycents', 'SELECT to_jsonb(count(*)) FROM acct WHERE rate = $1::cents', params => ARRAY['rate']);
 -- the canonical form the hint suggests is accepted
 SELECT docsync.define_query('byrate', 'SELECT to_jsonb(count(*)) FROM acct WHERE trim_scale(rate)::text = $1::text', params => ARRAY['rate']);
 -- a direct watch on the numeric column is refused with the route that works for a watch (the
@@ -44,8 +50,8 @@ SELECT docsync.define_query('bylogin', 'SELECT to_jsonb(count(*)) FROM acct WHER
 SELECT docsync.watch('bylogin', 'acct', params => ARRAY['login']);
 SELECT docsync.watch('bylogin', 'acct', params => ARRAY['nick']) > 0 AS watched_name;
 SELECT docsync.watch('bycode', 'acct', params => ARRAY['nick']) > 0 AS watched_name_as_text;
--- a domain's size goes with its key type (the worker refuses 'abc ' for a varchar(3)); another
--- typmod leaves the key unchecked ('')
+-- a domain's size goes with its key type (the worker refuses 'abc ' for a varchar(3), 'B1010'
+-- for a bit(4)); another typmod leaves the key unchecked ('')
 CREATE DOMAIN code3 AS varchar(3);
 CREATE DOMAIN code3b AS code3;
 CREATE DOMAIN flag5 AS char(5);

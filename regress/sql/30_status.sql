@@ -30,11 +30,11 @@ SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_erring', '
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputing', 'docsync');
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_status_recomputed', 'docsync');
 
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000' --audit 40:2
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:4:0:2000' --audit 40:2 --set-aside 'customer=doc query "customer": its batched form failed where each doc alone runs (permission denied for schema regress_types, SQLSTATE 42501), so its docs are computed one statement each'
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_gone --pid 1002 --heartbeat-age 60 --live 7
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_exited --pid 1003 --state stopped --heartbeat-age 2
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_exited --pid 1003 --state stopped --heartbeat-age 2 --query 'order:1:0:10' --set-aside 'order=a worker that has stopped'
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_corrupt --pid 1004 --live 5 --corrupt
-\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 4
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_foreign --layout-version 5
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_halfdone --pid 1005 --odd-seq
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_torn --pid 1006 --odd-seq --corrupt
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_short --truncate 12
@@ -87,11 +87,21 @@ SELECT slot_name, recompute, recompute_done, recompute_total,
 SELECT health, regexp_replace(reason, '[0-9]+ docs/s, about [0-9]+ s left', '… docs/s, about … s left') AS reason
   FROM docsync.status WHERE slot_name = 'regress_status_recomputing';
 
--- per-query counters, a failing query with its error
-SELECT query, recomputes, permanent_failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known
+-- per-query counters, a failing query with its error, a query whose batched form was set aside
+SELECT query, recomputes, permanent_failures, mean_compute_ms, last_error, last_error_at IS NOT NULL AS error_time_known,
+       batch_set_aside
   FROM docsync.query_stats
  WHERE slot_name = 'regress_status_fresh'
  ORDER BY query;
+
+-- docsync.queries shows a batched form a running worker set aside, and why; a stopped worker's
+-- report is not shown; once the worker runs the form again (its file no longer names it), batched
+SELECT docsync.define_query('customer', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT name, not_batched, batched, batch_set_aside FROM docsync.queries WHERE name IN ('customer', 'order') ORDER BY name;
+\! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:5:0:2100' --audit 40:2
+SELECT name, not_batched, batched, batch_set_aside FROM docsync.queries WHERE name IN ('customer', 'order') ORDER BY name;
+SELECT docsync.drop_query('customer'), docsync.drop_query('order');
 
 -- a server that restricts output plugins and does not list docsync, or lists it in one quoted string
 SET output_plugin_libraries = 'pgoutput';

@@ -133,6 +133,69 @@ SELECT b.t, docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) AS
   FROM base_types b
  WHERE docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) IS NOT NULL ORDER BY 1;
 
+-- Byte for byte: the doc's text as the worker reads it (json keeps its input's bytes, key order and
+-- spaces), alone and batched, for every base type pg_type holds now: a value of the type from a
+-- text param (numeric, floats and intervals too, which cannot be keys), and a param of the type.
+CREATE FUNCTION batch_bytes(sql text, vals text[]) RETURNS SETOF text LANGUAGE plpgsql AS $f$
+DECLARE
+  bsql text := docsync.batch_sql(sql, current_setting('search_path'));
+  ok text[] := '{}';
+  alone text[] := '{}';
+  batched text[];
+  got text;
+  v text;
+  r record;
+  i int;
+BEGIN
+  IF bsql IS NULL THEN
+    RETURN NEXT 'not batched: ' || docsync.batch_problem(sql, current_setting('search_path'));
+    RETURN;
+  END IF;
+  EXECUTE format('PREPARE bytes_alone AS SELECT w.d::text FROM (%s) AS w(d)', sql);
+  EXECUTE format('PREPARE bytes_batch AS SELECT w.ord, w.d::text FROM (%s) AS w(ord, present, d) WHERE w.present IS NOT NULL', bsql);
+  FOREACH v IN ARRAY vals LOOP
+    BEGIN
+      EXECUTE format('EXECUTE bytes_alone(%s)', quote_nullable(v)) INTO got;
+      ok := ok || v;
+      alone := alone || coalesce('doc ' || got, 'null');
+    EXCEPTION WHEN OTHERS THEN
+      NULL;  -- batch_diff holds that a batch holding it fails too
+    END;
+  END LOOP;
+  IF cardinality(ok) = 0 THEN
+    RETURN;
+  END IF;
+  batched := array_fill(NULL::text, ARRAY[cardinality(ok)]);
+  FOR r IN EXECUTE format('EXECUTE bytes_batch(%s)', quote_literal(array_literal(ok))) LOOP
+    IF batched[r.ord] IS NOT NULL THEN
+      RETURN NEXT format('%L: two rows batched', ok[r.ord]);
+    END IF;
+    batched[r.ord] := coalesce('doc ' || r.d, 'null');
+  END LOOP;
+  FOR i IN 1 .. cardinality(ok) LOOP
+    IF batched[i] IS DISTINCT FROM alone[i] THEN
+      RETURN NEXT format('%L: alone %s, batched %s', ok[i], alone[i], coalesce(batched[i], 'no row'));
+    END IF;
+  END LOOP;
+  DEALLOCATE bytes_alone;
+  DEALLOCATE bytes_batch;
+END
+$f$;
+
+SET client_min_messages = warning;
+SELECT t.oid::regtype AS t, d AS difference
+  FROM pg_type t,
+       LATERAL (SELECT batch_bytes(format('SELECT pg_catalog.to_json($1::text::pg_catalog.%I)', t.typname),
+                                   (SELECT array_agg(v) FROM vals))
+                UNION ALL
+                SELECT batch_bytes(format('SELECT pg_catalog.json_build_object(''v'', $1::pg_catalog.%I, ''t'', $1::pg_catalog.%I::text)',
+                                          t.typname, t.typname), (SELECT array_agg(v) FROM vals))
+                 WHERE docsync.key_type_problem(t.oid) IS NULL) AS x(d)
+ WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype = 'b' AND t.typarray <> 0
+   AND t.typsubscript <> 'array_subscript_handler'::regproc
+ ORDER BY 1, 2;
+RESET client_min_messages;
+
 -- type modifiers: the param has none (analysis infers the type alone), the query applies its own
 CREATE TABLE mod_types (t text);
 INSERT INTO mod_types VALUES ('char(2)'), ('character(1)'), ('bit(3)'), ('bit varying(2)'), ('varchar(3)'),
@@ -219,6 +282,16 @@ SELECT name, regexp_replace(not_batched, 'watch [0-9]+', 'watch N') AS not_batch
 CREATE ROLE regress_bt_reader LOGIN;
 SELECT docsync.define_query('bt_pair', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.pq = $1::bt_types.pair', params => ARRAY['pq']);
 SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
+-- what grant_reader grants may let a batched form a worker set aside run: the definitions reload
+-- (the worker tries the form again); a grant_reader that grants nothing new reloads nothing
+CREATE TABLE extras (id int PRIMARY KEY);
+SELECT docsync.define_query('bt_extra', 'SELECT to_jsonb(count(*)) FROM extras WHERE id = $1', params => ARRAY['id']);
+SELECT generation AS gen_before FROM docsync.def_generation \gset
+SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
+SELECT generation > :gen_before AS definitions_reloaded FROM docsync.def_generation;
+SELECT generation AS gen_before FROM docsync.def_generation \gset
+SELECT count(*) AS granted_again FROM docsync.grant_reader('regress_bt_reader');
+SELECT generation = :gen_before AS nothing_reloaded FROM docsync.def_generation;
 SELECT docsync.batch_sql(sql, search_path) AS batch, search_path AS path FROM docsync.query_defs WHERE name = 'bt_pair' \gset
 SELECT reader_role AS reader FROM docsync.queries WHERE name = 'bt_pair' \gset
 -- as the worker runs it: the pool role, in a read-only transaction, as the definer's reader role

@@ -1,11 +1,12 @@
 #!/usr/bin/perl
-# Writes a docsync status file byte by byte (layout: shared/docsync_status.h, layout version 3) for
+# Writes a docsync status file byte by byte (layout: shared/docsync_status.h, layout version 4) for
 # the status regress tests: fresh, stale, corrupt, foreign-version and half-written files that a
 # running worker would not produce on demand. An independent encoding of the layout, so the
 # extension's reader is checked against bytes the worker's code did not write.
 #   status_fixture.pl --dir D --database DB --slot S [--state streaming] [--pid 4242]
 #       [--heartbeat-age SECONDS] [--error TEXT] [--error-age SECONDS]
-#       [--query NAME:RECOMPUTES:FAILURES:COMPUTE_US[:ERROR]]... [--received N] [--acked N]
+#       [--query NAME:RECOMPUTES:FAILURES:COMPUTE_US[:ERROR]]... [--set-aside NAME=WHY]...
+#       [--received N] [--acked N]
 #       [--live N] [--dirty N] [--recompute REASON:DONE:TOTAL:SECONDS_AGO[:FINISHED_SECONDS_AGO]]
 #       [--audit SAMPLES:DIVERGENCES] [--gap] [--sink-unchecked]
 #       [--corrupt] [--layout-version N] [--odd-seq] [--truncate BYTES] [--garbage]
@@ -17,11 +18,12 @@ use Time::HiRes qw(time);
 # A live file's heartbeat is set ten minutes ahead, so it still looks alive however slowly a loaded
 # machine runs the test (the view calls a heartbeat stale after 5 s).
 my %o = (state => 'streaming', pid => 4242, 'heartbeat-age' => -600, 'error-age' => 0, received => 0,
-         acked => 0, live => 0, dirty => 0, 'layout-version' => 3, audit => '0:0', query => []);
+         acked => 0, live => 0, dirty => 0, 'layout-version' => 4, audit => '0:0', query => [],
+         'set-aside' => {});
 GetOptions(\%o, 'dir=s', 'database=s', 'slot=s', 'state=s', 'pid=i', 'heartbeat-age=f', 'error=s',
            'error-age=f', 'query=s@', 'received=i', 'acked=i', 'live=i', 'dirty=i', 'corrupt',
            'layout-version=i', 'odd-seq', 'truncate=i', 'garbage', 'recompute=s', 'audit=s', 'gap',
-           'sink-unchecked')
+           'sink-unchecked', 'set-aside=s%')
   or die "status_fixture: bad arguments\n";
 for (qw(dir database slot)) { defined $o{$_} or die "status_fixture: --$_ is required\n" }
 
@@ -62,12 +64,13 @@ $body .= pack('L L', scalar(@queries), 0);
 for my $i (0 .. 63) {
   if ($i < @queries) {
     my ($name, $rec, $fail, $us, $qerr) = split /:/, $queries[$i], 5;
-    $body .= field($name, 64) . pack('Q Q Q q', $rec, $fail, $us, defined $qerr ? $now : 0) . field($qerr // '', 256);
+    $body .= field($name, 64) . pack('Q Q Q q', $rec, $fail, $us, defined $qerr ? $now : 0) . field($qerr // '', 256)
+      . field($o{'set-aside'}{$name} // '', 256);
   } else {
-    $body .= "\0" x 352;
+    $body .= "\0" x 608;
   }
 }
-length($body) == 23128 or die "status_fixture: body is " . length($body) . " bytes, layout says 23128\n";
+length($body) == 39512 or die "status_fixture: body is " . length($body) . " bytes, layout says 39512\n";
 
 # CRC-32C (Castagnoli), table-driven.
 my @table;

@@ -173,6 +173,8 @@ CREATE FUNCTION docsync.key_type_problem(t regtype, coll oid DEFAULT 0) RETURNS 
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT CASE
            WHEN x.b = 'numeric'::regtype THEN 'equal numeric values print differently (1.0 and 1.00)'
+           WHEN x.b IN ('numrange'::regtype, 'nummultirange'::regtype)
+             THEN 'equal numeric ranges print differently ([1.0,2) and [1.00,2))'
            WHEN x.b IN ('real'::regtype, 'double precision'::regtype)
              THEN 'equal floating-point values print differently (0 and -0)'
            WHEN x.b = 'interval'::regtype THEN 'equal intervals print differently (1 day and 24:00:00)'
@@ -217,7 +219,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                    WHEN (SELECT typname FROM pg_type WHERE oid = docsync.base_type(t)) = 'citext' THEN 'lower(col::text)'
                    ELSE 'col::text COLLATE "C"'
                  END AS canon) e
-   WHERE docsync.base_type(t) NOT IN ('real'::regtype, 'double precision'::regtype, 'interval'::regtype)
+   WHERE docsync.base_type(t) NOT IN ('real'::regtype, 'double precision'::regtype, 'interval'::regtype,
+                                      'numrange'::regtype, 'nummultirange'::regtype)
 $$;
 
 -- Whether values of two types print the same way, so a key read as one and a doc param of the other

@@ -355,6 +355,25 @@ $$;
 COMMENT ON FUNCTION docsync.stored_batch_problem(text) IS
   'why the docs or keys lookups of a stored doc query are computed one by one (no batched form), or null';
 
+-- The doc queries whose batched forms a worker of this database running now set aside (they failed
+-- where their docs alone run), with why: what its status file says (docsync.status_file_queries,
+-- declared with the status functions below; plugin/status.c), the files read once. A worker tries
+-- them again when the definitions reload (grant_reader raises the generation when it grants).
+CREATE FUNCTION docsync.batch_set_aside(OUT query text, OUT why text) RETURNS SETOF record
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RETURN QUERY
+    SELECT f.query, string_agg(DISTINCT f.batch_set_aside, '; ')
+      FROM docsync.status_file_queries() f
+      JOIN docsync.status_files() s ON s.database = f.database AND s.slot_name = f.slot_name
+     WHERE f.database = current_database() AND f.batch_set_aside IS NOT NULL AND s.state <> 'stopped'
+       AND (s.lock_held OR s.heartbeat_at > clock_timestamp() - interval '5 seconds')
+     GROUP BY f.query;
+END
+$$;
+COMMENT ON FUNCTION docsync.batch_set_aside() IS
+  'the doc queries a running worker computes one by one although they have a batched form (the form failed where the docs alone run), and why';
+
 -- The key types of a stored doc query: for each param, the pg_type name of its base type when that
 -- lies in pg_catalog, else ''. The worker and docsync-gateway refuse a channel whose key is not in
 -- its type's canonical text (worker/engine/key_text.hpp). NULL when the query does not analyse now.
@@ -368,13 +387,13 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  -- a domain's size (varchar(3), bpchar(5), timestamp(0)) goes with its base type; any other
-  -- typmod (numeric(10,2), ...) makes the key unchecked ('')
+  -- a domain's size (varchar(3), bpchar(5), timestamp(0), bit(4), varbit(8)) goes with its base
+  -- type; any other typmod makes the key unchecked ('')
   RETURN (SELECT coalesce(array_agg(CASE WHEN ty.typnamespace <> 'pg_catalog'::regnamespace THEN ''
                                          WHEN m.typmod IS NULL THEN ty.typname::text
                                          WHEN ty.typname IN ('varchar', 'bpchar') AND m.typmod >= 4
                                            THEN format('%s(%s)', ty.typname, m.typmod - 4)
-                                         WHEN ty.typname IN ('timestamp', 'timestamptz')
+                                         WHEN ty.typname IN ('timestamp', 'timestamptz', 'bit', 'varbit')
                                            THEN format('%s(%s)', ty.typname, m.typmod)
                                          ELSE '' END ORDER BY p.k), '{}')
             FROM unnest((docsync.stored_analysis(q.name)).param_types) WITH ORDINALITY AS p(t, k)

@@ -47,6 +47,7 @@ CREATE CONSTRAINT TRIGGER notice_uncovered AFTER INSERT ON docsync.watch_defs
 
 
 CREATE VIEW docsync.queries AS
+  WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
   SELECT q.name,
          q.params,
          q.sql,
@@ -76,11 +77,17 @@ CREATE VIEW docsync.queries AS
          q.defined_at,
          coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
          (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role,
-         docsync.stored_batch_problem(q.name) AS not_batched
+         b.not_batched,
+         CASE WHEN b.set_aside IS NOT NULL THEN 'set aside'
+              WHEN b.not_batched IS NOT NULL THEN 'not batched'
+              ELSE 'batched' END AS batched,
+         b.set_aside AS batch_set_aside
     FROM docsync.query_defs q
-    CROSS JOIN LATERAL docsync.query_check(q) chk;
+    CROSS JOIN LATERAL docsync.query_check(q) chk
+    CROSS JOIN LATERAL (SELECT docsync.stored_batch_problem(q.name) AS not_batched,
+                               (SELECT sa.why FROM set_aside sa WHERE sa.query = q.name) AS set_aside) b;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, and why its docs are computed one by one (not_batched)';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside)';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,

@@ -144,6 +144,7 @@ DECLARE
   g record;
   rg docsync.reader_grants;
   sys record;
+  granted boolean := false;
 BEGIN
   SELECT * INTO r FROM pg_roles WHERE rolname = role;
   IF NOT FOUND THEN
@@ -305,8 +306,14 @@ BEGIN
     EXECUTE g.stmt;
     INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns, reader)
     VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
+    granted := true;
     RETURN NEXT g.stmt;
   END LOOP;
+  -- computes may now run what failed for want of a grant: the worker reloads the definitions and
+  -- tries the batched forms it set aside again (docsync.queries.batched)
+  IF granted THEN
+    PERFORM docsync.next_generation();
+  END IF;
   -- and what a reader role was granted that no definition granted for needs any more (a query
   -- redefined, dropped or refused, a watch removed or set aside)
   FOR rg IN

@@ -30,7 +30,7 @@ COMMENT ON FUNCTION docsync.status_files() IS
 CREATE FUNCTION docsync.status_file_queries(
     OUT database text, OUT slot_name text, OUT query text, OUT recomputes bigint,
     OUT permanent_failures bigint, OUT mean_compute_ms double precision, OUT last_error text,
-    OUT last_error_at timestamptz)
+    OUT last_error_at timestamptz, OUT batch_set_aside text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'docsync_status_file_queries'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -261,9 +261,9 @@ COMMENT ON VIEW docsync.status IS
 CREATE VIEW docsync.query_stats AS
 SELECT q.database, q.slot_name, q.query, q.recomputes, q.permanent_failures,
        round(q.mean_compute_ms::numeric, 3)::double precision AS mean_compute_ms,
-       q.last_error, q.last_error_at
+       q.last_error, q.last_error_at, q.batch_set_aside
   FROM docsync.status_file_queries() q;
-COMMENT ON VIEW docsync.query_stats IS 'per doc query counters reported by each running or last-run worker';
+COMMENT ON VIEW docsync.query_stats IS 'per doc query counters reported by each running or last-run worker, and why it set a batched form aside';
 
 -- Forgetting a slot removes files: superusers only, unless one grants it.
 CREATE FUNCTION docsync.forget_slot(slot name, database name DEFAULT pg_catalog.current_database())

@@ -12,7 +12,7 @@ GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
-  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text),
+  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text), docsync.batch_set_aside(),
   docsync.pin_search_path(text, regrole, boolean),
   docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
   docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),

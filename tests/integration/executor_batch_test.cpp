@@ -210,6 +210,25 @@ TEST_CASE("a batched form refused for a privilege the docs alone do not need is 
     CHECK(out.outcomes.size() == 4);
     CHECK(f.calls("exec_b.denied") == 0);  // the batched form is not tried again
     CHECK(log.count("cannot run batched") == 1);
+    // docsync.queries shows why (through the status file), naming the fix for a privilege
+    auto set_aside = ex.batched_forms_set_aside_by_query();
+    REQUIRE(set_aside.count("denied") == 1);
+    CHECK(set_aside["denied"].find("doc query \"denied\": batched form set aside") == 0);
+    CHECK(set_aside["denied"].find("SQLSTATE 42501") != std::string::npos);
+    CHECK(set_aside["denied"].find("docsync.grant_reader") != std::string::npos);
+    // a definitions reload (grant_reader raises the generation when it grants) tries the form again
+    ex.definitions_changed();
+    CHECK(ex.batched_forms_set_aside_by_query().empty());
+    CHECK(ex.batched_forms_set_aside() == 0);
+    sql1(f.db, "CREATE OR REPLACE FUNCTION exec_b.denied(ids int[]) RETURNS SETOF int LANGUAGE sql AS "
+               "$$SELECT unnest(ids)$$");
+    sql1(f.db, "SELECT pg_stat_statements_reset()");
+    out = ex.run_docs(q, args, {});
+    REQUIRE(out.outcomes.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(out.outcomes[i].doc == std::optional<std::string>(std::to_string(i + 1)));
+    CHECK(f.calls("exec_b.denied") == 1);  // batched again: one statement for the four docs
+    CHECK(f.calls("batch_marker_denied") == 0);
+    CHECK(ex.batched_forms_set_aside_by_query().empty());
 }
 
 TEST_CASE("batched keys lookups give each key what its lookup alone gives, with --max-keys per lookup") {

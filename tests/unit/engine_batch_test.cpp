@@ -57,6 +57,16 @@ TEST_CASE("docs of one query dirty at once are computed --batch at a time, never
     for (const auto& channel : live) CHECK(h.publisher.count(channel) == 1);
 }
 
+TEST_CASE("a batched form the runner set aside is named in its query's stats, for the status file") {
+    Harness h(batch_options(4));
+    h.engine.sync_live(orders(1, 2), true);
+    h.drain();
+    CHECK(stats_of(h.engine.stats(), "order").batch_set_aside.empty());
+    h.runner.set_aside["order"] = "doc query \"order\": its batched form failed where each doc alone runs";
+    CHECK(stats_of(h.engine.stats(), "order").batch_set_aside == h.runner.set_aside["order"]);
+    CHECK(stats_of(h.engine.stats(), "user").batch_set_aside.empty());
+}
+
 TEST_CASE("--batch 1 computes each doc in a statement of its own") {
     Harness h(batch_options(1));
     h.engine.sync_live(orders(1, 5), true);

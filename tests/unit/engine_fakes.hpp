@@ -65,7 +65,10 @@ public:
     std::set<std::string> failing_docs;   // channels whose query raises an error
     std::set<SqlArgs> failing_keys;       // keys args whose query raises an error
     std::map<std::string, std::string> invalid_keys;  // channel -> SQLSTATE PostgreSQL raises reading its key
+    std::map<std::string, std::string> set_aside;     // batched forms set aside: doc query -> why
     std::mutex mutex;
+
+    std::map<std::string, std::string> batched_forms_set_aside_by_query() const override { return set_aside; }
 
     DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) override {
         {

@@ -250,6 +250,14 @@ TEST_CASE("gateway channels: a key holding a space (a timestamp) is followed; re
     CHECK(t.find("\"db:byat:2026-01-01 00%3A00%3A00\"") != std::string::npos);
     CHECK(t.find("\"2026-01-01 00:00:00\"; ") != std::string::npos);  // the value, then the channel
     CHECK(channel_error("db:order:01").find("\"db:order:1\"") != std::string::npos);
+    // network addresses, bit strings and ranges as the worker checks them
+    REQUIRE(key_forms().update(R"j({"host":["inet"],"span":["int4range"],"flags":["bit(4)"]})j"));
+    CHECK(channel_error("db:host:%3A%3A1").empty());
+    CHECK(channel_error("db:host:0%3A0%3A%3A1").find("\"db:host:%3A%3A1\"") != std::string::npos);
+    CHECK(channel_error("db:span:[1,3)").empty());
+    CHECK(channel_error("db:span:[1,2]").find("\"db:span:[1,3)\"") != std::string::npos);
+    CHECK(channel_error("db:flags:0101").empty());
+    CHECK(channel_error("db:flags:X5").find("\"db:flags:0101\"") != std::string::npos);
     // an absent list (Redis restarted empty) is no list: channels pass, the worker refuses them
     key_forms().forget();
     CHECK(channel_error("db:order:01").empty());

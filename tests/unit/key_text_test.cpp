@@ -104,7 +104,8 @@ TEST_CASE("bool, uuid, name, date and timestamps: the form PostgreSQL prints") {
 
     // types not checked: taken as written
     CHECK(named("", "anything") == "");
-    CHECK(named("inet", "10.0.0.1/32") == "");
+    CHECK(named("tsrange", "[2026-01-01,2026-01-02)") == "");
+    CHECK(named("inet", "10.0.0.1/32") == "10.0.0.1");  // checked now: the same value printed
 }
 
 TEST_CASE("check_key names the param, passes NULL, and checks nothing without key types") {
@@ -230,4 +231,49 @@ TEST_CASE("a domain over a sized type is checked at its size: varchar(n), bpchar
     CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.25+00") == "");
     CHECK(named("timestamptz(2)", "2026-01-01 00:00:00.125+00") == "?");
     CHECK(named("timestamp(3)", "2026-01-01T00:00:00") == "2026-01-01 00:00:00");
+}
+
+TEST_CASE("network addresses, bit strings and integer ranges: the form PostgreSQL prints") {
+    // inet: /32 (/128) left out, IPv6 in lower case with the longest run of zero groups as ::
+    CHECK(named("inet", "10.0.0.1") == "");
+    CHECK(named("inet", "10.0.0.1/32") == "10.0.0.1");
+    CHECK(named("inet", "10.0.0.1/8") == "");
+    CHECK(named("inet", "::1") == "");
+    CHECK(named("inet", "0:0::1") == "::1");
+    CHECK(named("inet", "0:0:0:0:0:0:0:1/128") == "::1");
+    CHECK(named("inet", "2001:DB8::1") == "2001:db8::1");
+    CHECK(named("inet", "1:0:0:1:0:0:0:1") == "1:0:0:1::1");
+    CHECK(named("inet", "::FFFF:102:304") == "::ffff:1.2.3.4");
+    CHECK(named("inet", "010.0.0.1") == "?");
+    CHECK(named("inet", "fe80::1%eth0") == "?");
+    // cidr: always /n, host bits zero
+    CHECK(named("cidr", "10.0.0.0/8") == "");
+    CHECK(named("cidr", "10.0.0.0") == "10.0.0.0/32");
+    CHECK(named("cidr", "10.0.0.1/8") == "?");
+    CHECK(named("cidr", "2001:DB8::/32") == "2001:db8::/32");
+    // macaddr, macaddr8: lower-case, colons
+    CHECK(named("macaddr", "08:00:2b:01:02:03") == "");
+    CHECK(named("macaddr", "08-00-2B-01-02-03") == "08:00:2b:01:02:03");
+    CHECK(named("macaddr", "0800.2b01.0203") == "08:00:2b:01:02:03");
+    CHECK(named("macaddr8", "08:00:2b:01:02:03") == "08:00:2b:ff:fe:01:02:03");
+    // bit strings: 0s and 1s, B and X spellings named; a bit(n) holds exactly n
+    CHECK(named("bit", "101") == "");
+    CHECK(named("bit", "B101") == "101");
+    CHECK(named("bit(4)", "X5") == "0101");
+    CHECK(named("bit(4)", "101") == "?");
+    CHECK(named("varbit(4)", "XF") == "1111");
+    CHECK(named("varbit(4)", "X1F") == "?");
+    // integer ranges: [lower,upper), empty
+    CHECK(named("int4range", "[1,3)") == "");
+    CHECK(named("int4range", "[1,2]") == "[1,3)");
+    CHECK(named("int4range", "(0,3)") == "[1,3)");
+    CHECK(named("int4range", "[3,3)") == "empty");
+    CHECK(named("int4range", "EMPTY") == "empty");
+    CHECK(named("int4range", "[,3]") == "(,4)");
+    CHECK(named("int4range", "[3,2]") == "?");
+    CHECK(named("int8range", "[1,2]") == "[1,3)");
+    // the gateway's check is this one: a refusal names the doc's one channel
+    KeyCheck ip = check_channel_key("host", {"inet"}, {std::string("0:0::1")});
+    CHECK_FALSE(ip.ok);
+    CHECK(ip.problem.find("the doc's channel is \"db:host:%3A%3A1\"") != std::string::npos);
 }

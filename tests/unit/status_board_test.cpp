@@ -81,7 +81,8 @@ TEST_CASE("a published snapshot reads back field by field") {
     s.recompute = {DOCSYNC_RECOMPUTE_VALVE, 2, 10000, 4000, started, {}, true};
     s.last_error = "query \"order\": division by zero (22012)";
     s.last_error_at = std::chrono::system_clock::now();
-    s.queries.push_back({"order", 4000, 1, 8000000, "division by zero (22012)", std::chrono::system_clock::now()});
+    s.queries.push_back({"order", 4000, 1, 8000000, "division by zero (22012)", std::chrono::system_clock::now(),
+                         "doc query \"order\": its batched form failed where each doc alone runs"});
     board.publish(s);
 
     auto r = read_status_file(board.file_path());
@@ -123,6 +124,7 @@ TEST_CASE("a published snapshot reads back field by field") {
     CHECK(b.queries[0].permanent_failures == 1);
     CHECK(b.queries[0].compute_us_total == 8000000);
     CHECK(std::string(b.queries[0].last_error) == "division by zero (22012)");
+    CHECK(std::string(b.queries[0].batch_set_aside) == "doc query \"order\": its batched form failed where each doc alone runs");
     auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();
     CHECK(b.heartbeat_us <= now_us);

@@ -106,6 +106,7 @@ TEST_CASE("figures are copied, retries count stream reconnects, compute time is 
     QueryReading q = query("order", 0);
     q.recomputes = 9;
     q.compute_ns = 2'500'999;
+    q.batch_set_aside = "doc query \"order\": its batched form failed where each doc alone runs";
     r.queries = {q};
     auto snap = history.snapshot(r, at(0));
     CHECK(snap.state == WorkerState::Streaming);
@@ -130,6 +131,7 @@ TEST_CASE("figures are copied, retries count stream reconnects, compute time is 
     CHECK(snap.queries[0].compute_us_total == 2500);
     CHECK(snap.queries[0].last_error.empty());
     CHECK(snap.queries[0].last_error_at == WallTime{});
+    CHECK(snap.queries[0].batch_set_aside == q.batch_set_aside);  // not an error: docsync.queries shows it
     CHECK(snap.last_error.empty());
     CHECK(snap.last_error_at == WallTime{});
 }

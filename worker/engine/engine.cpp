@@ -318,6 +318,9 @@ EngineStats Engine::Impl::stats() const {
     out.waiting_txns = ledger_.waiting();
     out.recompute = docs_.walk_progress();
     out.queries = catalog_.stats();
+    auto set_aside = runner_.batched_forms_set_aside_by_query();
+    for (auto& q : out.queries)
+        if (auto it = set_aside.find(q.name); it != set_aside.end()) q.batch_set_aside = it->second;
     return out;
 }
 

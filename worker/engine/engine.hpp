@@ -114,6 +114,8 @@ struct QueryStats {
     std::string last_sqlstate;
     std::string last_channel;  // the doc (or "keys:<table>") of the last error
     bool last_error_cleared = false;  // that doc has been published since: the error's cause is gone
+    // Why its batched forms are set aside (Runner::batched_forms_set_aside_by_query), empty: none.
+    std::string batch_set_aside;
 };
 
 // Why every live doc is being recomputed.

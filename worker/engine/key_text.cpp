@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/channel.hpp"
+#include "engine/key_text_forms.hpp"
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -13,25 +14,7 @@ namespace docsync {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
-
-KeyCheck refuse(std::string problem) { return KeyCheck{false, std::move(problem)}; }
-
-// `text` against its canonical spelling `canonical`.
-KeyCheck against(std::string_view text, const std::string& canonical) {
-    if (text == canonical) return {};
-    KeyCheck check = refuse("not in canonical form: the same value is spelled \"" + canonical + "\"");
-    check.canonical = canonical;
-    return check;
-}
+using namespace key_text_forms;
 
 // Valid UTF-8 (RFC 3629: shortest forms only, no surrogates, nothing past U+10FFFF), as PostgreSQL
 // reads text on a UTF8 connection.
@@ -51,41 +34,6 @@ bool valid_utf8(std::string_view s) {
         i += n;
     }
     return true;
-}
-
-// An integer as PostgreSQL reads one (whitespace around it, a sign, decimal digits), as its sign and
-// magnitude; false when it is not one or its magnitude passes 2^64-1.
-bool read_integer(std::string_view text, bool& negative, std::uint64_t& magnitude) {
-    std::string_view s = trim(text);
-    negative = false;
-    if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
-        negative = s.front() == '-';
-        s.remove_prefix(1);
-    }
-    if (s.empty()) return false;
-    magnitude = 0;
-    for (char c : s) {
-        if (!is_digit(c)) return false;
-        std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
-        if (magnitude > (UINT64_MAX - digit) / 10) return false;
-        magnitude = magnitude * 10 + digit;
-    }
-    return true;
-}
-
-KeyCheck check_integer(std::string_view type, std::string_view text, std::uint64_t max_positive) {
-    bool negative = false;
-    std::uint64_t magnitude = 0;
-    std::string what = "not a valid " + std::string(type);
-    if (!read_integer(text, negative, magnitude)) return refuse(what);
-    if (magnitude == 0) negative = false;
-    if (negative ? magnitude > max_positive + 1 : magnitude > max_positive)
-        return refuse("out of range for " + std::string(type));
-    // Appended, not "-" + to_string(…): GCC 12's -Wrestrict misreads that insert at -O2 (a false
-    // positive, but the Release build prints no warnings).
-    std::string canonical = negative ? "-" : "";
-    canonical += std::to_string(magnitude);
-    return against(text, canonical);
 }
 
 // oid: an unsigned 32-bit number; PostgreSQL also reads -1 … -2^31 as their unsigned equivalents.
@@ -317,11 +265,16 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
     if (type == "uuid") return check_uuid(text);
     if (type == "name") return check_name(text);
     if (type == "date" || type == "timestamp" || type == "timestamptz") return check_datetime(type, text);
+    if (type == "inet" || type == "cidr") return check_network(type, text);
+    if (type == "macaddr" || type == "macaddr8") return check_macaddr(type, text);
+    if (type == "bit" || type == "varbit") return check_bits(type, 0, text);
+    if (type == "int4range" || type == "int8range") return check_integer_range(type, text);
     std::string_view base;
     std::size_t size = 0;
     if (sized(type, base, size)) {
         if (base == "varchar" || base == "bpchar") return check_sized_string(base, size, text);
         if (base == "timestamp" || base == "timestamptz") return check_timestamp_precision(base, size, text);
+        if ((base == "bit" || base == "varbit") && size > 0) return check_bits(base, size, text);
     }
     return {};  // text, varchar: every text is canonical; other types are not checked
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,6 +123,9 @@ public:
     // Batched forms set aside since start because they failed where the docs alone ran (their
     // queries are computed one statement per doc): a metric, so that it is seen.
     virtual std::uint64_t batched_forms_set_aside() const { return 0; }
+    // Those forms by doc query (a keys query's under the doc query it feeds): why each was set
+    // aside and what lifts it, for docsync.queries. A definitions change gives them another try.
+    virtual std::map<std::string, std::string> batched_forms_set_aside_by_query() const { return {}; }
     // The definitions were reloaded (the definitions generation moved): whatever the runner keeps
     // planned from the catalog as it was (prepared statements) must not be used for computes that
     // start after this call. PostgreSQL re-plans a prepared statement when an object it uses

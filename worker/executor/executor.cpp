@@ -163,7 +163,11 @@ void Executor::pin(pg::Connection& conn, pg::Deadline deadline) {
               deadline);
 }
 
-void Executor::definitions_changed() { definitions_epoch_.fetch_add(1, std::memory_order_acq_rel); }
+void Executor::definitions_changed() {
+    definitions_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    std::lock_guard<std::mutex> lock(mutex_);
+    unbatchable_.clear();
+}
 
 void Executor::renew_sessions() { sessions_epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
@@ -453,6 +457,20 @@ bool form_may_be_at_fault(const std::string& sqlstate) {
     return sqlstate.rfind("42", 0) == 0 || sqlstate == "0A000";
 }
 
+// Why a batched form was set aside (it failed where each doc alone ran) and what lifts it, as
+// docsync.queries shows it: the remedy first, since the status file keeps DOCSYNC_STATUS_ERROR_LEN
+// bytes of it, then the server's message without its "ERROR:" and LINE context.
+std::string set_aside_reason(const std::string& what, const std::string& error, const std::string& sqlstate) {
+    std::string cause = error.starts_with(what + " failed: ") ? error.substr(what.size() + 9) : error;
+    if (cause.starts_with("ERROR:")) cause = cause.substr(cause.find_first_not_of(' ', 6));
+    if (auto context = cause.find(". LINE "); context != std::string::npos) cause.erase(context);
+    std::string out = what + ": batched form set aside until the definitions reload (";
+    out += sqlstate.empty() ? std::string("failed") : "SQLSTATE " + sqlstate;
+    if (sqlstate == docsync::sqlstate::kInsufficientPrivilege)
+        out += "; docsync.grant_reader(<pool role>) grants USAGE on its param types' schemas";
+    return out + "): " + cause;
+}
+
 }  // namespace
 
 DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const Visibility& need) {
@@ -483,13 +501,24 @@ std::uint64_t Executor::batched_forms_set_aside() const {
     return unbatchable_.size();
 }
 
+std::map<std::string, std::string> Executor::batched_forms_set_aside_by_query() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<std::string, std::string> out;
+    for (const auto& [form, set_aside] : unbatchable_) {
+        std::string& why = out[set_aside.query];
+        why += (why.empty() ? "" : "; ") + set_aside.why;
+    }
+    return out;
+}
+
 bool Executor::batchable(const std::string& batch_sql) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return !batch_sql.empty() && !unbatchable_.count(batch_sql);
 }
 
 template <class Outcome, class Judge, class One>
-BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, const std::string& reader_role,
+BatchOutcome<Outcome> Executor::run_batched(const std::string& query, const std::string& search_path,
+                                            const std::string& reader_role,
                                             const std::string& batch_sql,
                                             const std::vector<SqlArgs>& args, const Visibility& need,
                                             const std::string& what, Judge&& judge, One&& one) {
@@ -527,7 +556,7 @@ BatchOutcome<Outcome> Executor::run_batched(const std::string& search_path, cons
         if (any_ok) {
             {
                 std::lock_guard<std::mutex> lock(mutex_);
-                unbatchable_.insert(batch_sql);
+                unbatchable_[batch_sql] = SetAside{query, set_aside_reason(what, error, sqlstate)};
             }
             log_warning("executor", what + " cannot run batched (" + error + "); running it once per doc from now on");
         }
@@ -552,7 +581,7 @@ DocBatchOutcome Executor::run_docs(const DocQuery& query, const std::vector<SqlA
         return Runner::run_docs(query, args, need);
     std::string what = "doc query \"" + query.name + "\"";
     return run_batched<DocOutcome>(
-        query.search_path, query.reader_role, query.batch_sql, args, need, what,
+        query.name, query.search_path, query.reader_role, query.batch_sql, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, DocOutcome& doc) {
             if (r.columns() != 3) {
                 doc.kind = OutcomeKind::Permanent;
@@ -605,7 +634,7 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
     return run_batched<KeysOutcome>(
-        query.search_path, query.reader_role, query.batch_sql, args, need, what,
+        query.query, query.search_path, query.reader_role, query.batch_sql, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
             if (r.columns() < 3) {
                 lookup.kind = OutcomeKind::Permanent;

@@ -19,7 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,7 +60,9 @@ void require_harmless_role(pg::Connection& connection, bool replication_allowed,
 class Executor final : public Runner {
 public:
     std::uint64_t batched_forms_set_aside() const override;
-    // Every pool connection drops its prepared statements (DEALLOCATE ALL) before its next compute.
+    std::map<std::string, std::string> batched_forms_set_aside_by_query() const override;
+    // Every pool connection drops its prepared statements (DEALLOCATE ALL) before its next compute,
+    // and every batched form set aside gets another try (a grant_reader may have fixed it).
     void definitions_changed() override;
     // Every pool connection is replaced before its next compute, so it takes the server's settings
     // anew (executor/settings_watch.hpp: database and role defaults, a reloaded configuration).
@@ -117,10 +119,12 @@ private:
     bool batchable(const std::string& batch_sql) const;
     // Runs `args` through `batch_sql` in one compute and `judge(result, rows, outcome)` gives each
     // item its outcome from its rows. A failure the batched form itself may cause runs the items
-    // one by one with `one(i)` (and, when any succeeds, marks the form unbatchable); any other
-    // query error asks for a split; not visible or transient holds for every item.
+    // one by one with `one(i)` (and, when any succeeds, sets the form aside under `query`, the doc
+    // query it serves); any other query error asks for a split; not visible or transient holds for
+    // every item.
     template <class Outcome, class Judge, class One>
-    BatchOutcome<Outcome> run_batched(const std::string& search_path, const std::string& reader_role,
+    BatchOutcome<Outcome> run_batched(const std::string& query, const std::string& search_path,
+                                      const std::string& reader_role,
                                       const std::string& batch_sql,
                                       const std::vector<SqlArgs>& args, const Visibility& need,
                                       const std::string& what, Judge&& judge, One&& one);
@@ -135,7 +139,13 @@ private:
     std::atomic<std::uint64_t> definitions_epoch_{0};
     // Bumped by renew_sessions(); a connection whose Slot::sessions is older is replaced.
     std::atomic<std::uint64_t> sessions_epoch_{0};
-    std::set<std::string> unbatchable_;  // batched forms that failed where single computes succeeded  // the last snapshot check failed: check before querying
+    // Batched forms that failed where single computes succeeded, until the definitions change:
+    // each with the doc query it serves and why it was set aside.
+    struct SetAside {
+        std::string query;
+        std::string why;
+    };
+    std::map<std::string, SetAside> unbatchable_;
     std::string database_;
     std::string system_identifier_;
 };

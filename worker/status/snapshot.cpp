@@ -72,6 +72,7 @@ StatusSnapshot StatusHistory::snapshot(const Readings& r, WallTime now) {
         counters.recomputes = q.recomputes;
         counters.permanent_failures = q.permanent_failures;
         counters.compute_us_total = q.compute_ns / 1000;
+        counters.batch_set_aside = q.batch_set_aside;
         if (!q.last_error.empty())
             counters.last_error = (q.error_cleared ? std::string(kRecoveredPrefix) : std::string()) + q.last_error +
                                   (q.last_sqlstate.empty() ? "" : " (SQLSTATE " + q.last_sqlstate + ")") +

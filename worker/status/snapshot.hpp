@@ -46,6 +46,7 @@ struct QueryReading {
     std::string last_sqlstate;             // of last_error, empty: none
     std::string last_channel;              // the doc (or "keys:<table>") of last_error, empty: none
     bool error_cleared = false;            // last_channel's doc has been published since last_error
+    std::string batch_set_aside;           // why its batched forms are set aside, empty: none
 };
 
 // How a last error whose doc has been published since is shown (query_stats and docsync.status):

@@ -189,6 +189,7 @@ void fill_body(DocsyncStatusBody& body, const StatusSnapshot& s, std::string_vie
         out.compute_us_total = q.compute_us_total;
         out.last_error_us = q.last_error.empty() ? 0 : to_us(q.last_error_at);
         copy_field(out.last_error, sizeof out.last_error, q.last_error);
+        copy_field(out.batch_set_aside, sizeof out.batch_set_aside, q.batch_set_aside);
     }
 }
 

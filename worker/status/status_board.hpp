@@ -49,6 +49,7 @@ struct QueryCounters {
     std::uint64_t compute_us_total = 0;    // time spent computing, microseconds
     std::string last_error;                // last permanent failure (with SQLSTATE), empty: none
     WallTime last_error_at{};              // epoch: none
+    std::string batch_set_aside;           // why its batched forms are set aside, empty: none
 };
 
 // The last recompute of every live doc (startup or WAL safety valve).
