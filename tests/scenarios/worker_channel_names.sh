@@ -21,7 +21,8 @@ sql "SELECT docsync.define_query('order', \$q\$SELECT jsonb_build_object('id', o
 sql "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" >/dev/null 2>&1
 grant_reader
 start_redis
-start_worker --sink "redis://127.0.0.1:$redis_port" --live subscribers --live-poll 200ms
+# --audit-rate 0: an audit sample would be one more doc query of order 1, on a loaded machine
+start_worker --sink "redis://127.0.0.1:$redis_port" --live subscribers --live-poll 200ms --audit-rate 0
 sql "SELECT pg_stat_statements_reset()" >/dev/null
 
 aliases=("db:order:01" "db:order:+1" "db:order:001" "db:order: 1" "db:order:abc")
@@ -53,7 +54,10 @@ done
 keys=$(rc --raw KEYS 'db:order:*' | sort | tr '\n' ' ')
 [ "$keys" = "db:order:1 " ] || fail "channels retained besides db:order:1: $keys"
 calls=$(doc_query_calls '%FROM orders o WHERE o.id%')
-[ "$calls" -le 2 ] || fail "$calls doc queries of 'order' (two expected: db:order:1's warm and its UPDATE)"
+# a compute retried because its commit was not yet visible to a new snapshot counts once more
+retries=$(sql "SELECT coalesce(sum(not_visible_retries), 0) FROM docsync.status WHERE slot_name = '$slot'")
+[ "$calls" -le $((2 + retries)) ] ||
+  fail "$calls doc queries of 'order' (two expected: db:order:1's warm and its UPDATE, plus $retries not-visible retries)"
 for ch in "${aliases[@]}"; do
   n=$(grep -cF "refusing channel \"$ch\"" "$tmp/worker.log" || true)
   [ "$n" = 1 ] || fail "\"$ch\" was logged $n times, not once"
