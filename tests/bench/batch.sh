@@ -35,7 +35,7 @@
 # orders.id and order_items.order_id and by reverse index from customers (keys: the customer's
 # orders) and products (keys: the orders holding the product).
 #   Figures 1-2: a JSONL file sink retains its docs, so at start the worker recomputes every doc the
-# file holds (docsync.status: recompute 'startup'). The file is written beforehand with one envelope
+# file holds (docsync.status: its recompute at start, 'startup', or 'sink reset' when the copied file is older than the last run's). The file is written beforehand with one envelope
 # per order 1..D, copied afresh for each run, and the worker started on it with --live all (with
 # DOCSYNC_BENCH_SINK=redis, a private Redis holds the same envelopes at db:order:N, set afresh for
 # each run, and the worker walks them at start); the rate is D over recompute_started_at ..
@@ -267,7 +267,7 @@ for docs in "${recompute_docs[@]}"; do
       row=$(psql -At -F ' ' -d "$db" -c "
         SELECT recompute_total, extract(epoch FROM recompute_finished_at - recompute_started_at), recomputes, publishes
           FROM docsync.status
-         WHERE slot_name = '$slot' AND worker_pid = $wpid AND recompute = 'startup' AND recompute_finished_at IS NOT NULL")
+         WHERE slot_name = '$slot' AND worker_pid = $wpid AND recompute IS NOT NULL AND recompute_finished_at IS NOT NULL")
       [ -n "$row" ] && break
       sleep 0.2
     done
