@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -790,6 +791,9 @@ int serve(const Settings& settings) {
 }  // namespace docsync
 
 int main(int argc, char** argv) {
+    // A write to a socket or pipe the peer closed (Redis, a node, stdout's reader) must be an error the
+    // sink handles, not the end of the worker.
+    std::signal(SIGPIPE, SIG_IGN);
     auto parsed = docsync::parse_settings(argc, argv, environ);
     if (!parsed.run) {
         if (!parsed.output.empty()) std::fputs(parsed.output.c_str(), stdout);

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/sink.hpp"
 
@@ -549,6 +549,10 @@ TEST_CASE("--sink values parse, and bad ones name the accepted forms") {
     CHECK(error_of([] { parse_sink("redis://:6379"); }).find("host is missing") != std::string::npos);
     CHECK(error_of([] { parse_sink("redis://h?ttl=1"); }).find("unknown parameter 'ttl'") != std::string::npos);
     CHECK(error_of([] { parse_sink("redis://h?tombstone-ttl=0"); }).find("tombstone-ttl") != std::string::npos);
+    // The worker names its setting and the value; the Redis client, shared with the gateway, names neither.
+    CHECK(error_of([] { parse_sink("redis-cluster://10.0.0.1"); })
+              .rfind("--sink redis-cluster://10.0.0.1: the host 10.0.0.1 needs its :PORT", 0) == 0);
+    CHECK(error_of([] { docsync::redis::parse_redis_url("redis://h?ttl=1"); }).find("--sink") == std::string::npos);
 }
 
 TEST_CASE("--live subscribers with a JSONL sink is refused with the fix") {

@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_client.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::gateway {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::publish {
 
@@ -101,13 +101,6 @@ std::optional<Error> judge_script_reply(const Reply& reply, const std::string& w
         return Error(where + " answered the publish of " + channel + " with an unexpected " + reply_text(reply.get()),
                      {}, true);
     return std::nullopt;
-}
-
-std::string wait_shortfall(const Reply& wait, const RedisAddress& address) {
-    std::string asked = std::to_string(address.wait_replicas) + " replicas within " +
-                        std::to_string(address.wait_timeout.count()) + " ms (wait-replicas in --sink)";
-    if (wait->type != REDIS_REPLY_INTEGER) return "WAIT for " + asked + " failed: " + reply_text(wait.get()) + "; retried";
-    return "only " + std::to_string(wait->integer) + " of " + asked + " acknowledged the docs; retried";
 }
 
 std::string info_field(const Reply& info, std::string_view field) {

@@ -2,7 +2,6 @@
 #include "publish/watermark.hpp"
 
 #include <algorithm>
-#include <csignal>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -71,7 +70,6 @@ const char* RedisWatermark::script() { return script_of(false).c_str(); }
 RedisWatermark::RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options,
                                std::function<bool()> holding)
     : address_(std::move(address)), next_(next), options_(options), holding_(std::move(holding)) {
-    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
     thread_ = std::thread([this] { run(); });
 }
 
@@ -82,7 +80,6 @@ RedisWatermark::RedisWatermark(RedisClusterAddress cluster, Acknowledger& next, 
       next_(next),
       options_(options),
       holding_(std::move(holding)) {
-    std::signal(SIGPIPE, SIG_IGN);
     thread_ = std::thread([this] { run(); });
 }
 

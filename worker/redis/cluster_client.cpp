@@ -1,14 +1,12 @@
 // Routing of commands over a Redis Cluster: the slot map, redirects, per-node pools.
-#include "publish/redis_cluster.hpp"
+#include "redis/cluster_client.hpp"
 
 #include <algorithm>
-#include <csignal>
 #include <thread>
 
 #include "common/log.hpp"
-#include "publish/redis_script.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 namespace {
 
@@ -27,13 +25,8 @@ std::string ClusterClient::Endpoint::text() const {
 
 ClusterClient::ClusterClient(RedisClusterAddress address, ClusterOptions options)
     : address_(std::move(address)), options_(options) {
-    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket a node closed must be an error, not the end
     if (address_.seeds.empty()) throw Error("a Redis Cluster address needs at least one HOST:PORT");
-    try {
-        refresh(true);
-    } catch (const Error& e) {
-        throw Error(std::string("--sink: ") + e.what(), {}, e.transient());
-    }
+    refresh(true);
 }
 
 std::shared_ptr<const SlotMap> ClusterClient::map() const {
@@ -136,12 +129,12 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& l
         Reply reply = command_on(at, {"CLUSTER", "SHARDS"});
         if (starts_with(reply, "ERR This instance has cluster support disabled"))
             throw Error("Redis at " + at.text() +
-                            " is not a Redis Cluster node (cluster-enabled is off): use --sink redis://" + at.text() +
-                            " for a single Redis, or give the nodes of the cluster",
+                            " is not a Redis Cluster node (cluster-enabled is off): for a single Redis give redis://" +
+                            at.text() + ", or give the nodes of the cluster",
                         {}, false);
         if (starts_with(reply, "NOAUTH"))
             throw Error("Redis Cluster node " + at.text() + " requires a password (" + reply_text(reply.get()) +
-                            "): give it in --sink redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for an ACL "
+                            "): give it in the URL, redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for an ACL "
                             "user)",
                         {}, false);
         if (reply->type == REDIS_REPLY_ERROR)  // before Redis 7
@@ -190,7 +183,7 @@ void ClusterClient::refresh(bool force) {
     }
     throw Error("no Redis Cluster node answered CLUSTER SHARDS (asked " + tried +
                     (last_error.empty() ? std::string() : "; the last: " + last_error) +
-                    "); start the cluster, or fix HOST:PORT in --sink redis-cluster://HOST:PORT[,HOST:PORT...]",
+                    "); start the cluster, or fix HOST:PORT in the URL, redis-cluster://HOST:PORT[,HOST:PORT...]",
                 {}, true);
 }
 
@@ -410,4 +403,4 @@ std::unique_ptr<RedisConnection> ClusterClient::connect_any() {
     throw Error("no Redis Cluster node accepts a connection: " + errors, {}, true);
 }
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_map.hpp"
+#include "redis/connection.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 struct ClusterOptions {
     std::chrono::milliseconds connect_timeout{2000};
@@ -145,4 +145,9 @@ inline std::string_view channel_of_cluster_key(std::string_view key) {
     return key.size() >= 2 && key.front() == '{' && key.back() == '}' ? key.substr(1, key.size() - 2) : key;
 }
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis
+
+// The publish sinks and the gateway name the client's parts publish::…, as before its move here.
+namespace docsync::publish {
+using namespace docsync::redis;
+}

@@ -1,12 +1,12 @@
 // hiredis connections and the redis:// address.
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 
 #include <cerrno>
 #include <charconv>
 
 #include "common/error.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 namespace {
 
@@ -18,8 +18,9 @@ constexpr std::string_view kClusterForm =
     "as in "
     "redis-cluster://10.0.0.1:7000,10.0.0.2:7000";
 
-[[noreturn]] void bad_url(std::string_view url, const std::string& problem, std::string_view form) {
-    throw Error("--sink " + std::string(url) + ": " + problem + "; expected " + std::string(form));
+// The caller names its own setting (the worker's --sink, the gateway's --redis) and the URL.
+[[noreturn]] void bad_url(std::string_view /*url*/, const std::string& problem, std::string_view form) {
+    throw Error(problem + "; expected " + std::string(form));
 }
 
 bool parse_int(std::string_view text, long long min, long long max, long long& out) {
@@ -260,4 +261,11 @@ Error RedisConnection::io_error() const {
     return Error(where_ + ": " + why, {}, true);
 }
 
-}  // namespace docsync::publish
+std::string wait_shortfall(const Reply& wait, const RedisAddress& address) {
+    std::string asked = std::to_string(address.wait_replicas) + " replicas within " +
+                        std::to_string(address.wait_timeout.count()) + " ms (wait-replicas in the Redis URL)";
+    if (wait->type != REDIS_REPLY_INTEGER) return "WAIT for " + asked + " failed: " + reply_text(wait.get()) + "; retried";
+    return "only " + std::to_string(wait->integer) + " of " + asked + " acknowledged the docs; retried";
+}
+
+}  // namespace docsync::redis

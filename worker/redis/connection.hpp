@@ -12,7 +12,7 @@
 
 #include "common/error.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 // Parameters both URL forms take after `?`, joined with `&`:
 //   tombstone-ttl=SECONDS  how long a null doc's tombstone is kept (default 86400)
@@ -82,4 +82,12 @@ private:
 // The text of an error or status reply, for messages.
 std::string reply_text(const redisReply* reply);
 
-}  // namespace docsync::publish
+// Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
+std::string wait_shortfall(const Reply& wait, const RedisAddress& address);
+
+}  // namespace docsync::redis
+
+// The publish sinks and the gateway name the client's parts publish::…, as before its move here.
+namespace docsync::publish {
+using namespace docsync::redis;
+}
