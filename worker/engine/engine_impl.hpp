@@ -82,7 +82,8 @@ private:
 
     Nanos now() const { return to_nanos(clock_.now()); }
     // Schedules what the open transaction dirtied; appends the tickets complete now to `done`.
-    bool commit(const CommitRecord& commit, std::uint64_t ticket, std::vector<std::uint64_t>& done) REQUIRES(mutex_);
+    bool commit(const CommitRecord& commit, std::uint64_t ticket, std::vector<std::uint64_t>& done)
+        REQUIRES(mutex_);
     // Appends the tickets nothing holds any more to `done`, counting them.
     void collect_completed(std::vector<std::uint64_t>& done) REQUIRES(mutex_);
     // Completes tickets: never under the mutex.
@@ -134,12 +135,15 @@ private:
     LookupQueue lookups_ GUARDED_BY(mutex_);
     OpenTxn txn_ GUARDED_BY(mutex_);
     bool docs_turn_ GUARDED_BY(mutex_) = false;        // take() alternates lookups and docs when both wait
-    std::uint64_t generation_ GUARDED_BY(mutex_) = 0;  // of the doc versions published (contract C (docs/design.md))
+    // Of the doc versions published (contract C (docs/design.md)).
+    std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
     Lsn handled_lsn_ GUARDED_BY(mutex_) = 0;           // highest COMMIT end LSN handled
     std::uint64_t epoch_ GUARDED_BY(mutex_) = 1;       // the stream epoch (reset_stream starts a new one)
+    // The sequence of a definitions transaction awaiting its reload.
     std::uint64_t definitions_hold_ GUARDED_BY(mutex_) = 0;
-    bool last_commit_definition_rows_ GUARDED_BY(mutex_) = false;  // the last COMMIT's transaction wrote a definition table  // the sequence of a definitions transaction awaiting its reload
-    EngineStats counters_ GUARDED_BY(mutex_);                // the running totals (the gauges are computed in stats())
+    // The last COMMIT's transaction wrote a definition table.
+    bool last_commit_definition_rows_ GUARDED_BY(mutex_) = false;
+    EngineStats counters_ GUARDED_BY(mutex_);  // the running totals (the gauges are computed in stats())
 };
 
 }  // namespace docsync

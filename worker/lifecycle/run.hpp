@@ -2,7 +2,8 @@
 // The active worker: from holding the slot's lease (or about to take it) to a clean stop. Builds the
 // components, connects them and runs their threads:
 //
-//   Stream (stream thread) ──records──▶ Pipeline ──▶ Engine.on_* ──tickets──▶ Coordinator ──ack──▶ Stream
+//   Stream (stream thread) ──records──▶ Pipeline ──▶ Engine.on_* ──tickets──▶ Coordinator ──ack──▶
+//   Stream
 //   Engine worker threads ──▶ Executor (Runner) ──▶ Publisher (sink)
 //   audit thread: Engine's live docs ──▶ Executor (one at a time) ──▶ Publisher read-back, compared
 //   status thread (the caller's): Stream/Coordinator/Engine/Auditor stats ──▶ StatusBoard, /metrics
