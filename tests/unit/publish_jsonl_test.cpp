@@ -476,6 +476,26 @@ TEST_CASE("stdout sink: a reader that went away (EPIPE) is fatal, and the publis
     ::close(fds[1]);
 }
 
+TEST_CASE("a sink leaves SIGPIPE's disposition to the program's main()") {
+    // Library code sets nothing process-wide: docsync-worker's main() (and this binary's) ignores
+    // SIGPIPE; a sink opened under another disposition keeps it.
+    struct sigaction previous {};
+    REQUIRE(::sigaction(SIGPIPE, nullptr, &previous) == 0);
+    std::signal(SIGPIPE, SIG_DFL);
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    {
+        auto sink = JsonlSink::open_stdout(fds[1]);
+        struct sigaction now {};
+        REQUIRE(::sigaction(SIGPIPE, nullptr, &now) == 0);
+        bool left_default = now.sa_handler == SIG_DFL;
+        CHECK(left_default);
+    }
+    ::close(fds[0]);
+    ::close(fds[1]);
+    REQUIRE(::sigaction(SIGPIPE, &previous, nullptr) == 0);
+}
+
 TEST_CASE("stdout sink: concurrent lines reach the descriptor whole and it holds nothing") {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
