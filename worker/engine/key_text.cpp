@@ -81,7 +81,10 @@ KeyCheck check_integer(std::string_view type, std::string_view text, std::uint64
     if (magnitude == 0) negative = false;
     if (negative ? magnitude > max_positive + 1 : magnitude > max_positive)
         return refuse("out of range for " + std::string(type));
-    return against(text, (negative ? "-" : "") + std::to_string(magnitude));
+    std::string canonical;  // appended: GCC 12 warns falsely (-Wrestrict) on "-" + std::to_string(…) at -O2
+    if (negative) canonical += '-';
+    canonical += std::to_string(magnitude);
+    return against(text, canonical);
 }
 
 // oid: an unsigned 32-bit number; PostgreSQL also reads -1 … -2^31 as their unsigned equivalents.
