@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -143,6 +144,7 @@ void row(const char* name, Publisher& sink, int docs, int seconds, int rate, con
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);  // as docsync-worker: a closed socket is an error, not the end
     int docs = 60000, rate_seconds = 5, rate = 2000;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--docs") == 0) docs = std::atoi(argv[i + 1]);

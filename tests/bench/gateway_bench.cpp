@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdarg>
 #include <chrono>
 #include <climits>
@@ -877,6 +878,7 @@ int e2e(int port, int redis_port, const std::string& dsn, int docs, int rate, in
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);  // as docsync-worker: a closed socket is an error, not the end
     if (argc < 2) usage(argv[0]);
     std::string mode = argv[1];
     std::map<std::string, std::string> opt;

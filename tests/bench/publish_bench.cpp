@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -84,6 +85,7 @@ Latency steady(Publisher& sink, int seconds, std::uint64_t lsn_base) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::signal(SIGPIPE, SIG_IGN);  // as docsync-worker: a closed socket is an error, not the end
     int docs = 40000, rate_seconds = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--docs") == 0) docs = std::atoi(argv[i + 1]);

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "publish/cluster_map.hpp"
+#include "redis/cluster_map.hpp"
 
 namespace {
 

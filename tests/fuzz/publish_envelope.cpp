@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/error.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::string input(reinterpret_cast<const char*>(data), size);

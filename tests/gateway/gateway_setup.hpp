@@ -6,8 +6,8 @@
 #include <rapidjson/document.h>
 
 #include "gateway_client.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/redis_cluster.hpp"
+#include "redis/cluster_map.hpp"
+#include "redis/cluster_client.hpp"
 #include "publish/redis_cluster_sink.hpp"
 #include "publish/redis_sink.hpp"
 #include "redis_server.hpp"

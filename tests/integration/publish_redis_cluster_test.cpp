@@ -11,8 +11,8 @@
 
 #include "common/error.hpp"
 #include "progress/coordinator.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/envelope.hpp"
+#include "redis/cluster_map.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/liveness.hpp"
 #include "publish/redis_cluster_sink.hpp"
 #include "publish/sink.hpp"
@@ -318,7 +318,7 @@ TEST_CASE("redis cluster: a server that is no cluster node, or no seed answering
                                                                          std::to_string(single.port())));
     });
     CHECK(message.find("is not a Redis Cluster node") != std::string::npos);
-    CHECK(message.find("use --sink redis://") != std::string::npos);
+    CHECK(message.find("for a single Redis give redis://") != std::string::npos);
     message = error_of([] { RedisClusterSink sink(docsync::publish::parse_redis_cluster_url("redis-cluster://127.0.0.1:1")); });
     CHECK(message.find("no Redis Cluster node answered") != std::string::npos);
     CHECK(message.find("127.0.0.1:1") != std::string::npos);
@@ -383,7 +383,7 @@ TEST_CASE("redis cluster: with wait-replicas a doc counts only once its master's
     }
     cluster.node(replica).stop();
     auto message = error_of([&] { sink.publish(channel, doc("21"), DocVersion{1, 21}); });
-    CHECK(message.find("only 0 of 1 replicas within 1000 ms (wait-replicas in --sink) acknowledged") != std::string::npos);
+    CHECK(message.find("only 0 of 1 replicas within 1000 ms (wait-replicas in the Redis URL) acknowledged") != std::string::npos);
     cluster.node(replica).start();
     CHECK(eventually([&] { return error_of([&] { sink.publish(channel, doc("22"), DocVersion{1, 22}); }) == "no error"; },
                      20s));

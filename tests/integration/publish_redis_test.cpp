@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "common/error.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/liveness.hpp"
 #include "publish/redis_sink.hpp"
 #include "publish/sink.hpp"

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::testing {
 

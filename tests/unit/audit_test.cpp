@@ -14,7 +14,7 @@
 #include "audit/auditor.hpp"
 #include "engine_fakes.hpp"
 #include "log_capture.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::test {
 namespace {

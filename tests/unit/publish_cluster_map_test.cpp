@@ -9,8 +9,8 @@
 #include <string>
 
 #include "common/error.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/redis_cluster.hpp"
+#include "redis/cluster_map.hpp"
+#include "redis/cluster_client.hpp"
 #include "publish/sink.hpp"
 
 using namespace docsync::publish;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/sink.hpp"
 
@@ -476,6 +476,26 @@ TEST_CASE("stdout sink: a reader that went away (EPIPE) is fatal, and the publis
     ::close(fds[1]);
 }
 
+TEST_CASE("a sink leaves SIGPIPE's disposition to the program's main()") {
+    // Library code sets nothing process-wide: docsync-worker's main() (and this binary's) ignores
+    // SIGPIPE; a sink opened under another disposition keeps it.
+    struct sigaction previous {};
+    REQUIRE(::sigaction(SIGPIPE, nullptr, &previous) == 0);
+    std::signal(SIGPIPE, SIG_DFL);
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    {
+        auto sink = JsonlSink::open_stdout(fds[1]);
+        struct sigaction now {};
+        REQUIRE(::sigaction(SIGPIPE, nullptr, &now) == 0);
+        bool left_default = now.sa_handler == SIG_DFL;
+        CHECK(left_default);
+    }
+    ::close(fds[0]);
+    ::close(fds[1]);
+    REQUIRE(::sigaction(SIGPIPE, &previous, nullptr) == 0);
+}
+
 TEST_CASE("stdout sink: concurrent lines reach the descriptor whole and it holds nothing") {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
@@ -549,6 +569,10 @@ TEST_CASE("--sink values parse, and bad ones name the accepted forms") {
     CHECK(error_of([] { parse_sink("redis://:6379"); }).find("host is missing") != std::string::npos);
     CHECK(error_of([] { parse_sink("redis://h?ttl=1"); }).find("unknown parameter 'ttl'") != std::string::npos);
     CHECK(error_of([] { parse_sink("redis://h?tombstone-ttl=0"); }).find("tombstone-ttl") != std::string::npos);
+    // The worker names its setting and the value; the Redis client, shared with the gateway, names neither.
+    CHECK(error_of([] { parse_sink("redis-cluster://10.0.0.1"); })
+              .rfind("--sink redis-cluster://10.0.0.1: the host 10.0.0.1 needs its :PORT", 0) == 0);
+    CHECK(error_of([] { docsync::redis::parse_redis_url("redis://h?ttl=1"); }).find("--sink") == std::string::npos);
 }
 
 TEST_CASE("--live subscribers with a JSONL sink is refused with the fix") {

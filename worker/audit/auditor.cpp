@@ -7,7 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::audit {
 

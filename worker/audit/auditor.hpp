@@ -32,7 +32,7 @@
 // sees it. A divergence is logged (a warning naming the channel and both versions, never a doc's
 // content), counted, and healed by publishing the second sample with its version through
 // Publisher::restore, which never puts it in front of a newer doc. Docs are compared as the sink
-// holds them: compact JSON text (publish/envelope.hpp), which the doc query's output gives
+// holds them: compact JSON text (envelope/envelope.hpp), which the doc query's output gives
 // identically for equal data; a null doc and a doc the sink holds nothing for agree (a tombstone
 // expires).
 //

@@ -34,7 +34,7 @@ void Engine::Impl::start(unsigned threads) {
         if (options_.journal) {
             auto journaled = options_.journal->load();
             std::vector<std::string> gone;
-            std::lock_guard<std::mutex> lock(mutex_);
+            MutexLock lock(mutex_);
             docs_.set_journal_quiet(true);
             for (const auto& channel : journaled) {
                 Entry* entry = docs_.find_or_create(channel, true);
@@ -49,7 +49,7 @@ void Engine::Impl::start(unsigned threads) {
         auto retained = publisher_.retained_channels();
         std::vector<std::string> orphans;
         {
-            std::lock_guard<std::mutex> lock(mutex_);
+            MutexLock lock(mutex_);
             for (const auto& channel : retained) {
                 Entry* entry = docs_.find_or_create(channel, true);
                 if (entry)
@@ -65,14 +65,14 @@ void Engine::Impl::start(unsigned threads) {
             publisher_.expire_orphans(orphans);
         }
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = false;
     for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
 void Engine::Impl::stop() {
     {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         stopping_ = true;
     }
     wake_.notify_all();
@@ -81,10 +81,10 @@ void Engine::Impl::stop() {
 }
 
 bool Engine::Impl::run_once() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     Job job;
     if (!take(job)) return false;
-    run(job, lock);
+    run(job);
     return true;
 }
 
@@ -115,11 +115,11 @@ bool Engine::Impl::take(Job& job) {
     return false;
 }
 
-void Engine::Impl::run(Job& job, std::unique_lock<std::mutex>& lock) {
+void Engine::Impl::run(Job& job) {
     if (job.is_lookup) {
-        run_lookups(job, lock);
+        run_lookups(job);
     } else {
-        run_docs(job, lock);
+        run_docs(job);
     }
 }
 
@@ -174,11 +174,13 @@ void run_halving(std::size_t begin, std::size_t end, std::vector<Outcome>& out, 
 
 }  // namespace
 
-void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
+void Engine::Impl::run_docs(Job& job) {
     std::vector<DocJob>& jobs = job.docs;
     std::uint16_t index = jobs.front().query;
     const DocQuery* query = index < job.defs->queries.size() ? &job.defs->queries[index] : nullptr;
-    lock.unlock();
+    // Unlocking is safe: take() marked these docs running (no other worker takes them) and the job
+    // holds its own definitions and versions; nothing below touches the engine's state until lock().
+    mutex_.unlock();
     std::vector<DocOutcome> outcomes(jobs.size());
     // The docs whose channels still name the query run together; any other fails at once.
     std::vector<std::size_t> runs;
@@ -240,7 +242,7 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
             }
         }
     }
-    lock.lock();
+    mutex_.lock();
     if (!runs.empty()) counters_.batch_size.observe(static_cast<double>(runs.size()));
     std::vector<std::pair<std::string, Lsn>> tombstones;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
@@ -250,11 +252,12 @@ void Engine::Impl::run_docs(Job& job, std::unique_lock<std::mutex>& lock) {
     }
     if (!tombstones.empty()) {
         DocVersion version{generation_, handled_lsn_};
-        lock.unlock();
+        // Unlocking is safe: the tombstones and their version are copies, and drop_retained only publishes.
+        mutex_.unlock();
         drop_retained(tombstones, version);
-        lock.lock();
+        mutex_.lock();
     }
-    complete_finished(lock);
+    complete_finished();
 }
 
 // A tombstone leaves the live journal (a deleted row's doc is not recomputed at every start
@@ -285,7 +288,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
         }
     }
     std::uint32_t failures = entry.second.failures + 1;  // in a row, counting this one
-    auto retry = [&](std::chrono::milliseconds first, std::uint32_t cap, bool round) {
+    auto retry = [&](std::chrono::milliseconds first, std::uint32_t cap, bool round) REQUIRES(mutex_) {
         docs_.retry(entry, dj, backoff(first, failures, cap), walk_job, round);
     };
     if (outcome.kind == OutcomeKind::Ok && published) {
@@ -321,7 +324,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     }
 }
 
-void Engine::Impl::run_lookups(Job& job, std::unique_lock<std::mutex>& lock) {
+void Engine::Impl::run_lookups(Job& job) {
     std::vector<Lookup>& lookups = job.lookups;
     const Definitions& defs = *lookups.front().defs;
     const Watch& watch = defs.watches[lookups.front().watch];
@@ -331,7 +334,9 @@ void Engine::Impl::run_lookups(Job& job, std::unique_lock<std::mutex>& lock) {
                    watch.keys_reader_role};
     std::size_t max_keys = options_.max_keys;
     Nanos started = now();
-    lock.unlock();
+    // Unlocking is safe: take() moved these lookups out of the queue into the job, which holds the
+    // definitions they run on; nothing below touches the engine's state until lock().
+    mutex_.unlock();
     std::vector<SqlArgs> args;
     std::vector<Visibility> needs;
     for (const auto& lookup : lookups) {
@@ -357,9 +362,9 @@ void Engine::Impl::run_lookups(Job& job, std::unique_lock<std::mutex>& lock) {
             }
         }
     }
-    lock.lock();
+    mutex_.lock();
     for (std::size_t i = 0; i < lookups.size(); ++i) record_lookup(lookups[i], outcomes[i], query, keys.table, started);
-    complete_finished(lock);
+    complete_finished();
 }
 
 void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const DocQuery* query,
@@ -368,14 +373,14 @@ void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const Doc
     auto key = lookup.key();
     bool current = lookup.epoch == epoch_;
     if (!current) lookup.seqs.clear();  // a reset forgot those transactions
-    auto release_all = [&] {
+    auto release_all = [&]() REQUIRES(mutex_) {
         for (auto seq : lookup.seqs) ledger_.release(seq);
     };
     ++counters_.keys_lookups;
     std::uint16_t query_now = query ? catalog_.find(query->name) : kNoQuery;  // a reload may have dropped it
     // A doc the lookup dirties: its next compute must see what the lookup saw and, with `waits`,
     // completes the lookup's transactions.
-    auto dirty = [&](Entry& entry, bool waits) {
+    auto dirty = [&](Entry& entry, bool waits) REQUIRES(mutex_) {
         Doc& doc = entry.second;
         for (auto xid : lookup.xids) doc.add_xid(xid);
         doc.lsn = std::max(doc.lsn, lookup.end_lsn);
@@ -412,7 +417,10 @@ void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const Doc
         log_warning("engine", "keys lookup on " + table + " failed: " + outcome.error +
                                   "; recomputing every live doc of \"" + query_name + "\" instead");
         // Never silently nothing: the docs it would have named are among the live ones.
-        docs_.for_each_live(query_now, [&](Entry& entry) { dirty(entry, false); });
+        docs_.for_each_live(query_now, [&](Entry& entry) {
+            mutex_.assert_held();  // for_each_live calls back under this function's lock
+            dirty(entry, false);
+        });
         release_all();
     } else {
         release_all();  // the query was dropped meanwhile
@@ -423,12 +431,12 @@ void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const Doc
 Nanos Engine::Impl::next_due() const { return std::min(docs_.next_due(), lookups_.next_due()); }
 
 void Engine::Impl::worker_loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     Nanos last_expiry = now();
     while (!stopping_) {
         Job job;
         if (take(job)) {
-            run(job, lock);
+            run(job);
             continue;
         }
         Nanos t = now();
@@ -444,7 +452,7 @@ void Engine::Impl::worker_loop() {
             wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(left) +
                                       std::chrono::milliseconds(1));
         }
-        wake_.wait_for(lock, wait);
+        mutex_.wait_for(wake_, wait);
     }
 }
 

@@ -64,13 +64,15 @@ void Engine::Impl::finish(const std::vector<std::uint64_t>& done) {
     for (auto ticket : done) complete_(ticket);
 }
 
-void Engine::Impl::complete_finished(std::unique_lock<std::mutex>& lock) {
+void Engine::Impl::complete_finished() {
     std::vector<std::uint64_t> done;
     collect_completed(done);
     if (!done.empty()) {
-        lock.unlock();
+        // Unlocking is safe: `done` is a copy, and completing a ticket calls into the coordinator (and
+        // from it the stream), which must never wait on the engine's mutex.
+        mutex_.unlock();
         finish(done);
-        lock.lock();
+        mutex_.lock();
     }
 }
 
@@ -82,7 +84,7 @@ void Engine::Impl::load_definitions(Definitions definitions) {
     std::vector<std::pair<std::string, Lsn>> dropped;
     DocVersion version;
     {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         std::vector<std::string> changed = catalog_.install(std::move(definitions));
         // Before any recompute the reload causes: none may use a statement planned before the DDL.
         runner_.definitions_changed();
@@ -127,17 +129,17 @@ void Engine::Impl::drop_retained(const std::vector<std::pair<std::string, Lsn>>&
 // ---- the stream ------------------------------------------------------------------------------
 
 void Engine::Impl::on_begin(const BeginRecord& begin) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     txn_.begin(begin.xid);
 }
 
 void Engine::Impl::on_relation(const RelationRecord& relation) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     plans_.describe(relation, catalog_);
 }
 
 void Engine::Impl::on_change(const ChangeRecord& change) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     ++counters_.changes;
     const RelPlan* plan = plans_.find(change.relid);
     if (!plan) return;
@@ -146,7 +148,7 @@ void Engine::Impl::on_change(const ChangeRecord& change) {
 }
 
 void Engine::Impl::on_truncate(const TruncateRecord& truncate) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto relid : truncate.relids) {
         const RelPlan* plan = plans_.find(relid);
         if (!plan) continue;
@@ -158,7 +160,7 @@ void Engine::Impl::on_truncate(const TruncateRecord& truncate) {
 void Engine::Impl::on_message(const MessageRecord& message) {
     if (!message.transactional || message.prefix != kDefinitionsMessagePrefix) return;
     if (!definitions_message_generation(message.content)) return;  // not docsync's
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     txn_.mark_definitions();
 }
 
@@ -187,7 +189,7 @@ bool Engine::Impl::on_commit(const CommitRecord& commit, std::uint64_t ticket) {
     std::vector<std::uint64_t> done;
     bool definitions;
     {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         definitions = this->commit(commit, ticket, done);
     }
     finish(done);
@@ -199,7 +201,10 @@ bool Engine::Impl::commit(const CommitRecord& c, std::uint64_t ticket, std::vect
     bool waits = false;
     handled_lsn_ = std::max(handled_lsn_, c.end_lsn);
     for (std::uint16_t query : txn_.broadcasts())
-        docs_.for_each_live(query, [this](Entry& entry) { txn_.touch(entry); });
+        docs_.for_each_live(query, [this](Entry& entry) {
+            mutex_.assert_held();  // for_each_live calls back under commit()'s lock
+            txn_.touch(entry);
+        });
     for (Entry* entry : txn_.release_docs()) {
         Doc& doc = entry->second;
         if (!doc.has(DocFlags::Live)) {  // dropped meanwhile: nobody waits for it any more
@@ -240,12 +245,12 @@ bool Engine::Impl::commit(const CommitRecord& c, std::uint64_t ticket, std::vect
 }
 
 void Engine::Impl::set_generation(std::uint64_t generation) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     generation_ = generation;
 }
 
 void Engine::Impl::reset_stream() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     txn_.clear();
     ++epoch_;
     ledger_.reset();
@@ -257,12 +262,12 @@ void Engine::Impl::reset_stream() {
 // ---- liveness --------------------------------------------------------------------------------
 
 void Engine::Impl::sync_live(const std::vector<std::string>& channels, bool complete) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     docs_.sync_live(channels, complete);
 }
 
 void Engine::Impl::touch(const std::string& channel) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     Entry* entry = docs_.find_or_create(channel, true);
     if (!entry) return;
     docs_.protect(entry->second);
@@ -270,7 +275,7 @@ void Engine::Impl::touch(const std::string& channel) {
 }
 
 void Engine::Impl::warm(const std::string& channel) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     Entry* entry = docs_.find_or_create(channel, true);
     if (!entry) return;
     docs_.protect(entry->second);
@@ -279,12 +284,12 @@ void Engine::Impl::warm(const std::string& channel) {
 }
 
 void Engine::Impl::recompute_all_live(RecomputeReason reason, bool gap) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     docs_.start_walk(reason, gap);
 }
 
 RecomputeProgress Engine::Impl::recompute_progress() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return docs_.walk_progress();
 }
 
@@ -308,7 +313,7 @@ void Engine::Impl::record_permanent(QueryStats* stats, const std::string& channe
 }
 
 EngineStats Engine::Impl::stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     EngineStats out = counters_;
     docs_.count(out.live_docs, out.dirty_docs);
     out.refused_channels = docs_.refused_channels();
@@ -332,7 +337,7 @@ AuditView Engine::Impl::view_of(const Doc* doc) const {
 }
 
 std::optional<AuditDraw> Engine::Impl::draw_live(std::uint64_t random) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     const auto& queries = catalog_.definitions().queries;
     const Entry* entry = docs_.draw(random, [&queries](const Entry& e) {
         return e.second.query < queries.size() && queries[e.second.query].refused.empty();
@@ -344,7 +349,7 @@ std::optional<AuditDraw> Engine::Impl::draw_live(std::uint64_t random) const {
 }
 
 AuditView Engine::Impl::audit_view(const std::string& channel) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return view_of(docs_.find(channel));
 }
 

@@ -143,7 +143,7 @@ struct Publication {
 
 // What a sink retains for one channel (Publisher::read_back).
 struct RetainedDoc {
-    // The doc as the sink holds it: compact JSON text (publish/envelope.hpp); nullopt for a null doc
+    // The doc as the sink holds it: compact JSON text (envelope/envelope.hpp); nullopt for a null doc
     // (a tombstone).
     std::optional<std::string> doc;
     DocVersion version;

@@ -12,8 +12,8 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/liveness.hpp"
+#include "redis/cluster_map.hpp"
+#include "redis/keys.hpp"
 
 namespace docsync::gateway {
 

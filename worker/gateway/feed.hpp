@@ -40,8 +40,8 @@
 
 #include "gateway/feed_port.hpp"
 #include "gateway/feed_readers.hpp"
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_client.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::gateway {
 

@@ -6,7 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "publish/cluster_map.hpp"
+#include "redis/cluster_map.hpp"
 
 namespace docsync::gateway {
 

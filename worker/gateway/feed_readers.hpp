@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "gateway/feed_port.hpp"
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_client.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::gateway {
 

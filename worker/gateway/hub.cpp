@@ -8,7 +8,7 @@
 #include <charconv>
 
 #include "common/log.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::gateway {
 

@@ -20,7 +20,7 @@
 #include "gateway/key_forms.hpp"
 #include "gateway/server.hpp"
 #include "gateway/settings.hpp"
-#include "publish/redis_script.hpp"
+#include "redis/keys.hpp"
 #include "settings/listen.hpp"
 
 extern char** environ;

@@ -13,7 +13,7 @@
 
 #include "common/error.hpp"
 #include "gateway/access.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 #include "settings/listen.hpp"
 #include "settings/log_settings.hpp"
 

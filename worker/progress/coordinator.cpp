@@ -14,12 +14,12 @@ DeliveryProgressCoordinator::DeliveryProgressCoordinator(Acknowledger* acknowled
     : acknowledger_(acknowledger), checkpoint_(checkpoint) {}
 
 void DeliveryProgressCoordinator::set_acknowledger(Acknowledger* acknowledger) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     acknowledger_ = acknowledger;
 }
 
 std::uint64_t DeliveryProgressCoordinator::register_item(Lsn position, bool group_end, std::size_t bytes) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (groups_.empty() || groups_.back().closed) {
         Group g;
         g.first_ticket = next_ticket_;
@@ -42,7 +42,7 @@ std::uint64_t DeliveryProgressCoordinator::register_item(Lsn position, bool grou
 }
 
 Lsn DeliveryProgressCoordinator::complete(std::uint64_t ticket) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (ticket == 0 || ticket >= next_ticket_)
         throw Error("delivery progress completed before registration (ticket " + std::to_string(ticket) + ")");
     if (ticket < epoch_first_ticket_) {  // an older stream session: its groups were forgotten
@@ -68,7 +68,7 @@ Lsn DeliveryProgressCoordinator::complete(std::uint64_t ticket) {
 }
 
 Lsn DeliveryProgressCoordinator::finalize() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!groups_.empty()) groups_.back().closed = true;
     advance_locked();
     return checkpoint_;
@@ -90,7 +90,7 @@ void DeliveryProgressCoordinator::advance_locked() {
 }
 
 bool DeliveryProgressCoordinator::acknowledge_idle(Lsn wal_end) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!groups_.empty() || wal_end <= checkpoint_) return false;
     checkpoint_ = wal_end;
     if (acknowledger_) acknowledger_->acknowledge(checkpoint_);
@@ -98,7 +98,7 @@ bool DeliveryProgressCoordinator::acknowledge_idle(Lsn wal_end) {
 }
 
 std::uint64_t DeliveryProgressCoordinator::new_epoch() {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     groups_.clear();
     pending_bytes_ = 0;
     pending_items_ = 0;
@@ -107,7 +107,7 @@ std::uint64_t DeliveryProgressCoordinator::new_epoch() {
 }
 
 std::uint64_t DeliveryProgressCoordinator::rebase(Lsn lsn) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     groups_.clear();
     pending_bytes_ = 0;
     pending_items_ = 0;
@@ -118,32 +118,32 @@ std::uint64_t DeliveryProgressCoordinator::rebase(Lsn lsn) {
 }
 
 void DeliveryProgressCoordinator::set_checkpoint_floor(Lsn lsn) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     checkpoint_ = std::max(checkpoint_, lsn);
 }
 
 Lsn DeliveryProgressCoordinator::checkpoint() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return checkpoint_;
 }
 
 std::size_t DeliveryProgressCoordinator::pending_groups() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return groups_.size();
 }
 
 std::size_t DeliveryProgressCoordinator::pending_bytes() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return pending_bytes_;
 }
 
 bool DeliveryProgressCoordinator::idle() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return groups_.empty();
 }
 
 CoordinatorStats DeliveryProgressCoordinator::stats() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     CoordinatorStats s;
     s.epoch = epoch_;
     s.checkpoint = checkpoint_;

@@ -18,10 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <vector>
 
 #include "common/lsn.hpp"
+#include "common/thread_annotations.hpp"
 
 namespace docsync {
 
@@ -107,20 +107,20 @@ private:
         bool closed = false;
     };
 
-    void advance_locked();  // pops every closed, fully completed group at the front
+    void advance_locked() REQUIRES(mutex_);  // pops every closed, fully completed group at the front
 
-    mutable std::mutex mutex_;
-    Acknowledger* acknowledger_;
-    std::deque<Group> groups_;
-    std::uint64_t next_ticket_ = 1;
-    std::uint64_t epoch_first_ticket_ = 1;
-    std::uint64_t epoch_ = 1;
-    Lsn checkpoint_;
-    std::size_t pending_bytes_ = 0;
-    std::size_t pending_items_ = 0;
-    std::uint64_t registered_ = 0;
-    std::uint64_t completed_ = 0;
-    std::uint64_t stale_ = 0;
+    mutable Mutex mutex_;
+    Acknowledger* acknowledger_ GUARDED_BY(mutex_);
+    std::deque<Group> groups_ GUARDED_BY(mutex_);
+    std::uint64_t next_ticket_ GUARDED_BY(mutex_) = 1;
+    std::uint64_t epoch_first_ticket_ GUARDED_BY(mutex_) = 1;
+    std::uint64_t epoch_ GUARDED_BY(mutex_) = 1;
+    Lsn checkpoint_ GUARDED_BY(mutex_);
+    std::size_t pending_bytes_ GUARDED_BY(mutex_) = 0;
+    std::size_t pending_items_ GUARDED_BY(mutex_) = 0;
+    std::uint64_t registered_ GUARDED_BY(mutex_) = 0;
+    std::uint64_t completed_ GUARDED_BY(mutex_) = 0;
+    std::uint64_t stale_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace docsync

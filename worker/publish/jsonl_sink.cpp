@@ -8,12 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::publish {
 
@@ -71,7 +70,6 @@ int open_locked(const std::string& path, struct stat& st) {
 
 JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
     : fd_(fd), owns_fd_(owns_fd), durable_(durable), name_(std::move(name)) {
-    std::signal(SIGPIPE, SIG_IGN);
 }
 
 JsonlSink::~JsonlSink() {

@@ -1,5 +1,5 @@
 #pragma once
-// The JSONL sinks: `--sink stdout` and `--sink file:PATH`. One envelope (publish/envelope.hpp) per
+// The JSONL sinks: `--sink stdout` and `--sink file:PATH`. One envelope (envelope/envelope.hpp) per
 // line, written whole with one write(2) under a lock, so lines from concurrent publishers never
 // interleave.
 //
@@ -18,8 +18,8 @@
 // The stdout sink writes each line with write(2) (no user-space buffer) and holds nothing:
 // `retained_channels()` is empty, `max_generation()` is 0 and nothing can be read back.
 //
-// Thread-safety: every member may be called from any thread, concurrently. The sinks ignore SIGPIPE
-// for the process (a closed reader must be an error, not the end of the worker).
+// Thread-safety: every member may be called from any thread, concurrently. A program that uses
+// them ignores SIGPIPE in its main() (a closed reader must be an error, not the end of the worker).
 
 #include <sys/types.h>
 

@@ -20,11 +20,11 @@ constexpr int kListenTick = 200;  // ms between checks of the stop flag while li
 bool is_doc_channel(std::string_view channel) { return channel.size() > 3 && channel.substr(0, 3) == "db:"; }
 
 std::vector<std::string> array_of_strings(const Reply& reply, std::string_view what) {
-    if (reply->type != REDIS_REPLY_ARRAY) throw Error(std::string(what) + " answered " + reply_text(reply.get()), {}, true);
+    if (kind_of(reply) != ReplyKind::Array) throw refused(std::string(what) + " answered " + reply_text(reply.get()));
     std::vector<std::string> out;
     out.reserve(reply->elements);
     for (std::size_t i = 0; i < reply->elements; ++i)
-        if (reply->element[i]->type == REDIS_REPLY_STRING)
+        if (kind_of(reply->element[i]) == ReplyKind::String)
             out.emplace_back(channel_of_cluster_key(reply_text(reply->element[i])));
     return out;
 }
@@ -180,18 +180,18 @@ void RedisLiveness::listen_once() {
     redisContext* ctx = conn->context();
     const char* argv[] = {"SUBSCRIBE", kWarmChannel, kTouchChannel};
     if (redisAppendCommandArgv(ctx, 3, argv, nullptr) != REDIS_OK)
-        throw Error(std::string("cannot subscribe: ") + ctx->errstr, {}, true);
+        throw unreachable(std::string("cannot subscribe: ") + ctx->errstr);
     int done = 0;
     while (!done) {
-        if (redisBufferWrite(ctx, &done) != REDIS_OK) throw Error(std::string("cannot subscribe: ") + ctx->errstr, {}, true);
+        if (redisBufferWrite(ctx, &done) != REDIS_OK) throw unreachable(std::string("cannot subscribe: ") + ctx->errstr);
     }
     for (;;) {
         void* raw = nullptr;
         if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK)
-            throw Error(std::string("bad reply from Redis: ") + ctx->errstr, {}, true);
+            throw unreachable(std::string("bad reply from Redis: ") + ctx->errstr);
         if (raw != nullptr) {
             Reply reply(static_cast<redisReply*>(raw));
-            if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3) continue;
+            if (kind_of(reply) != ReplyKind::Array || reply->elements < 3) continue;
             std::string kind = reply_text(reply->element[0]);
             if (kind == "subscribe") {
                 if (!listening_.exchange(true))
@@ -222,9 +222,9 @@ void RedisLiveness::listen_once() {
         }
         pollfd pfd{ctx->fd, POLLIN, 0};
         int rc = ::poll(&pfd, 1, kListenTick);
-        if (rc < 0 && errno != EINTR) throw Error(std::string("poll failed: ") + std::strerror(errno), {}, true);
+        if (rc < 0 && errno != EINTR) throw unreachable(std::string("poll failed: ") + std::strerror(errno));
         if (rc > 0 && redisBufferRead(ctx) != REDIS_OK)
-            throw Error("lost the connection to " + display() + ": " + ctx->errstr, {}, true);
+            throw unreachable("lost the connection to " + display() + ": " + ctx->errstr);
     }
 }
 

@@ -25,8 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_client.hpp"
+#include "redis/connection.hpp"
+#include "redis/keys.hpp"
 
 namespace docsync::publish {
 
@@ -43,10 +44,6 @@ struct LivenessOptions {
     std::chrono::milliseconds command_timeout{5000};
     std::chrono::milliseconds max_backoff{5000};
 };
-
-// The control channels clients publish on.
-inline constexpr const char* kWarmChannel = "docsync:warm";
-inline constexpr const char* kTouchChannel = "docsync:touch";
 
 class RedisLiveness {
 public:

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "common/log.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/redis_eviction.hpp"
 #include "publish/redis_script.hpp"
 

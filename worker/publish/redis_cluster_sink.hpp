@@ -7,7 +7,7 @@
 //     pub/sub, Redis 7), which only the shard owning that slot carries. The envelope's "channel" is
 //     the doc's channel, `db:order:42`.
 //   - Each batch of docs is grouped by the master of each doc's slot and pipelined to every master
-//     at once (publish/redis_cluster.hpp routes, follows MOVED and ASK, and reconnects). A doc
+//     at once (redis/cluster_client.hpp routes, follows MOVED and ASK, and reconnects). A doc
 //     counts as published only when its master answered its script: while a master is down or
 //     failing over, its docs fail (transient) and hold the slot; the other masters go on.
 //   - docsync:max_generation lives on its own slot. Before the first doc of a generation above the
@@ -44,7 +44,7 @@
 #include <mutex>
 
 #include "engine/seams.hpp"
-#include "publish/redis_cluster.hpp"
+#include "redis/cluster_client.hpp"
 #include "publish/redis_script.hpp"
 #include "publish/redis_sink.hpp"
 

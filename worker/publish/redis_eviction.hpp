@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::publish {
 

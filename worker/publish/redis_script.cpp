@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <random>
 
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 namespace docsync::publish {
 
@@ -88,26 +88,18 @@ ScriptCall script_call(std::string key, const std::string& channel, const std::o
 }
 
 bool no_script(const Reply& reply) {
-    return reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0;
+    return is_error(reply, "NOSCRIPT");
 }
 
 std::optional<Error> judge_script_reply(const Reply& reply, const std::string& where, const std::string& channel) {
-    if (reply->type == REDIS_REPLY_ERROR) {
-        std::string text = reply_text(reply.get());
-        bool permanent = text.rfind("DOCSYNC", 0) == 0;
-        return Error(where + " refused the doc for " + channel + ": " + text, {}, !permanent);
+    if (is_error(reply)) {
+        // DOCSYNC: the script's own refusal (a key of another type under db:), permanent for this doc.
+        std::string message = where + " refused the doc for " + channel + ": " + reply_text(reply.get());
+        return is_error(reply, "DOCSYNC") ? Error(message) : refused(message);
     }
-    if (reply->type != REDIS_REPLY_INTEGER)
-        return Error(where + " answered the publish of " + channel + " with an unexpected " + reply_text(reply.get()),
-                     {}, true);
+    if (kind_of(reply) != ReplyKind::Integer)
+        return refused(where + " answered the publish of " + channel + " with an unexpected " + reply_text(reply.get()));
     return std::nullopt;
-}
-
-std::string wait_shortfall(const Reply& wait, const RedisAddress& address) {
-    std::string asked = std::to_string(address.wait_replicas) + " replicas within " +
-                        std::to_string(address.wait_timeout.count()) + " ms (wait-replicas in --sink)";
-    if (wait->type != REDIS_REPLY_INTEGER) return "WAIT for " + asked + " failed: " + reply_text(wait.get()) + "; retried";
-    return "only " + std::to_string(wait->integer) + " of " + asked + " acknowledged the docs; retried";
 }
 
 std::string info_field(const Reply& info, std::string_view field) {
@@ -122,14 +114,14 @@ std::string info_field(const Reply& info, std::string_view field) {
 EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
                                const std::string& key, const std::string& replid) {
     Reply got = command({"GET", key});
-    const bool created = got->type == REDIS_REPLY_NIL;
+    const bool created = kind_of(got) == ReplyKind::Nil;
     if (created) {
         std::random_device random;
         std::string token = std::to_string(random()) + "-" + std::to_string(random());
         command({"SET", key, token + "/" + replid, "NX"});
         got = command({"GET", key});
     }
-    if (got->type != REDIS_REPLY_STRING) return {};
+    if (kind_of(got) != ReplyKind::String) return {};
     std::string_view value(got->str, got->len);
     EpochMarker marker;
     marker.created = created;

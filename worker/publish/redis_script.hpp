@@ -23,14 +23,12 @@
 
 #include "common/error.hpp"
 #include "engine/seams.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
+#include "redis/keys.hpp"
 
 namespace docsync::publish {
 
 inline constexpr std::string_view kMaxGenerationKey = "docsync:max_generation";
-// The key types of every doc query (engine/key_text.hpp's JSON), written at every definitions load
-// and read by docsync-gateway to refuse channels whose keys are not in canonical text.
-inline constexpr std::string_view kKeyTypesKey = "docsync:key_types";
 // Gives KEYS[1] an expiry of ARGV[1] ms unless it has one (Publisher::expire_orphans).
 inline constexpr std::string_view kExpireOrphanScript =
     "if redis.call('PTTL', KEYS[1]) == -1 then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return 0";
@@ -80,8 +78,5 @@ struct EpochMarker {
 };
 EpochMarker check_epoch_marker(const std::function<Reply(const std::vector<std::string_view>&)>& command,
                                const std::string& key, const std::string& replid);
-
-// Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
-std::string wait_shortfall(const Reply& wait, const RedisAddress& address);
 
 }  // namespace docsync::publish

@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <utility>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 #include "publish/redis_eviction.hpp"
 #include "publish/redis_script.hpp"
 
@@ -32,7 +31,6 @@ const char* RedisSink::script() { return doc_script(kKind); }
 RedisSink::RedisSink(RedisAddress address, RedisSinkOptions options)
     : address_(std::move(address)), where_("Redis at " + address_.display()), options_(options),
       backoff_(options.initial_backoff) {
-    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
     std::unique_ptr<RedisConnection> conn;
     try {
         conn = RedisConnection::connect(address_, options_.connect_timeout, options_.command_timeout);

@@ -2,7 +2,7 @@
 // The Redis sink: `--sink redis://HOST:PORT[/DB]`.
 //
 // Every doc is retained and published. The retained doc lives at the key named like its channel
-// (`db:order:42`), as a string holding its envelope (publish/envelope.hpp), so a late subscriber gets
+// (`db:order:42`), as a string holding its envelope (envelope/envelope.hpp), so a late subscriber gets
 // the current doc and its version with one `GET db:order:42`. One Lua script does retain + publish
 // atomically: it reads the version at the end of the retained envelope, and only when the new
 // version (generation, lsn) is greater than or equal to it does it SET the key and PUBLISH the
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/seams.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::publish {
 

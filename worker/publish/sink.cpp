@@ -7,6 +7,19 @@
 
 namespace docsync::publish {
 
+namespace {
+
+// The Redis client's errors name no program's setting; the worker's say "--sink VALUE: …" for a
+// malformed value and "--sink: …" for a server that refuses (the value holds the password).
+Error naming_sink(const Error& e, std::string_view value = {}) {
+    std::string what = e.what();
+    if (what.rfind("--sink", 0) == 0) return e;
+    std::string prefix = value.empty() ? "--sink: " : "--sink " + std::string(value) + ": ";
+    return Error(prefix + what, {}, e.transient());
+}
+
+}  // namespace
+
 SinkSpec parse_sink(std::string_view value) {
     SinkSpec spec;
     if (value == "stdout") {
@@ -18,10 +31,18 @@ SinkSpec parse_sink(std::string_view value) {
             throw Error("--sink file: needs a path after 'file:', as in --sink file:/var/lib/docsync/docs.jsonl");
     } else if (value.substr(0, 8) == "redis://") {
         spec.kind = SinkSpec::Kind::Redis;
-        spec.redis = parse_redis_url(value);
+        try {
+            spec.redis = parse_redis_url(value);
+        } catch (const Error& e) {
+            throw naming_sink(e, value);
+        }
     } else if (value.substr(0, 16) == "redis-cluster://") {
         spec.kind = SinkSpec::Kind::RedisCluster;
-        spec.cluster = parse_redis_cluster_url(value);
+        try {
+            spec.cluster = parse_redis_cluster_url(value);
+        } catch (const Error& e) {
+            throw naming_sink(e, value);
+        }
     } else {
         throw Error("unknown --sink '" + std::string(value) +
                     "': use stdout, file:PATH (JSON lines in a file), redis://HOST:PORT[/DB] or "
@@ -45,7 +66,12 @@ std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkO
         case SinkSpec::Kind::Stdout: return JsonlSink::open_stdout();
         case SinkSpec::Kind::File: return JsonlSink::open_file(spec.path);
         case SinkSpec::Kind::Redis: return std::make_unique<RedisSink>(spec.redis, redis_options);
-        case SinkSpec::Kind::RedisCluster: return std::make_unique<RedisClusterSink>(spec.cluster, redis_options);
+        case SinkSpec::Kind::RedisCluster:
+            try {
+                return std::make_unique<RedisClusterSink>(spec.cluster, redis_options);
+            } catch (const Error& e) {
+                throw naming_sink(e);
+            }
     }
     throw Error("unknown sink kind");
 }

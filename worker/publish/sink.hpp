@@ -12,7 +12,7 @@
 
 #include "engine/seams.hpp"
 #include "publish/liveness.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 #include "publish/redis_sink.hpp"
 
 namespace docsync::publish {

@@ -2,7 +2,6 @@
 #include "publish/watermark.hpp"
 
 #include <algorithm>
-#include <csignal>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -71,7 +70,6 @@ const char* RedisWatermark::script() { return script_of(false).c_str(); }
 RedisWatermark::RedisWatermark(RedisAddress address, Acknowledger& next, WatermarkOptions options,
                                std::function<bool()> holding)
     : address_(std::move(address)), next_(next), options_(options), holding_(std::move(holding)) {
-    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket Redis closed must be an error, not the end
     thread_ = std::thread([this] { run(); });
 }
 
@@ -82,7 +80,6 @@ RedisWatermark::RedisWatermark(RedisClusterAddress cluster, Acknowledger& next, 
       next_(next),
       options_(options),
       holding_(std::move(holding)) {
-    std::signal(SIGPIPE, SIG_IGN);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -144,20 +141,18 @@ void RedisWatermark::send(std::uint64_t generation, Lsn lsn) {
         }
         if (script_sha_.empty()) {
             Reply loaded = conn_->command({"SCRIPT", "LOAD", script});
-            if (loaded->type != REDIS_REPLY_STRING)
-                throw Error("Redis at " + address_.display() + " refused the watermark script: " +
-                                reply_text(loaded.get()),
-                            {}, true);
+            if (kind_of(loaded) != ReplyKind::String)
+                throw refused("Redis at " + address_.display() + " refused the watermark script: " +
+                              reply_text(loaded.get()));
             script_sha_ = reply_text(loaded.get());
         }
         Reply reply = conn_->command({"EVALSHA", script_sha_, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
         // Redis restarted between two updates, or SCRIPT FLUSH: send the script itself, which caches it.
-        if (reply->type == REDIS_REPLY_ERROR && reply_text(reply.get()).rfind("NOSCRIPT", 0) == 0)
+        if (is_error(reply, "NOSCRIPT"))
             reply = conn_->command({"EVAL", script, "2", kWatermarkKey, kWatermarkGenerationKey, text, gen});
-        if (reply->type != REDIS_REPLY_INTEGER)
-            throw Error("Redis at " + address_.display() + " answered the update to " + text + " with " +
-                            reply_text(reply.get()),
-                        {}, true);
+        if (kind_of(reply) != ReplyKind::Integer)
+            throw refused("Redis at " + address_.display() + " answered the update to " + text + " with " +
+                          reply_text(reply.get()));
     } catch (const std::exception&) {
         conn_.reset();
         throw;
@@ -175,9 +170,9 @@ void RedisWatermark::send_to_cluster(const std::string& text, const std::string&
     if (script_sha_.empty()) {
         Outcome loaded = cluster_->run(KeyedCommand{kClusterWatermarkKey, {"SCRIPT", "LOAD", script}, {}});
         if (loaded.error) throw *loaded.error;
-        if (loaded.reply->type != REDIS_REPLY_STRING)
-            throw Error(cluster_address_->display() + " refused the watermark script: " + reply_text(loaded.reply.get()),
-                        {}, true);
+        if (kind_of(loaded.reply) != ReplyKind::String)
+            throw refused(cluster_address_->display() + " refused the watermark script: " +
+                          reply_text(loaded.reply.get()));
         script_sha_ = reply_text(loaded.reply.get());
     }
     Outcome o = cluster_->run(KeyedCommand{
@@ -185,9 +180,9 @@ void RedisWatermark::send_to_cluster(const std::string& text, const std::string&
         {"EVALSHA", script_sha_, "2", kClusterWatermarkKey, kClusterWatermarkGenerationKey, text, gen},
         {"EVAL", script, "2", kClusterWatermarkKey, kClusterWatermarkGenerationKey, text, gen}});
     if (o.error) throw *o.error;
-    if (o.reply->type != REDIS_REPLY_INTEGER)
-        throw Error(cluster_address_->display() + " answered the update to " + text + " with " + reply_text(o.reply.get()),
-                    {}, true);
+    if (kind_of(o.reply) != ReplyKind::Integer)
+        throw refused(cluster_address_->display() + " answered the update to " + text + " with " +
+                      reply_text(o.reply.get()));
 }
 
 void RedisWatermark::run() {

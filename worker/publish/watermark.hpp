@@ -45,8 +45,8 @@
 
 #include "common/lsn.hpp"
 #include "progress/coordinator.hpp"
-#include "publish/redis_cluster.hpp"
-#include "publish/redis_connection.hpp"
+#include "redis/cluster_client.hpp"
+#include "redis/connection.hpp"
 
 namespace docsync::publish {
 

@@ -68,7 +68,8 @@ struct RecomputeReading {
 
 // What the status thread read at one moment.
 struct Readings {
-    // The sink's connection broke and it was not checked for lost docs since (main.cpp's sink watch).
+    // The sink's connection broke and it was not checked for lost docs since (lifecycle/run.cpp's sink
+    // watch).
     bool sink_unchecked = false;
     // The stream's.
     StreamPhase phase = StreamPhase::Idle;

@@ -24,7 +24,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,10 +31,11 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "publish/cluster_map.hpp"
-#include "publish/redis_connection.hpp"
+#include "common/thread_annotations.hpp"
+#include "redis/cluster_map.hpp"
+#include "redis/connection.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 struct ClusterOptions {
     std::chrono::milliseconds connect_timeout{2000};
@@ -100,34 +100,67 @@ private:
         bool down = false;  // logged as lost, not yet as back
     };
 
-    // An idle connection to `at` (`*pooled` set), or a new one unless `at` is backing off.
-    std::unique_ptr<RedisConnection> acquire(const Endpoint& at, bool* pooled = nullptr);
+    // A connection to one node, borrowed from its idle pool or new. It goes back to the pool when
+    // it goes out of scope only after answered(), which also tells the node's pool it answers; on
+    // every other path (an exception, a reply that never came) it is closed, so no connection in an
+    // unknown state is reused and none leaks. Belongs to one thread.
+    class PooledConnection {
+    public:
+        PooledConnection(ClusterClient& client, Endpoint at, std::unique_ptr<RedisConnection> conn, bool pooled)
+            : client_(&client), at_(std::move(at)), conn_(std::move(conn)), pooled_(pooled) {}
+        PooledConnection(PooledConnection&&) noexcept = default;
+        PooledConnection& operator=(PooledConnection&&) = delete;
+        ~PooledConnection();
+
+        RedisConnection* operator->() { return conn_.get(); }
+        // Whether it came from the idle pool (it may have died with a restart of the node).
+        bool pooled() const { return pooled_; }
+        // Its exchange succeeded: it rejoins the pool at the end of its scope.
+        void answered();
+        // Its exchange failed: it is closed now.
+        void close() { conn_.reset(); }
+
+    private:
+        ClusterClient* client_;
+        Endpoint at_;
+        std::unique_ptr<RedisConnection> conn_;
+        bool pooled_ = false;
+        bool answered_ = false;
+    };
+
+    // An idle connection to `at`, or a new one unless `at` is backing off.
+    PooledConnection acquire(const Endpoint& at) EXCLUDES(mutex_);
     // A new connection to `at`, backing off or not.
-    std::unique_ptr<RedisConnection> connect(const Endpoint& at);
+    std::unique_ptr<RedisConnection> connect(const Endpoint& at) EXCLUDES(mutex_);
     // Drops `at`'s idle connections (they may all have died with a restart of the node).
-    void drop_idle(const Endpoint& at);
+    void drop_idle(const Endpoint& at) EXCLUDES(mutex_);
     // One command on `at`; an idle connection that fails is replaced once by a new one. Throws
     // docsync::Error (transient) when `at` cannot be reached or does not answer.
-    Reply command_on(const Endpoint& at, const std::vector<std::string_view>& args);
+    Reply command_on(const Endpoint& at, const std::vector<std::string_view>& args) EXCLUDES(mutex_);
     // `batch` on a new connection to `at`, which joins the pool after.
-    std::vector<Reply> exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch);
-    void release(const Endpoint& at, std::unique_ptr<RedisConnection> conn);
+    std::vector<Reply> exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch)
+        EXCLUDES(mutex_);
+    // PooledConnection's: back to `at`'s idle pool.
+    void release(const Endpoint& at, std::unique_ptr<RedisConnection> conn) EXCLUDES(mutex_);
     // The connection to `at` failed with `why`: drop its pool, back off, mark the map stale.
-    void failed(const Endpoint& at, const std::string& why);
-    void answered(const Endpoint& at);
+    void failed(const Endpoint& at, const std::string& why) EXCLUDES(mutex_);
+    void answered(const Endpoint& at) EXCLUDES(mutex_);
     // The map `at` describes, or nullopt when it cannot say (why in `last_error`). Throws
     // docsync::Error (permanent) when `at` is no cluster node or wants a password none was given.
-    std::optional<SlotMap> ask_map(const Endpoint& at, std::string& last_error);
+    std::optional<SlotMap> ask_map(const Endpoint& at, std::string& last_error) EXCLUDES(mutex_);
+    // refresh()'s work, with the one refresh's lock held.
+    void refresh_locked(bool force) REQUIRES(refresh_mutex_) EXCLUDES(mutex_);
 
     const RedisClusterAddress address_;
     const ClusterOptions options_;
 
-    mutable std::mutex mutex_;
-    std::shared_ptr<const SlotMap> map_;
-    bool stale_ = false;
-    std::chrono::steady_clock::time_point refreshed_{};
-    std::map<Endpoint, Pool> pools_;
-    std::mutex refresh_mutex_;  // one refresh at a time
+    // refresh_mutex_ is taken first when both are held; I/O happens under it, never under mutex_.
+    Mutex refresh_mutex_ ACQUIRED_BEFORE(mutex_);  // one refresh at a time
+    mutable Mutex mutex_;
+    std::shared_ptr<const SlotMap> map_ GUARDED_BY(mutex_);
+    bool stale_ GUARDED_BY(mutex_) = false;
+    std::chrono::steady_clock::time_point refreshed_ GUARDED_BY(mutex_) = {};
+    std::map<Endpoint, Pool> pools_ GUARDED_BY(mutex_);
 };
 
 // The key and the channel of a doc's channel in a cluster: `{db:order:42}`, whose hash tag is the
@@ -145,4 +178,9 @@ inline std::string_view channel_of_cluster_key(std::string_view key) {
     return key.size() >= 2 && key.front() == '{' && key.back() == '}' ? key.substr(1, key.size() - 2) : key;
 }
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis
+
+// The publish sinks and the gateway name the client's parts publish::…, as before its move here.
+namespace docsync::publish {
+using namespace docsync::redis;
+}

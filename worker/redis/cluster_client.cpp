@@ -1,22 +1,16 @@
 // Routing of commands over a Redis Cluster: the slot map, redirects, per-node pools.
-#include "publish/redis_cluster.hpp"
+#include "redis/cluster_client.hpp"
 
 #include <algorithm>
-#include <csignal>
 #include <thread>
 
 #include "common/log.hpp"
-#include "publish/redis_script.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 namespace {
 
 constexpr std::chrono::milliseconds kMinRefresh{100};
-
-bool starts_with(const Reply& reply, std::string_view prefix) {
-    return reply && reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).substr(0, prefix.size()) == prefix;
-}
 
 }  // namespace
 
@@ -27,38 +21,39 @@ std::string ClusterClient::Endpoint::text() const {
 
 ClusterClient::ClusterClient(RedisClusterAddress address, ClusterOptions options)
     : address_(std::move(address)), options_(options) {
-    std::signal(SIGPIPE, SIG_IGN);  // a write to a socket a node closed must be an error, not the end
-    if (address_.seeds.empty()) throw Error("a Redis Cluster address needs at least one HOST:PORT");
-    try {
-        refresh(true);
-    } catch (const Error& e) {
-        throw Error(std::string("--sink: ") + e.what(), {}, e.transient());
-    }
+    if (address_.seeds.empty()) throw misconfigured("a Redis Cluster address needs at least one HOST:PORT");
+    refresh(true);
 }
 
 std::shared_ptr<const SlotMap> ClusterClient::map() const {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     return map_;
 }
 
-std::unique_ptr<RedisConnection> ClusterClient::acquire(const Endpoint& at, bool* pooled) {
-    if (pooled != nullptr) *pooled = false;
+ClusterClient::PooledConnection::~PooledConnection() {
+    if (conn_ && answered_) client_->release(at_, std::move(conn_));
+}
+
+void ClusterClient::PooledConnection::answered() {
+    answered_ = true;
+    client_->answered(at_);
+}
+
+ClusterClient::PooledConnection ClusterClient::acquire(const Endpoint& at) {
     {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         Pool& pool = pools_[at];
         if (!pool.idle.empty()) {
             auto conn = std::move(pool.idle.back());
             pool.idle.pop_back();
-            if (pooled != nullptr) *pooled = true;
-            return conn;
+            return PooledConnection(*this, at, std::move(conn), true);
         }
         // Backing off: fail at once rather than hold up the commands of the other nodes.
         if (std::chrono::steady_clock::now() < pool.next_connect)
-            throw Error("Redis Cluster node " + at.text() + " is unreachable (" + pool.last_error +
-                            "); reconnecting with backoff",
-                        {}, true);
+            throw unreachable("Redis Cluster node " + at.text() + " is unreachable (" + pool.last_error +
+                              "); reconnecting with backoff");
     }
-    return connect(at);
+    return PooledConnection(*this, at, connect(at), false);
 }
 
 std::unique_ptr<RedisConnection> ClusterClient::connect(const Endpoint& at) {
@@ -76,12 +71,12 @@ std::unique_ptr<RedisConnection> ClusterClient::connect(const Endpoint& at) {
 
 void ClusterClient::drop_idle(const Endpoint& at) {
     std::vector<std::unique_ptr<RedisConnection>> dead;
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     dead.swap(pools_[at].idle);
 }
 
 std::vector<Reply> ClusterClient::exchange(const Endpoint& at, const std::vector<std::vector<std::string_view>>& batch) {
-    auto conn = connect(at);
+    PooledConnection conn(*this, at, connect(at), false);
     std::vector<Reply> replies;
     try {
         replies = conn->pipeline(batch);
@@ -89,13 +84,12 @@ std::vector<Reply> ClusterClient::exchange(const Endpoint& at, const std::vector
         failed(at, e.what());
         throw;
     }
-    release(at, std::move(conn));
-    answered(at);
+    conn.answered();
     return replies;
 }
 
 void ClusterClient::release(const Endpoint& at, std::unique_ptr<RedisConnection> conn) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     pools_[at].idle.push_back(std::move(conn));
 }
 
@@ -103,7 +97,7 @@ void ClusterClient::failed(const Endpoint& at, const std::string& why) {
     std::vector<std::unique_ptr<RedisConnection>> dead;
     bool first = false;
     {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         Pool& pool = pools_[at];
         dead.swap(pool.idle);
         pool.backoff = pool.backoff.count() == 0 ? options_.initial_backoff : std::min(pool.backoff * 2, options_.max_backoff);
@@ -122,7 +116,7 @@ void ClusterClient::failed(const Endpoint& at, const std::string& why) {
 void ClusterClient::answered(const Endpoint& at) {
     bool was_down = false;
     {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         Pool& pool = pools_[at];
         was_down = pool.down;
         pool.down = false;
@@ -134,17 +128,15 @@ void ClusterClient::answered(const Endpoint& at) {
 std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& last_error) {
     try {
         Reply reply = command_on(at, {"CLUSTER", "SHARDS"});
-        if (starts_with(reply, "ERR This instance has cluster support disabled"))
-            throw Error("Redis at " + at.text() +
-                            " is not a Redis Cluster node (cluster-enabled is off): use --sink redis://" + at.text() +
-                            " for a single Redis, or give the nodes of the cluster",
-                        {}, false);
-        if (starts_with(reply, "NOAUTH"))
-            throw Error("Redis Cluster node " + at.text() + " requires a password (" + reply_text(reply.get()) +
-                            "): give it in --sink redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for an ACL "
-                            "user)",
-                        {}, false);
-        if (reply->type == REDIS_REPLY_ERROR)  // before Redis 7
+        if (is_error(reply, "ERR") && reply_text(reply.get()).find("cluster support disabled") != std::string::npos)
+            throw misconfigured("Redis at " + at.text() +
+                            " is not a Redis Cluster node (cluster-enabled is off): for a single Redis give redis://" +
+                                at.text() + ", or give the nodes of the cluster");
+        if (is_error(reply, "NOAUTH"))
+            throw misconfigured("Redis Cluster node " + at.text() + " requires a password (" + reply_text(reply.get()) +
+                                "): give it in the URL, redis-cluster://:PASSWORD@HOST:PORT,... (USER:PASSWORD@ for "
+                                "an ACL user)");
+        if (is_error(reply))  // before Redis 7
             return parse_cluster_slots(command_on(at, {"CLUSTER", "SLOTS"}).get(), at.host);
         return parse_cluster_shards(reply.get(), at.host);
     } catch (const Error& e) {
@@ -157,14 +149,23 @@ std::optional<SlotMap> ClusterClient::ask_map(const Endpoint& at, std::string& l
 void ClusterClient::refresh(bool force) {
     // One refresh at a time; a publish that finds one running goes on with the map it has rather
     // than wait for nodes that may be slow to refuse.
-    std::unique_lock one(refresh_mutex_, std::defer_lock);
     if (force)
-        one.lock();
-    else if (!one.try_lock())
+        refresh_mutex_.lock();
+    else if (!refresh_mutex_.try_lock())
         return;
+    try {
+        refresh_locked(force);
+    } catch (...) {
+        refresh_mutex_.unlock();
+        throw;
+    }
+    refresh_mutex_.unlock();
+}
+
+void ClusterClient::refresh_locked(bool force) {
     std::vector<Endpoint> candidates;
     {
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         auto now = std::chrono::steady_clock::now();
         if (!force && (!stale_ || now - refreshed_ < kMinRefresh)) return;
         refreshed_ = now;
@@ -189,15 +190,14 @@ void ClusterClient::refresh(bool force) {
         auto map = ask_map(at, last_error);
         // A node that lost its view (just restarted, not yet joined) may answer with no slots.
         if (!map || map->covered() == 0) continue;
-        std::lock_guard lock(mutex_);
+        MutexLock lock(mutex_);
         map_ = std::make_shared<const SlotMap>(std::move(*map));
         stale_ = false;
         return;
     }
-    throw Error("no Redis Cluster node answered CLUSTER SHARDS (asked " + tried +
+    throw unreachable("no Redis Cluster node answered CLUSTER SHARDS (asked " + tried +
                     (last_error.empty() ? std::string() : "; the last: " + last_error) +
-                    "); start the cluster, or fix HOST:PORT in --sink redis-cluster://HOST:PORT[,HOST:PORT...]",
-                {}, true);
+                      "); start the cluster, or fix HOST:PORT in the URL, redis-cluster://HOST:PORT[,HOST:PORT...]");
 }
 
 std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& commands) {
@@ -219,9 +219,9 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
     for (int round = 0; !pending.empty(); ++round) {
         if (round > options_.max_redirects) {
             for (auto i : pending)
-                out[i].error = Error("Redis Cluster redirected the command for " + std::string(commands[i].key) + " " +
-                                         std::to_string(options_.max_redirects) + " times: the slot map does not settle",
-                                     {}, true);
+                out[i].error = refused("Redis Cluster redirected the command for " + std::string(commands[i].key) +
+                                       " " + std::to_string(options_.max_redirects) +
+                                       " times: the slot map does not settle");
             break;
         }
         auto map = this->map();
@@ -234,10 +234,9 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
             int slot = key_slot(commands[i].key);
             const ClusterNode* master = map ? map->master_of(slot) : nullptr;
             if (master == nullptr) {
-                out[i].error = Error("no Redis Cluster node serves hash slot " + std::to_string(slot) + " (of " +
-                                         std::string(commands[i].key) + ")",
-                                     {}, true);
-                std::lock_guard lock(mutex_);
+                out[i].error = refused("no Redis Cluster node serves hash slot " + std::to_string(slot) + " (of " +
+                                       std::string(commands[i].key) + ")");
+                MutexLock lock(mutex_);
                 stale_ = true;
                 continue;
             }
@@ -246,11 +245,7 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
         pending.clear();
 
         // Write every node's commands out, then read every node's replies.
-        struct Flight {
-            std::unique_ptr<RedisConnection> conn;
-            bool pooled = false;
-        };
-        std::map<Endpoint, Flight> flights;
+        std::map<Endpoint, PooledConnection> flights;
         auto fail_group = [&](const std::vector<std::size_t>& group, const Error& e) {
             for (auto i : group) out[i].error = e;
         };
@@ -269,18 +264,18 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
             }
             waits[at] = durable && address_.wait_replicas > 0;
             if (waits[at]) batch.push_back({"WAIT", wait_replicas, wait_timeout});
-            Flight flight;
+            std::optional<PooledConnection> flight;
             try {
-                flight.conn = acquire(at, &flight.pooled);
-                flight.conn->send(batch);
-                flights.emplace(at, std::move(flight));
+                flight.emplace(acquire(at));
+                (*flight)->send(batch);
+                flights.emplace(at, std::move(*flight));
             } catch (const Error& e) {
-                if (flight.pooled) {
+                if (flight && flight->pooled()) {
                     drop_idle(at);
                     again.push_back(at);
                     continue;
                 }
-                if (flight.conn) failed(at, e.what());
+                if (flight) failed(at, e.what());
                 fail_group(group, e);
             }
         }
@@ -292,18 +287,17 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
             std::optional<Error> unreplicated;
             if (waits[at]) {
                 const Reply& wait = replies.back();
-                if (wait->type != REDIS_REPLY_INTEGER || wait->integer < address_.wait_replicas)
-                    unreplicated = Error("Redis Cluster node " + at.text() + ": " + wait_shortfall(wait, address_.seeds.front()),
-                                         {}, true);
+                if (kind_of(wait) != ReplyKind::Integer || wait->integer < address_.wait_replicas)
+                    unreplicated = refused("Redis Cluster node " + at.text() + ": " +
+                                           wait_shortfall(wait, address_.seeds.front()));
             }
             std::size_t r = 0;
             for (auto i : group) {
                 if (routes[i].ask) ++r;  // ASKING's OK
                 Reply& reply = replies[r++];
                 Route next;
-                if (auto redirect = reply && reply->type == REDIS_REPLY_ERROR
-                                        ? parse_redirect(std::string_view(reply->str, reply->len))
-                                        : std::nullopt) {
+                if (auto redirect = is_error(reply) ? parse_redirect(std::string_view(reply->str, reply->len))
+                                                    : std::nullopt) {
                     next.to = Endpoint{redirect->host.empty() ? at.host : redirect->host, redirect->port};
                     next.ask = redirect->ask;
                     log_debug("publish", std::string(redirect->ask ? "ASK" : "MOVED") + ": slot " +
@@ -311,11 +305,11 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
                                              " from " + at.text() + " to " + next.to->text());
                     next.fallback = routes[i].fallback;
                     moved = moved || !redirect->ask;
-                } else if (starts_with(reply, "NOSCRIPT") && !commands[i].fallback.empty() && !routes[i].fallback) {
+                } else if (is_error(reply, "NOSCRIPT") && !commands[i].fallback.empty() && !routes[i].fallback) {
                     next = routes[i];
                     next.fallback = true;
                 } else {
-                    if (unreplicated && commands[i].durable && reply->type != REDIS_REPLY_ERROR)
+                    if (unreplicated && commands[i].durable && !is_error(reply))
                         out[i].error = unreplicated;
                     out[i].reply = std::move(reply);
                     continue;
@@ -327,10 +321,10 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
         for (auto& [at, flight] : flights) {
             std::vector<Reply> replies;
             try {
-                replies = flight.conn->receive(batches[at].size());
+                replies = flight->receive(batches[at].size());
             } catch (const Error& e) {
-                flight.conn.reset();
-                if (flight.pooled) {
+                flight.close();
+                if (flight.pooled()) {
                     drop_idle(at);
                     again.push_back(at);
                 } else {
@@ -339,8 +333,7 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
                 }
                 continue;
             }
-            release(at, std::move(flight.conn));
-            answered(at);
+            flight.answered();
             settle(at, replies);
         }
         // Resending is safe: a doc's script never lets a version replace a newer one.
@@ -356,7 +349,7 @@ std::vector<Outcome> ClusterClient::run(const std::vector<KeyedCommand>& command
         }
         if (moved) {
             {
-                std::lock_guard lock(mutex_);
+                MutexLock lock(mutex_);
                 stale_ = true;
             }
             try {
@@ -376,23 +369,21 @@ Reply ClusterClient::on_node(const ClusterNode& node, const std::vector<std::str
 }
 
 Reply ClusterClient::command_on(const Endpoint& at, const std::vector<std::string_view>& args) {
-    bool pooled = false;
-    auto conn = acquire(at, &pooled);
+    PooledConnection conn = acquire(at);
     Reply reply;
     try {
         reply = conn->command(args);
     } catch (const Error& e) {
-        if (!pooled) {
+        if (!conn.pooled()) {
             failed(at, e.what());
             throw;
         }
         // An idle connection may have died with a restart of the node: once more on a new one.
-        conn.reset();
+        conn.close();
         drop_idle(at);
         return std::move(exchange(at, {args}).front());
     }
-    release(at, std::move(conn));
-    answered(at);
+    conn.answered();
     return reply;
 }
 
@@ -413,7 +404,7 @@ std::unique_ptr<RedisConnection> ClusterClient::connect_any() {
             errors += (errors.empty() ? "" : "; ") + std::string(e.what());
         }
     }
-    throw Error("no Redis Cluster node accepts a connection: " + errors, {}, true);
+    throw unreachable("no Redis Cluster node accepts a connection: " + errors);
 }
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis

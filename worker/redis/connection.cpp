@@ -1,12 +1,12 @@
 // hiredis connections and the redis:// address.
-#include "publish/redis_connection.hpp"
+#include "redis/connection.hpp"
 
 #include <cerrno>
 #include <charconv>
 
 #include "common/error.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 namespace {
 
@@ -18,8 +18,9 @@ constexpr std::string_view kClusterForm =
     "as in "
     "redis-cluster://10.0.0.1:7000,10.0.0.2:7000";
 
-[[noreturn]] void bad_url(std::string_view url, const std::string& problem, std::string_view form) {
-    throw Error("--sink " + std::string(url) + ": " + problem + "; expected " + std::string(form));
+// The caller names its own setting (the worker's --sink, the gateway's --redis) and the URL.
+[[noreturn]] void bad_url(std::string_view /*url*/, const std::string& problem, std::string_view form) {
+    throw misconfigured(problem + "; expected " + std::string(form));
 }
 
 bool parse_int(std::string_view text, long long min, long long max, long long& out) {
@@ -171,26 +172,18 @@ RedisClusterAddress parse_redis_cluster_url(std::string_view url) {
     return cluster;
 }
 
-std::string reply_text(const redisReply* reply) {
-    if (reply == nullptr) return "no reply";
-    if (reply->type == REDIS_REPLY_ERROR || reply->type == REDIS_REPLY_STATUS || reply->type == REDIS_REPLY_STRING)
-        return std::string(reply->str, reply->len);
-    return "reply of type " + std::to_string(reply->type);
-}
-
 std::unique_ptr<RedisConnection> RedisConnection::connect(const RedisAddress& address,
                                                           std::chrono::milliseconds timeout,
                                                           std::chrono::milliseconds command_timeout) {
     std::string where = "Redis at " + address.display();
     redisContext* raw = redisConnectWithTimeout(address.host.c_str(), address.port, to_timeval(timeout));
-    if (raw == nullptr) throw Error("cannot connect to " + where + ": out of memory", {}, true);
+    if (raw == nullptr) throw unreachable("cannot connect to " + where + ": out of memory");
     std::unique_ptr<RedisConnection> conn(new RedisConnection(raw, where));
-    if (raw->err) throw Error("cannot connect to " + where + ": " + raw->errstr, {}, true);
+    if (raw->err) throw unreachable("cannot connect to " + where + ": " + raw->errstr);
     if (redisSetTimeout(raw, to_timeval(command_timeout)) != REDIS_OK)
-        throw Error("cannot set the command timeout on " + where + ": " + raw->errstr, {}, true);
+        throw unreachable("cannot set the command timeout on " + where + ": " + raw->errstr);
     auto check = [&](Reply reply, const std::string& what) {
-        if (reply->type == REDIS_REPLY_ERROR)
-            throw Error(what + " failed on " + where + ": " + reply_text(reply.get()), {}, true);
+        if (is_error(reply)) throw refused(what + " failed on " + where + ": " + reply_text(reply.get()));
     };
     if (!address.password.empty()) {
         if (address.user.empty())
@@ -257,7 +250,14 @@ std::vector<Reply> RedisConnection::receive(std::size_t count) {
 Error RedisConnection::io_error() const {
     std::string why = ctx_->err ? ctx_->errstr : "connection lost";
     if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) why = "timed out waiting for a reply";
-    return Error(where_ + ": " + why, {}, true);
+    return unreachable(where_ + ": " + why);
 }
 
-}  // namespace docsync::publish
+std::string wait_shortfall(const Reply& wait, const RedisAddress& address) {
+    std::string asked = std::to_string(address.wait_replicas) + " replicas within " +
+                        std::to_string(address.wait_timeout.count()) + " ms (wait-replicas in the Redis URL)";
+    if (kind_of(wait) != ReplyKind::Integer) return "WAIT for " + asked + " failed: " + reply_text(wait.get()) + "; retried";
+    return "only " + std::to_string(wait->integer) + " of " + asked + " acknowledged the docs; retried";
+}
+
+}  // namespace docsync::redis

@@ -1,5 +1,5 @@
 // Envelopes: validating, compacting and embedding doc JSON, and reading envelopes back.
-#include "publish/envelope.hpp"
+#include "envelope/envelope.hpp"
 
 #include <cctype>
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
 // Redis Cluster's routing, without I/O: the hash slot of a key, the slot map a node describes, and
-// the redirects a node answers with. publish/redis_cluster.hpp does the talking.
+// the redirects a node answers with. redis/cluster_client.hpp does the talking.
 //
 //   - key_slot: CRC16 (XMODEM: polynomial 0x1021, initial 0) of the key modulo 16384, where a key
 //     holding `{…}` with something between the first `{` and the next `}` hashes only that part
@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 inline constexpr int kClusterSlots = 16384;
 
@@ -70,4 +70,9 @@ struct Redirect {
 };
 std::optional<Redirect> parse_redirect(std::string_view error);
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis
+
+// The publish sinks and the gateway name the client's parts publish::…, as before its move here.
+namespace docsync::publish {
+using namespace docsync::redis;
+}

@@ -2,8 +2,6 @@
 // RAII over one synchronous hiredis connection, and the `redis://` address of the sink.
 // A connection belongs to one thread at a time; after any I/O error it is dead and is thrown away.
 
-#include <hiredis/hiredis.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -11,8 +9,9 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "redis/reply.hpp"
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 // Parameters both URL forms take after `?`, joined with `&`:
 //   tombstone-ttl=SECONDS  how long a null doc's tombstone is kept (default 86400)
@@ -45,11 +44,6 @@ struct RedisClusterAddress {
 RedisAddress parse_redis_url(std::string_view url);
 RedisClusterAddress parse_redis_cluster_url(std::string_view url);
 
-struct ReplyFree {
-    void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
 class RedisConnection {
 public:
     // Connects, authenticates and selects the database within `timeout`; every later command waits at
@@ -79,7 +73,12 @@ private:
     std::string where_;
 };
 
-// The text of an error or status reply, for messages.
-std::string reply_text(const redisReply* reply);
+// Why a WAIT reply falls short of `address.wait_replicas`, for the publish's error.
+std::string wait_shortfall(const Reply& wait, const RedisAddress& address);
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis
+
+// The publish sinks and the gateway name the client's parts publish::…, as before its move here.
+namespace docsync::publish {
+using namespace docsync::redis;
+}

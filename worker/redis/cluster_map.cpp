@@ -1,10 +1,10 @@
 // Hash slots, slot maps and redirects of Redis Cluster.
-#include "publish/cluster_map.hpp"
+#include "redis/cluster_map.hpp"
 
 #include <charconv>
 #include <mutex>
 
-namespace docsync::publish {
+namespace docsync::redis {
 
 namespace {
 
@@ -239,4 +239,4 @@ std::optional<Redirect> parse_redirect(std::string_view error) {
     return r;
 }
 
-}  // namespace docsync::publish
+}  // namespace docsync::redis

@@ -1,0 +1,126 @@
+// Stream records to the engine; definitions reloads.
+#include "lifecycle/pipeline.hpp"
+
+#include <algorithm>
+
+#include "common/log.hpp"
+#include "engine/definitions.hpp"
+
+namespace docsync::lifecycle {
+
+std::optional<std::string> Pipeline::session_tables() {
+    auto defs = definitions_.fetch();
+    tables_ = plugin_tables(defs);
+    reload_pending_ = false;
+    log_info("definitions", "definitions generation " + std::to_string(defs.generation) + ": " +
+                                std::to_string(defs.queries.size()) + " queries, " +
+                                std::to_string(defs.watches.size()) + " watches, tables '" + tables_ + "'");
+    engine_.load_definitions(std::move(defs));
+    return tables_;
+}
+
+void Pipeline::on_session(const SessionInfo& session) {
+    engine_.reset_stream();
+    latency_.forget_all();
+    engine_.set_generation(session.generation);
+    if (watermark_) watermark_->set_generation(session.generation);
+    if (!session.generation_from_server)
+        log_warning("stream", "docsync.advance_generation() is missing: doc generations are kept in this process only");
+    // Whatever the sink holds may have missed changes: at start, and whenever this session's
+    // stream does not continue the last one's (a recreated or new slot, another server).
+    bool first = sessions_++ == 0;
+    if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history) {
+        RecomputeReason reason = RecomputeReason::Startup;
+        if (session.valve_fired) {
+            reason = RecomputeReason::Valve;
+            log_warning("engine", "the WAL safety valve recreated the slot: recomputing every live doc");
+        } else if (session.new_history || (!first && session.identity_changed)) {
+            reason = RecomputeReason::NewServer;
+            log_warning("engine", "the server changed under the slot (system identifier " +
+                                      session.system_identifier + ", timeline " +
+                                      std::to_string(session.timeline) + "): recomputing every live doc");
+        } else if (!first) {
+            reason = RecomputeReason::NewSlot;
+            log_warning("engine", "the slot was created anew: changes before it were never decoded; "
+                                  "recomputing every live doc");
+        }
+        // Changes before this session may never be delivered, unless it continues the last one.
+        bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history;
+        engine_.recompute_all_live(reason, gap);
+        if (gap && on_gap_) on_gap_();
+    }
+    // The docs --warm names, once, now that doc versions have this session's generation.
+    if (first && !warm_.empty()) {
+        log_info("engine", "computing the " + std::to_string(warm_.size()) + " doc(s) --warm names");
+        for (const auto& channel : warm_) engine_.warm(channel);
+    }
+}
+
+void Pipeline::on_record(const Record& record, Lsn, std::uint64_t ticket) {
+    if (const auto* change = std::get_if<ChangeRecord>(&record)) {
+        engine_.on_change(*change);
+    } else if (const auto* begin = std::get_if<BeginRecord>(&record)) {
+        xid_ = begin->xid;
+        commit_time_ = begin->commit_time;
+        engine_.on_begin(*begin);
+    } else if (const auto* relation = std::get_if<RelationRecord>(&record)) {
+        engine_.on_relation(*relation);
+    } else if (const auto* truncate = std::get_if<TruncateRecord>(&record)) {
+        engine_.on_truncate(*truncate);
+    } else if (const auto* message = std::get_if<MessageRecord>(&record)) {
+        if (message->transactional && message->prefix == kDefinitionsMessagePrefix) {
+            // Anyone may emit one (pg_logical_emit_message is PUBLIC): one without a generation
+            // is not docsync's, and the others only ask for a coalesced reload.
+            if (!definitions_message_generation(message->content)) {
+                ++ignored_messages_;
+                return;
+            }
+        }
+        engine_.on_message(*message);
+    } else if (const auto* commit = std::get_if<CommitRecord>(&record)) {
+        latency_.committed(ticket, commit_time_);
+        if (engine_.on_commit(*commit, ticket)) {
+            pending_xid_ = xid_;
+            reload_pending_ = true;
+            // A definition table written (only the API writes one) reloads at once: the next
+            // transaction's changes must meet the new watches. A definitions message alone (DDL,
+            // or anyone's pg_logical_emit_message) joins the pending reload, which runs at once
+            // after a quiet interval, else once it has passed (maybe_reload): a flood costs one
+            // reload per interval, and the reload recomputes what DDL changed meanwhile.
+            if (engine_.last_commit_wrote_definitions()) reload_definitions();
+        }
+    }
+    if (reload_pending_) maybe_reload();
+}
+
+void Pipeline::maybe_reload() {
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_reload_ + reload_interval_) return;
+    if (ignored_messages_ > 0) {
+        log_warning("definitions", std::to_string(ignored_messages_) +
+                                       " \"docsync.definitions\" message(s) without a generation were ignored: "
+                                       "docsync did not emit them (pg_logical_emit_message is executable by any role)");
+        ignored_messages_ = 0;
+    }
+    reload_definitions();
+}
+
+void Pipeline::reload_definitions() {
+    reload_pending_ = false;
+    auto started = std::chrono::steady_clock::now();
+    definitions_.wait_visible(pending_xid_);
+    auto defs = definitions_.fetch();
+    std::string tables = plugin_tables(defs);
+    log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
+    engine_.load_definitions(std::move(defs));
+    if (tables != tables_) {
+        log_info("definitions", "the watched tables changed: restarting the stream with tables '" + tables + "'");
+        tables_ = tables;
+        stream_->request_restart();
+    }
+    last_reload_ = std::chrono::steady_clock::now();
+    reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
+                                                                      4 * (last_reload_ - started));
+}
+
+}  // namespace docsync::lifecycle
