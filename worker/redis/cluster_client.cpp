@@ -177,10 +177,12 @@ void ClusterClient::refresh_locked(bool force) {
         for (const auto& seed : address_.seeds) candidates.push_back({seed.host, seed.port});
         // Nodes that just failed are asked last: a frozen one would hold the refresh (and the
         // command that runs it) for its whole timeout while the others answer at once.
-        std::stable_partition(candidates.begin(), candidates.end(), [&](const Endpoint& at) {
-            auto pool = pools_.find(at);
-            return pool == pools_.end() || !pool->second.down;
-        });
+        // (The set is read here, under the lock: a lambda is checked apart from the lock its caller holds.)
+        std::set<Endpoint> down;
+        for (const auto& [at, pool] : pools_)
+            if (pool.down) down.insert(at);
+        std::stable_partition(candidates.begin(), candidates.end(),
+                              [&down](const Endpoint& at) { return down.count(at) == 0; });
     }
     std::set<Endpoint> asked;
     std::string tried, last_error;
