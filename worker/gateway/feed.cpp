@@ -26,6 +26,21 @@ namespace {
 constexpr std::chrono::milliseconds kInitialBackoff{100};
 constexpr std::size_t kChannelsPerCommand = 256;  // SUBSCRIBE / UNSUBSCRIBE arguments per command
 
+// The oldest PING a subscriber connection has not had answered yet, if any. (A flag and a time, not
+// a std::optional: GCC 12 warns falsely, -Wmaybe-uninitialized, on the optional's time at -O2.)
+struct UnansweredPing {
+    bool pending = false;
+    std::chrono::steady_clock::time_point since{};
+    bool older_than(std::chrono::steady_clock::time_point now, std::chrono::milliseconds limit) const {
+        return pending && now - since >= limit;
+    }
+    void sent(std::chrono::steady_clock::time_point now) {
+        if (!pending) since = now;
+        pending = true;
+    }
+    void answered() { pending = false; }
+};
+
 // Appends one command to the context's output buffer.
 void append(redisContext* ctx, const std::vector<std::string>& args) {
     std::vector<const char*> argv;
@@ -231,7 +246,7 @@ void Feed::subscribe_once() {
     std::set<std::string> sent;  // channels SUBSCRIBE was sent for on this connection
     using clock = std::chrono::steady_clock;
     auto last_ping = clock::now() - options_.ping_interval;  // the first PING goes out with the subscriptions
-    std::optional<clock::time_point> ping_unanswered;
+    UnansweredPing ping_unanswered;
     bool announced_up = false;  // up once the connection answered: a frozen Redis still takes connects
     while (!stopping()) {
         // Bring the subscriptions in line with what is wanted.
@@ -248,12 +263,12 @@ void Feed::subscribe_once() {
         for (const auto& c : drop) sent.erase(c);
         auto now = clock::now();
         if (now - last_ping >= options_.ping_interval) {
-            if (ping_unanswered && now - *ping_unanswered >= 2 * options_.ping_interval)
+            if (ping_unanswered.older_than(now, 2 * options_.ping_interval))
                 throw Error(display() + " did not answer PING for " +
                                 std::to_string(2 * options_.ping_interval.count()) + " ms",
                             {}, true);
             append(ctx, {"PING"});
-            if (!ping_unanswered) ping_unanswered = now;
+            ping_unanswered.sent(now);
             last_ping = now;
         }
         flush(ctx);
@@ -270,7 +285,7 @@ void Feed::subscribe_once() {
             if (!raw) break;
             bool pong = false;
             dispatch(Reply(static_cast<redisReply*>(raw)), pong);
-            if (pong) ping_unanswered.reset();
+            if (pong) ping_unanswered.answered();
             if (!announced_up) {
                 // Connected, answering, and every wanted channel asked for; each reports
                 // `subscribed` as Redis confirms.
@@ -291,7 +306,7 @@ struct Link {
     std::unique_ptr<RedisConnection> conn;
     std::set<std::string> sent;
     std::chrono::steady_clock::time_point last_ping{};
-    std::optional<std::chrono::steady_clock::time_point> ping_unanswered;
+    UnansweredPing ping_unanswered;
     bool answered = false;  // a reply came: a frozen master still takes connects and writes
 };
 
@@ -354,11 +369,11 @@ void Feed::cluster_subscribe_once() {
                     if (!channels.count(c)) append(ctx, {"SUNSUBSCRIBE", publish::cluster_key(c)});
                 link.sent = channels;
                 if (now - link.last_ping >= options_.ping_interval) {
-                    if (link.ping_unanswered && now - *link.ping_unanswered >= 2 * options_.ping_interval)
+                    if (link.ping_unanswered.older_than(now, 2 * options_.ping_interval))
                         throw Error(endpoint + " did not answer PING for " +
                                         std::to_string(2 * options_.ping_interval.count()) + " ms", {}, true);
                     append(ctx, {"PING"});
-                    if (!link.ping_unanswered) link.ping_unanswered = now;
+                    link.ping_unanswered.sent(now);
                     link.last_ping = now;
                 }
                 flush(ctx);
@@ -423,7 +438,7 @@ void Feed::cluster_subscribe_once() {
                         std::string channel(publish::channel_of_cluster_key(reply_text(reply->element[1])));
                         if (link.sent.erase(channel)) refresh = true;
                     }
-                    if (pong) link.ping_unanswered.reset();
+                    if (pong) link.ping_unanswered.answered();
                 }
             } catch (const std::exception& e) {
                 log_warning("gateway", "subscriber on " + order[i] + ": " + e.what() + "; following its slots elsewhere");
