@@ -218,7 +218,10 @@ KeyCheck check_network(std::string_view type, std::string_view text) {
         return refuse("not a valid cidr: it has bits set right of its mask /" + std::to_string(bits) +
                       " (PostgreSQL reads no such value)");
     std::string canonical = v6 ? print_ipv6(bytes) : dotted(bytes.data());
-    if (cidr || bits != max_bits) canonical += "/" + std::to_string(bits);
+    if (cidr || bits != max_bits) {
+        canonical += '/';
+        canonical += std::to_string(bits);
+    }
     return against(text, canonical);
 }
 
@@ -242,12 +245,20 @@ KeyCheck check_macaddr(std::string_view type, std::string_view text) {
     if (bytes == 8 && hex.size() == 12) hex.insert(6, "fffe");  // PostgreSQL reads 6 bytes as EUI-64
     if (hex.size() != bytes * 2) return generic;
     std::string canonical;
-    for (std::size_t i = 0; i < hex.size(); i += 2) canonical += (i ? ":" : "") + hex.substr(i, 2);
+    for (std::size_t i = 0; i < hex.size(); i += 2) {
+        if (i) canonical += ':';
+        canonical += hex.substr(i, 2);
+    }
     return against(text, canonical);
 }
 
 KeyCheck check_bits(std::string_view base, std::size_t size, std::string_view text) {
-    std::string type = std::string(base) + (size ? "(" + std::to_string(size) + ")" : "");
+    std::string type(base);
+    if (size) {  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "(" + std::to_string(…)
+        type += '(';
+        type += std::to_string(size);
+        type += ')';
+    }
     std::string bits;
     char prefix = text.empty() ? '\0' : lower(text.front());
     if (prefix == 'x') {
