@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,7 @@
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
+#include "publish/jsonl_sink.hpp"
 #include "publish/sink.hpp"
 #include "publish/watermark.hpp"
 #include "replication/hung_watch.hpp"
@@ -299,47 +301,74 @@ void take_lease(Lease& lease, const std::string& slot) {
     }
 }
 
+// A start that failed for a reason of the moment (a server that refuses connections for now, a sink
+// that cannot be reached, a frozen predecessor that holds a lock): a spare gives the lease back and
+// stands by again, as a running worker rides out the same outage; serve() catches it.
+class StartUnavailable : public Error {
+public:
+    StartUnavailable(const std::string& what, const Error& e) : Error(what + ": " + e.what(), e.sqlstate(), true) {}
+};
+
+// How long a spare that could not start waits before standing by again.
+constexpr auto kStartRetry = 2s;
+
 // The slot's status board. Without --standby, a lock file held on this host refuses the start at
 // once. A spare that just took the lease may find it still held by the worker it replaces, which
-// drains (up to its --drain-timeout) or hangs: it waits kLeaseGrace, then runs without the board
-// (nullptr) and opens it once it is free (run()'s status thread).
+// drains or is frozen: it waits kLeaseGrace, then fences that worker (SIGKILL, only a docsync-worker
+// of this host holding the lock file), so that the file docsync.status and wait_published read is
+// always the lease holder's. A holder it cannot fence makes the start StartUnavailable.
 std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const std::string& database) {
     auto until = std::chrono::steady_clock::now() + (settings.standby ? kLeaseGrace : 0s);
-    for (;;) {
+    for (bool fenced = false;;) {
         try {
             return std::make_unique<status::StatusBoard>(settings.status_dir, database, settings.slot);
         } catch (const Error& e) {
             if (!settings.standby) throw;
             if (std::chrono::steady_clock::now() >= until) {
-                log_warning("status", std::string(e.what()) +
-                                          ": that worker lost the lease to this one and drains or hangs; running "
-                                          "without the status file until it is free (docsync.status shows that "
-                                          "worker's last values meanwhile)");
-                return nullptr;
+                auto owner = status::local_lock_owner(settings.status_dir, database, settings.slot);
+                if (fenced || !owner || *owner == ::getpid() ||
+                    !status::kill_lock_owner(settings.status_dir, database, settings.slot, *owner))
+                    throw StartUnavailable("cannot take the slot's status file", e);
+                log_warning("status", std::string(e.what()) + ": that worker lost the lease to this one " +
+                                          format_duration(kLeaseGrace) +
+                                          " ago and still holds the status file (it drains or is frozen): killed "
+                                          "it (SIGKILL), so that the status file is this worker's");
+                fenced = true;
+                until = std::chrono::steady_clock::now() + kLeaseGrace;  // the kernel drops its locks
             }
             std::this_thread::sleep_for(200ms);
         }
     }
 }
 
-// A spare that took the lease but cannot start its sink (Redis down): it gives the lease back and
-// stands by again, as a running worker rides out the same outage; serve() catches it.
-class SinkUnavailable : public Error {
-public:
-    explicit SinkUnavailable(const Error& e) : Error(e.what(), e.sqlstate(), true) {}
-};
+// Fences the worker this spare replaces when it still holds the JSONL sink file's lock (frozen, or
+// draining after it lost the lease): SIGKILL, only to a docsync-worker of this host; true when it did.
+bool fence_file_holder(const publish::SinkSpec& sink) {
+    if (sink.kind != publish::SinkSpec::Kind::File) return false;
+    std::optional<int> pid = publish::file_lock_holder(sink.path);
+    if (!pid || *pid == ::getpid()) return false;
+    std::ifstream comm("/proc/" + std::to_string(*pid) + "/comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "docsync-worker" || ::kill(*pid, SIGKILL) != 0) return false;
+    log_warning("publish", "the JSONL sink file " + sink.path + " is still locked by docsync-worker pid " +
+                               std::to_string(*pid) + ", which lost the lease to this worker (it drains or is "
+                               "frozen): killed it (SIGKILL) so that its lock goes");
+    return true;
+}
 
-// How long a spare that could not start its sink waits before standing by again.
-constexpr auto kSinkRetry = 2s;
-
-// The sink. For a spare, a sink that cannot be reached now is SinkUnavailable; for anyone else, a
-// failed start (the command line's sink is wrong, or down at a cold start) ends the worker.
+// The sink. For a spare, a sink that cannot be reached now is StartUnavailable (the JSONL file's lock
+// held by the worker it replaces is fenced first); for anyone else, a failed start (the command
+// line's sink is wrong, or down at a cold start) ends the worker.
 std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink) {
-    try {
-        return publish::make_publisher(sink);
-    } catch (const Error& e) {
-        if (settings.standby && e.transient()) throw SinkUnavailable(e);
-        throw;
+    auto until = std::chrono::steady_clock::now() + kLeaseGrace;
+    for (bool fenced = false;; std::this_thread::sleep_for(200ms)) {
+        try {
+            return publish::make_publisher(sink);
+        } catch (const Error& e) {
+            if (!settings.standby || !e.transient()) throw;
+            if (!fenced) fenced = fence_file_holder(sink);
+            if (!fenced || std::chrono::steady_clock::now() >= until) throw StartUnavailable("cannot start the sink", e);
+        }
     }
 }
 
@@ -377,7 +406,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
     // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
     auto withdraw_if_no_slot = [&] {
-        if (board && board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
+        if (board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
     };
     struct FailedStart {
         std::function<void()> withdraw;
@@ -489,7 +518,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                               "changes the stream will not deliver again: recomputing every live doc");
         engine.recompute_all_live(RecomputeReason::Startup, true);
     };
-    if (board) check_inherited_gap();
+    check_inherited_gap();
     if (liveness) liveness->start();
     // The continuous audit: a sample of the live docs recomputed and compared with what the sink
     // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
@@ -519,7 +548,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     std::string fatal;
     // The board's snapshot of what the components report and of the worker's own condition.
     status::StatusHistory history;
-    std::chrono::steady_clock::time_point next_board_try{};  // while running without the board
     auto publish_status = [&](bool draining_now, const std::string& error, const std::string& waiting) {
         status::Readings readings = read_status(stream, coordinator, engine, latency, clock);
         audit::AuditStats audited = auditor.stats();
@@ -532,17 +560,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         auto now = std::chrono::system_clock::now();
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
-        if (!board && std::chrono::steady_clock::now() >= next_board_try) {
-            // The worker this one replaced on this host let the status file go.
-            try {
-                board = std::make_unique<status::StatusBoard>(settings.status_dir, identity.database, settings.slot);
-                log_info("status", "the status file is free again: reporting to " + board->file_path().string());
-                check_inherited_gap();
-            } catch (const Error&) {
-                next_board_try = std::chrono::steady_clock::now() + 1s;
-            }
-        }
-        if (board) board->publish(snapshot);
+        board->publish(snapshot);
     };
 
     std::thread stream_thread([&] {
@@ -742,6 +760,35 @@ bool stand_by(Lease& lease, const Settings& settings, const sigset_t& signals, m
     }
 }
 
+// Whether a failed start is retried, and after how long. A spare retries what the moment explains
+// (StartUnavailable, a lost connection, SQLSTATE classes 08, 53, 57: see sqlstate_is_transient), every
+// kStartRetry, lease given back; a worker without --standby retries only what the server itself
+// says is of the moment (08, 53, 57P03 "cannot connect now"), backing off up to 30 s. A wrong
+// password, role or database, a refused role or sink setting still ends the start with its message.
+std::optional<std::chrono::milliseconds> start_retry(const Error& e, bool standby, int failed_starts) {
+    const std::string& state = e.sqlstate();
+    if (standby) {
+        if (dynamic_cast<const StartUnavailable*>(&e) || (e.transient() && sqlstate_is_transient(state)))
+            return kStartRetry;
+        return std::nullopt;
+    }
+    if (!e.transient() || !(state.starts_with("08") || state.starts_with("53") || state == "57P03")) return std::nullopt;
+    return std::min<std::chrono::milliseconds>(kStartRetry * (1 << std::min(failed_starts, 4)), 30s);
+}
+
+// Waits `delay` before a retried start; false when SIGTERM or SIGINT asks the worker to stop.
+bool wait_to_retry(const sigset_t& signals, std::chrono::milliseconds delay) {
+    auto until = std::chrono::steady_clock::now() + delay;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return true;
+        timespec wait{static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
+        int signal = sigtimedwait(&signals, nullptr, &wait);
+        if (signal == SIGTERM || signal == SIGINT) return false;
+        if (signal == SIGHUP) reopen_log();
+    }
+}
+
 // The worker's life: with --standby, stand by until the lease is free, run as the active worker, and
 // stand by again after stepping down; without it, run once.
 int serve(const Settings& settings) {
@@ -761,21 +808,29 @@ int serve(const Settings& settings) {
         metrics_server = std::make_unique<metrics::Server>(settings.metrics_address, settings.metrics_port);
 
     Lease lease({.dsn = settings.dsn, .slot = settings.slot});
+    int failed_starts = 0;
     for (;;) {
         if (settings.standby && !stand_by(lease, settings, signals, metrics_server.get())) return 0;
         int code = 0;
         try {
             code = run(settings, lease, signals, metrics_server.get());
-        } catch (const SinkUnavailable& e) {
-            log_warning("worker", std::string("took the lease of slot \"") + settings.slot + "\" but cannot start the sink: " +
-                                      e.what() + "; giving the lease back and standing by again (retried in " +
-                                      format_duration(kSinkRetry) + ")");
+        } catch (const Error& e) {
+            auto retry = start_retry(e, settings.standby, failed_starts);
+            if (!retry) throw;
+            ++failed_starts;
+            if (settings.standby)
+                log_warning("worker", "took the lease of slot \"" + settings.slot + "\" but " +
+                                          (dynamic_cast<const StartUnavailable*>(&e) ? "" : "cannot start: ") + e.what() +
+                                          "; giving the lease back and standing by again (retried in " +
+                                          format_duration(*retry) + ")");
+            else
+                log_warning("worker", std::string("cannot start: ") + e.what() + "; the server refuses for now: retried in " +
+                                          format_duration(*retry) + " (try " + std::to_string(failed_starts) + ")");
             lease.release();
-            timespec wait{std::chrono::duration_cast<std::chrono::seconds>(kSinkRetry).count(), 0};
-            int signal = sigtimedwait(&signals, nullptr, &wait);
-            if (signal == SIGTERM || signal == SIGINT) return 0;
+            if (!wait_to_retry(signals, *retry)) return 0;
             continue;
         }
+        failed_starts = 0;
         if (code != kSteppedDown) return code;
         if (!settings.standby) {
             log_error("worker", "this worker lost the lease of slot \"" + settings.slot +
