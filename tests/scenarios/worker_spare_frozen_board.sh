@@ -42,9 +42,8 @@ sql "SELECT pg_terminate_backend(backend_pid) FROM docsync.workers WHERE slot_na
 sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL" >/dev/null
 wait_for 60 "SELECT count(*) = 1 FROM docsync.workers WHERE slot_name = '$slot' AND role = 'active' AND application_name LIKE '% active pid $b'" || fail "B is not the active worker: $(tail -n 5 "$tmp/b.log")"
 wait_for 30 "SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'" || fail "B never streamed: $(tail -n 5 "$tmp/b.log")"
-grep -q "killed it (SIGKILL), so that the status file is this worker's" "$tmp/b.log" || fail "B did not fence A: $(tail -n 5 "$tmp/b.log")"
-kill -0 "$a" 2>/dev/null && fail "A (frozen) still lives"
 worker_pid=$b
+sleep 5     # B's start-up recompute (3 s) ends
 sql "UPDATE acct SET bal = bal + 1"
 target=$(sql "SELECT pg_current_wal_lsn()")
 [ "$(sql "CALL docsync.wait_published('$target', '30s')")" = t ] || fail "wait_published never passed before the flush"
@@ -64,5 +63,7 @@ for i in 1 15 30; do
   [ "$(redis_doc_is_current "db:acct:$i" "SELECT jsonb_build_object('id', id, 'bal', bal, 'z', '') FROM acct WHERE id = $i")" = t ] ||
     fail "db:acct:$i not current after the recompute: $(rc GET "db:acct:$i")"
 done
+grep -q "killed it (SIGKILL), so that the status file is this worker's" "$tmp/b.log" || fail "B did not fence A: $(tail -n 5 "$tmp/b.log")"
+kill -0 "$a" 2>/dev/null && fail "A (frozen) still lives"
 stop_worker
 echo PASS
