@@ -44,6 +44,7 @@
 #include "replication/lease_watch.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
+#include "status/sink_start_watch.hpp"
 #include "status/snapshot.hpp"
 
 extern char** environ;
@@ -427,6 +428,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
 
     auto sink = publish::parse_sink(settings.sink);
     auto publisher = open_sink(settings, sink);
+    // Until the stream runs, a watch of its own says in the status file what the sink holds.
+    std::optional<status::SinkStartWatch> start_watch(std::in_place, *publisher, *board);
 
     ExecutorOptions executor_options;
     executor_options.pool_dsn = settings.pool_dsn;
@@ -477,8 +480,13 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,
     // the sink may have lost what the slot confirmed, and neither docsync.wait_published nor the
     // watermark may say published (the sink watch below runs the check).
+    // Until the first check, what the sink holds is unknown (the worker it replaced may have seen it
+    // reset, or none did): waits hold, as the board's `starting` state says (status/status_board.hpp).
     std::atomic<std::uint64_t> sink_checked{publisher->breaks()};
-    auto sink_unchecked = [&publisher, &sink_checked] { return publisher->breaks() > sink_checked.load(); };
+    std::atomic<bool> sink_first_checked{false};
+    auto sink_unchecked = [&publisher, &sink_checked, &sink_first_checked] {
+        return !sink_first_checked.load() || publisher->breaks() > sink_checked.load();
+    };
     std::unique_ptr<publish::RedisWatermark> watermark;
     if (sink.is_redis()) {
         auto holding = [&engine, &sink_unchecked] {
@@ -519,6 +527,10 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         engine.recompute_all_live(RecomputeReason::Startup, true);
     };
     check_inherited_gap();
+    if (auto lost = start_watch->stop()) {
+        log_warning("publish", *lost + " while this worker started: recomputing every live doc");
+        engine.recompute_all_live(RecomputeReason::SinkReset, true);
+    }
     if (liveness) liveness->start();
     // The continuous audit: a sample of the live docs recomputed and compared with what the sink
     // retains, once the acknowledged position covers what each sample sees (audit/auditor.hpp).
@@ -594,7 +606,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                 std::uint64_t seen = sink_checked.load();
                 while (seen < breaks && !sink_checked.compare_exchange_weak(seen, breaks)) {
                 }
-                if (was_unchecked) publish_status_now();
+                if (!sink_first_checked.exchange(true) || was_unchecked) publish_status_now();
             } catch (const std::exception&) {
                 // the sink is down: its outage shows where docs are published; asked again next time
             }
