@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "audit/auditor.hpp"
 #include "common/clock.hpp"
@@ -342,32 +343,48 @@ std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const 
     }
 }
 
+// Whether process `pid` is a worker of this slot: it holds the slot's lock file here, or its command
+// line names the slot (--slot NAME or --slot=NAME). A worker of another slot is never fenced.
+bool serves_slot(int pid, const Settings& settings, const std::string& database) {
+    if (status::local_lock_owner(settings.status_dir, database, settings.slot) == pid) return true;
+    std::ifstream file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(file, arg, '\0');) args.push_back(arg);
+    for (std::size_t i = 0; i < args.size(); ++i)
+        if (args[i] == "--slot=" + settings.slot || (args[i] == "--slot" && i + 1 < args.size() && args[i + 1] == settings.slot))
+            return true;
+    return false;
+}
+
 // Fences the worker this spare replaces when it still holds the JSONL sink file's lock (frozen, or
-// draining after it lost the lease): SIGKILL, only to a docsync-worker of this host; true when it did.
-bool fence_file_holder(const publish::SinkSpec& sink) {
+// draining after it lost the lease): SIGKILL, only to a docsync-worker of this host serving this
+// slot; true when it did.
+bool fence_file_holder(const Settings& settings, const publish::SinkSpec& sink, const std::string& database) {
     if (sink.kind != publish::SinkSpec::Kind::File) return false;
     std::optional<int> pid = publish::file_lock_holder(sink.path);
     if (!pid || *pid == ::getpid()) return false;
     std::ifstream comm("/proc/" + std::to_string(*pid) + "/comm");
     std::string name;
-    if (!std::getline(comm, name) || name != "docsync-worker" || ::kill(*pid, SIGKILL) != 0) return false;
+    if (!std::getline(comm, name) || name != "docsync-worker" || !serves_slot(*pid, settings, database) ||
+        ::kill(*pid, SIGKILL) != 0)
+        return false;
     log_warning("publish", "the JSONL sink file " + sink.path + " is still locked by docsync-worker pid " +
-                               std::to_string(*pid) + ", which lost the lease to this worker (it drains or is "
-                               "frozen): killed it (SIGKILL) so that its lock goes");
+                               std::to_string(*pid) + ", which lost the lease of slot \"" + settings.slot +
+                               "\" to this worker (it drains or is frozen): killed it (SIGKILL) so that its lock goes");
     return true;
 }
 
 // The sink. For a spare, a sink that cannot be reached now is StartUnavailable (the JSONL file's lock
 // held by the worker it replaces is fenced first); for anyone else, a failed start (the command
 // line's sink is wrong, or down at a cold start) ends the worker.
-std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink) {
+std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database) {
     auto until = std::chrono::steady_clock::now() + kLeaseGrace;
     for (bool fenced = false;; std::this_thread::sleep_for(200ms)) {
         try {
             return publish::make_publisher(sink);
         } catch (const Error& e) {
             if (!settings.standby || !e.transient()) throw;
-            if (!fenced) fenced = fence_file_holder(sink);
+            if (!fenced) fenced = fence_file_holder(settings, sink, database);
             if (!fenced || std::chrono::steady_clock::now() >= until) throw StartUnavailable("cannot start the sink", e);
         }
     }
@@ -427,7 +444,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
 
     auto sink = publish::parse_sink(settings.sink);
-    auto publisher = open_sink(settings, sink);
+    auto publisher = open_sink(settings, sink, identity.database);
     // Until the stream runs, a watch of its own says in the status file what the sink holds.
     std::optional<status::SinkStartWatch> start_watch(std::in_place, *publisher, *board);
 
