@@ -14,14 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "audit/auditor.hpp"
 #include "common/clock.hpp"
@@ -37,7 +35,6 @@
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
-#include "publish/jsonl_sink.hpp"
 #include "publish/sink.hpp"
 #include "publish/watermark.hpp"
 #include "replication/hung_watch.hpp"
@@ -45,6 +42,7 @@
 #include "replication/lease_watch.hpp"
 #include "replication/stream.hpp"
 #include "status/status_board.hpp"
+#include "status/fence.hpp"
 #include "status/sink_start_watch.hpp"
 #include "status/snapshot.hpp"
 
@@ -343,31 +341,13 @@ std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const 
     }
 }
 
-// Whether process `pid` is a worker of this slot: it holds the slot's lock file here, or its command
-// line names the slot (--slot NAME or --slot=NAME). A worker of another slot is never fenced.
-bool serves_slot(int pid, const Settings& settings, const std::string& database) {
-    if (status::local_lock_owner(settings.status_dir, database, settings.slot) == pid) return true;
-    std::ifstream file("/proc/" + std::to_string(pid) + "/cmdline");
-    std::vector<std::string> args;
-    for (std::string arg; std::getline(file, arg, '\0');) args.push_back(arg);
-    for (std::size_t i = 0; i < args.size(); ++i)
-        if (args[i] == "--slot=" + settings.slot || (args[i] == "--slot" && i + 1 < args.size() && args[i + 1] == settings.slot))
-            return true;
-    return false;
-}
-
 // Fences the worker this spare replaces when it still holds the JSONL sink file's lock (frozen, or
-// draining after it lost the lease): SIGKILL, only to a docsync-worker of this host serving this
-// slot; true when it did.
+// draining after it lost the lease): only a docsync-worker of this host serving this slot; true when
+// it did.
 bool fence_file_holder(const Settings& settings, const publish::SinkSpec& sink, const std::string& database) {
     if (sink.kind != publish::SinkSpec::Kind::File) return false;
-    std::optional<int> pid = publish::file_lock_holder(sink.path);
-    if (!pid || *pid == ::getpid()) return false;
-    std::ifstream comm("/proc/" + std::to_string(*pid) + "/comm");
-    std::string name;
-    if (!std::getline(comm, name) || name != "docsync-worker" || !serves_slot(*pid, settings, database) ||
-        ::kill(*pid, SIGKILL) != 0)
-        return false;
+    auto pid = status::kill_flock_holder(sink.path, settings.status_dir, database, settings.slot);
+    if (!pid) return false;
     log_warning("publish", "the JSONL sink file " + sink.path + " is still locked by docsync-worker pid " +
                                std::to_string(*pid) + ", which lost the lease of slot \"" + settings.slot +
                                "\" to this worker (it drains or is frozen): killed it (SIGKILL) so that its lock goes");

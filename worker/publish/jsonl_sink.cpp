@@ -3,17 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -44,39 +40,15 @@ std::string errno_text(int err) { return std::strerror(err); }
                 "; " + fix);
 }
 
-// The pid /proc/locks gives for the flock() on the file (st_dev, st_ino), if any.
-std::optional<int> flock_holder(dev_t dev, ino_t ino) {
-    char id[64];
-    std::snprintf(id, sizeof id, "%02x:%02x:%llu", ::major(dev), ::minor(dev), static_cast<unsigned long long>(ino));
-    std::ifstream locks("/proc/locks");
-    for (std::string line; std::getline(locks, line);) {
-        // "1: FLOCK  ADVISORY  WRITE 4242 00:2e:1234 0 EOF"; "->" lines are waiters
-        std::istringstream fields(line);
-        std::string number, kind, mode, access, pid, file;
-        if (!(fields >> number >> kind >> mode >> access >> pid >> file)) continue;
-        if (kind == "FLOCK" && file == id && pid.find_first_not_of("0123456789") == std::string::npos)
-            return std::stoi(pid);
-    }
-    return std::nullopt;
-}
-
-std::string lock_holder_text(int fd) {
-    struct stat st {};
-    std::optional<int> pid;
-    if (::fstat(fd, &st) == 0) pid = flock_holder(st.st_dev, st.st_ino);
-    return pid ? "pid " + std::to_string(*pid) : std::string("a process");
-}
-
 // One writer per file: another process appending behind this sink's back would make its idea of the
 // file's size wrong, and cutting a partial line after a failed write would then cut their lines.
 void lock_exclusively(int fd, const std::string& path) {
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return;
     int err = errno;
     if (err == EWOULDBLOCK)
-        throw Error("the JSONL sink file " + path + " is already written by another docsync-worker (" +
-                        lock_holder_text(fd) + " holds the file's lock): a file takes one writer; give each worker its own "
-                        "--sink file:PATH",
-                    {}, true);  // transient for a spare that holds the lease: the holder lost it (worker/main.cpp)
+        throw Error("the JSONL sink file " + path + " is already written by another docsync-worker (it holds the "
+                    "file's lock): a file takes one writer; give each worker its own --sink file:PATH",
+                    {}, true);  // for a spare that holds the lease, its holder lost it (worker/main.cpp)
     throw Error("cannot lock the JSONL sink file " + path + ": " + errno_text(err) +
                 "; choose a path on a local filesystem");
 }
@@ -97,12 +69,6 @@ int open_locked(const std::string& path, struct stat& st) {
 }
 
 }  // namespace
-
-std::optional<int> file_lock_holder(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-    return flock_holder(st.st_dev, st.st_ino);
-}
 
 JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
     : fd_(fd), owns_fd_(owns_fd), durable_(durable), name_(std::move(name)) {

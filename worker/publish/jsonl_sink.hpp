@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -123,9 +122,5 @@ private:
     dev_t dev_ = 0;  // the file's identity at open (file sink), to notice a replaced file
     ino_t ino_ = 0;
 };
-
-// The pid of the process of this host that holds the lock of the JSONL sink file `path` (from
-// /proc/locks), or nullopt when none does or it cannot be told.
-std::optional<int> file_lock_holder(const std::string& path);
 
 }  // namespace docsync::publish
