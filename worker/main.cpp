@@ -41,10 +41,10 @@
 #include "replication/lease.hpp"
 #include "replication/lease_watch.hpp"
 #include "replication/stream.hpp"
-#include "status/status_board.hpp"
 #include "status/fence.hpp"
 #include "status/sink_start_watch.hpp"
 #include "status/snapshot.hpp"
+#include "status/status_board.hpp"
 
 extern char** environ;
 
