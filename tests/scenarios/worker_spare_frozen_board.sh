@@ -28,6 +28,7 @@ start_redis
 common=(--sink "redis://127.0.0.1:$redis_port" --live all --threads 1 --batch 1 --audit-rate 0 --standby)
 start_worker "${common[@]}"
 a=$worker_pid
+extra_pids+=("$a")   # killed at the end, whatever happens
 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
   --status-dir "$status_dir" --status-interval 1s "${common[@]}" >>"$tmp/b.out" 2>>"$tmp/b.log" &
 b=$!

@@ -20,6 +20,7 @@ sql "SELECT docsync.watch('acct', 'acct', params => ARRAY['id'])" >/dev/null
 grant_reader
 start_worker --standby --live all
 a=$worker_pid
+extra_pids+=("$a")   # killed at the end, whatever happens
 mkdir "$tmp/b_status"
 "$worker_bin" --dsn "$(dsn "$repl_role")" --pool-dsn "$(dsn "$reader_role")" --slot "$slot" \
   --status-dir "$tmp/b_status" --status-interval 1s --sink "file:$docs" --standby --live all >>"$tmp/b.out" 2>>"$tmp/b.log" &
