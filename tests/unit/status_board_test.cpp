@@ -241,6 +241,25 @@ TEST_CASE("a clean shutdown leaves state stopped with the last values, seq keeps
     CHECK(again.sequence() > r.file.seq);
 }
 
+TEST_CASE("a starting board says its sink is unchecked until the worker says otherwise") {
+    TempDir dir;
+    StatusBoard board(dir.path, "app", "docsync", quiet());
+    auto flags = [&] {
+        auto r = read_status_file(board.file_path());
+        REQUIRE(r.check == DOCSYNC_STATUS_OK);
+        return r.file.body.recompute_flags;
+    };
+    CHECK(flags() == DOCSYNC_STATUS_SINK_UNCHECKED);  // waits hold while it starts
+    board.set_sink_unchecked(false);
+    CHECK(flags() == 0u);
+    board.set_sink_unchecked(true);
+    CHECK(flags() == DOCSYNC_STATUS_SINK_UNCHECKED);
+    StatusSnapshot s;
+    s.state = WorkerState::Streaming;
+    board.publish(s);
+    CHECK(flags() == 0u);
+}
+
 TEST_CASE("a recompute that covered a gap and did not finish is inherited by the next board, and shown") {
     TempDir dir;
     fs::path file;
@@ -261,7 +280,8 @@ TEST_CASE("a recompute that covered a gap and did not finish is inherited by the
         auto r = read_status_file(file);
         REQUIRE(r.check == DOCSYNC_STATUS_OK);
         CHECK(r.file.body.recompute_reason == DOCSYNC_RECOMPUTE_VALVE);
-        CHECK(r.file.body.recompute_flags == DOCSYNC_STATUS_RECOMPUTE_GAP);
+        // (and, starting, that its sink is not checked yet)
+        CHECK(r.file.body.recompute_flags == (DOCSYNC_STATUS_RECOMPUTE_GAP | DOCSYNC_STATUS_SINK_UNCHECKED));
         CHECK(r.file.body.recompute_finished_us == 0);
         CHECK(r.file.body.recompute_done == 40);
         // It finishes.

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -32,6 +33,7 @@
 #include "publish/watermark.hpp"
 #include "replication/lease_watch.hpp"
 #include "replication/stream.hpp"
+#include "status/sink_start_watch.hpp"
 #include "status/snapshot.hpp"
 #include "status/status_board.hpp"
 
@@ -90,7 +92,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
     // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
     auto withdraw_if_no_slot = [&] {
-        if (board && board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
+        if (board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
     };
     struct FailedStart {
         std::function<void()> withdraw;
@@ -110,7 +112,9 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
 
     auto sink = publish::parse_sink(settings.sink);
-    auto publisher = open_sink(settings, sink);
+    auto publisher = open_sink(settings, sink, identity.database);
+    // Until the stream runs, a watch of its own says in the status file what the sink holds.
+    std::optional<status::SinkStartWatch> start_watch(std::in_place, *publisher, *board);
 
     ExecutorOptions executor_options;
     executor_options.pool_dsn = settings.pool_dsn;
@@ -171,8 +175,13 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,
     // the sink may have lost what the slot confirmed, and neither docsync.wait_published nor the
     // watermark may say published (the sink watch below runs the check).
+    // Until the first check, what the sink holds is unknown (the worker it replaced may have seen it
+    // reset, or none did): waits hold, as the board's `starting` state says (status/status_board.hpp).
     std::atomic<std::uint64_t> sink_checked{publisher->breaks()};
-    auto sink_unchecked = [&publisher, &sink_checked] { return publisher->breaks() > sink_checked.load(); };
+    std::atomic<bool> sink_first_checked{false};
+    auto sink_unchecked = [&publisher, &sink_checked, &sink_first_checked] {
+        return !sink_first_checked.load() || publisher->breaks() > sink_checked.load();
+    };
     std::unique_ptr<publish::RedisWatermark> watermark;
     if (sink.is_redis()) {
         auto holding = [&engine, &sink_unchecked] {
@@ -212,7 +221,11 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                               "changes the stream will not deliver again: recomputing every live doc");
         engine.recompute_all_live(RecomputeReason::Startup, true);
     };
-    if (board) check_inherited_gap();
+    check_inherited_gap();
+    if (auto lost = start_watch->stop()) {
+        log_warning("publish", *lost + " while this worker started: recomputing every live doc");
+        engine.recompute_all_live(RecomputeReason::SinkReset, true);
+    }
     if (sink_lost) engine.recompute_all_live(RecomputeReason::SinkReset, true);
     if (sink_record) sink_record->start([&publisher] { return publisher->max_version(); });
     if (liveness) liveness->start();
@@ -244,7 +257,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     std::string fatal;
     // The board's snapshot of what the components report and of the worker's own condition.
     status::StatusHistory history;
-    std::chrono::steady_clock::time_point next_board_try{};  // while running without the board
     auto publish_status = [&](bool draining_now, const std::string& error, const std::string& waiting) {
         status::Readings readings = read_status(stream, coordinator, engine, latency, clock);
         audit::AuditStats audited = auditor.stats();
@@ -257,17 +269,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         auto now = std::chrono::system_clock::now();
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
-        if (!board && std::chrono::steady_clock::now() >= next_board_try) {
-            // The worker this one replaced on this host let the status file go.
-            try {
-                board = std::make_unique<status::StatusBoard>(settings.status_dir, identity.database, settings.slot);
-                log_info("status", "the status file is free again: reporting to " + board->file_path().string());
-                check_inherited_gap();
-            } catch (const Error&) {
-                next_board_try = std::chrono::steady_clock::now() + 1s;
-            }
-        }
-        if (board) board->publish(snapshot);
+        board->publish(snapshot);
     };
 
     std::thread stream_thread([&] {
@@ -301,7 +303,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
                 std::uint64_t seen = sink_checked.load();
                 while (seen < breaks && !sink_checked.compare_exchange_weak(seen, breaks)) {
                 }
-                if (was_unchecked) publish_status_now();
+                if (!sink_first_checked.exchange(true) || was_unchecked) publish_status_now();
             } catch (const std::exception&) {
                 // the sink is down: its outage shows where docs are published; asked again next time
             }

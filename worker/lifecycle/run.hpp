@@ -21,7 +21,7 @@ namespace docsync::lifecycle {
 // Runs the worker until the stream ends, a signal in `signals` (blocked in every thread) asks it to
 // drain, or it steps down. Returns the process's exit code: 0 after a clean stop, 1 after a fatal
 // error (logged), kSteppedDown (lifecycle/start.hpp) when another worker took the lease. Throws
-// docsync::Error when the start fails (SinkUnavailable for a spare whose sink is down).
+// docsync::Error when the start fails (StartUnavailable for a spare whose start failed for a reason of the moment).
 int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics::Server* metrics_server);
 
 }  // namespace docsync::lifecycle

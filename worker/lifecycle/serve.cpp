@@ -7,10 +7,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <ctime>
+#include <optional>
 #include <string>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/sqlstate.hpp"
 #include "config/settings.hpp"
 #include "lifecycle/run.hpp"
 #include "lifecycle/start.hpp"
@@ -25,6 +28,36 @@ namespace docsync::lifecycle {
 using namespace std::chrono_literals;
 
 namespace {
+
+// Whether a failed start is retried, and after how long. A spare retries what the moment explains
+// (StartUnavailable, a lost connection, SQLSTATE classes 08, 53, 57: see sqlstate_is_transient), every
+// kStartRetry, lease given back; a worker without --standby retries only what the server itself
+// says is of the moment (08, 53, 57P03 "cannot connect now"), backing off up to 30 s. A wrong
+// password, role or database, a refused role or sink setting still ends the start with its message.
+std::optional<std::chrono::milliseconds> start_retry(const Error& e, bool standby, int failed_starts) {
+    const std::string& state = e.sqlstate();
+    if (standby) {
+        if (dynamic_cast<const StartUnavailable*>(&e) || (e.transient() && sqlstate_is_transient(state)))
+            return kStartRetry;
+        return std::nullopt;
+    }
+    if (!e.transient() || !(state.starts_with("08") || state.starts_with("53") || state == "57P03")) return std::nullopt;
+    return std::min<std::chrono::milliseconds>(kStartRetry * (1 << std::min(failed_starts, 4)), 30s);
+}
+
+// Waits `delay` before a retried start; false when SIGTERM or SIGINT asks the worker to stop.
+bool wait_to_retry(const sigset_t& signals, std::chrono::milliseconds delay) {
+    auto until = std::chrono::steady_clock::now() + delay;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return true;
+        timespec wait{static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
+        int signal = sigtimedwait(&signals, nullptr, &wait);
+        if (signal == SIGTERM || signal == SIGINT) return false;
+        if (signal == SIGHUP) reopen_log();
+    }
+}
+
 
 // How long the slot goes unstreamed before a spare takes the active worker for hung: 3 status
 // intervals, 20 s at least. DOCSYNC_TEST_HUNG_AFTER (a duration, 1s at least) replaces it for the
@@ -115,21 +148,29 @@ int serve(const Settings& settings) {
         metrics_server = std::make_unique<metrics::Server>(settings.metrics_address, settings.metrics_port);
 
     Lease lease({.dsn = settings.dsn, .slot = settings.slot});
+    int failed_starts = 0;
     for (;;) {
         if (settings.standby && !stand_by(lease, settings, signals, metrics_server.get())) return 0;
         int code = 0;
         try {
             code = run(settings, lease, signals, metrics_server.get());
-        } catch (const SinkUnavailable& e) {
-            log_warning("worker", std::string("took the lease of slot \"") + settings.slot + "\" but cannot start the sink: " +
-                                      e.what() + "; giving the lease back and standing by again (retried in " +
-                                      format_duration(kSinkRetry) + ")");
+        } catch (const Error& e) {
+            auto retry = start_retry(e, settings.standby, failed_starts);
+            if (!retry) throw;
+            ++failed_starts;
+            if (settings.standby)
+                log_warning("worker", "took the lease of slot \"" + settings.slot + "\" but " +
+                                          (dynamic_cast<const StartUnavailable*>(&e) ? "" : "cannot start: ") + e.what() +
+                                          "; giving the lease back and standing by again (retried in " +
+                                          format_duration(*retry) + ")");
+            else
+                log_warning("worker", std::string("cannot start: ") + e.what() + "; the server refuses for now: retried in " +
+                                          format_duration(*retry) + " (try " + std::to_string(failed_starts) + ")");
             lease.release();
-            timespec wait{std::chrono::duration_cast<std::chrono::seconds>(kSinkRetry).count(), 0};
-            int signal = sigtimedwait(&signals, nullptr, &wait);
-            if (signal == SIGTERM || signal == SIGINT) return 0;
+            if (!wait_to_retry(signals, *retry)) return 0;
             continue;
         }
+        failed_starts = 0;
         if (code != kSteppedDown) return code;
         if (!settings.standby) {
             log_error("worker", "this worker lost the lease of slot \"" + settings.slot +

@@ -20,8 +20,8 @@ inline constexpr int kSteppedDown = 3;
 // How long a worker without --standby retries a held lease (its holder may be exiting), and how long
 // a spare that took the lease waits for the slot's lock file on this host (its last holder drains).
 inline constexpr std::chrono::seconds kLeaseGrace{5};
-// How long a spare that could not start its sink waits before standing by again.
-inline constexpr std::chrono::seconds kSinkRetry{2};
+// How long a spare that could not start waits before standing by again.
+inline constexpr std::chrono::seconds kStartRetry{2};
 
 // Takes the slot's lease for a worker without --standby: retried for kLeaseGrace, then an error
 // naming the holder.
@@ -29,19 +29,22 @@ void take_lease(Lease& lease, const std::string& slot);
 
 // The slot's status board. Without --standby, a lock file held on this host refuses the start at
 // once. A spare that just took the lease may find it still held by the worker it replaces, which
-// drains (up to its --drain-timeout) or hangs: it waits kLeaseGrace, then runs without the board
-// (nullptr) and opens it once it is free (run()'s status thread).
+// drains or is frozen: it waits kLeaseGrace, then fences that worker (SIGKILL, only a docsync-worker
+// of this host holding the lock file), so that the file docsync.status and wait_published read is
+// always the lease holder's. A holder it cannot fence makes the start StartUnavailable.
 std::unique_ptr<status::StatusBoard> open_board(const Settings& settings, const std::string& database);
 
-// A spare that took the lease but cannot start its sink (Redis down): it gives the lease back and
+// A start that failed for a reason of the moment (a server that refuses connections for now, a sink
+// that cannot be reached, a frozen predecessor that holds a lock): a spare gives the lease back and
 // stands by again, as a running worker rides out the same outage; serve() catches it.
-class SinkUnavailable : public Error {
+class StartUnavailable : public Error {
 public:
-    explicit SinkUnavailable(const Error& e) : Error(e.what(), e.sqlstate(), true) {}
+    StartUnavailable(const std::string& what, const Error& e) : Error(what + ": " + e.what(), e.sqlstate(), true) {}
 };
 
-// The sink. For a spare, a sink that cannot be reached now is SinkUnavailable; for anyone else, a
-// failed start (the command line's sink is wrong, or down at a cold start) ends the worker.
-std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink);
+// The sink. For a spare, a sink that cannot be reached now is StartUnavailable (the JSONL file's lock
+// held by the worker it replaces is fenced first); for anyone else, a failed start (the command
+// line's sink is wrong, or down at a cold start) ends the worker.
+std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database);
 
 }  // namespace docsync::lifecycle

@@ -46,7 +46,8 @@ void lock_exclusively(int fd, const std::string& path) {
     int err = errno;
     if (err == EWOULDBLOCK)
         throw Error("the JSONL sink file " + path + " is already written by another docsync-worker (it holds the "
-                    "file's lock): a file takes one writer; give each worker its own --sink file:PATH");
+                    "file's lock): a file takes one writer; give each worker its own --sink file:PATH",
+                    {}, true);  // for a spare that holds the lease, its holder lost it (worker/main.cpp)
     throw Error("cannot lock the JSONL sink file " + path + ": " + errno_text(err) +
                 "; choose a path on a local filesystem");
 }
@@ -100,7 +101,8 @@ std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
             if (free_bytes < kMinFreeBytes)
                 throw Error("the filesystem holding the JSONL sink file " + path + " is full (" +
                             std::to_string(free_bytes) + " bytes free, at least " + std::to_string(kMinFreeBytes) +
-                            " needed): free space there or choose another path for --sink file:");
+                            " needed): free space there or choose another path for --sink file:",
+                            {}, true);  // space freed is the fix: a spare retries (transient)
         }
         sink->read_file();
     }

@@ -378,6 +378,8 @@ StatusBoard::StatusBoard(const std::filesystem::path& dir, std::string database,
         last_.recompute = *gap;
         inherited_gap_ = true;
     }
+    // A starting worker has not checked its sink yet: waits hold until its first publish says so.
+    last_.sink_unchecked = true;
     auto initial = std::make_unique<DocsyncStatusFile>();
     std::memset(initial.get(), 0, sizeof *initial);
     initial->magic = DOCSYNC_STATUS_MAGIC;
@@ -429,6 +431,12 @@ void StatusBoard::publish(const StatusSnapshot& snapshot) {
     write_locked(snapshot);
     log_locked(snapshot);
     last_ = snapshot;
+}
+
+void StatusBoard::set_sink_unchecked(bool unchecked) {
+    std::lock_guard lock(mutex_);
+    last_.sink_unchecked = unchecked;
+    write_locked(last_);
 }
 
 void StatusBoard::heartbeat() {

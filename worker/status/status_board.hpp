@@ -152,7 +152,8 @@ class StatusBoard {
 public:
     // Creates the status directory (mode 0755) if missing, takes the slot's lock (throws
     // docsync::Error naming the owning pid when another worker holds it), creates or resizes the
-    // status file (mode 0644), maps it and publishes state `starting`.
+    // status file (mode 0644), maps it and publishes state `starting`, its sink unchecked (waits hold
+    // until the worker's first publish).
     StatusBoard(const std::filesystem::path& dir, std::string database, std::string slot, BoardOptions options = {});
     // Publishes state `stopped` (keeping the last values) and releases the lock; after withdraw(),
     // removes the status file instead.
@@ -165,6 +166,8 @@ public:
     void publish(const StatusSnapshot& snapshot);
     // Refreshes only the heartbeat, keeping the last snapshot.
     void heartbeat();
+    // Republishes the last snapshot with its sink checked or not (status/sink_start_watch.hpp).
+    void set_sink_unchecked(bool unchecked);
 
     const std::filesystem::path& file_path() const { return file_path_; }
     // The file showed a recompute of every live doc that covered a gap in the stream and had not
