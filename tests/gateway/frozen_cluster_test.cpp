@@ -1,7 +1,12 @@
 // docsync-gateway on a Redis Cluster with one master frozen (SIGSTOP: it still takes TCP connects,
 // answers nothing, and no replica takes over): /healthz reads down and names it, and reads of
-// channels on the other masters never wait behind it.
+// channels on the other masters never wait behind it, also when the frozen node is the first
+// seed of --redis at the gateway's start.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 
@@ -36,6 +41,37 @@ struct Frozen {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// GET `target` on a fresh connection, giving up after `limit`: the status (0 when no answer came
+// by then), the whole answer's text, and the seconds it took.
+struct TimedAnswer {
+    int status = 0;
+    std::string text;
+    double seconds = 0;
+};
+TimedAnswer timed_get(int port, const std::string& target, std::chrono::milliseconds limit = 6000ms) {
+    TimedAnswer a;
+    auto started = std::chrono::steady_clock::now();
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    timeval tv{static_cast<time_t>(limit.count() / 1000), static_cast<suseconds_t>((limit.count() % 1000) * 1000)};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(static_cast<std::uint16_t>(port));
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0) {
+        std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+            char buf[4096];
+            for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) a.text.append(buf, static_cast<std::size_t>(n));
+        }
+    }
+    ::close(fd);
+    a.seconds = seconds_since(started);
+    if (a.text.rfind("HTTP/1.1 ", 0) == 0) a.status = std::atoi(a.text.c_str() + 9);
+    return a;
 }
 
 }  // namespace
@@ -164,4 +200,66 @@ TEST_CASE("gateway on a Redis Cluster: reads of channels on healthy masters neve
         CHECK(a.body.find("Redis") != std::string::npos);
         CHECK(a.body.find(frozen_port) != std::string::npos);
     }
+}
+
+TEST_CASE("gateway on a Redis Cluster: started while its first seed is frozen, /healthz and reads on healthy masters answer at once") {
+    RedisTestCluster cluster(3, 0);
+    publish::RedisClusterSink sink(cluster.address());
+    const std::string channel = channel_not_on(cluster, "t", 0);
+    sink.publish(channel, doc_of(1), DocVersion{1, 0x10});
+    const std::string frozen_port = std::to_string(cluster.node(0).port());
+    Frozen freeze(cluster.node(0).pid());
+    // The frozen node first: asking the seeds in order would cost --redis's command timeout (5 s).
+    const std::string url = "redis-cluster://127.0.0.1:" + frozen_port + ",127.0.0.1:" +
+                            std::to_string(cluster.node(1).port()) + ",127.0.0.1:" + std::to_string(cluster.node(2).port());
+    // Its start waits for its first /healthz: that one too answers within its own timeout (the
+    // map is learned from the other seeds meanwhile), not after the frozen seed's command timeout.
+    auto starting = std::chrono::steady_clock::now();
+    GatewayProcess gateway(url, kSecret, {"--public", "db:*"});
+    CHECK(seconds_since(starting) < 2.5);
+    auto doc = timed_get(gateway.port(), "/v1/docs/" + channel);
+    INFO("GET " << channel << " on a healthy master: " << doc.seconds << " s: " << doc.text);
+    CHECK(doc.status == 200);
+    CHECK(doc.seconds < 2.0);
+    std::string log;
+    double slowest = 0;
+    int named = 0;
+    for (int i = 0; i < 8; ++i) {
+        auto h = timed_get(gateway.port(), "/healthz");
+        log += std::to_string(h.status) + ":" + std::to_string(h.seconds).substr(0, 5) + " ";
+        slowest = std::max(slowest, h.seconds);
+        if (h.status == 503 && h.text.find(frozen_port) != std::string::npos) ++named;
+        std::this_thread::sleep_for(200ms);
+    }
+    INFO("/healthz (status:seconds): " << log);
+    CHECK(slowest < 2.0);  // its own timeout (1 s), never a command timeout
+    CHECK(named == 8);     // down, naming the master that does not answer
+}
+
+TEST_CASE("gateway on a Redis Cluster: while its only seed is frozen, /healthz and reads say no seed answered, at once") {
+    RedisTestCluster cluster(3, 0);
+    const std::string frozen_port = std::to_string(cluster.node(0).port());
+    Frozen freeze(cluster.node(0).pid());
+    GatewayProcess gateway("redis-cluster://127.0.0.1:" + frozen_port, kSecret, {"--public", "db:*"});
+    auto doc = timed_get(gateway.port(), "/v1/docs/db:t:1");
+    INFO("GET /v1/docs/db:t:1: " << doc.seconds << " s: " << doc.text);
+    CHECK(doc.status == 503);
+    CHECK(doc.seconds < 2.0);
+    CHECK(doc.text.find("no seed") != std::string::npos);
+    std::string log;
+    double slowest = 0;
+    int told = 0;
+    for (int i = 0; i < 8; ++i) {
+        auto h = timed_get(gateway.port(), "/healthz");
+        log += std::to_string(h.status) + ":" + std::to_string(h.seconds).substr(0, 5) + " ";
+        slowest = std::max(slowest, h.seconds);
+        if (h.status == 503 && h.text.find(frozen_port) != std::string::npos) ++told;
+        std::this_thread::sleep_for(200ms);
+    }
+    INFO("/healthz (status:seconds): " << log);
+    CHECK(slowest < 2.0);
+    CHECK(told == 8);
+    // Thawed, the map is learned and the gateway reads up.
+    freeze.thaw();
+    CHECK(eventually([&] { return timed_get(gateway.port(), "/healthz").status == 200; }, 15s));
 }

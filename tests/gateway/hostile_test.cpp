@@ -227,6 +227,45 @@ TEST_CASE("gateway: at --max-connections /healthz still answers, anything else i
     CHECK(error_of(full.body) == "too_many_connections");
 }
 
+TEST_CASE("gateway: silent sockets past --max-connections cannot lock /healthz out") {
+    Setup s({"--public", "db:public:*", "--max-connections", "2"});
+    s.publish("db:public:1", 1, 0x100);
+    REQUIRE(eventually([&] { return health_field(s.gateway.port(), "connections") <= 1; }, 5s));
+    SseClient a(s.gateway.port(), "/v1/sse?channel=db:public:1");
+    SseClient b(s.gateway.port(), "/v1/sse?channel=db:public:1");
+    REQUIRE(a.next_doc());
+    REQUIRE(b.next_doc());
+    // A client holds more sockets than the seats kept past --max-connections, and sends nothing.
+    gw_asio::io_context io;
+    std::vector<std::unique_ptr<gw_tcp::socket>> silent;
+    for (int i = 0; i < 80; ++i) {
+        silent.push_back(std::make_unique<gw_tcp::socket>(io));
+        silent.back()->connect(gw_tcp::endpoint(gw_asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(s.gateway.port())));
+    }
+    std::this_thread::sleep_for(100ms);
+    // At once: the oldest silent one gives its seat to the health check.
+    for (int i = 0; i < 3; ++i) {
+        auto h = http_get(s.gateway.port(), "/healthz");
+        CHECK(h.status == 200);
+    }
+    // And a silent one is closed within a second or two, whatever else comes.
+    std::this_thread::sleep_for(2500ms);
+    int closed = 0;
+    for (auto& sock : silent) {
+        sock->non_blocking(true);
+        char c;
+        boost::system::error_code ec;
+        sock->read_some(gw_asio::buffer(&c, 1), ec);
+        if (ec == gw_asio::error::eof || ec == gw_asio::error::connection_reset) ++closed;
+    }
+    CHECK(closed == 80);  // 16 gave their seats to newer ones, the others passed their 1 s
+    for (int i = 0; i < 3; ++i) CHECK(http_get(s.gateway.port(), "/healthz").status == 200);
+    // A connection on such a seat that asks anything else is answered 503 and closed.
+    auto other = http_get(s.gateway.port(), "/v1/docs/db:public:1");
+    CHECK(other.status == 503);
+    CHECK(error_of(other.body) == "too_many_connections");
+}
+
 TEST_CASE("gateway: idle tokenless WebSockets cannot hold the slots, and /healthz answers when they are full") {
     Setup s({"--public", "db:public:*", "--max-connections", "5", "--idle-timeout", "2s"});
     s.publish("db:order:42", 1, 0x100);

@@ -17,6 +17,11 @@ using publish::reply_text;
 namespace {
 
 constexpr std::chrono::milliseconds kSweepInterval{50};  // how late past its deadline a command may be answered
+// How long a command waits for the cluster's map when no seed has answered yet, so that a request
+// made while no seed answers is told so at once rather than at its command timeout.
+constexpr std::chrono::milliseconds kMapWait{1000};
+// Between two rounds of asking every seed for the map, when none answered.
+constexpr std::chrono::milliseconds kMapRetry{1000};
 const char* const kStopping = "the gateway is stopping";
 
 // The outcome of a reply: its text for a string or status, nothing for nil, the error of an error reply.
@@ -59,6 +64,7 @@ void FeedReaders::start() {
     started_ = true;
     lane("");
     sweeper_ = std::thread([this] { sweep_loop(); });
+    if (cluster_address_) cluster_maker_ = std::thread([this] { make_cluster_loop(); });
 }
 
 void FeedReaders::stop() {
@@ -74,10 +80,16 @@ void FeedReaders::stop() {
         }
     }
     sweep_cv_.notify_all();
+    {
+        std::lock_guard lock(cluster_mutex_);
+        cluster_stopping_ = true;
+    }
+    cluster_cv_.notify_all();
     // A reader out on the wire comes back by its command timeout.
     for (auto& t : threads)
         if (t.joinable()) t.join();
     if (sweeper_.joinable()) sweeper_.join();
+    if (cluster_maker_.joinable()) cluster_maker_.join();  // its attempts end by the command timeout
     {
         std::lock_guard lock(mutex_);
         for (auto& [endpoint, lane] : lanes_) {
@@ -101,25 +113,92 @@ FeedReaders::Lane& FeedReaders::lane(const std::string& endpoint) {
     return *slot;
 }
 
-publish::ClusterClient& FeedReaders::cluster() {
+std::shared_ptr<publish::ClusterClient> FeedReaders::cluster_now() {
     std::lock_guard lock(cluster_mutex_);
-    if (!cluster_) {
-        publish::ClusterOptions o;
-        o.connect_timeout = options_.connect_timeout;
-        o.command_timeout = options_.command_timeout;
-        cluster_ = std::make_unique<publish::ClusterClient>(*cluster_address_, o);  // throws when no seed answers
+    return cluster_;
+}
+
+std::shared_ptr<publish::ClusterClient> FeedReaders::cluster_by(clock::time_point until) {
+    std::unique_lock lock(cluster_mutex_);
+    cluster_cv_.wait_until(lock, until, [&] { return cluster_ || cluster_stopping_; });
+    return cluster_;
+}
+
+std::string FeedReaders::no_map_yet() {
+    std::lock_guard lock(cluster_mutex_);
+    return "no seed of " + display_ + " has answered CLUSTER SHARDS yet" +
+           (cluster_error_.empty() ? std::string(" (still asking)") : ": " + cluster_error_);
+}
+
+void FeedReaders::make_cluster_loop() {
+    const auto& seeds = cluster_address_->seeds;
+    publish::ClusterOptions o;
+    o.connect_timeout = options_.connect_timeout;
+    o.command_timeout = options_.command_timeout;
+    for (;;) {
+        // One attempt per seed, each starting with its own seed (the others follow, for the
+        // client's later refreshes); the first client made is kept, the later ones dropped.
+        struct Round {
+            std::mutex mutex;
+            std::condition_variable cv;
+            std::size_t left = 0;
+            std::shared_ptr<publish::ClusterClient> made;
+            std::string error;
+        };
+        auto round = std::make_shared<Round>();
+        round->left = seeds.size();
+        std::vector<std::thread> attempts;
+        for (std::size_t i = 0; i < seeds.size(); ++i) {
+            publish::RedisClusterAddress address = *cluster_address_;
+            std::rotate(address.seeds.begin(), address.seeds.begin() + static_cast<std::ptrdiff_t>(i), address.seeds.end());
+            attempts.emplace_back([round, address = std::move(address), o] {
+                std::shared_ptr<publish::ClusterClient> client;
+                std::string error;
+                try {
+                    client = std::make_shared<publish::ClusterClient>(address, o);
+                } catch (const std::exception& e) {
+                    error = e.what();
+                }
+                std::lock_guard lock(round->mutex);
+                if (client && !round->made) round->made = std::move(client);
+                if (!error.empty()) round->error = error;
+                --round->left;
+                round->cv.notify_all();
+            });
+        }
+        std::shared_ptr<publish::ClusterClient> made;
+        std::string error;
+        {
+            std::unique_lock lock(round->mutex);
+            round->cv.wait(lock, [&] { return round->made || round->left == 0; });
+            made = round->made;
+            error = round->error;
+        }
+        if (made) {
+            {
+                std::lock_guard lock(cluster_mutex_);
+                cluster_ = std::move(made);
+            }
+            cluster_cv_.notify_all();
+            log_info("gateway", "learned the slot map of " + display_);
+        } else {
+            std::lock_guard lock(cluster_mutex_);
+            cluster_error_ = error;
+        }
+        // The attempts still out (on a seed that does not answer) end by the command timeout.
+        for (auto& t : attempts) t.join();
+        if (made) return;
+        log_warning("gateway", no_map_yet() + "; asking again");
+        std::unique_lock lock(cluster_mutex_);
+        if (cluster_cv_.wait_for(lock, kMapRetry, [&] { return cluster_stopping_; })) return;
     }
-    return *cluster_;
 }
 
 std::string FeedReaders::route(const std::string& key) {
     if (!cluster_address_) return {};
     std::shared_ptr<const publish::SlotMap> map;
-    {
-        std::lock_guard lock(cluster_mutex_);
-        if (cluster_) map = cluster_->map();
-    }
-    if (!map) return {};  // the first command makes the client (and learns the map) in the default lane
+    if (auto client = cluster_now()) map = client->map();
+    if (!map) return {};  // the map is not known yet: the default lane waits for it
     const publish::ClusterNode* master = map->master_of(publish::key_slot(key));
     return master ? master->endpoint() : std::string();
 }
@@ -172,10 +251,8 @@ void FeedReaders::probe(std::chrono::milliseconds timeout, std::function<void(Fe
         pings.push_back(std::move(job));
     };
     std::shared_ptr<const publish::SlotMap> map;
-    if (cluster_address_) {
-        std::lock_guard lock(cluster_mutex_);
-        if (cluster_) map = cluster_->map();
-    }
+    if (cluster_address_)
+        if (auto client = cluster_now()) map = client->map();
     if (map && !map->masters().empty()) {
         for (const publish::ClusterNode* m : map->masters()) make(*m);
     } else {
@@ -226,8 +303,15 @@ FeedRead FeedReaders::execute(std::unique_ptr<RedisConnection>& conn, const Job&
     FeedRead result;
     std::vector<std::string_view> args(job.args.begin(), job.args.end());
     if (cluster_address_) {
+        // Until a seed answers, a command waits for the map a moment only (and never past its deadline).
+        auto until = std::min(clock::now() + kMapWait, job.deadline - 2 * kSweepInterval);
+        std::shared_ptr<publish::ClusterClient> made = cluster_by(until);
+        if (!made) {
+            result.error = no_map_yet();
+            return result;
+        }
+        publish::ClusterClient& client = *made;
         try {
-            publish::ClusterClient& client = cluster();
             if (job.node) {
                 client.refresh(false);  // a map marked stale (a node failed) is asked for again first
                 return outcome_of(client.on_node(*job.node, args), job.where);

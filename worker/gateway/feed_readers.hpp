@@ -16,8 +16,15 @@
 // probe() PINGs every master of the cluster (the single Redis otherwise), each ahead of the
 // commands waiting in its lane, and says which ones did not answer.
 //
-// Threads: the lanes' readers and the sweeper; `done` callbacks run on them (the hub posts them on
-// to its own thread). Every member may be called from any thread.
+// On a Redis Cluster the readers' cluster client is made by a thread of its own from start(): it
+// asks every seed of --redis for the map at once (each attempt with the seeds in another order)
+// and keeps the first client that learns it, so a frozen seed delays nothing. Until then a
+// command waits for it at most kMapWait (and its own deadline), then is answered that no seed has
+// answered yet. run(), probe() and route() never do Redis I/O and never wait on a lock held
+// across it: they read the client already made, or find none (the caller may be the hub's thread).
+//
+// Threads: the lanes' readers, the sweeper and the cluster client's maker; `done` callbacks run
+// on them (the hub posts them on to its own thread). Every member may be called from any thread.
 
 #include <chrono>
 #include <condition_variable>
@@ -96,7 +103,14 @@ private:
     void submit(Job job, bool urgent);
     void reader_loop(Lane& lane);
     FeedRead execute(std::unique_ptr<publish::RedisConnection>& conn, const Job& job);
-    publish::ClusterClient& cluster();
+    // The cluster client once made, or null (never waits on Redis).
+    std::shared_ptr<publish::ClusterClient> cluster_now();
+    // The cluster client, waiting for its maker until `until` at most; null when none is made by then.
+    std::shared_ptr<publish::ClusterClient> cluster_by(clock::time_point until);
+    // The maker's thread: asks every seed at once until one answers, or the readers stop.
+    void make_cluster_loop();
+    // Why no cluster client is made yet, for the errors of the commands that wait for it.
+    std::string no_map_yet();
     void sweep_loop();
     // The error of a command answered at its deadline: which node did not answer what, within what.
     static std::string too_late(const Job& job);
@@ -106,8 +120,13 @@ private:
     const std::string display_;
     const ReaderOptions options_;
 
+    // Guards only the published client and the maker's last error: never held across Redis I/O.
     std::mutex cluster_mutex_;
-    std::unique_ptr<publish::ClusterClient> cluster_;  // made on first use (guarded by cluster_mutex_)
+    std::condition_variable cluster_cv_;                // the client was made, or the readers stop
+    std::shared_ptr<publish::ClusterClient> cluster_;   // made by cluster_maker_ (guarded by cluster_mutex_)
+    std::string cluster_error_;                         // its last attempt's failure (guarded by cluster_mutex_)
+    bool cluster_stopping_ = false;                     // guarded by cluster_mutex_
+    std::thread cluster_maker_;
 
     std::mutex mutex_;
     std::condition_variable sweep_cv_;

@@ -26,11 +26,27 @@ using wall_clock = std::chrono::system_clock;
 // ---------------------------------------------------------------------------------------------
 // Connections, shards and the server
 
-Connection::Connection(Shard& shard, Seat seat) : shard_(shard), seat_(seat) { shard_.add(this); }
+// A connection on a seat past --max-connections, as the acceptor sees it. Its seat is given back
+// once: by the connection when it ends, or by the acceptor when it hands the seat to a newer one.
+struct OverflowSeat {
+    Shard* shard = nullptr;
+    std::weak_ptr<Connection> connection;  // set and read on the shard's thread
+    std::atomic<bool> asked{false};        // it sent a request: its seat is not taken for another
+    std::atomic<bool> released{false};     // its seat was given back, or taken for another
+};
+
+Connection::Connection(Shard& shard, Seat seat, std::shared_ptr<OverflowSeat> overflow)
+    : shard_(shard), seat_(seat), overflow_(std::move(overflow)) {
+    shard_.add(this);
+}
 Connection::~Connection() {
     shard_.remove(this);
     if (seat_ == Seat::Counted) --shard_.counters().connections;
-    else if (seat_ == Seat::Overflow) --shard_.counters().overflow;
+    else if (seat_ == Seat::Overflow && (!overflow_ || !overflow_->released.exchange(true))) --shard_.counters().overflow;
+}
+
+void Connection::asked() {
+    if (overflow_) overflow_->asked = true;
 }
 
 Shard::Shard(Server& server, asio::io_context& hub_io, Hub& hub)
@@ -150,6 +166,9 @@ void Server::join() {
 namespace {
 
 constexpr std::chrono::milliseconds kHealthTimeout{1000};  // /healthz's wait for Redis's PONG
+// An overflow seat's connection sends its request within this (a health check sends it at once),
+// or is closed: a client cannot hold the seats kept for /healthz with silent sockets.
+constexpr std::chrono::milliseconds kOverflowRequestTimeout{1000};
 
 constexpr const char* kTooManyConnections =
     "this gateway holds --max-connections connections: retry later, or raise --max-connections";
@@ -158,7 +177,8 @@ constexpr const char* kTooManyConnections =
 // socket on (SSE, WebSocket); keep-alive until the client closes or idles.
 class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
 public:
-    HttpSession(Shard& shard, Seat seat, tcp::socket socket) : Connection(shard, seat), socket_(std::move(socket)) {}
+    HttpSession(Shard& shard, Seat seat, tcp::socket socket, std::shared_ptr<OverflowSeat> overflow = nullptr)
+        : Connection(shard, seat, std::move(overflow)), socket_(std::move(socket)) {}
 
     void start() { read(); }
 
@@ -182,8 +202,10 @@ private:
         parser_->header_limit(16 * 1024);
         parser_->body_limit(16 * 1024);
         reading_ = true;
-        // A connection that sends no request soon holds a slot for nothing: --idle-timeout.
+        // A connection that sends no request soon holds a slot for nothing: --idle-timeout (an
+        // overflow seat's, kOverflowRequestTimeout).
         deadline_ = steady::now() + std::min(shard_.options().request_timeout, shard_.options().idle_timeout);
+        if (seat() == Seat::Overflow) deadline_ = std::min(deadline_, steady::now() + kOverflowRequestTimeout);
         auto self = shared_from_this();
         http::async_read(socket_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) {
             self->reading_ = false;
@@ -203,7 +225,8 @@ private:
     }
 
     void respond(Response res, bool keep_alive) {
-        res.keep_alive(keep_alive);
+        // An overflow seat answers one request: the next one waits for a seat like any other.
+        res.keep_alive(keep_alive && seat() != Seat::Overflow);
         res.prepare_payload();
         if (head_) return respond_head(std::move(res));  // the header alone, its Content-Length kept
         auto shared = std::make_shared<Response>(std::move(res));
@@ -222,6 +245,7 @@ private:
     }
 
     void route(Request req) {
+        asked();
         head_ = req.method() == http::verb::head;
         RouteContext ctx{shard_.options(), shard_.verifier(), seat() == Seat::Overflow, wall_clock::now()};
         Routed routed = route_request(req, ctx);
@@ -245,6 +269,7 @@ private:
 
     // A HEAD answer keeps its Content-Length: sent as is, without prepare_payload.
     void respond_head(Response res) {
+        if (seat() == Seat::Overflow) res.keep_alive(false);
         auto shared = std::make_shared<Response>(std::move(res));
         writing_ = true;
         deadline_ = steady::now() + shard_.options().slow_client_timeout;
@@ -309,6 +334,25 @@ const std::string& too_many_connections_answer() {
 
 }  // namespace
 
+bool Server::evict_silent_overflow() {
+    std::erase_if(overflow_seats_, [](const auto& r) { return r->released.load(); });
+    for (auto it = overflow_seats_.begin(); it != overflow_seats_.end(); ++it) {
+        auto record = *it;
+        if (record->asked) continue;
+        if (record->released.exchange(true)) continue;  // it ended just now: its seat is free again
+        overflow_seats_.erase(it);
+        // Its seat is this connection's now; it is closed on its own thread (posted after the
+        // post that made it, so it exists by then).
+        asio::post(record->shard->io(), [record] {
+            if (auto c = record->connection.lock()) c->shut();
+        });
+        ++counters_.idle_disconnects;
+        log_debug("gateway", "closed a silent connection on a /healthz seat past --max-connections for a new one");
+        return true;
+    }
+    return false;
+}
+
 void Server::accept() {
     // Each connection goes to the next shard, and lives on its thread from the start.
     Shard& shard = *shards_[next_shard_++ % shards_.size()];
@@ -335,6 +379,10 @@ void Server::accept() {
             // sees a live gateway; anything else they ask is answered 503.
             ++counters_.overflow;
             seat = Seat::Overflow;
+        } else if (evict_silent_overflow()) {
+            // Those are full too: the oldest whose connection has not asked anything yet passes
+            // its seat (and its count) on to this one.
+            seat = Seat::Overflow;
         }
         if (seat == Seat::None) {
             // Answered at once and closed: the kernel's buffer of a fresh socket takes the few bytes.
@@ -345,8 +393,16 @@ void Server::accept() {
             socket.close(ignored);
             log_debug("gateway", "refused a connection: --max-connections reached");
         } else {
-            asio::post(shard.io(), [&shard, seat, socket = std::move(socket)]() mutable {
-                std::make_shared<HttpSession>(shard, seat, std::move(socket))->start();
+            std::shared_ptr<OverflowSeat> record;
+            if (seat == Seat::Overflow) {
+                record = std::make_shared<OverflowSeat>();
+                record->shard = &shard;
+                overflow_seats_.push_back(record);
+            }
+            asio::post(shard.io(), [&shard, seat, record, socket = std::move(socket)]() mutable {
+                auto session = std::make_shared<HttpSession>(shard, seat, std::move(socket), record);
+                if (record) record->connection = session;
+                session->start();
             });
         }
         accept();

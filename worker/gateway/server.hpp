@@ -23,6 +23,7 @@
 #include <chrono>
 #include <thread>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -82,11 +83,14 @@ enum class Seat { None, Counted, Overflow };
 
 class Server;
 class Shard;
+// What the acceptor knows of a connection on an overflow seat (server.cpp).
+struct OverflowSeat;
 
 // What a shard's tick walks: every open connection of that shard.
 class Connection {
 public:
-    Connection(Shard& shard, Seat seat);
+    // `overflow`: the record of an Overflow seat, through which the acceptor may take the seat back.
+    Connection(Shard& shard, Seat seat, std::shared_ptr<OverflowSeat> overflow = nullptr);
     virtual ~Connection();
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
@@ -101,11 +105,14 @@ protected:
         return s;
     }
     Seat seat() const { return seat_; }
+    // The connection asked something: the acceptor no longer takes its overflow seat for another.
+    void asked();
 
     Shard& shard_;
 
 private:
     Seat seat_;
+    std::shared_ptr<OverflowSeat> overflow_;
 };
 
 // One I/O thread with its connections; everything here but start, stop and join runs on it.
@@ -159,6 +166,9 @@ public:
 
 private:
     void accept();
+    // Full overflow seats: takes the seat of the oldest overflow connection that has not asked
+    // anything yet and has it closed; false when every one has asked. Runs on the acceptor's thread.
+    bool evict_silent_overflow();
 
     boost::asio::io_context& io_;
     const TokenVerifier& verifier_;
@@ -168,6 +178,9 @@ private:
     std::vector<std::unique_ptr<Shard>> shards_;
     std::size_t next_shard_ = 0;
     bool stopping_ = false;
+    // The overflow seats, oldest first (touched only on the acceptor's thread; the records' flags
+    // are atomic, set by the shards).
+    std::deque<std::shared_ptr<OverflowSeat>> overflow_seats_;
 };
 
 }  // namespace docsync::gateway
