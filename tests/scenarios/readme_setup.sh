@@ -216,30 +216,36 @@ stop_worker INT
 echo "step 7: the worker with the Redis sink; a redis-cli follower"
 start_redis
 run_worker worker-redis worker-redis.log
+# the docs the worker kept current with the file it publishes to Redis at start (the live journal)
+deadline=$((SECONDS + 20))
+until [ "$(is_current "$(rc --raw GET db:order:42 | jq -c .doc)" 42)" = t ]; do
+  [ $SECONDS -lt $deadline ] || fail "db:order:42, kept current with the file, is not in Redis after the start: $(rc --raw GET db:order:42)"
+  sleep 0.1
+done
 setsid bash -c "exec $(block subscribe)" >"$tmp/follow.out" 2>&1 </dev/null &
 follow_pid=$!
-for _ in $(seq 1 50); do [ "$(rc PUBSUB NUMSUB db:order:42 | tail -n 1)" = 1 ] && break; sleep 0.1; done
-[ "$(rc PUBSUB NUMSUB db:order:42 | tail -n 1)" = 1 ] || fail "the README's SUBSCRIBE did not subscribe: $(cat "$tmp/follow.out")"
+for _ in $(seq 1 50); do [ "$(rc PUBSUB NUMSUB db:order:50 | tail -n 1)" = 1 ] && break; sleep 0.1; done
+[ "$(rc PUBSUB NUMSUB db:order:50 | tail -n 1)" = 1 ] || fail "the README's SUBSCRIBE did not subscribe: $(cat "$tmp/follow.out")"
 bash -e <(block get-warm) >"$tmp/get-warm.out" 2>&1 || fail "step 7's GET and PUBLISH failed: $(cat "$tmp/get-warm.out")"
-[ "$(sed -n 1p "$tmp/get-warm.out")" = "" ] || fail "GET db:order:42 gave $(sed -n 1p "$tmp/get-warm.out") before the warm, not (nil)"
+[ "$(sed -n 1p "$tmp/get-warm.out")" = "" ] || fail "GET db:order:50 gave $(sed -n 1p "$tmp/get-warm.out") before the warm, not (nil)"
 receivers=$(sed -n 2p "$tmp/get-warm.out")
 [ "$receivers" -ge 1 ] 2>/dev/null ||
-  fail "PUBLISH docsync:warm db:order:42 reached $receivers clients: the worker (README's settings, --live all) does not listen on docsync:warm"
-# follow_doc N: the doc of the follower's Nth message on db:order:42
-follow_doc() { awk 'prev == "db:order:42" && /^\{/ {print} {prev = $0}' "$tmp/follow.out" | sed -n "$1p" | jq -c .doc; }
+  fail "PUBLISH docsync:warm db:order:50 reached $receivers clients: the worker (README's settings, --live all) does not listen on docsync:warm"
+# follow_doc N: the doc of the follower's Nth message on db:order:50
+follow_doc() { awk 'prev == "db:order:50" && /^\{/ {print} {prev = $0}' "$tmp/follow.out" | sed -n "$1p" | jq -c .doc; }
 deadline=$((SECONDS + 20))
 until [ -n "$(follow_doc 1)" ]; do
   [ $SECONDS -lt $deadline ] || fail "the follower received no doc after the warm: $(cat "$tmp/follow.out")"
   sleep 0.1
 done
-[ "$(is_current "$(follow_doc 1)" 42)" = t ] || fail "the warmed doc is not current: $(follow_doc 1)"
-[ "$(is_current "$(rc --raw GET db:order:42 | jq -c .doc)" 42)" = t ] || fail "GET after the warm: $(rc --raw GET db:order:42)"
-app "INSERT INTO order_items VALUES (5, 42, 2, 7)"
+[ "$(is_current "$(follow_doc 1)" 50)" = t ] || fail "the warmed doc is not current: $(follow_doc 1)"
+[ "$(is_current "$(rc --raw GET db:order:50 | jq -c .doc)" 50)" = t ] || fail "GET after the warm: $(rc --raw GET db:order:50)"
+app "INSERT INTO order_items VALUES (5, 50, 2, 7)"
 deadline=$((SECONDS + 20))
 until [ -n "$(follow_doc 2)" ]; do
   [ $SECONDS -lt $deadline ] || fail "the follower received nothing after a change: $(cat "$tmp/follow.out")"
   sleep 0.1
 done
-[ "$(is_current "$(follow_doc 2)" 42)" = t ] || fail "the followed doc after a change is not current: $(follow_doc 2)"
+[ "$(is_current "$(follow_doc 2)" 50)" = t ] || fail "the followed doc after a change is not current: $(follow_doc 2)"
 stop_worker TERM
 echo "ok ($((SECONDS - t0)) s)"
