@@ -69,7 +69,8 @@ check_failed writes '%read-only transaction%'
 check_failed escapes '%read-only transaction%'
 check_failed tworows '%row%'
 check_failed huge '%bytes%'
-[ "$(sql "SELECT permanent_failures = 0 AND recomputes >= 3 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'good'")" = t ] ||
+# (waited for: docsync.query_stats reads the status file, written every status interval)
+wait_for 15 "SELECT permanent_failures = 0 AND recomputes >= 3 FROM docsync.query_stats WHERE slot_name = '$slot' AND query = 'good'" ||
   fail "the good query failed or did not run: $(stats)"
 [ "$(sql "SELECT count(*) FROM scribbles")" = 0 ] || fail "a doc query wrote to scribbles"
 for q in writes escapes tworows huge; do
