@@ -39,6 +39,12 @@ struct KeyCheck {
 // One value of type `type` (a pg_type name) as a channel spells it.
 KeyCheck check_key_text(std::string_view type, std::string_view text);
 
+// Whether check_key_text decides every spelling of `type` ("" included: a type outside pg_catalog
+// is not). A key of another type is spelled-checked by the server once per channel
+// (Runner::print_keys), the worker's compute path refusing a spelling PostgreSQL prints otherwise.
+bool key_type_checked(std::string_view type);
+bool key_types_checked(const std::vector<std::string>& types, std::size_t params);
+
 // Every value of a channel's key against the query's key types, the refusal naming the doc's one
 // channel as build_channel spells it (escaped: "db:ev:2026-01-01 00%3A00%3A00") when the value
 // has a canonical spelling: what the worker and docsync-gateway say when they refuse a channel.
