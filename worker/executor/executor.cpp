@@ -435,7 +435,7 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
 }
 
 // The doc query's SQL in an unreferenced WITH (so never run) types each $n as a compute does; the
-// outer SELECT prints each as text through its type's output function, as the reader with the
+// outer SELECT prints each through its type's output function, as the reader with the
 // query's search_path (a type outside pg_catalog is resolved as the compute resolves it).
 KeyPrintOutcome Executor::print_keys(const DocQuery& query, const SqlArgs& values) {
     KeyPrintOutcome out;
@@ -446,7 +446,10 @@ KeyPrintOutcome Executor::print_keys(const DocQuery& query, const SqlArgs& value
         return out;
     }
     std::string sql = "WITH docsync_doc AS (\n" + query.sql + "\n) SELECT ";
-    for (std::size_t i = 0; i < values.size(); ++i) sql += (i ? ", $" : "$") + std::to_string(i + 1) + "::pg_catalog.text";
+    // format's %s is the type's output function, what a change's key prints; a cast to text may
+    // differ from it (bpchar drops its padding, inet keeps a /32)
+    for (std::size_t i = 0; i < values.size(); ++i)
+        sql += (i ? ", " : "") + std::string("pg_catalog.format('%s', $") + std::to_string(i + 1) + ")";
     Lsn unused = 0;
     out.kind = in_compute(query.search_path, query.reader_role, sql, values, Visibility{}, what, out.error, out.sqlstate,
                           unused, [&](const pg::Result& r, std::string& error) {
