@@ -176,11 +176,11 @@ void run_halving(std::size_t begin, std::size_t end, std::vector<Outcome>& out, 
 }  // namespace
 
 // The server's spelling check of a channel's key (Runner::print_keys), on a worker thread without
-// the mutex. True when the key is as PostgreSQL prints it; otherwise `out` says why not: refused
-// (another spelling, or a value PostgreSQL cannot read as its type), or a failure of the check,
-// recorded like the compute's would be.
+// the mutex. True when the doc is to be computed: `checked` when the key is as PostgreSQL prints it
+// (a check failing for another reason than the key leaves the compute to report it). False when
+// the key is refused (another spelling, or a value PostgreSQL cannot read as its type): `out` says why.
 bool Engine::Impl::server_key_check(const DocQuery& query, const std::string& channel, const SqlArgs& values,
-                                    DocOutcome& out) {
+                                    DocOutcome& out, bool& checked) {
     KeyPrintOutcome printed;
     try {
         printed = runner_.print_keys(query, values);
@@ -194,17 +194,19 @@ bool Engine::Impl::server_key_check(const DocQuery& query, const std::string& ch
                         std::to_string(values.size());
     }
     if (printed.kind != OutcomeKind::Ok) {
-        out.kind = printed.kind == OutcomeKind::NotVisible ? OutcomeKind::Transient : printed.kind;
-        out.sqlstate = printed.sqlstate;
-        if (sqlstate_is_invalid_input(printed.sqlstate)) {
-            out.key_refused = true;
-            out.error = "PostgreSQL refused its key: " + printed.error + " (SQLSTATE " + printed.sqlstate + ")";
-        } else {
-            out.error = "checking the key of " + channel + ": " + printed.error;
+        if (!sqlstate_is_invalid_input(printed.sqlstate)) {
+            // not the key's fault (an outage, a query the check cannot wrap): the compute runs and
+            // says what is wrong; the channel is asked again before its next compute
+            log_debug("engine", "checking the key of " + channel + " failed: " + printed.error);
+            return true;
         }
+        out.kind = OutcomeKind::Permanent;
+        out.sqlstate = printed.sqlstate;
+        out.key_refused = true;
+        out.error = "PostgreSQL refused its key: " + printed.error + " (SQLSTATE " + printed.sqlstate + ")";
         return false;
     }
-    if (printed.printed == values) return true;
+    if (printed.printed == values) return checked = true;
     for (std::size_t k = 0; k < values.size(); ++k) {
         if (printed.printed[k] == values[k]) continue;
         out.kind = OutcomeKind::Permanent;
@@ -240,8 +242,9 @@ void Engine::Impl::run_docs(Job& job) {
             outcomes[i].error = "channel \"" + jobs[i].channel + "\" no longer matches a defined query";
             continue;
         }
-        if (ask[i] && !server_key_check(*query, jobs[i].channel, parsed.values, outcomes[i])) continue;
-        asked[i] = ask[i];
+        bool checked = false;
+        if (ask[i] && !server_key_check(*query, jobs[i].channel, parsed.values, outcomes[i], checked)) continue;
+        asked[i] = checked;
         runs.push_back(i);
         args.push_back(std::move(parsed.values));
         needs.push_back(Visibility{jobs[i].xids, job.versions[i].lsn});

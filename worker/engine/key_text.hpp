@@ -44,6 +44,7 @@ KeyCheck check_key_text(std::string_view type, std::string_view text);
 // is not). A key of another type is spelled-checked by the server once per channel
 // (Runner::print_keys), the worker's compute path refusing a spelling PostgreSQL prints otherwise.
 bool key_type_checked(std::string_view type);
+// Whether each of `params` key types is (true too when the types are unknown: nothing to ask).
 bool key_types_checked(const std::vector<std::string>& types, std::size_t params);
 
 // Every value of a channel's key against the query's key types, the refusal naming the doc's one
