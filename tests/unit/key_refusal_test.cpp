@@ -194,3 +194,27 @@ TEST_CASE("a key of a type the worker cannot check is spelled-checked by the ser
     CHECK(stats.permanent_failures == 0);
     CHECK(stats.refused_channels >= 3);
 }
+
+TEST_CASE("a server key check failing for another reason than the key leaves the compute to say what is wrong") {
+    Harness h;
+    h.engine.load_definitions(parse_definitions(R"({"generation": 1,
+ "queries": [{"name": "slot", "sql": "SELECT doc FROM slots WHERE at = $1", "params": ["at"],
+              "search_path": "public", "key_types": ["time"]}],
+ "watches": []})"));
+    h.runner.bad_key_values["12:00:00"] = "08006";  // the connection broke during the check
+    h.runner.rows["db:slot:12%3A00%3A00"] = R"({"at":"12:00:00"})";
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    CHECK(h.publisher.count("db:slot:12%3A00%3A00") == 1);  // computed, not refused
+    CHECK(h.engine.stats().refused_channels == 0);
+    // not marked as checked: asked again before the next compute, which it then passes
+    h.runner.bad_key_values.clear();
+    h.clock.advance(std::chrono::seconds(10));
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    h.clock.advance(std::chrono::seconds(10));
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    CHECK(h.runner.print_calls.size() == 2);
+    CHECK(h.publisher.count("db:slot:12%3A00%3A00") == 3);
+}
