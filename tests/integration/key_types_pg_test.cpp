@@ -8,9 +8,11 @@
 //   - what it prints is accepted as the key's canonical text, by the worker's check and by the
 //     gateway's (gateway/key_forms.hpp), and its channel round-trips (engine/channel.hpp);
 //   - any other spelling of it is refused by both, naming exactly what PostgreSQL prints when the
-//     refusal names a spelling; for a type whose keys are taken as written (kTakenAsWritten, the
-//     deviation docs/design.md records) it is let through, and the server's own reading decides;
-// and a spelling it refuses is refused too, but for the types taken as written. A type whose
+//     refusal names a spelling; for a type engine/key_text.hpp leaves to the server (kServerChecked:
+//     key_type_checked is false, and the gateway lets its keys through) the worker's server check
+//     (Executor::print_keys, run as a doc query's compute runs) prints the spelling otherwise, so
+//     the engine refuses it naming the printed form;
+// and a spelling it refuses is refused too, by key_text or by the server check. A type whose
 // values cannot name docs (docsync.key_type_problem: numeric, floats, interval…) is refused at
 // definition, and so not checked here.
 #include <doctest/doctest.h>
@@ -31,9 +33,10 @@ using namespace docsync::test;
 
 namespace {
 
-// Types whose keys the worker takes as written (docs/design.md, "one doc, one name, one answer":
-// the deviations): for them an alias of a printed value is a second channel of that doc.
-const std::set<std::string> kTakenAsWritten = {
+// Types whose spellings engine/key_text.hpp does not decide: the worker asks the server what it
+// prints, once per channel (docs/design.md, "one doc, one name, one answer"). No type is taken as
+// written by the worker any more; docsync-gateway still lets these through.
+const std::set<std::string> kServerChecked = {
     // text-like types whose every text is its own value, or printed as read
     "bpchar", "char", "bytea", "json", "jsonb", "xml", "tsvector", "tsquery", "jsonpath",
     // time of day, money and geometry: not checked
@@ -79,12 +82,19 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
                          pg::deadline_in(std::chrono::seconds(30)));
     REQUIRE(types.rows() > 50);
     std::set<std::string> unhandled;  // types with an alias let through that are not taken as written
-    std::size_t read = 0, aliases = 0, checked_types = 0;
+    std::size_t read = 0, aliases = 0, checked_types = 0, server_checked = 0;
+    Executor executor(executor_options());
     for (int row = 0; row < types.rows(); ++row) {
         std::string type(types.get(row, 0));
         if (types.get(row, 1) == "t") continue;  // refused at definition: no key of it names a doc
         ++checked_types;
-        bool as_written = kTakenAsWritten.count(type) > 0;
+        bool as_written = kServerChecked.count(type) > 0;
+        CHECK(key_type_checked(type) == !as_written);
+        DocQuery query;  // a doc query keyed by the type: the server check types $1 as it does
+        query.name = "q";
+        query.sql = "SELECT pg_catalog.to_jsonb($1::pg_catalog.\"" + type + "\")";
+        query.params = {"k"};
+        query.search_path = "pg_catalog";
         gateway::KeyForms gateway_forms;
         REQUIRE(gateway_forms.update("{\"q\":[\"" + type + "\"]}"));
         for (const auto& text : kValues) {
@@ -97,8 +107,11 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
             std::string gateway_error = gateway_forms.error(build_channel("q", {text}));
             INFO(type, " '", text, "' -> ", printed.value_or("(refused)"), ": ", check.problem);
             CHECK(check.ok == gateway_error.empty());  // the gateway judges as the worker does
+            KeyPrintOutcome server;
+            if (as_written) server = executor.print_keys(query, {text});
             if (!printed) {
                 if (!as_written) CHECK_FALSE(check.ok);
+                if (as_written) CHECK(server.kind != OutcomeKind::Ok);  // refused, never computed
                 continue;
             }
             ++read;
@@ -107,6 +120,12 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
             ParsedChannel parsed;
             REQUIRE(parse_channel(build_channel("q", {*printed}), parsed));
             CHECK(parsed.values == SqlArgs{*printed});
+            if (as_written) {  // the server's spelling is the printed one: another is refused naming it
+                ++server_checked;
+                REQUIRE(server.kind == OutcomeKind::Ok);
+                CHECK(server.printed == SqlArgs{*printed});
+                CHECK(executor.print_keys(query, {*printed}).printed == SqlArgs{*printed});
+            }
             if (text == *printed) continue;
             ++aliases;
             if (check.ok && !as_written) unhandled.insert(type);
@@ -119,4 +138,5 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
     CHECK(checked_types > 40);
     CHECK(read > 300);
     CHECK(aliases > 50);
+    CHECK(server_checked > 100);
 }

@@ -6,7 +6,10 @@
 #   - docsync:key_types follows a redefinition made while Redis was down: once Redis is back (its
 #     AOF holding the old list) the worker writes it again and the gateway serves the new key type;
 #   - a key type changed by ALTER TABLE drops the old spelling: a tombstone replaces its copy, and
-#     a subscriber still listing it does not make it live again.
+#     a subscriber still listing it does not make it live again;
+#   - keys of types only the server can spell-check (a composite, a time of day; beside a char(3)
+#     domain, which the worker checks itself): docsync:warm of another spelling computes and retains
+#     nothing, the spelling PostgreSQL prints is published.
 # Needs DOCSYNC_WORKER, docsync-gateway beside it (or DOCSYNC_GATEWAY), redis-server, curl, jq.
 set -euo pipefail
 test_name=key_channels
@@ -27,6 +30,13 @@ sql "INSERT INTO ev VALUES ('2026-01-01 00:00:00', 1)"
 sql "SELECT docsync.define_query('byat', \$q\$SELECT jsonb_build_object('v', e.v) FROM ev e WHERE e.at = \$1\$q\$, params => ARRAY['at'])" >/dev/null
 sql "SELECT docsync.watch('byat', 'ev', params => ARRAY['at'])" >/dev/null
 sql "CREATE TABLE items (k text PRIMARY KEY)"
+sql "CREATE DOMAIN code3 AS char(3)"
+sql "CREATE TABLE countries (code code3 PRIMARY KEY, n int NOT NULL)"
+sql "INSERT INTO countries VALUES ('FR', 1)"
+sql "SELECT docsync.define_query('country', \$q\$SELECT jsonb_build_object('n', c.n) FROM countries c WHERE c.code = \$1::code3\$q\$, params => ARRAY['code'])" >/dev/null
+sql "SELECT docsync.define_query('slot', \$q\$SELECT jsonb_build_object('at', \$1::time)\$q\$, params => ARRAY['at'])" >/dev/null
+sql "CREATE TYPE pair AS (a int, b int)"
+sql "SELECT docsync.define_query('pair', \$q\$SELECT jsonb_build_object('sum', (\$1::pair).a + (\$1::pair).b)\$q\$, params => ARRAY['p'])" >/dev/null
 sql "SELECT docsync.define_query('item', \$q\$SELECT jsonb_build_object('k', \$1::int4)\$q\$, params => ARRAY['k'])" >/dev/null
 grant_reader
 start_redis
@@ -83,4 +93,27 @@ held=$(rc --raw GET "$old")
 [ -z "$held" ] || [ "$(jq -r '.doc' <<<"$held")" = null ] || fail "the old spelling still holds a doc: $held"
 [ -z "$held" ] || [ "$(rc PTTL "$old")" -gt 0 ] || fail "the old spelling's tombstone does not expire"
 grep -q "names no doc since its key type changed" "$tmp/worker.log" || fail "the drop was not logged"
+
+# 4. keys the server spell-checks: only the printed spelling computes and is retained
+variants=('db:country:FR' 'db:pair:("1",2)' 'db:pair:( 1,2)' 'db:pair:(x' 'db:slot:12%3A34' 'db:slot:12%3A34%3A00.0')
+for ch in "${variants[@]}" 'db:country:FR ' 'db:pair:(1,2)' 'db:slot:12%3A34%3A00'; do
+  rc PUBLISH docsync:warm "$ch" >/dev/null
+done
+for _ in $(seq 1 100); do
+  [ -n "$(rc --raw GET 'db:pair:(1,2)')" ] && [ -n "$(rc --raw GET 'db:country:FR ')" ] &&
+    [ -n "$(rc --raw GET 'db:slot:12%3A34%3A00')" ] && break
+  sleep 0.1
+done
+[ "$(rc --raw GET 'db:country:FR ' | jq -r '.doc.n')" = 1 ] || fail "the char(3) doc was not published at 'db:country:FR '"
+[ "$(rc --raw GET 'db:pair:(1,2)' | jq -r '.doc.sum')" = 3 ] || fail "the composite doc was not published at 'db:pair:(1,2)'"
+[ "$(rc --raw GET 'db:slot:12%3A34%3A00' | jq -r '.doc.at')" = 12:34:00 ] || fail "the time doc was not published"
+sleep 1
+for ch in "${variants[@]}"; do
+  [ "$(rc EXISTS "$ch")" = 0 ] || fail "the variant spelling '$ch' was computed and retained: $(rc --raw GET "$ch")"
+done
+grep -qF "refusing channel \"db:pair:(\"1\",2)\": param 1 is not as PostgreSQL prints it; the doc's channel is \"db:pair:(1,2)\"" \
+  "$tmp/worker.log" || fail "the composite variant was not refused naming the doc's channel"
+grep -qF "refusing channel \"db:slot:12%3A34\": param 1 is not as PostgreSQL prints it; the doc's channel is \"db:slot:12%3A34%3A00\"" \
+  "$tmp/worker.log" || fail "the time variant was not refused naming the doc's channel"
+grep -qF 'PostgreSQL refused its key' "$tmp/worker.log" || fail "the unreadable composite was not refused"
 echo "PASS"

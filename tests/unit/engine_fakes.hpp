@@ -66,7 +66,30 @@ public:
     std::set<SqlArgs> failing_keys;       // keys args whose query raises an error
     std::map<std::string, std::string> invalid_keys;  // channel -> SQLSTATE PostgreSQL raises reading its key
     std::map<std::string, std::string> set_aside;     // batched forms set aside: doc query -> why
+    // The server's spelling check (print_keys): a key value -> what PostgreSQL prints for it
+    // (absent: printed as written), or -> the SQLSTATE it raises reading it (bad_key_values).
+    std::map<std::string, std::string> printed_keys;
+    std::map<std::string, std::string> bad_key_values;
+    std::vector<std::string> print_calls;  // the channel of each check
     std::mutex mutex;
+
+    KeyPrintOutcome print_keys(const DocQuery& query, const SqlArgs& values) override {
+        std::lock_guard<std::mutex> lock(mutex);
+        print_calls.push_back(build_channel(query.name, values));
+        KeyPrintOutcome out;
+        for (const auto& v : values) {
+            if (v && bad_key_values.count(*v)) {
+                out.kind = OutcomeKind::Permanent;
+                out.sqlstate = bad_key_values.at(*v);
+                out.error = "invalid input syntax for the key";
+                out.printed.clear();
+                return out;
+            }
+            auto it = v ? printed_keys.find(*v) : printed_keys.end();
+            out.printed.push_back(it == printed_keys.end() ? v : SqlValue(it->second));
+        }
+        return out;
+    }
 
     std::map<std::string, std::string> batched_forms_set_aside_by_query() const override { return set_aside; }
 

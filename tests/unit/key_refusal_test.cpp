@@ -134,3 +134,87 @@ TEST_CASE("refusals are logged once per channel up to a bound, then summed up on
     CHECK(log.count("not logged one by one") == 2);
     CHECK(h.runner.doc_calls.empty());
 }
+
+TEST_CASE("a key of a type the worker cannot check is spelled-checked by the server once per channel") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    Harness h(options);
+    h.engine.load_definitions(parse_definitions(R"({"generation": 1,
+ "queries": [{"name": "slot", "sql": "SELECT doc FROM slots WHERE at = $1", "params": ["at"],
+              "search_path": "public", "key_types": ["time"]},
+             {"name": "pair", "sql": "SELECT doc FROM pairs WHERE p = $1", "params": ["p"],
+              "search_path": "public", "key_types": [""]},
+             {"name": "order", "sql": "SELECT doc FROM orders WHERE id = $1", "params": ["order_id"],
+              "search_path": "public", "key_types": ["int4"]}],
+ "watches": []})"));
+    // what PostgreSQL prints: a time with its seconds, a composite without needless quotes
+    h.runner.printed_keys["12:34"] = "12:34:00";
+    h.runner.printed_keys["(\"1\",2)"] = "(1,2)";
+    h.runner.bad_key_values["(x"] = "22P02";
+    h.runner.rows["db:slot:12%3A34%3A00"] = R"({"code":"FR"})";
+    h.runner.rows["db:slot:12%3A34"] = R"({"code":"FR"})";
+    h.runner.rows["db:pair:(1,2)"] = R"({"p":[1,2]})";
+    h.runner.rows["db:pair:(\"1\",2)"] = R"({"p":[1,2]})";
+    h.runner.rows["db:order:1"] = R"({"id":1})";
+    LogCapture logs;
+    for (int poll = 0; poll < 3; ++poll) {
+        for (const char* channel : {"db:slot:12%3A34", "db:slot:12%3A34%3A00", "db:pair:(\"1\",2)", "db:pair:(1,2)",
+                                    "db:pair:(x", "db:order:1"})
+            h.engine.warm(channel);
+        h.drain();
+        h.clock.advance(std::chrono::seconds(10));
+    }
+    // the variant spellings compute nothing and are never published; the printed ones are
+    for (const auto& call : h.runner.doc_calls) {
+        std::string channel = build_channel(call.query, call.args);
+        CHECK(channel != "db:slot:12%3A34");
+        CHECK(channel != "db:pair:(\"1\",2)");
+        CHECK(channel != "db:pair:(x");
+    }
+    CHECK(h.publisher.count("db:slot:12%3A34") == 0);
+    CHECK(h.publisher.count("db:pair:(\"1\",2)") == 0);
+    CHECK(h.publisher.count("db:pair:(x") == 0);
+    CHECK(h.publisher.count("db:slot:12%3A34%3A00") >= 1);
+    CHECK(h.publisher.count("db:pair:(1,2)") >= 1);
+    CHECK(h.publisher.count("db:order:1") >= 1);
+    // each channel asked once (a refused one is refused at once after), a checked type never
+    std::map<std::string, int> asked;
+    for (const auto& channel : h.runner.print_calls) ++asked[channel];
+    CHECK(asked["db:slot:12%3A34"] == 1);
+    CHECK(asked["db:slot:12%3A34%3A00"] == 1);
+    CHECK(asked["db:pair:(\"1\",2)"] == 1);
+    CHECK(asked["db:pair:(1,2)"] == 1);
+    CHECK(asked["db:pair:(x"] == 1);
+    CHECK(asked.count("db:order:1") == 0);
+    // the refusal names the doc's one channel, as a key_text refusal does
+    CHECK(logs.count("param 1 is not as PostgreSQL prints it; the doc's channel is") == 2);
+    CHECK(logs.count("db:slot:12%3A34%3A00") >= 1);
+    CHECK(logs.count("PostgreSQL refused its key") == 1);
+    auto stats = h.engine.stats();
+    CHECK(stats.permanent_failures == 0);
+    CHECK(stats.refused_channels >= 3);
+}
+
+TEST_CASE("a server key check failing for another reason than the key leaves the compute to say what is wrong") {
+    Harness h;
+    h.engine.load_definitions(parse_definitions(R"({"generation": 1,
+ "queries": [{"name": "slot", "sql": "SELECT doc FROM slots WHERE at = $1", "params": ["at"],
+              "search_path": "public", "key_types": ["time"]}],
+ "watches": []})"));
+    h.runner.bad_key_values["12:00:00"] = "08006";  // the connection broke during the check
+    h.runner.rows["db:slot:12%3A00%3A00"] = R"({"at":"12:00:00"})";
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    CHECK(h.publisher.count("db:slot:12%3A00%3A00") == 1);  // computed, not refused
+    CHECK(h.engine.stats().refused_channels == 0);
+    // not marked as checked: asked again before the next compute, which it then passes
+    h.runner.bad_key_values.clear();
+    h.clock.advance(std::chrono::seconds(10));
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    h.clock.advance(std::chrono::seconds(10));
+    h.engine.warm("db:slot:12%3A00%3A00");
+    h.drain();
+    CHECK(h.runner.print_calls.size() == 2);
+    CHECK(h.publisher.count("db:slot:12%3A00%3A00") == 3);
+}

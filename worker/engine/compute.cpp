@@ -10,6 +10,7 @@
 #include "common/log.hpp"
 #include "engine/channel.hpp"
 #include "engine/engine_impl.hpp"
+#include "engine/key_text.hpp"
 
 namespace docsync {
 
@@ -174,10 +175,58 @@ void run_halving(std::size_t begin, std::size_t end, std::vector<Outcome>& out, 
 
 }  // namespace
 
+// The server's spelling check of a channel's key (Runner::print_keys), on a worker thread without
+// the mutex. True when the doc is to be computed: `checked` when the key is as PostgreSQL prints it
+// (a check failing for another reason than the key leaves the compute to report it). False when
+// the key is refused (another spelling, or a value PostgreSQL cannot read as its type): `out` says why.
+bool Engine::Impl::server_key_check(const DocQuery& query, const std::string& channel, const SqlArgs& values,
+                                    DocOutcome& out, bool& checked) {
+    KeyPrintOutcome printed;
+    try {
+        printed = runner_.print_keys(query, values);
+    } catch (const std::exception& e) {
+        printed.kind = OutcomeKind::Transient;
+        printed.error = e.what();
+    }
+    if (printed.kind == OutcomeKind::Ok && printed.printed.size() != values.size()) {
+        printed.kind = OutcomeKind::Permanent;
+        printed.error = "the runner printed " + std::to_string(printed.printed.size()) + " key values for " +
+                        std::to_string(values.size());
+    }
+    if (printed.kind != OutcomeKind::Ok) {
+        if (!sqlstate_is_invalid_input(printed.sqlstate)) {
+            // not the key's fault (an outage, a query the check cannot wrap): the compute runs and
+            // says what is wrong; the channel is asked again before its next compute
+            log_debug("engine", "checking the key of " + channel + " failed: " + printed.error);
+            return true;
+        }
+        out.kind = OutcomeKind::Permanent;
+        out.sqlstate = printed.sqlstate;
+        out.key_refused = true;
+        out.error = "PostgreSQL refused its key: " + printed.error + " (SQLSTATE " + printed.sqlstate + ")";
+        return false;
+    }
+    if (printed.printed == values) return checked = true;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+        if (printed.printed[k] == values[k]) continue;
+        out.kind = OutcomeKind::Permanent;
+        out.key_refused = true;
+        out.error = "param " + std::to_string(k + 1) + " is not as PostgreSQL prints it; the doc's channel is \"" +
+                    build_channel(query.name, printed.printed) + "\"";
+        break;
+    }
+    return false;
+}
+
 void Engine::Impl::run_docs(Job& job) {
     std::vector<DocJob>& jobs = job.docs;
     std::uint16_t index = jobs.front().query;
     const DocQuery* query = index < job.defs->queries.size() ? &job.defs->queries[index] : nullptr;
+    // A key of a type engine/key_text.hpp cannot check is spelled-checked by the server once per
+    // channel, before its first compute (read here, under the mutex; set after, under it again).
+    std::vector<bool> ask(jobs.size(), false), asked(jobs.size(), false);
+    if (query && !key_types_checked(query->key_types, query->params.size()))
+        for (std::size_t i = 0; i < jobs.size(); ++i) ask[i] = !jobs[i].entry->second.has(DocFlags::KeyChecked);
     // Unlocking is safe: take() marked these docs running (no other worker takes them) and the job
     // holds its own definitions and versions; nothing below touches the engine's state until lock().
     mutex_.unlock();
@@ -193,6 +242,9 @@ void Engine::Impl::run_docs(Job& job) {
             outcomes[i].error = "channel \"" + jobs[i].channel + "\" no longer matches a defined query";
             continue;
         }
+        bool checked = false;
+        if (ask[i] && !server_key_check(*query, jobs[i].channel, parsed.values, outcomes[i], checked)) continue;
+        asked[i] = checked;
         runs.push_back(i);
         args.push_back(std::move(parsed.values));
         needs.push_back(Visibility{jobs[i].xids, job.versions[i].lsn});
@@ -246,6 +298,7 @@ void Engine::Impl::run_docs(Job& job) {
     if (!runs.empty()) counters_.batch_size.observe(static_cast<double>(runs.size()));
     std::vector<std::pair<std::string, Lsn>> tombstones;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
+        if (asked[i]) jobs[i].entry->second.set(DocFlags::KeyChecked);
         record_doc(jobs[i], outcomes[i], published[i], publish_errors[i], query, compute_time);
         // its key type changed while it computed: what it published goes under a tombstone too
         if (docs_.take_dropped(jobs[i].channel) && published[i]) tombstones.emplace_back(jobs[i].channel, job.versions[i].lsn);
@@ -279,6 +332,10 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     Entry& entry = *dj.entry;
     bool walk_job = docs_.end_compute(dj);
     QueryStats* stats = query ? catalog_.stats_of(dj.query, query->name) : nullptr;
+    if (outcome.key_refused) {  // nothing was computed: refused like a key_text refusal
+        docs_.refuse_computed(entry, outcome.error, walk_job);
+        return;
+    }
     if (outcome.kind != OutcomeKind::NotVisible && query) {
         ++counters_.recomputes;
         if (stats) {

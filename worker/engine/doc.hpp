@@ -42,6 +42,9 @@ enum class DocFlags : std::uint16_t {
     // Its last publish was a tombstone, so the live journal forgot it (EngineOptions::journal); a
     // doc published again is named again. (The flags share the padding after `query`: no growth.)
     Unjournaled = 256,
+    // Its key, of a type engine/key_text.hpp cannot check, was found to be as PostgreSQL prints it
+    // (Runner::print_keys): not asked again for this channel.
+    KeyChecked = 512,
 };
 
 constexpr DocFlags operator|(DocFlags a, DocFlags b) {

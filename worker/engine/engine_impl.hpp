@@ -107,6 +107,9 @@ private:
     bool take(Job& job) REQUIRES(mutex_);
     void run(Job& job) REQUIRES(mutex_);
     void run_docs(Job& job) REQUIRES(mutex_);
+    // Without the mutex: the server's spelling check of a channel's key (Runner::print_keys).
+    bool server_key_check(const DocQuery& query, const std::string& channel, const SqlArgs& values, DocOutcome& out,
+                          bool& checked);
     // Records one doc's outcome (its compute took `compute_time`), under the mutex.
     void keep_journal(Entry& entry, bool has_doc);
     void record_doc(DocJob& job, const DocOutcome& outcome, bool published, const std::string& publish_error,

@@ -279,6 +279,25 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
     return {};  // text, varchar: every text is canonical; other types are not checked
 }
 
+bool key_type_checked(std::string_view type) {
+    static const char* const kChecked[] = {"int2", "int4", "int8", "oid", "bool", "uuid", "name", "text", "varchar",
+                                           "date", "timestamp", "timestamptz", "inet", "cidr", "macaddr", "macaddr8",
+                                           "bit", "varbit", "int4range", "int8range"};
+    for (const char* t : kChecked)
+        if (type == t) return true;
+    std::string_view base;
+    std::size_t size = 0;
+    return sized(type, base, size) && (base == "varchar" || base == "bpchar" || base == "timestamp" ||
+                                       base == "timestamptz" || base == "bit" || base == "varbit");
+}
+
+bool key_types_checked(const std::vector<std::string>& types, std::size_t params) {
+    if (types.size() < params) return true;  // unknown (definitions made in tests): not checked
+    for (std::size_t i = 0; i < params; ++i)
+        if (!key_type_checked(types[i])) return false;
+    return true;
+}
+
 KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values) {
     for (std::size_t i = 0; i < values.size(); ++i) {
         if (!values[i]) continue;

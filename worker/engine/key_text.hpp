@@ -16,8 +16,9 @@
 // a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
 // here too: 'abc ' is not a varchar(3), PostgreSQL reads it as 'abc'.
 // Every key of every type must also be a value PostgreSQL can read: valid UTF-8 (the
-// connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is taken
-// as written: docs/design.md records the types left unchecked.
+// connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is let
+// through here: the worker has the server spell-check it once per channel (Runner::print_keys,
+// key_type_checked), and docsync-gateway takes it as written.
 
 #include <map>
 #include <optional>
@@ -38,6 +39,13 @@ struct KeyCheck {
 
 // One value of type `type` (a pg_type name) as a channel spells it.
 KeyCheck check_key_text(std::string_view type, std::string_view text);
+
+// Whether check_key_text decides every spelling of `type` ("" included: a type outside pg_catalog
+// is not). A key of another type is spelled-checked by the server once per channel
+// (Runner::print_keys), the worker's compute path refusing a spelling PostgreSQL prints otherwise.
+bool key_type_checked(std::string_view type);
+// Whether each of `params` key types is (true too when the types are unknown: nothing to ask).
+bool key_types_checked(const std::vector<std::string>& types, std::size_t params);
 
 // Every value of a channel's key against the query's key types, the refusal naming the doc's one
 // channel as build_channel spells it (escaped: "db:ev:2026-01-01 00%3A00%3A00") when the value

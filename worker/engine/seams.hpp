@@ -72,6 +72,17 @@ struct DocOutcome {
     std::string sqlstate;            // not Ok: the server's SQLSTATE when there was one
     Lsn snapshot_lsn = 0;            // Ok: the WAL insert position read after the compute's snapshot: every
                                      // commit it sees ends at or before it (asynchronous ones included)
+    // Set by the engine, never by a runner: the server's key check refused the channel (`error`
+    // says why); nothing was computed, and the channel is refused like a key_text refusal.
+    bool key_refused = false;
+};
+
+// What PostgreSQL prints for each value of a channel's key (Runner::print_keys).
+struct KeyPrintOutcome {
+    OutcomeKind kind = OutcomeKind::Ok;
+    SqlArgs printed;  // Ok: one per value, in order; NULL stays NULL
+    std::string error;
+    std::string sqlstate;  // not Ok: 22xxx when PostgreSQL cannot read a value as its param's type
 };
 
 struct KeysOutcome {
@@ -118,6 +129,16 @@ public:
                                             std::size_t max_keys, const Visibility& need) {
         KeysBatchOutcome out;
         for (const auto& one : args) out.outcomes.push_back(run_keys(query, one, max_keys, need));
+        return out;
+    }
+    // Each value of a channel's key as PostgreSQL prints it when read as the type `query` gives
+    // its param: the server's spelling check for key types engine/key_text.hpp cannot check
+    // (key_type_checked). Runs as the query's reader, with its search_path, as a compute does.
+    // This default prints every value as written (a runner that cannot ask the server).
+    virtual KeyPrintOutcome print_keys(const DocQuery& query, const SqlArgs& values) {
+        (void)query;
+        KeyPrintOutcome out;
+        out.printed = values;
         return out;
     }
     // Batched forms set aside since start because they failed where the docs alone ran (their

@@ -434,6 +434,36 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
     return out;
 }
 
+// The doc query's SQL in an unreferenced WITH (so never run) types each $n as a compute does; the
+// outer SELECT prints each through its type's output function, as the reader with the
+// query's search_path (a type outside pg_catalog is resolved as the compute resolves it).
+KeyPrintOutcome Executor::print_keys(const DocQuery& query, const SqlArgs& values) {
+    KeyPrintOutcome out;
+    std::string what = "the key check of doc query \"" + query.name + "\"";
+    if (auto refused = refusal_of(what, query.refused, query.sql)) {
+        out.kind = OutcomeKind::Permanent;
+        out.error = *refused;
+        return out;
+    }
+    std::string sql = "WITH docsync_doc AS (\n" + query.sql + "\n) SELECT ";
+    // format's %s is the type's output function, what a change's key prints; a cast to text may
+    // differ from it (bpchar drops its padding, inet keeps a /32)
+    for (std::size_t i = 0; i < values.size(); ++i)
+        sql += (i ? ", " : "") + std::string("pg_catalog.format('%s', $") + std::to_string(i + 1) + ")";
+    Lsn unused = 0;
+    out.kind = in_compute(query.search_path, query.reader_role, sql, values, Visibility{}, what, out.error, out.sqlstate,
+                          unused, [&](const pg::Result& r, std::string& error) {
+                              if (r.rows() != 1 || r.columns() != static_cast<int>(values.size())) {
+                                  error = what + " returned " + std::to_string(r.rows()) + " rows";
+                                  return OutcomeKind::Permanent;
+                              }
+                              for (int c = 0; c < r.columns(); ++c)
+                                  out.printed.push_back(r.is_null(0, c) ? SqlValue() : SqlValue(std::string(r.get(0, c))));
+                              return OutcomeKind::Ok;
+                          });
+    return out;
+}
+
 std::uint64_t Executor::batched_forms_set_aside() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return unbatchable_.size();

@@ -69,6 +69,7 @@ public:
     // semantic error) runs them one by one; when any of those succeeds, the query runs one by one
     // from then on. Any other query error asks the engine to split the batch.
     DocBatchOutcome run_docs(const DocQuery& query, const std::vector<SqlArgs>& args, const Visibility& need) override;
+    KeyPrintOutcome print_keys(const DocQuery& query, const SqlArgs& values) override;
     KeysBatchOutcome run_keys_batch(const KeysQuery& query, const std::vector<SqlArgs>& args, std::size_t max_keys,
                                     const Visibility& need) override;
 
