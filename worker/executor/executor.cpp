@@ -10,6 +10,7 @@
 #include "common/sqlstate.hpp"
 #include "common/log.hpp"
 #include "common/lsn.hpp"
+#include "executor/batch_forms.hpp"
 #include "executor/json_check.hpp"
 #include "executor/snapshot.hpp"
 #include "pg/connection.hpp"
@@ -346,68 +347,6 @@ std::string max_keys_error(const std::string& what, std::size_t rows, std::size_
            "); narrow keys_sql or raise --max-keys (a truncated key set would leave docs stale)";
 }
 
-// The params of a batched statement (DocQuery::batch_sql): the k-th is the array of every param
-// set's k-th value, in text form, each element quoted so that any text survives.
-SqlArgs batch_params(const std::vector<SqlArgs>& args) {
-    std::size_t count = args.front().size();
-    SqlArgs out(count, std::string("{"));
-    for (std::size_t k = 0; k < count; ++k) {
-        std::string& array = *out[k];
-        for (std::size_t i = 0; i < args.size(); ++i) {
-            if (i) array += ',';
-            const SqlValue& value = args[i][k];
-            if (!value) {
-                array += "NULL";
-                continue;
-            }
-            array += '"';
-            for (char c : *value) {
-                if (c == '"' || c == '\\') array += '\\';
-                array += c;
-            }
-            array += '"';
-        }
-        array += '}';
-    }
-    return out;
-}
-
-// The rows of a batched statement's result for each of `count` param sets: its columns are the
-// ordinal (from 1), `present` (NULL: the query returned no row for that set) and the query's own.
-// Empty when the result is not shaped so.
-std::vector<std::vector<int>> rows_by_ordinal(const pg::Result& r, std::size_t count) {
-    std::vector<std::vector<int>> out(count);
-    for (int row = 0; row < r.rows(); ++row) {
-        std::size_t ordinal = 0;
-        auto text = r.get(row, 0);
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ordinal);
-        if (ec != std::errc() || end != text.data() + text.size() || ordinal < 1 || ordinal > count) return {};
-        if (!r.is_null(row, 1)) out[ordinal - 1].push_back(row);
-    }
-    return out;
-}
-
-// Whether a batched statement's failure may be the batched form's own: a syntax or semantic error
-// (it cannot express the query, say LIMIT $1), or a missing privilege (the form names each param's
-// type, which needs USAGE on the type's schema; the query alone, its types inferred, does not).
-// The docs then run one by one, and when any succeeds the form is set aside for good.
-bool form_may_be_at_fault(const std::string& sqlstate) {
-    return sqlstate.rfind("42", 0) == 0 || sqlstate == "0A000";
-}
-
-// Why a batched form was set aside (it failed where each doc alone ran) and what lifts it, as
-// docsync.queries shows it: the remedy first, since the status file keeps DOCSYNC_STATUS_ERROR_LEN
-// bytes of it, then the server's message without its "ERROR:" and LINE context.
-std::string set_aside_reason(const std::string& what, const std::string& error, const std::string& sqlstate) {
-    std::string cause = error.starts_with(what + " failed: ") ? error.substr(what.size() + 9) : error;
-    if (cause.starts_with("ERROR:")) cause = cause.substr(cause.find_first_not_of(' ', 6));
-    if (auto context = cause.find(". LINE "); context != std::string::npos) cause.erase(context);
-    std::string out = what + ": batched form set aside until the definitions reload (";
-    out += sqlstate.empty() ? std::string("failed") : "SQLSTATE " + sqlstate;
-    if (sqlstate == docsync::sqlstate::kInsufficientPrivilege)
-        out += "; docsync.grant_reader(<pool role>) grants USAGE on its param types' schemas";
-    return out + "): " + cause;
-}
 
 }  // namespace
 
@@ -494,9 +433,9 @@ BatchOutcome<Outcome> Executor::run_batched(const std::string& query, const std:
     std::string error;
     std::string sqlstate;
     Lsn snapshot_lsn = 0;
-    OutcomeKind kind = in_compute(search_path, reader_role, batch_sql, batch_params(args), need, what, error, sqlstate,
+    OutcomeKind kind = in_compute(search_path, reader_role, batch_sql, batch_forms::batch_params(args), need, what, error, sqlstate,
                                   snapshot_lsn, [&](const pg::Result& r, std::string&) {
-                                      auto rows = r.columns() >= 2 ? rows_by_ordinal(r, args.size())
+                                      auto rows = r.columns() >= 2 ? batch_forms::rows_by_ordinal(r, args.size())
                                                                    : std::vector<std::vector<int>>();
                                       if (rows.empty())
                                           throw Error(what + ": its batched form returned a malformed result");
@@ -508,7 +447,7 @@ BatchOutcome<Outcome> Executor::run_batched(const std::string& query, const std:
     // A timeout may be one doc's doing: the halves run apart, down to the doc at fault, which then
     // holds the slot alone (a transient outcome) while the others publish.
     bool one_may_time_out = kind == OutcomeKind::Transient && sqlstate == docsync::sqlstate::kQueryCanceled;
-    if ((kind == OutcomeKind::Permanent && !form_may_be_at_fault(sqlstate)) || one_may_time_out) {
+    if ((kind == OutcomeKind::Permanent && !batch_forms::form_may_be_at_fault(sqlstate)) || one_may_time_out) {
         out.split = true;
         out.error = error;
         return out;
@@ -524,7 +463,7 @@ BatchOutcome<Outcome> Executor::run_batched(const std::string& query, const std:
         if (any_ok) {
             {
                 std::lock_guard<std::mutex> lock(mutex_);
-                unbatchable_[batch_sql] = SetAside{query, set_aside_reason(what, error, sqlstate)};
+                unbatchable_[batch_sql] = SetAside{query, batch_forms::set_aside_reason(what, error, sqlstate)};
             }
             log_warning("executor", what + " cannot run batched (" + error + "); running it once per doc from now on");
         }
