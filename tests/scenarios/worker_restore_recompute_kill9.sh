@@ -8,19 +8,11 @@
 # every doc holds the restored server's content, wait_published must stay false.
 set -euo pipefail
 test_name=restkill
-top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
-stop_cluster() { "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true; }
-trap stop_cluster EXIT
-"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
-# shellcheck disable=SC1091
-. "$cluster/cluster.env"
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
-cleanup_hooks+=(stop_redis stop_cluster)
-ctl() { "$top/packaging/dev-cluster.sh" ctl "$cluster" "$@"; }
+cleanup_hooks+=(stop_redis)
 n=10
 setup_db
 sql "CREATE TABLE acct (id int PRIMARY KEY, bal int NOT NULL)"

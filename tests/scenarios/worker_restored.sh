@@ -7,17 +7,8 @@
 # rows instead of staying at the lost ones.
 set -euo pipefail
 test_name=restored
-top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
-stop_cluster() { "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true; }
-trap stop_cluster EXIT
-"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
-# shellcheck disable=SC1091
-. "$cluster/cluster.env"
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
-cleanup_hooks+=(stop_cluster)
-ctl() { "$top/packaging/dev-cluster.sh" ctl "$cluster" "$@"; }
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 setup_db
 sql "CREATE TABLE acct (id int PRIMARY KEY, bal int NOT NULL)"

@@ -8,19 +8,11 @@
 # wait_published and docsync:watermark hold, and then publish new commits.
 set -euo pipefail
 test_name=unseen
-top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
-stop_cluster() { "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true; }
-trap stop_cluster EXIT
-"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
-# shellcheck disable=SC1091
-. "$cluster/cluster.env"
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
-cleanup_hooks+=(stop_redis stop_cluster)
-ctl() { "$top/packaging/dev-cluster.sh" ctl "$cluster" "$@"; }
+cleanup_hooks+=(stop_redis)
 
 n=20
 setup_db

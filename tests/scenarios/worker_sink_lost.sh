@@ -9,18 +9,11 @@
 # while its recompute is held back (a lock on the doc query), and bring back every doc.
 set -euo pipefail
 test_name=sinklost
-top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
-stop_cluster() { "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true; }
-trap stop_cluster EXIT
-"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
-# shellcheck disable=SC1091
-. "$cluster/cluster.env"
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
-cleanup_hooks+=(stop_redis stop_cluster)
+cleanup_hooks+=(stop_redis)
 
 # Snapshots only (no AOF): a restart loads the last SAVE, as a restore from an RDB backup does.
 start_rdb_redis() {

@@ -9,18 +9,11 @@
 # Each time, once the lock is gone and the worker drained, the new doc is published and current.
 set -euo pipefail
 test_name=valvenamed
-top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
-stop_cluster() { "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true; }
-trap stop_cluster EXIT
-"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
-# shellcheck disable=SC1091
-. "$cluster/cluster.env"
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
-cleanup_hooks+=(stop_redis stop_cluster)
+cleanup_hooks+=(stop_redis)
 
 setup_db
 sql "CREATE TABLE item (id int PRIMARY KEY, v int NOT NULL)"
