@@ -134,8 +134,8 @@ psql -X -q -d "$db" -c "SET synchronous_commit = on" \
   >"$tmp/stalled.out" 2>&1 &
 stalled=$!
 extra_pids+=("$stalled")
-# the worker says so once it has waited 30 s (DefinitionsSource::wait_visible)
-wait_for 45 "SELECT reason LIKE '%waiting % s for transaction % which changed the definitions, to become visible%' FROM docsync.status WHERE slot_name = '$slot'" ||
+# the worker says so once it has waited 5 s (DefinitionsSource::wait_visible)
+wait_for 30 "SELECT reason LIKE '%waiting % s for transaction % which changed the definitions, to become visible%' FROM docsync.status WHERE slot_name = '$slot'" ||
   fail "docsync.status does not say what the worker waits for: $(sql "SELECT health || ': ' || reason FROM docsync.status WHERE slot_name = '$slot'")"
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" >/dev/null
 wait "$stalled" || true

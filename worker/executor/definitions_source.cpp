@@ -16,6 +16,9 @@ namespace docsync {
 namespace {
 
 constexpr auto kControlTimeout = std::chrono::seconds(30);
+// How long a wait for a definitions change to become visible goes unreported: a commit in progress is
+// visible within milliseconds, a synchronous-replication stall is worth saying after a few seconds.
+constexpr auto kWaitReported = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -74,7 +77,7 @@ Definitions DefinitionsSource::fetch() {
 // what for, for docsync.status.
 void DefinitionsSource::wait_visible(std::uint64_t xid) {
     auto started = std::chrono::steady_clock::now();
-    auto next_log = started + kControlTimeout;
+    auto next_log = started + kWaitReported;
     auto pause = std::chrono::milliseconds(5);
     for (;;) {
         try {
