@@ -128,7 +128,9 @@ stop_gateway() {
 start_gateway
 
 echo "the gateway serves the page and the library; a stream without a token is refused with JSON"
-curl -sf "$gw/" | grep -q 'src="/docsync-client.js"' || fail "GET / is not the demo page"
+# (read whole first: grep -q ending the pipe early fails curl, and so the pipeline, with pipefail)
+page=$(curl -sf "$gw/") || fail "GET / failed"
+grep -q 'src="/docsync-client.js"' <<<"$page" || fail "GET / is not the demo page"
 cmp -s <(curl -sf "$gw/docsync-client.js") "$top/worker/gateway/assets/docsync-client.js" ||
   fail "GET /docsync-client.js differs from worker/gateway/assets/docsync-client.js (rebuild the gateway)"
 code=$(curl -s -o "$tmp/refused.json" -w '%{http_code}' "$gw/v1/sse?channel=db:order:42")
