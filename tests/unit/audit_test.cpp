@@ -251,13 +251,14 @@ TEST_CASE(
         AuditorOptions patient = fast_options();
         patient.ack_wait = 30s;
         auto auditor = a.auditor(patient);
+        // Read before the acknowledging thread starts its 100 ms, so the measured wait covers them.
+        auto started = std::chrono::steady_clock::now();
         std::thread later([&] {
             std::this_thread::sleep_for(100ms);
             a.sink.publish("db:order:1", a.runner.rows["db:order:1"],
                            DocVersion{2, 0x5FF0});  // what the engine does
             a.acked = 0x6000;
         });
-        auto started = std::chrono::steady_clock::now();
         CHECK(auditor.audit_one(7) == Verdict::Agree);
         CHECK(std::chrono::steady_clock::now() - started >= 100ms);
         later.join();
