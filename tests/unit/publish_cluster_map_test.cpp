@@ -3,8 +3,6 @@
 // hiredis's own reader), MOVED/ASK redirects, and the redis-cluster:// URL.
 #include <doctest/doctest.h>
 
-#include <hiredis/hiredis.h>
-
 #include <functional>
 #include <string>
 
@@ -12,23 +10,14 @@
 #include "redis/cluster_map.hpp"
 #include "redis/cluster_client.hpp"
 #include "publish/sink.hpp"
+#include "resp_text.hpp"
 
 using namespace docsync::publish;
+using docsync::test::bulk;
+using docsync::test::read_resp;
 
 namespace {
 
-// The reply hiredis reads from RESP text.
-Reply read_resp(const std::string& resp) {
-    redisReader* reader = redisReaderCreate();
-    REQUIRE(redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK);
-    void* raw = nullptr;
-    REQUIRE(redisReaderGetReply(reader, &raw) == REDIS_OK);
-    redisReaderFree(reader);
-    REQUIRE(raw != nullptr);
-    return Reply(static_cast<redisReply*>(raw));
-}
-
-std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
 std::string num(long long n) { return ":" + std::to_string(n) + "\r\n"; }
 std::string arr(std::size_t n) { return "*" + std::to_string(n) + "\r\n"; }
 

@@ -1,28 +1,18 @@
 // The eviction policy a Redis sink refuses (publish/redis_eviction.hpp), read through a fake Redis:
 // CONFIG GET, and INFO memory where CONFIG is renamed away or refused.
 #include <doctest/doctest.h>
-#include <hiredis/hiredis.h>
 
 #include <string>
 #include <vector>
 
 #include "publish/redis_eviction.hpp"
+#include "resp_text.hpp"
 
 using namespace docsync::publish;
+using docsync::test::bulk;
+using docsync::test::read_resp;
 
 namespace {
-
-Reply read_resp(const std::string& resp) {
-    redisReader* reader = redisReaderCreate();
-    REQUIRE(redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK);
-    void* raw = nullptr;
-    REQUIRE(redisReaderGetReply(reader, &raw) == REDIS_OK);
-    redisReaderFree(reader);
-    REQUIRE(raw != nullptr);
-    return Reply(static_cast<redisReply*>(raw));
-}
-
-std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
 
 // A Redis that answers CONFIG GET with `config` (RESP) and INFO memory with `info`.
 RedisCommand fake(std::string config, std::string info, std::vector<std::string>* asked = nullptr) {

@@ -2,26 +2,16 @@
 // from RESP text, each failure factory's retry class, and messages that name no program's setting.
 #include <doctest/doctest.h>
 
-#include <hiredis/hiredis.h>
-
 #include <string>
 
 #include "redis/connection.hpp"
 #include "redis/reply.hpp"
+#include "resp_text.hpp"
 
 using namespace docsync::redis;
+using docsync::test::read_resp;
 
 namespace {
-
-Reply read_resp(const std::string& resp) {
-    redisReader* reader = redisReaderCreate();
-    REQUIRE(redisReaderFeed(reader, resp.data(), resp.size()) == REDIS_OK);
-    void* raw = nullptr;
-    REQUIRE(redisReaderGetReply(reader, &raw) == REDIS_OK);
-    redisReaderFree(reader);
-    REQUIRE(raw != nullptr);
-    return Reply(static_cast<redisReply*>(raw));
-}
 
 template <typename F>
 docsync::Error error_of(F&& f) {
