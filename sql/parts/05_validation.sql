@@ -121,6 +121,17 @@ BEGIN
 END
 $$;
 
+-- The text of a stored doc query (watch null), or of the keys query of one of its watches, with the
+-- definer it runs as and the search_path it is resolved under (a keys query's are its watch's own);
+-- no row when the watch does not exist or has no keys query.
+CREATE FUNCTION docsync.stored_text(q docsync.query_defs, watch bigint, OUT src text, OUT definer name, OUT path text)
+RETURNS SETOF record LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT q.sql, q.defined_by, q.search_path WHERE watch IS NULL
+  UNION ALL
+  SELECT w.keys_sql, w.defined_by, w.search_path FROM docsync.watch_defs w
+   WHERE watch IS NOT NULL AND w.id = watch AND w.query = q.name AND w.keys_sql IS NOT NULL
+$$;
+
 -- The analysis (docsync.analyze_query) of a stored doc query, or with watch, of that watch's keys
 -- query, made as its definer under its stored search_path, whoever asks: the docsync.queries view
 -- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
@@ -139,18 +150,10 @@ BEGIN
     RAISE EXCEPTION 'docsync query "%" does not exist', stored_analysis.query
       USING ERRCODE = 'undefined_object', HINT = 'See the queries in docsync.queries.';
   END IF;
-  IF watch IS NULL THEN
-    src := q.sql;
-    definer := q.defined_by;
-    path := q.search_path;
-  ELSE
-    -- a keys query: its watch's definer, under its watch's own search_path
-    SELECT w.keys_sql, w.defined_by, w.search_path INTO src, definer, path
-      FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
-    IF src IS NULL THEN
-      RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
-        USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
-    END IF;
+  SELECT t.src, t.definer, t.path INTO src, definer, path FROM docsync.stored_text(q, watch) t;
+  IF src IS NULL THEN
+    RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
+      USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
   END IF;
   SELECT a.param_types, a.result_types, a.relations, a.checked
     INTO param_types, result_types, relations, checked

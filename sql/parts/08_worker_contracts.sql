@@ -250,14 +250,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  IF watch IS NULL THEN
-    src := q.sql;
-    definer := q.defined_by;
-    path := q.search_path;
-  ELSE
-    SELECT w.keys_sql, w.defined_by, w.search_path INTO src, definer, path
-      FROM docsync.watch_defs w WHERE w.id = watch AND w.query = q.name;
-  END IF;
+  SELECT t.src, t.definer, t.path INTO src, definer, path FROM docsync.stored_text(q, watch) t;
   IF src IS NULL THEN
     RETURN NULL;
   END IF;
