@@ -91,3 +91,36 @@ TEST_CASE("canonical key text is what PostgreSQL prints, for every checked type"
     }
     CHECK(checked > 60);
 }
+
+TEST_CASE("a width-less bpchar key: its canonical text is the server's equal value, selecting the same rows") {
+    // A char(n) column's param is typed bpchar without the width. Its output prints trailing spaces
+    // as read, but they are no part of the value: the canonical text is what a cast to text gives,
+    // equal to every spelling the check refuses, and selecting the same char(3) rows as a param.
+    pg::Connection db = admin();
+    auto with = [&](const std::string& sql, const std::string& param) {
+        auto r = db.exec(sql, pg::Params{param}, pg::deadline_in(std::chrono::seconds(60)));
+        return std::string(r.get(0, 0));
+    };
+    sql1(db, "CREATE TEMP TABLE bpchar_keys (code char(3) PRIMARY KEY, n int)");
+    sql1(db, "INSERT INTO bpchar_keys VALUES ('FR', 1), ('', 2), (E'F\\t', 3), ('é', 4)");
+    const std::vector<std::string> spellings = {"FR", "FR ", "FR  ", "FR     ", " FR", "", " ", "   ", "F\t", "F\t ",
+                                                "F\xc2\xa0", "F\xc2\xa0 ", "\xc3\xa9", "\xc3\xa9  ", "a:b %", "a:b % "};
+    for (const auto& text : spellings) {
+        std::string quoted;
+        for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+        std::string as_text = sql1(db, "SELECT '" + quoted + "'::bpchar::text");
+        KeyCheck check = check_key_text("bpchar", text);
+        INFO("'", text, "' -> '", as_text, "': ", check.problem);
+        CHECK(check.ok == (text == as_text));
+        std::string canonical = check.ok ? text : check.canonical.value_or("?");
+        CHECK(canonical == as_text);
+        CHECK(check_key_text("bpchar", canonical).ok);
+        // one value: equal as bpchar, and the same row (or none) for the spelling and its canonical text
+        CHECK(with("SELECT '" + quoted + "'::bpchar = $1::bpchar", canonical) == "t");
+        CHECK(sql1(db, "SELECT coalesce(max(n), 0)::text FROM bpchar_keys WHERE code = '" + quoted + "'::bpchar") ==
+              with("SELECT coalesce(max(n), 0)::text FROM bpchar_keys WHERE code = $1", canonical));
+    }
+    // a tab or a no-break space is a character: not equal to the value without it
+    CHECK(sql1(db, "SELECT E'FR\\t'::bpchar = 'FR'::bpchar") == "f");
+    CHECK(sql1(db, "SELECT 'FR\xc2\xa0'::bpchar = 'FR'::bpchar") == "f");
+}
