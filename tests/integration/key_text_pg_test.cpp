@@ -124,3 +124,40 @@ TEST_CASE("a width-less bpchar key: its canonical text is the server's equal val
     CHECK(sql1(db, "SELECT E'FR\\t'::bpchar = 'FR'::bpchar") == "f");
     CHECK(sql1(db, "SELECT 'FR\xc2\xa0'::bpchar = 'FR'::bpchar") == "f");
 }
+
+TEST_CASE("a bpchar[] key: the server check and a key read from data agree on trimmed elements") {
+    // bpchar[] is spelled-checked by the server (Executor::print_keys prints $n::text[], its elements
+    // cut of their trailing spaces); a key read from data (a char(3)[] column, printed padded) is
+    // put in the same form by canonical_key, equal to it as a bpchar[] and selecting the same rows.
+    pg::Connection db = admin();
+    for (const char* setting : {"SET client_encoding = 'UTF8'", "SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'"})
+        sql1(db, setting);
+    Executor executor(executor_options());
+    DocQuery query;
+    query.name = "codes";
+    query.sql = "SELECT pg_catalog.to_jsonb($1::pg_catalog.bpchar[])";
+    query.params = {"codes"};
+    query.key_types = {"_bpchar"};
+    query.search_path = "pg_catalog";
+    const std::vector<std::string> arrays = {
+        "{FR,DE}", "{\"FR \",\"DE  \"}", "{\"FR \",NULL}", "{\"NULL \"}", "{\"   \",\"\"}", "{\" F \",\"a b \"}",
+        "{\"F\t \"}", "{\"a,b \",\"q\\\" \",\"s\\\\ \",\"{x} \"}", "{{\"a \",b},{c,\"d \"}}", "[0:1]={\"a \",b}", "{}",
+        "{\"\xc3\xa9 \"}", "{ \"FR \" , DE }"};
+    for (const auto& text : arrays) {
+        auto with = [&](const std::string& sql) {
+            auto r = db.exec(sql, pg::Params{text}, pg::deadline_in(std::chrono::seconds(60)));
+            return std::string(r.get(0, 0));
+        };
+        std::string printed = with("SELECT $1::pg_catalog.bpchar[]::pg_catalog.text");  // as a change prints it
+        std::string trimmed = with("SELECT $1::pg_catalog.bpchar[]::pg_catalog.text[]::pg_catalog.text");
+        INFO("'", text, "' prints '", printed, "', trimmed '", trimmed, "'");
+        CHECK(*canonical_key({"_bpchar"}, {printed})[0] == trimmed);
+        KeyPrintOutcome server = executor.print_keys(query, {text});
+        REQUIRE(server.kind == OutcomeKind::Ok);
+        CHECK(server.printed == SqlArgs{trimmed});
+        CHECK(executor.print_keys(query, {trimmed}).printed == SqlArgs{trimmed});  // the channel is accepted
+        auto same = db.exec("SELECT $1::pg_catalog.bpchar[] = $2::pg_catalog.bpchar[]", pg::Params{text, trimmed},
+                            pg::deadline_in(std::chrono::seconds(60)));
+        CHECK(std::string(same.get(0, 0)) == "t");
+    }
+}

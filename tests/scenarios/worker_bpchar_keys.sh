@@ -8,6 +8,8 @@
 #   - a change of a char(3) column (whose key the plugin prints padded, "FR ") and a row of a
 #     reverse index's keys query returning char(3) refresh the one channel, db:<query>:FR;
 #   - a domain over char(5) keeps its own canonical text, padded to its size;
+#   - a char(3)[] key (bpchar[], spell-checked by the server) is spelled with its elements trimmed,
+#     {FR,DE}, by the server check and for a change's key alike;
 #   - a retained padded channel is an orphan at a --live all start (the tombstone TTL);
 #   - hostile spellings: a tab, a no-break space and an all-blank key are values of their own
 #     ("FR<tab>" is no "FR"), except that blanks alone are the empty value.
@@ -33,6 +35,9 @@ sql "INSERT INTO cities VALUES (1, 'FR', 'Lyon')"
 sql "CREATE DOMAIN code5 AS char(5)"
 sql "CREATE TABLE zones (code code5 PRIMARY KEY, n int NOT NULL)"
 sql "INSERT INTO zones VALUES ('FR', 1)"
+sql "CREATE TABLE shipments (id int PRIMARY KEY, codes char(3)[] NOT NULL, n int NOT NULL)"
+sql "ALTER TABLE shipments REPLICA IDENTITY FULL"
+sql "INSERT INTO shipments VALUES (1, '{FR,DE}', 1)"
 # country: a char(2) column's param; region: char(3), its changes' keys printed padded ("FR ");
 # region also follows cities through a keys query returning char(3); zone: a domain over char(5)
 sql "SELECT docsync.define_query('country', \$q\$SELECT jsonb_build_object('n', c.n) FROM countries c WHERE c.code = \$1\$q\$, params => ARRAY['code'])" >/dev/null
@@ -42,6 +47,8 @@ sql "SELECT docsync.watch('region', 'regions', params => ARRAY['code'])" >/dev/n
 sql "SELECT docsync.watch('region', 'cities', keys_sql => \$k\$SELECT country FROM cities WHERE id = \$1\$k\$, keys_args => ARRAY['id'])" >/dev/null
 sql "SELECT docsync.define_query('zone', \$q\$SELECT jsonb_build_object('n', z.n) FROM zones z WHERE z.code = \$1::code5\$q\$, params => ARRAY['code'])" >/dev/null
 sql "SELECT docsync.watch('zone', 'zones', params => ARRAY['code'])" >/dev/null
+sql "SELECT docsync.define_query('codes', \$q\$SELECT jsonb_build_object('n', s.n) FROM shipments s WHERE s.codes = \$1\$q\$, params => ARRAY['codes'])" >/dev/null
+sql "SELECT docsync.watch('codes', 'shipments', params => ARRAY['codes'])" >/dev/null
 [ "$(sql "SELECT array_to_string(docsync.stored_key_types('country') || docsync.stored_key_types('zone'), ',')")" = "bpchar,bpchar(5)" ] ||
   fail "unexpected key types: $(sql "SELECT docsync.stored_key_types('country') || docsync.stored_key_types('zone')")"
 grant_reader
@@ -52,8 +59,10 @@ for _ in $(seq 1 100); do [ -n "$(rc --raw GET docsync:key_types)" ] && break; s
 tab=$'\t'
 nbsp=$'\xc2\xa0'
 # spellings of a doc that has another channel, and the channel each refusal must name
-padded=('db:country:FR ' 'db:country:FR  ' 'db:region:FR ' 'db:country:   ' 'db:zone:FR' 'db:zone:FR     ')
-names=('db:country:FR' 'db:country:FR' 'db:region:FR' 'db:country:' 'db:zone:FR   ' 'db:zone:FR   ')
+padded=('db:country:FR ' 'db:country:FR  ' 'db:region:FR ' 'db:country:   ' 'db:zone:FR' 'db:zone:FR     '
+        'db:codes:{"FR ",DE}' 'db:codes:{"FR ","DE "}')
+names=('db:country:FR' 'db:country:FR' 'db:region:FR' 'db:country:' 'db:zone:FR   ' 'db:zone:FR   '
+       'db:codes:{FR,DE}' 'db:codes:{FR,DE}')
 rc SUBSCRIBE 'db:country:FR ' 'db:region:FR ' >"$tmp/sub.out" 2>&1 &
 extra_pids+=("$!")
 for ch in "${padded[@]}"; do
@@ -61,11 +70,12 @@ for ch in "${padded[@]}"; do
   rc PUBLISH docsync:touch "$ch" >/dev/null
 done
 # values of their own: a tab or a no-break space is a character, not padding
-for ch in 'db:country:FR' 'db:region:FR' 'db:zone:FR   ' 'db:country:' "db:country:FR%09" "db:country:FR$nbsp"; do
+for ch in 'db:country:FR' 'db:region:FR' 'db:zone:FR   ' 'db:codes:{FR,DE}' 'db:country:' "db:country:FR%09" "db:country:FR$nbsp"; do
   rc PUBLISH docsync:warm "$ch" >/dev/null
 done
 for _ in $(seq 1 100); do
   [ -n "$(redis_doc db:country:FR)" ] && [ -n "$(redis_doc db:region:FR)" ] && [ -n "$(redis_doc 'db:zone:FR   ')" ] &&
+    [ -n "$(redis_doc 'db:codes:{FR,DE}')" ] &&
     [ -n "$(rc --raw GET "db:country:FR$nbsp")" ] && [ -n "$(rc --raw GET "db:country:FR%09")" ] && break
   sleep 0.1
 done
@@ -73,6 +83,7 @@ done
 [ "$(redis_doc 'db:country:')" = '{"n":7}' ] || fail "the empty code was not published at db:country: $(rc --raw GET db:country:)"
 [ "$(redis_doc db:region:FR)" = '{"n":1,"cities":["Lyon"]}' ] || fail "db:region:FR was not published: $(rc --raw GET db:region:FR)"
 [ "$(redis_doc 'db:zone:FR   ')" = '{"n":1}' ] || fail "the char(5) domain's doc was not published at its padded channel"
+[ "$(redis_doc 'db:codes:{FR,DE}')" = '{"n":1}' ] || fail "the char(3)[] doc was not published at db:codes:{FR,DE}"
 for ch in "db:country:FR%09" "db:country:FR$nbsp"; do
   [ "$(redis_doc "$ch")" = null ] || fail "'$ch' names a code of its own (no row), yet holds $(rc --raw GET "$ch")"
 done
@@ -92,18 +103,21 @@ sql "UPDATE countries SET n = 2 WHERE code = 'FR'"
 sql "UPDATE regions SET n = 2 WHERE code = 'FR'"
 sql "INSERT INTO cities VALUES (2, 'FR ', 'Paris')"
 sql "UPDATE zones SET n = 2"
+sql "UPDATE shipments SET n = 2"
 settle 30
 for _ in $(seq 1 50); do
   [ "$(redis_doc db:country:FR)" = '{"n":2}' ] && [ "$(redis_doc db:region:FR)" = '{"n":2,"cities":["Lyon","Paris"]}' ] &&
-    [ "$(redis_doc 'db:zone:FR   ')" = '{"n":2}' ] && break
+    [ "$(redis_doc 'db:zone:FR   ')" = '{"n":2}' ] && [ "$(redis_doc 'db:codes:{FR,DE}')" = '{"n":2}' ] && break
   sleep 0.1
 done
 [ "$(redis_doc db:country:FR)" = '{"n":2}' ] || fail "db:country:FR is not current after the UPDATE: $(rc --raw GET db:country:FR)"
 [ "$(redis_doc db:region:FR)" = '{"n":2,"cities":["Lyon","Paris"]}' ] ||
   fail "db:region:FR is not current after the UPDATE and the city (reverse index): $(rc --raw GET db:region:FR)"
 [ "$(redis_doc 'db:zone:FR   ')" = '{"n":2}' ] || fail "the char(5) domain's doc is not current: $(rc --raw GET 'db:zone:FR   ')"
+[ "$(redis_doc 'db:codes:{FR,DE}')" = '{"n":2}' ] ||
+  fail "db:codes:{FR,DE} is not current after the UPDATE (its change's key is {\"FR \",\"DE \"}): $(rc --raw GET 'db:codes:{FR,DE}')"
 keys=$(rc --raw KEYS 'db:*' | sort | tr '\n' '|')
-expected=$(printf '%s\n' 'db:country:' 'db:country:FR' "db:country:FR$nbsp" 'db:country:FR%09' 'db:region:FR' 'db:zone:FR   ' | sort | tr '\n' '|')
+expected=$(printf '%s\n' 'db:codes:{FR,DE}' 'db:country:' 'db:country:FR' "db:country:FR$nbsp" 'db:country:FR%09' 'db:region:FR' 'db:zone:FR   ' | sort | tr '\n' '|')
 [ "$keys" = "$expected" ] || fail "retained channels: $keys (expected $expected)"
 
 # the gateway refuses the padded spellings before following them, naming the doc's channel

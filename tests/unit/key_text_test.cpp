@@ -325,6 +325,25 @@ TEST_CASE("canonical_key: a key read from data is spelled as its channel") {
     CHECK(canonical_key({"bpchar(2)"}, {std::string("FRA")}) == SqlArgs{std::string("FRA")});
 }
 
+TEST_CASE("canonical_key: a bpchar[] read from data has its elements' trailing spaces cut, quoted as PostgreSQL quotes") {
+    auto trimmed = [](const std::string& printed) { return *canonical_key({"_bpchar"}, {printed})[0]; };
+    CHECK(trimmed("{FR,DE}") == "{FR,DE}");
+    CHECK(trimmed("{\"FR \",\"DE  \"}") == "{FR,DE}");
+    CHECK(trimmed("{\"FR \",NULL}") == "{FR,NULL}");
+    CHECK(trimmed("{\"NULL \",\"null\"}") == "{\"NULL\",\"null\"}");  // still no SQL NULL
+    CHECK(trimmed("{\"   \",\"\"}") == "{\"\",\"\"}");                // blanks alone: the empty value
+    CHECK(trimmed("{\" F \",\"a b \"}") == "{\" F\",\"a b\"}");          // a space inside stays quoted
+    CHECK(trimmed("{\"F\t \"}") == "{\"F\t\"}");                         // a tab is a character
+    CHECK(trimmed("{\"a,b \",\"q\\\" \",\"s\\\\ \",\"{x} \"}") == "{\"a,b\",\"q\\\"\",\"s\\\\\",\"{x}\"}");
+    CHECK(trimmed("{{\"a \",b},{c,\"d \"}}") == "{{a,b},{c,d}}");
+    CHECK(trimmed("[0:1]={\"a \",b}") == "[0:1]={a,b}");
+    CHECK(trimmed("{}") == "{}");
+    CHECK(trimmed("{\"\xc3\xa9 \"}") == "{\xc3\xa9}");
+    // not array_out's form: left as read, for the server check to judge
+    for (std::string odd : {"FR ", "{", "{a", "{\"a}", "{a,}", "{a}x", "{ a}", "[0:1]{a}", "{a b}"})
+        CHECK_MESSAGE(trimmed(odd) == odd, odd);
+}
+
 namespace {
 
 constexpr Oid kCountries = 16600, kCities = 16610;

@@ -331,6 +331,10 @@ KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values)
 SqlArgs canonical_key(const std::vector<std::string>& types, SqlArgs values) {
     for (std::size_t i = 0; i < values.size() && i < types.size(); ++i) {
         if (!values[i]) continue;
+        if (types[i] == "_bpchar") {  // server-checked, which prints $n::text[]: the elements trimmed
+            if (auto trimmed = trim_bpchar_array(*values[i])) values[i] = std::move(*trimmed);
+            continue;
+        }
         KeyCheck check = check_key_text(types[i], *values[i]);
         if (!check.ok && check.canonical) values[i] = std::move(*check.canonical);
     }

@@ -61,7 +61,8 @@ KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values)
 // A key read from data (the key columns of a change, a row of a keys query) as its channel spells
 // it: each value check_key_text names a canonical spelling for is replaced by that spelling (a
 // char(3) column's "FR " for a bpchar param is "FR", for a bpchar(5) domain "FR   "), so a change
-// names the channel every client asks for. A value without one (or beyond `types`) stays as read.
+// names the channel every client asks for; a bpchar[] ("_bpchar", which the server checks) has
+// each element's trailing spaces cut. A value without one (or beyond `types`) stays as read.
 SqlArgs canonical_key(const std::vector<std::string>& types, SqlArgs values);
 
 // The key types of every query as one JSON object, {"<query>":["<type>",…],…}, for
