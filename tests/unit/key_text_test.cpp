@@ -384,8 +384,11 @@ TEST_CASE("a char(3) key printed padded by a change or a keys query names the do
     CHECK(h.engine.stats().refused_channels == 0);
     // a client asking for the padded spelling is refused; the doc stays one
     h.engine.warm("db:country:FR  ");
+    h.engine.warm("db:country:FR%20");  // no escape build_channel writes: no channel at all
     h.drain();
     CHECK(h.publisher.count("db:country:FR  ") == 0);
+    CHECK(h.publisher.count("db:country:FR%20") == 0);
+    CHECK(h.runner.doc_calls.size() == 2);
     CHECK(h.engine.stats().refused_channels == 1);
 }
 
