@@ -392,7 +392,7 @@ TEST_CASE("a char(3) key printed padded by a change or a keys query names the do
     CHECK(h.engine.stats().refused_channels == 1);
 }
 
-TEST_CASE("at start, a retained or journaled padded char(n) channel names no doc") {
+TEST_CASE("at start, a retained padded char(n) channel names no doc") {
     EngineOptions options = test_options();
     options.live_all = true;
     Harness h(options);
