@@ -106,7 +106,8 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
             std::optional<std::string> printed;
             try {
                 auto cast = kCanonicalCast.find(type);
-                printed = sql1(db, "SELECT " + quoted(text) + "::pg_catalog.\"" + type + "\"" +  // its output function's text
+                // its output function's text, or the cast that gives its canonical text
+                printed = sql1(db, "SELECT " + quoted(text) + "::pg_catalog.\"" + type + "\"" +
                                        (cast == kCanonicalCast.end() ? "" : "::" + cast->second));
             } catch (const Error&) {
             }

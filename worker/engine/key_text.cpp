@@ -236,8 +236,9 @@ KeyCheck check_bpchar(std::string_view text) {
     auto last = text.find_last_not_of(' ');
     std::string canonical(last == std::string_view::npos ? std::string_view() : text.substr(0, last + 1));
     if (text == canonical) return {};
-    KeyCheck check = refuse("trailing spaces are no part of a character value (bpchar equality ignores them): "
-                            "the same value is spelled \"" + canonical + "\"");
+    KeyCheck check = refuse(
+        "trailing spaces are no part of a character value (bpchar equality ignores them): "
+        "the same value is spelled \"" + canonical + "\"");
     check.canonical = canonical;
     return check;
 }
@@ -296,8 +297,8 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
 }
 
 bool key_type_checked(std::string_view type) {
-    static const char* const kChecked[] = {"int2", "int4", "int8", "oid", "bool", "uuid", "name", "text", "varchar", "bpchar",
-                                           "date", "timestamp", "timestamptz", "inet", "cidr", "macaddr", "macaddr8",
+    static const char* const kChecked[] = {"int2", "int4", "int8", "oid", "bool", "uuid", "name", "text", "varchar",
+                                           "bpchar", "date", "timestamp", "timestamptz", "inet", "cidr", "macaddr", "macaddr8",
                                            "bit", "varbit", "int4range", "int8range"};
     for (const char* t : kChecked)
         if (type == t) return true;

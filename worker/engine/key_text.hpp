@@ -13,8 +13,8 @@
 // text form is fixed by their value: integers (int2, int4, int8, oid), bool, uuid, date,
 // timestamp, timestamptz, and the string types (text, varchar, name), whose every text is
 // canonical, and bpchar (a char(n) column's param, typed without its width), whose canonical text
-// has no trailing spaces: they are no part of its value; network addresses, bit strings and integer ranges (key_text_forms.hpp); a domain over
-// a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
+// has no trailing spaces: they are no part of its value; network addresses, bit strings and
+// integer ranges (key_text_forms.hpp); a domain over a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
 // here too: 'abc ' is not a varchar(3), PostgreSQL reads it as 'abc'.
 // Every key of every type must also be a value PostgreSQL can read: valid UTF-8 (the
 // connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is let

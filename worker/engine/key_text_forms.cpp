@@ -345,9 +345,10 @@ bool trim_array_level(std::string_view s, std::size_t& i, std::string& out) {
                 }
                 ++i;
             } else {
-                while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != '"' && s[i] != '{' && s[i] != '\\' &&
-                       !is_space(s[i]))
-                    value += s[i++];
+                auto plain = [](char c) {
+                    return c != ',' && c != '}' && c != '"' && c != '{' && c != '\\' && !is_space(c);
+                };
+                while (i < s.size() && plain(s[i])) value += s[i++];
                 if (value.empty()) return false;
             }
             bool null = !quoted && value.size() == 4 && lower(value[0]) == 'n' && lower(value[1]) == 'u' &&
@@ -359,7 +360,8 @@ bool trim_array_level(std::string_view s, std::size_t& i, std::string& out) {
                 std::string lowered;
                 for (char c : value) lowered += lower(c);
                 bool quote = value.empty() || lowered == "null";
-                for (char c : value) quote = quote || c == '"' || c == '\\' || c == '{' || c == '}' || c == ',' || is_space(c);
+                for (char c : value)
+                    quote = quote || c == '"' || c == '\\' || c == '{' || c == '}' || c == ',' || is_space(c);
                 if (quote) out += '"';
                 for (char c : value) {
                     if (c == '"' || c == '\\') out += '\\';
