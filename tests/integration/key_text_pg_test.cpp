@@ -161,3 +161,27 @@ TEST_CASE("a bpchar[] key: the server check and a key read from data agree on tr
         CHECK(std::string(same.get(0, 0)) == "t");
     }
 }
+
+TEST_CASE("a composite key with a char(3) attribute: the server check spells it padded, as a change prints it") {
+    // The attribute keeps its width, so PostgreSQL pads it on input: (FR,1) is printed ("FR ",1),
+    // the one spelling the server check accepts, and the one a change of such a column prints.
+    pg::Connection db = admin();
+    sql1(db, "DROP TYPE IF EXISTS docsync_test_code_pair");
+    sql1(db, "CREATE TYPE docsync_test_code_pair AS (code char(3), n int)");
+    Executor executor(executor_options());
+    DocQuery query;
+    query.name = "pair";
+    query.sql = "SELECT pg_catalog.to_jsonb($1::public.docsync_test_code_pair)";
+    query.params = {"p"};
+    query.key_types = {""};  // outside pg_catalog: spell-checked by the server
+    query.search_path = "public";
+    for (std::string text : {"(FR,1)", "(\"FR \",1)", "(\"FR  \",1)", "( FR,1)"}) {
+        INFO(text);
+        KeyPrintOutcome server = executor.print_keys(query, {text});
+        REQUIRE(server.kind == OutcomeKind::Ok);
+        std::string want = text == "( FR,1)" ? "(\" FR\",1)" : "(\"FR \",1)";
+        CHECK(server.printed == SqlArgs{want});
+        CHECK(canonical_key(query.key_types, {want}) == SqlArgs{want});  // a change's key stays as printed
+    }
+    sql1(db, "DROP TYPE docsync_test_code_pair");
+}
