@@ -60,9 +60,18 @@ CREATE DOMAIN bits4 AS bit(4);
 SELECT docsync.define_query('sized', 'SELECT to_jsonb(ARRAY[$1::code3::text, $2::code3b::text, $3::flag5::text, $4::at0::text, $5::varchar::text, $6::bits4::text])',
                             params => ARRAY['a', 'b', 'c', 'd', 'e', 'f']);
 SELECT docsync.stored_key_types('sized');
+-- a char(n) column's param, $n::bpchar and $n::character are bpchar without a width, whose keys
+-- the worker spells without trailing spaces, as docsync.channel() spells a char(n) value (its
+-- text cast); a bpchar[] key with each element so cut (array's text[] cast)
+CREATE TABLE countries (code char(3) PRIMARY KEY);
+SELECT docsync.define_query('bychar', 'SELECT to_jsonb(c) FROM countries c WHERE c.code = $1 AND $2::bpchar IS NOT NULL AND $3::character IS NOT NULL AND c.code = ANY ($4::bpchar[])',
+                            params => ARRAY['a', 'b', 'c', 'd']);
+SELECT docsync.stored_key_types('bychar');
+SELECT docsync.channel('bychar', code, code, code, ARRAY[code, NULL]::text[]::text)
+  FROM (VALUES ('FR'::char(3)), ('  '::char(3)), ('F R'::char(3))) v(code);
 SELECT name FROM docsync.queries ORDER BY name;
 
-SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'byemail', 'bycode', 'byat', 'one', 'bylogin', 'sized');
+SELECT docsync.drop_query(name) FROM docsync.query_defs WHERE name IN ('byrate', 'byemail', 'bycode', 'byat', 'one', 'bylogin', 'sized', 'bychar');
 SET client_min_messages = warning;
 DROP SCHEMA keys CASCADE;
 RESET client_min_messages;

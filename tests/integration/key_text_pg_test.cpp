@@ -91,3 +91,97 @@ TEST_CASE("canonical key text is what PostgreSQL prints, for every checked type"
     }
     CHECK(checked > 60);
 }
+
+TEST_CASE("a width-less bpchar key: its canonical text is the server's equal value, selecting the same rows") {
+    // A char(n) column's param is typed bpchar without the width. Its output prints trailing spaces
+    // as read, but they are no part of the value: the canonical text is what a cast to text gives,
+    // equal to every spelling the check refuses, and selecting the same char(3) rows as a param.
+    pg::Connection db = admin();
+    auto with = [&](const std::string& sql, const std::string& param) {
+        auto r = db.exec(sql, pg::Params{param}, pg::deadline_in(std::chrono::seconds(60)));
+        return std::string(r.get(0, 0));
+    };
+    sql1(db, "CREATE TEMP TABLE bpchar_keys (code char(3) PRIMARY KEY, n int)");
+    sql1(db, "INSERT INTO bpchar_keys VALUES ('FR', 1), ('', 2), (E'F\\t', 3), ('é', 4)");
+    const std::vector<std::string> spellings = {"FR", "FR ", "FR  ", "FR     ", " FR", "", " ", "   ", "F\t", "F\t ",
+                                                "F\xc2\xa0", "F\xc2\xa0 ", "\xc3\xa9", "\xc3\xa9  ", "a:b %", "a:b % "};
+    for (const auto& text : spellings) {
+        std::string quoted;
+        for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+        std::string as_text = sql1(db, "SELECT '" + quoted + "'::bpchar::text");
+        KeyCheck check = check_key_text("bpchar", text);
+        INFO("'", text, "' -> '", as_text, "': ", check.problem);
+        CHECK(check.ok == (text == as_text));
+        std::string canonical = check.ok ? text : check.canonical.value_or("?");
+        CHECK(canonical == as_text);
+        CHECK(check_key_text("bpchar", canonical).ok);
+        // one value: equal as bpchar, and the same row (or none) for the spelling and its canonical text
+        CHECK(with("SELECT '" + quoted + "'::bpchar = $1::bpchar", canonical) == "t");
+        CHECK(sql1(db, "SELECT coalesce(max(n), 0)::text FROM bpchar_keys WHERE code = '" + quoted + "'::bpchar") ==
+              with("SELECT coalesce(max(n), 0)::text FROM bpchar_keys WHERE code = $1", canonical));
+    }
+    // a tab or a no-break space is a character: not equal to the value without it
+    CHECK(sql1(db, "SELECT E'FR\\t'::bpchar = 'FR'::bpchar") == "f");
+    CHECK(sql1(db, "SELECT 'FR\xc2\xa0'::bpchar = 'FR'::bpchar") == "f");
+}
+
+TEST_CASE("a bpchar[] key: the server check and a key read from data agree on trimmed elements") {
+    // bpchar[] is spelled-checked by the server (Executor::print_keys prints $n::text[], its elements
+    // cut of their trailing spaces); a key read from data (a char(3)[] column, printed padded) is
+    // put in the same form by canonical_key, equal to it as a bpchar[] and selecting the same rows.
+    pg::Connection db = admin();
+    for (const char* setting : {"SET client_encoding = 'UTF8'", "SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'"})
+        sql1(db, setting);
+    Executor executor(executor_options());
+    DocQuery query;
+    query.name = "codes";
+    query.sql = "SELECT pg_catalog.to_jsonb($1::pg_catalog.bpchar[])";
+    query.params = {"codes"};
+    query.key_types = {"_bpchar"};
+    query.search_path = "pg_catalog";
+    const std::vector<std::string> arrays = {
+        "{FR,DE}", "{\"FR \",\"DE  \"}", "{\"FR \",NULL}", "{\"NULL \"}", "{\"   \",\"\"}", "{\" F \",\"a b \"}",
+        "{\"F\t \"}", "{\"a,b \",\"q\\\" \",\"s\\\\ \",\"{x} \"}", "{{\"a \",b},{c,\"d \"}}", "[0:1]={\"a \",b}", "{}",
+        "{\"\xc3\xa9 \"}", "{ \"FR \" , DE }"};
+    for (const auto& text : arrays) {
+        auto with = [&](const std::string& sql) {
+            auto r = db.exec(sql, pg::Params{text}, pg::deadline_in(std::chrono::seconds(60)));
+            return std::string(r.get(0, 0));
+        };
+        std::string printed = with("SELECT $1::pg_catalog.bpchar[]::pg_catalog.text");  // as a change prints it
+        std::string trimmed = with("SELECT $1::pg_catalog.bpchar[]::pg_catalog.text[]::pg_catalog.text");
+        INFO("'", text, "' prints '", printed, "', trimmed '", trimmed, "'");
+        CHECK(*canonical_key({"_bpchar"}, {printed})[0] == trimmed);
+        KeyPrintOutcome server = executor.print_keys(query, {text});
+        REQUIRE(server.kind == OutcomeKind::Ok);
+        CHECK(server.printed == SqlArgs{trimmed});
+        CHECK(executor.print_keys(query, {trimmed}).printed == SqlArgs{trimmed});  // the channel is accepted
+        auto same = db.exec("SELECT $1::pg_catalog.bpchar[] = $2::pg_catalog.bpchar[]", pg::Params{text, trimmed},
+                            pg::deadline_in(std::chrono::seconds(60)));
+        CHECK(std::string(same.get(0, 0)) == "t");
+    }
+}
+
+TEST_CASE("a composite key with a char(3) attribute: the server check spells it padded, as a change prints it") {
+    // The attribute keeps its width, so PostgreSQL pads it on input: (FR,1) is printed ("FR ",1),
+    // the one spelling the server check accepts, and the one a change of such a column prints.
+    pg::Connection db = admin();
+    sql1(db, "DROP TYPE IF EXISTS docsync_test_code_pair");
+    sql1(db, "CREATE TYPE docsync_test_code_pair AS (code char(3), n int)");
+    Executor executor(executor_options());
+    DocQuery query;
+    query.name = "pair";
+    query.sql = "SELECT pg_catalog.to_jsonb($1::public.docsync_test_code_pair)";
+    query.params = {"p"};
+    query.key_types = {""};  // outside pg_catalog: spell-checked by the server
+    query.search_path = "public";
+    for (std::string text : {"(FR,1)", "(\"FR \",1)", "(\"FR  \",1)", "( FR,1)"}) {
+        INFO(text);
+        KeyPrintOutcome server = executor.print_keys(query, {text});
+        REQUIRE(server.kind == OutcomeKind::Ok);
+        std::string want = text == "( FR,1)" ? "(\" FR\",1)" : "(\"FR \",1)";
+        CHECK(server.printed == SqlArgs{want});
+        CHECK(canonical_key(query.key_types, {want}) == SqlArgs{want});  // a change's key stays as printed
+    }
+    sql1(db, "DROP TYPE docsync_test_code_pair");
+}

@@ -38,7 +38,7 @@ namespace {
 // written by the worker any more; docsync-gateway still lets these through.
 const std::set<std::string> kServerChecked = {
     // text-like types whose every text is its own value, or printed as read
-    "bpchar", "char", "bytea", "json", "jsonb", "xml", "tsvector", "tsquery", "jsonpath",
+    "char", "bytea", "json", "jsonb", "xml", "tsvector", "tsquery", "jsonpath",
     // time of day, money and geometry: not checked
     "time", "timetz", "money", "point", "line", "lseg", "box", "path", "polygon", "circle",
     // catalog references, system and snapshot types
@@ -60,6 +60,11 @@ const std::vector<std::string> kValues = {
     "101", "B101", "X5", "[1,3)", "[1,2]", "(0,3)", "empty", "[2026-01-01,2026-01-02)", "(1,2)", "( 1 , 2 )", "((1,2),(3,4))",
     "<(1,2),3>", "{[1,3)}", "{[1,2]}", "{1,2,3}", "{1, 2}", "{}", "[]", "a:1 b:2", "a & b", "{\"a\":1}", "{\"a\": 1}", "$1.00", "1 day",
     "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "0/0", "0/16B3F28", "(0,1)", "int4"};
+
+// Types whose canonical key text is not their output function's but a cast's: a width-less bpchar
+// prints its trailing spaces as read, yet they are no part of its value (equality, hashing and the
+// cast to text ignore them), so its key is spelled without them (engine/key_text.hpp).
+const std::map<std::string, std::string> kCanonicalCast = {{"bpchar", "pg_catalog.text"}};
 
 std::string quoted(const std::string& s) {
     std::string out = "'";
@@ -100,7 +105,10 @@ TEST_CASE("keys of every base type in pg_type: what PostgreSQL prints names the 
         for (const auto& text : kValues) {
             std::optional<std::string> printed;
             try {
-                printed = sql1(db, "SELECT " + quoted(text) + "::pg_catalog.\"" + type + "\"");  // its output function's text
+                auto cast = kCanonicalCast.find(type);
+                // its output function's text, or the cast that gives its canonical text
+                printed = sql1(db, "SELECT " + quoted(text) + "::pg_catalog.\"" + type + "\"" +
+                                       (cast == kCanonicalCast.end() ? "" : "::" + cast->second));
             } catch (const Error&) {
             }
             KeyCheck check = check_key_text(type, text);

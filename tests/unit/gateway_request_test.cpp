@@ -262,3 +262,22 @@ TEST_CASE("gateway channels: a key holding a space (a timestamp) is followed; re
     key_forms().forget();
     CHECK(channel_error("db:order:01").empty());
 }
+
+TEST_CASE("gateway channels: a char(n) key is followed without trailing spaces; a padded one is refused naming it") {
+    REQUIRE(key_forms().update(R"j({"country":["bpchar"],"zone":["bpchar(5)"],"codes":["_bpchar"]})j"));
+    CHECK(channel_error("db:country:FR").empty());
+    CHECK(channel_error("db:country:").empty());           // blanks alone: the empty value
+    CHECK(channel_error("db:country:FR%09").empty());      // a tab is a character
+    CHECK(channel_error("db:country:FR\xc2\xa0").empty());  // so is a no-break space
+    CHECK(channel_error("db:country:FR ").find("\"db:country:FR\"") != std::string::npos);
+    CHECK(channel_error("db:country:FR  ").find("\"db:country:FR\"") != std::string::npos);
+    CHECK(channel_error("db:country:   ").find("\"db:country:\"") != std::string::npos);
+    CHECK(channel_error("db:country:FR%20").find("\"db:country:FR\"") == std::string::npos);  // no channel at all
+    CHECK_FALSE(channel_error("db:country:FR%20").empty());
+    CHECK(pattern_error("db:country:FR*").empty());
+    // a domain over char(5) is spelled padded; a bpchar[] is left to the worker's server check
+    CHECK(channel_error("db:zone:FR   ").empty());
+    CHECK(channel_error("db:zone:FR").find("\"db:zone:FR   \"") != std::string::npos);
+    CHECK(channel_error("db:codes:{\"FR \"}").empty());
+    key_forms().forget();
+}

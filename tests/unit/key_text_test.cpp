@@ -277,3 +277,129 @@ TEST_CASE("network addresses, bit strings and integer ranges: the form PostgreSQ
     CHECK_FALSE(ip.ok);
     CHECK(ip.problem.find("the doc's channel is \"db:host:%3A%3A1\"") != std::string::npos);
 }
+
+TEST_CASE("a char(n) key without its width (bpchar): trailing spaces are no part of it") {
+    // 'FR', 'FR ' and 'FR  ' are one bpchar (its equality ignores trailing spaces): one spelling
+    CHECK(key_type_checked("bpchar"));  // decided here, no round trip to the server
+    CHECK(named("bpchar", "FR") == "");
+    CHECK(named("bpchar", "FR ") == "FR");
+    CHECK(named("bpchar", "FR     ") == "FR");
+    CHECK(named("bpchar", " FR") == "");  // leading spaces are part of the value
+    CHECK(named("bpchar", "F R") == "");
+    // blanks alone are the empty value; NULL is no value at all
+    CHECK(named("bpchar", "") == "");
+    CHECK(named("bpchar", " ") == "");
+    CHECK(check_key_text("bpchar", "   ").canonical == std::optional<std::string>(""));
+    CHECK(check_key({"bpchar"}, {std::nullopt}).ok);
+    // only U+0020 pads: a tab, a newline, a no-break space, an ideographic space are characters
+    for (std::string other : {"\t", "\n", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x83"}) {
+        CHECK_MESSAGE(named("bpchar", "FR" + other) == "", other);
+        CHECK_MESSAGE(named("bpchar", "FR" + other + " ") == "FR" + other, other);
+    }
+    // Unicode and very long values: characters kept, spaces cut, no size limit
+    CHECK(named("bpchar", "\xc3\xa9t\xc3\xa9 ") == "\xc3\xa9t\xc3\xa9");
+    std::string long_value(100000, 'x');
+    CHECK(named("bpchar", long_value) == "");
+    CHECK(check_key_text("bpchar", long_value + std::string(50000, ' ')).canonical == long_value);
+    CHECK(named("bpchar", "FR \xff") == "?");  // not UTF-8
+    // the refusal says why and names the doc's channel, escaped
+    KeyCheck c = check_channel_key("country", {"bpchar"}, {std::string("FR ")});
+    CHECK_FALSE(c.ok);
+    CHECK(c.problem.find("trailing spaces") != std::string::npos);
+    CHECK(c.problem.find("the doc's channel is \"db:country:FR\"") != std::string::npos);
+    KeyCheck colon = check_channel_key("country", {"bpchar"}, {std::string("F:R% ")});
+    CHECK(colon.problem.find("the doc's channel is \"db:country:F%3AR%25\"") != std::string::npos);
+    // a domain over char(n) keeps its padded form
+    CHECK(named("bpchar(3)", "FR") == "FR ");
+    CHECK(named("bpchar(3)", "FR ") == "");
+}
+
+TEST_CASE("canonical_key: a key read from data is spelled as its channel") {
+    std::vector<std::string> types = {"bpchar", "bpchar(5)", "int4", "text", "time"};
+    SqlArgs read = {std::string("FR "), std::string("FR"), std::string("7"), std::string("a "), std::string("12:00")};
+    SqlArgs want = {std::string("FR"), std::string("FR   "), std::string("7"), std::string("a "), std::string("12:00")};
+    CHECK(canonical_key(types, read) == want);
+    CHECK(canonical_key(types, {std::nullopt, std::nullopt}) == SqlArgs{std::nullopt, std::nullopt});
+    CHECK(canonical_key({}, {std::string("FR ")}) == SqlArgs{std::string("FR ")});  // no key types: as read
+    // a value without a canonical spelling stays as read (and is refused as a channel)
+    CHECK(canonical_key({"bpchar(2)"}, {std::string("FRA")}) == SqlArgs{std::string("FRA")});
+}
+
+TEST_CASE("canonical_key: a bpchar[] read from data has its elements' trailing spaces cut, quoted as PostgreSQL quotes") {
+    auto trimmed = [](const std::string& printed) { return *canonical_key({"_bpchar"}, {printed})[0]; };
+    CHECK(trimmed("{FR,DE}") == "{FR,DE}");
+    CHECK(trimmed("{\"FR \",\"DE  \"}") == "{FR,DE}");
+    CHECK(trimmed("{\"FR \",NULL}") == "{FR,NULL}");
+    CHECK(trimmed("{\"NULL \",\"null\"}") == "{\"NULL\",\"null\"}");  // still no SQL NULL
+    CHECK(trimmed("{\"   \",\"\"}") == "{\"\",\"\"}");                // blanks alone: the empty value
+    CHECK(trimmed("{\" F \",\"a b \"}") == "{\" F\",\"a b\"}");          // a space inside stays quoted
+    CHECK(trimmed("{\"F\t \"}") == "{\"F\t\"}");                         // a tab is a character
+    CHECK(trimmed("{\"a,b \",\"q\\\" \",\"s\\\\ \",\"{x} \"}") == "{\"a,b\",\"q\\\"\",\"s\\\\\",\"{x}\"}");
+    CHECK(trimmed("{{\"a \",b},{c,\"d \"}}") == "{{a,b},{c,d}}");
+    CHECK(trimmed("[0:1]={\"a \",b}") == "[0:1]={a,b}");
+    CHECK(trimmed("{}") == "{}");
+    CHECK(trimmed("{\"\xc3\xa9 \"}") == "{\xc3\xa9}");
+    // not array_out's form: left as read, for the server check to judge
+    for (std::string odd : {"FR ", "{", "{a", "{\"a}", "{a,}", "{a}x", "{ a}", "[0:1]{a}", "{a b}"})
+        CHECK_MESSAGE(trimmed(odd) == odd, odd);
+}
+
+namespace {
+
+constexpr Oid kCountries = 16600, kCities = 16610;
+
+const char* kCountryDefinitions = R"({"generation": 5,
+ "queries": [{"name": "country", "sql": "SELECT doc FROM countries WHERE code = $1", "params": ["code"],
+              "search_path": "public", "key_types": ["bpchar"]}],
+ "watches": [{"query": "country", "relid": 16600, "schema": "public", "table": "countries",
+              "columns": [{"name": "code", "attnum": 1}],
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+             {"query": "country", "relid": 16610, "schema": "public", "table": "cities",
+              "columns": [], "keys_sql": "SELECT country FROM cities WHERE id = $1",
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})";
+
+}  // namespace
+
+TEST_CASE("a char(3) key printed padded by a change or a keys query names the doc's one channel") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    Harness h(options);
+    h.engine.load_definitions(parse_definitions(kCountryDefinitions));
+    h.engine.on_relation(relation(kCountries, "public", "countries", {{1, "code"}, {2, "n"}}));
+    h.engine.on_relation(relation(kCities, "public", "cities", {{1, "id"}, {2, "country"}}));
+    h.runner.rows["db:country:FR"] = R"({"n":1})";
+    h.runner.rows["db:country:FR "] = R"({"n":1})";
+    h.runner.keys[{std::string("9")}] = {{std::string("FR ")}};
+    // a char(3) column prints 'FR' as 'FR ', before and after an UPDATE that keeps the key
+    h.txn({ChangeRecord{ChangeOp::Update, kCountries, {text("FR "), text("2")}, {same(), text("1")}}}, 1);
+    h.drain();
+    CHECK(h.publisher.count("db:country:FR") == 1);
+    CHECK(h.publisher.count("db:country:FR ") == 0);
+    // a city's keys query returns the country padded too
+    h.txn({ChangeRecord{ChangeOp::Insert, kCities, {text("9"), text("FR ")}, {}}}, 2);
+    h.drain();
+    CHECK(h.publisher.count("db:country:FR") == 2);
+    CHECK(h.publisher.count("db:country:FR ") == 0);
+    CHECK(h.engine.stats().live_docs == 1);
+    CHECK(h.engine.stats().refused_channels == 0);
+    // a client asking for the padded spelling is refused; the doc stays one
+    h.engine.warm("db:country:FR  ");
+    h.engine.warm("db:country:FR%20");  // no escape build_channel writes: no channel at all
+    h.drain();
+    CHECK(h.publisher.count("db:country:FR  ") == 0);
+    CHECK(h.publisher.count("db:country:FR%20") == 0);
+    CHECK(h.runner.doc_calls.size() == 2);
+    CHECK(h.engine.stats().refused_channels == 1);
+}
+
+TEST_CASE("at start, a retained padded char(n) channel names no doc") {
+    EngineOptions options = test_options();
+    options.live_all = true;
+    Harness h(options);
+    h.engine.stop();
+    h.engine.load_definitions(parse_definitions(kCountryDefinitions));
+    h.publisher.retained = {"db:country:FR", "db:country:FR ", "db:country:   ", "db:country:"};
+    h.engine.start(0);
+    CHECK(h.publisher.orphans == std::vector<std::string>{"db:country:FR ", "db:country:   "});
+    CHECK(h.engine.stats().live_docs == 2);
+}

@@ -447,8 +447,8 @@ void Engine::Impl::record_lookup(Lookup& lookup, KeysOutcome& outcome, const Doc
     };
     if (outcome.kind == OutcomeKind::Ok && query_now != kNoQuery) {
         for (const auto& row : outcome.keys) {
-            std::string channel = build_channel(query->name, row);
-            docs_.forgive(channel);  // a row names it (see direct())
+            std::string channel = build_channel(query->name, canonical_key(query->key_types, row));
+            docs_.forgive(channel);  // a row names it (see direct(), which spells it the same way)
             Entry* entry = docs_.find_or_create(channel, options_.live_all);
             if (!entry) continue;
             if (options_.live_all) entry->second.set(DocFlags::Live);

@@ -170,7 +170,10 @@ void Engine::Impl::broadcast(std::uint16_t query) {
 }
 
 void Engine::Impl::direct(std::uint16_t query, const SqlArgs& key) {
-    std::string channel = build_channel(catalog_.definitions().queries[query].name, key);
+    const DocQuery& q = catalog_.definitions().queries[query];
+    // the key as the row holds it may be spelled otherwise than its channel ('FR ' of a char(3)
+    // column for a bpchar param): the change names the doc's one channel
+    std::string channel = build_channel(q.name, canonical_key(q.key_types, key));
     docs_.forgive(channel);  // a row names it: whatever refused it before, a change reaches it
     Entry* entry = docs_.find_or_create(channel, options_.live_all);
     if (!entry) return;

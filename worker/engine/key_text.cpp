@@ -227,6 +227,22 @@ KeyCheck check_sized_string(std::string_view base, std::size_t n, std::string_vi
     return {};
 }
 
+// bpchar without a size: what a char(n) column gives its doc query's param (PostgreSQL types `$1`
+// of `code = $1` as plain bpchar, the width being the column's, not the param's). Trailing spaces
+// are no part of a bpchar's value (its equality, hashing and cast to text ignore them), so "FR",
+// "FR " and "FR  " are one key; its canonical text is the value without them, what `$1::text`
+// gives. Only U+0020 is such a space: a tab, a no-break space or any other character is kept.
+KeyCheck check_bpchar(std::string_view text) {
+    auto last = text.find_last_not_of(' ');
+    std::string canonical(last == std::string_view::npos ? std::string_view() : text.substr(0, last + 1));
+    if (text == canonical) return {};
+    KeyCheck check = refuse(
+        "trailing spaces are no part of a character value (bpchar equality ignores them): "
+        "the same value is spelled \"" + canonical + "\"");
+    check.canonical = canonical;
+    return check;
+}
+
 // timestamp(p), timestamptz(p): PostgreSQL rounds a value to p fractional digits.
 KeyCheck check_timestamp_precision(std::string_view base, std::size_t p, std::string_view text) {
     KeyCheck check = check_datetime(base, text);
@@ -264,6 +280,7 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
     if (type == "bool") return check_bool(text);
     if (type == "uuid") return check_uuid(text);
     if (type == "name") return check_name(text);
+    if (type == "bpchar") return check_bpchar(text);
     if (type == "date" || type == "timestamp" || type == "timestamptz") return check_datetime(type, text);
     if (type == "inet" || type == "cidr") return check_network(type, text);
     if (type == "macaddr" || type == "macaddr8") return check_macaddr(type, text);
@@ -281,7 +298,7 @@ KeyCheck check_key_text(std::string_view type, std::string_view text) {
 
 bool key_type_checked(std::string_view type) {
     static const char* const kChecked[] = {"int2", "int4", "int8", "oid", "bool", "uuid", "name", "text", "varchar",
-                                           "date", "timestamp", "timestamptz", "inet", "cidr", "macaddr", "macaddr8",
+                                           "bpchar", "date", "timestamp", "timestamptz", "inet", "cidr", "macaddr", "macaddr8",
                                            "bit", "varbit", "int4range", "int8range"};
     for (const char* t : kChecked)
         if (type == t) return true;
@@ -310,6 +327,19 @@ KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values)
         }
     }
     return {};
+}
+
+SqlArgs canonical_key(const std::vector<std::string>& types, SqlArgs values) {
+    for (std::size_t i = 0; i < values.size() && i < types.size(); ++i) {
+        if (!values[i]) continue;
+        if (types[i] == "_bpchar") {  // server-checked, which prints $n::text[]: the elements trimmed
+            if (auto trimmed = trim_bpchar_array(*values[i])) values[i] = std::move(*trimmed);
+            continue;
+        }
+        KeyCheck check = check_key_text(types[i], *values[i]);
+        if (!check.ok && check.canonical) values[i] = std::move(*check.canonical);
+    }
+    return values;
 }
 
 KeyCheck check_channel_key(std::string_view query, const std::vector<std::string>& types, const SqlArgs& values) {

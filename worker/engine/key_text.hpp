@@ -12,8 +12,9 @@
 // docsync.worker_definitions() lists them ("key_types"). The types checked here are those whose
 // text form is fixed by their value: integers (int2, int4, int8, oid), bool, uuid, date,
 // timestamp, timestamptz, and the string types (text, varchar, name), whose every text is
-// canonical; network addresses, bit strings and integer ranges (key_text_forms.hpp); a domain over
-// a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
+// canonical, and bpchar (a char(n) column's param, typed without its width), whose canonical text
+// has no trailing spaces: they are no part of its value; network addresses, bit strings and
+// integer ranges (key_text_forms.hpp); a domain over a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
 // here too: 'abc ' is not a varchar(3), PostgreSQL reads it as 'abc'.
 // Every key of every type must also be a value PostgreSQL can read: valid UTF-8 (the
 // connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is let
@@ -56,6 +57,13 @@ KeyCheck check_channel_key(std::string_view query, const std::vector<std::string
 // `values`, or empty: those values are not checked). NULL is always canonical. On refusal
 // `problem` names the param ("param 1 (int4): …").
 KeyCheck check_key(const std::vector<std::string>& types, const SqlArgs& values);
+
+// A key read from data (the key columns of a change, a row of a keys query) as its channel spells
+// it: each value check_key_text names a canonical spelling for is replaced by that spelling (a
+// char(3) column's "FR " for a bpchar param is "FR", for a bpchar(5) domain "FR   "), so a change
+// names the channel every client asks for; a bpchar[] ("_bpchar", which the server checks) has
+// each element's trailing spaces cut. A value without one (or beyond `types`) stays as read.
+SqlArgs canonical_key(const std::vector<std::string>& types, SqlArgs values);
 
 // The key types of every query as one JSON object, {"<query>":["<type>",…],…}, for
 // Publisher::describe_keys; a query whose key types are unknown is left out.

@@ -317,4 +317,80 @@ KeyCheck check_integer_range(std::string_view type, std::string_view text) {
     return against(text, canonical);
 }
 
+namespace {
+
+// One element list of an array as array_out prints it, from `s` at `i` (a '{'), into `out` with
+// each element's trailing spaces cut and quoted again as array_out quotes it; false when `s` is
+// not in that form.
+bool trim_array_level(std::string_view s, std::size_t& i, std::string& out) {
+    if (i >= s.size() || s[i] != '{') return false;
+    out += s[i++];
+    if (i < s.size() && s[i] == '}') {
+        out += s[i++];
+        return true;
+    }
+    for (;;) {
+        if (i >= s.size()) return false;
+        if (s[i] == '{') {
+            if (!trim_array_level(s, i, out)) return false;
+        } else {
+            std::string value;
+            bool quoted = s[i] == '"';
+            if (quoted) {
+                for (++i;; ++i) {
+                    if (i >= s.size()) return false;
+                    if (s[i] == '"') break;
+                    if (s[i] == '\\' && ++i >= s.size()) return false;
+                    value += s[i];
+                }
+                ++i;
+            } else {
+                auto plain = [](char c) {
+                    return c != ',' && c != '}' && c != '"' && c != '{' && c != '\\' && !is_space(c);
+                };
+                while (i < s.size() && plain(s[i])) value += s[i++];
+                if (value.empty()) return false;
+            }
+            bool null = !quoted && value.size() == 4 && lower(value[0]) == 'n' && lower(value[1]) == 'u' &&
+                        lower(value[2]) == 'l' && lower(value[3]) == 'l';
+            if (null) {
+                out += value;
+            } else {
+                value.erase(value.find_last_not_of(' ') + 1);  // npos + 1 == 0: blanks alone are empty
+                std::string lowered;
+                for (char c : value) lowered += lower(c);
+                bool quote = value.empty() || lowered == "null";
+                for (char c : value)
+                    quote = quote || c == '"' || c == '\\' || c == '{' || c == '}' || c == ',' || is_space(c);
+                if (quote) out += '"';
+                for (char c : value) {
+                    if (c == '"' || c == '\\') out += '\\';
+                    out += c;
+                }
+                if (quote) out += '"';
+            }
+        }
+        if (i >= s.size()) return false;
+        char c = s[i++];
+        out += c;
+        if (c == '}') return true;
+        if (c != ',') return false;
+    }
+}
+
+}  // namespace
+
+std::optional<std::string> trim_bpchar_array(std::string_view text) {
+    std::size_t i = 0;
+    std::string out;
+    if (!text.empty() && text.front() == '[') {  // lower bounds other than 1: [0:1]={…}, kept as printed
+        auto eq = text.find('=');
+        if (eq == std::string_view::npos) return std::nullopt;
+        out.assign(text.substr(0, eq + 1));
+        i = eq + 1;
+    }
+    if (!trim_array_level(text, i, out) || i != text.size()) return std::nullopt;
+    return out;
+}
+
 }  // namespace docsync::key_text_forms

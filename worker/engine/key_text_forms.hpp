@@ -8,6 +8,7 @@
 // ("one doc, one name, one answer").
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,5 +55,11 @@ KeyCheck check_bits(std::string_view base, std::size_t size, std::string_view te
 
 // int4range, int8range: PostgreSQL prints a discrete range as [lower,upper) or empty.
 KeyCheck check_integer_range(std::string_view type, std::string_view text);
+
+// bpchar[] ("_bpchar") as array_out prints it ({FR,"FR ",NULL}, with [l:u]= bounds when not 1):
+// the same array with each element's trailing spaces cut ({FR,FR,NULL}), quoted as array_out
+// quotes it; nullopt when `text` is not in that form. A bpchar[] key read from data (a change's
+// char(3)[] column) names the channel the server check accepts, which prints $n::text[].
+std::optional<std::string> trim_bpchar_array(std::string_view text);
 
 }  // namespace docsync::key_text_forms

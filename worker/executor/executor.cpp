@@ -386,9 +386,13 @@ KeyPrintOutcome Executor::print_keys(const DocQuery& query, const SqlArgs& value
     }
     std::string sql = "WITH docsync_doc AS (\n" + query.sql + "\n) SELECT ";
     // format's %s is the type's output function, what a change's key prints; a cast to text may
-    // differ from it (bpchar drops its padding, inet keeps a /32)
-    for (std::size_t i = 0; i < values.size(); ++i)
-        sql += (i ? ", " : "") + std::string("pg_catalog.format('%s', $") + std::to_string(i + 1) + ")";
+    // differ from it (inet keeps a /32). A bpchar[]'s elements are cut of their trailing spaces,
+    // no part of their value (engine/key_text.hpp), as the worker spells such a key read from data.
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        bool bpchar_array = i < query.key_types.size() && query.key_types[i] == "_bpchar";
+        sql += (i ? ", " : "") + std::string("pg_catalog.format('%s', $") + std::to_string(i + 1) +
+               (bpchar_array ? "::pg_catalog.text[])" : ")");
+    }
     Lsn unused = 0;
     out.kind = in_compute(query.search_path, query.reader_role, sql, values, Visibility{}, what, out.error, out.sqlstate,
                           unused, [&](const pg::Result& r, std::string& error) {

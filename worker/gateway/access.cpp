@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/channel.hpp"
 #include "gateway/key_forms.hpp"
 
 namespace docsync::gateway {
@@ -88,6 +89,11 @@ std::string channel_error(std::string_view channel) {
             return "the channel's query name \"" + std::string(query.substr(0, 80)) +
                    "\" is not one define_query allows (letters, digits, '_', then '.' or '-')";
     }
+    // its escapes as build_channel writes them: "db:country:FR%20" is no spelling of any doc
+    ParsedChannel parsed;
+    if (!parse_channel(channel, parsed))
+        return "the channel is not spelled as docsync.channel() spells one: a % writes only %25, %3A, "
+               "a control byte's %XX, or %00 alone for NULL (a space is written as is)";
     return key_forms().error(channel);  // its keys as PostgreSQL prints them (key_forms.hpp)
 }
 
