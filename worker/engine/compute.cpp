@@ -92,6 +92,7 @@ bool Engine::Impl::run_once() {
 // Takes the next unit of work; false when there is none due. Lookups and doc computes take turns
 // while both wait, so neither starves the other.
 bool Engine::Impl::take(Job& job) {
+    if (computes_held_) return false;  // EngineOptions::hold_computes
     Nanos t = now();
     docs_.promote_due(t);
     lookups_.promote_due(t);

@@ -29,6 +29,7 @@ bool Engine::on_commit(const CommitRecord& commit, std::uint64_t ticket) {
     return impl_->on_commit(commit, ticket);
 }
 void Engine::set_generation(std::uint64_t generation) { impl_->set_generation(generation); }
+void Engine::release_computes() { impl_->release_computes(); }
 void Engine::sync_live(const std::vector<std::string>& channels, bool complete) {
     impl_->sync_live(channels, complete);
 }
@@ -52,7 +53,8 @@ Engine::Impl::Impl(Runner& runner, Publisher& publisher, const Clock& clock, Eng
       options_(options),
       complete_(std::move(complete)),
       docs_(clock_, options_, catalog_, ledger_, wake_),
-      lookups_(wake_) {}
+      lookups_(wake_),
+      computes_held_(options_.hold_computes) {}
 
 // ---- tickets ---------------------------------------------------------------------------------
 
@@ -250,6 +252,15 @@ bool Engine::Impl::commit(const CommitRecord& c, std::uint64_t ticket, std::vect
 void Engine::Impl::set_generation(std::uint64_t generation) {
     MutexLock lock(mutex_);
     generation_ = generation;
+}
+
+void Engine::Impl::release_computes() {
+    {
+        MutexLock lock(mutex_);
+        if (!computes_held_) return;
+        computes_held_ = false;
+    }
+    wake_.notify_all();  // the computes held until now (take())
 }
 
 void Engine::Impl::reset_stream() {

@@ -98,6 +98,12 @@ struct EngineOptions {
     // With --live all and a sink that retains docs: the journal of the live set (seams.hpp). Not
     // owned; outlives the engine. nullptr: the live set is what the sink holds.
     LiveJournal* journal = nullptr;
+    // No doc is computed, and no keys lookup run, until release_computes() (docsync-worker: once
+    // the stream's first session has set the generation and started its recompute of every live
+    // doc). A doc published before would carry generation 0, which a sink refuses as older than
+    // what it holds, and that recompute would compute it again anyway: a recompute asked for before
+    // the stream starts (a sink that lost docs, a gap the last worker left) flags its docs and waits.
+    bool hold_computes = false;
 };
 
 // Per doc query, for the status view.
@@ -224,6 +230,8 @@ public:
 
     // The generation of the doc versions published from now on (contract C (docs/design.md)).
     void set_generation(std::uint64_t generation);
+    // Lets computes begin (EngineOptions::hold_computes); later calls do nothing.
+    void release_computes();
 
     // Liveness (subscribers mode). Listed channels are leased (newly live ones are computed); with
     // `complete`, live channels not listed are dropped unless warmed or touched within the grace.

@@ -48,6 +48,7 @@ public:
     }
     bool on_commit(const CommitRecord& commit, std::uint64_t ticket);
     void set_generation(std::uint64_t generation);
+    void release_computes();
     void sync_live(const std::vector<std::string>& channels, bool complete);
     void touch(const std::string& channel);
     void warm(const std::string& channel);
@@ -141,6 +142,7 @@ private:
     bool docs_turn_ GUARDED_BY(mutex_) = false;        // take() alternates lookups and docs when both wait
     // Of the doc versions published (contract C (docs/design.md)).
     std::uint64_t generation_ GUARDED_BY(mutex_) = 0;
+    bool computes_held_ GUARDED_BY(mutex_) = false;     // EngineOptions::hold_computes, until release_computes
     Lsn handled_lsn_ GUARDED_BY(mutex_) = 0;           // highest COMMIT end LSN handled
     std::uint64_t epoch_ GUARDED_BY(mutex_) = 1;       // the stream epoch (reset_stream starts a new one)
     // The sequence of a definitions transaction awaiting its reload.

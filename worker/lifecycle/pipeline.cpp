@@ -49,6 +49,9 @@ void Pipeline::on_session(const SessionInfo& session) {
         engine_.recompute_all_live(reason, gap);
         if (gap && on_gap_) on_gap_();
     }
+    // Computes held since start (EngineOptions::hold_computes) begin now, at this session's
+    // generation, after its recompute flagged every live doc: none is computed twice.
+    if (first) engine_.release_computes();
     // The docs --warm names, once, now that doc versions have this session's generation.
     if (first && !warm_.empty()) {
         log_info("engine", "computing the " + std::to_string(warm_.size()) + " doc(s) --warm names");

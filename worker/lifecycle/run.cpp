@@ -148,6 +148,10 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     if (sink_record && engine_options.live_all) engine_options.journal = sink_record.get();
     engine_options.max_keys = settings.max_keys;
     engine_options.batch = settings.batch;
+    // The recompute a lost sink or an inherited gap asks for below is computed from the first
+    // session on (Pipeline::on_session releases the computes), at its generation, once: the
+    // session's own recompute of every live doc would compute again whatever was computed before it.
+    engine_options.hold_computes = true;
     CommitLatency latency;
     Engine engine(executor, *publisher, clock, engine_options, [&coordinator, &latency](std::uint64_t ticket) {
         latency.completed(ticket, std::chrono::system_clock::now());
