@@ -77,6 +77,9 @@ TEST_CASE("compute threads held before the first session start once it has flagg
     h.engine.set_generation(4);
     CHECK(h.engine.stats().recomputes == 0);  // the generation alone releases nothing
     h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    // docsync.status says why: the sink's loss, not merely a start
+    CHECK(h.engine.recompute_progress().reason == RecomputeReason::SinkReset);
+    CHECK(h.engine.recompute_progress().holds_waits());
     h.engine.release_computes();
     for (int i = 0; i < 500 && h.engine.recompute_progress().running(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -91,6 +94,12 @@ TEST_CASE("without the hold (an engine driven without a stream) computes need no
     StartHarness h(3, false);
     h.engine.start(0);
     h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    CHECK(h.engine.recompute_progress().reason == RecomputeReason::Startup);
     while (h.engine.run_once()) {}
     CHECK(h.engine.stats().recomputes == 3);
+    // Once a walk has computed docs, a new one says its own reason.
+    h.engine.recompute_all_live(RecomputeReason::SinkReset, true);
+    CHECK(h.engine.run_once());
+    h.engine.recompute_all_live(RecomputeReason::Startup, false);
+    CHECK(h.engine.recompute_progress().reason == RecomputeReason::Startup);
 }

@@ -336,7 +336,11 @@ std::vector<std::pair<std::string, Lsn>> DocSet::drop_non_canonical() {
 
 void DocSet::start_walk(RecomputeReason reason, bool gap) {
     // A new id: computes of an earlier walk still running no longer count. A gap the earlier one
-    // had not closed yet is this one's to close.
+    // had not closed yet is this one's to close. A start's own walk that replaces one no doc of
+    // which was computed yet (a sink found short before the first session) keeps the reason asked
+    // for first: it says more than "startup".
+    bool unbegun = walk_.running() && walk_flagged_ == walk_.total && walk_running_ == 0;
+    if (reason == RecomputeReason::Startup && unbegun) reason = walk_.reason;
     walk_ = RecomputeProgress{reason, walk_.id + 1, 0, 0, now(), 0, gap || walk_.holds_waits()};
     walk_flagged_ = 0;
     walk_running_ = 0;
