@@ -64,6 +64,20 @@ SELECT docsync.define_query('k', 'SELECT to_jsonb($1::nummultirange)', params =>
 SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom)', params => ARRAY['k']);
 SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom[])', params => ARRAY['k']);
 SELECT name FROM docsync.query_defs WHERE name = 'k';
+-- a type nested deeper than the walk goes is refused rather than taken unchecked (composites cannot
+-- contain themselves; 40 levels of composites of composites stand in for a loop)
+SET client_min_messages = warning;
+CREATE TYPE deep0 AS (n int);
+DO $$
+BEGIN
+  FOR i IN 1 .. 40 LOOP
+    EXECUTE format('CREATE TYPE nest.deep%s AS (d nest.deep%s)', i, i - 1);
+  END LOOP;
+END
+$$;
+RESET client_min_messages;
+SELECT docsync.key_type_problem('deep20') IS NULL AS deep20_accepted;
+SELECT regexp_replace(docsync.key_type_problem('deep40'), '^(attribute "d" of type nest.deep[0-9]+: )+', '') AS deep40;
 
 -- the error in full: why, and a route that works for a key with parts
 \set VERBOSITY default

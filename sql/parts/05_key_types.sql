@@ -42,7 +42,7 @@ DECLARE
 BEGIN
   IF depth > 32 THEN
     -- composites cannot contain themselves, but a type this deep is not a key anyone means
-    RETURN format('%s nests more than 32 types deep', t::regtype);
+    RETURN format('%s is nested more than 32 types deep, too deep to be checked', t::regtype);
   END IF;
   SELECT * INTO ty FROM pg_type WHERE oid = t;
   IF NOT FOUND THEN
