@@ -1,5 +1,5 @@
--- sql/parts/06_define.sql: defining: define_query, watch, unwatch, drop_query and the key type
--- checks behind them.
+-- sql/parts/06_define.sql: defining: define_query, watch, unwatch, drop_query (the key type
+-- checks behind them are in 05_key_types.sql).
 -------------------------------------------------------------------------------
 -- Defining
 -------------------------------------------------------------------------------
@@ -124,16 +124,6 @@ AS 'MODULE_PATHNAME', 'docsync_api_call';
 COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text) IS
   'define (or, with or_replace => true, redefine) a doc query';
 
--- The base type of a type: domains resolved.
-CREATE FUNCTION docsync.base_type(t regtype) RETURNS regtype
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  WITH RECURSIVE d(oid, typtype, typbasetype) AS (
-    SELECT oid, typtype, typbasetype FROM pg_type WHERE oid = t
-    UNION ALL
-    SELECT p.oid, p.typtype, p.typbasetype FROM pg_type p JOIN d ON p.oid = d.typbasetype WHERE d.typtype = 'd')
-  SELECT oid::regtype FROM d WHERE typtype <> 'd'
-$$;
-
 -- Resolves a table name for watch/unwatch as the caller, under its search_path, with a helpful error.
 CREATE FUNCTION docsync.resolve_table(tab text, path text) RETURNS regclass
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -162,65 +152,6 @@ BEGIN
   END IF;
   RETURN rel;
 END
-$$;
-
--- Why values of a type (under a collation) cannot name docs, or NULL. A channel spells a key as its
--- text and a doc query matches keys by equality: a type whose equal values print differently would
--- let one doc answer to several channels, of which only the one a change names is kept current. The
--- session settings that change how values print (TimeZone, DateStyle, IntervalStyle,
--- extra_float_digits, bytea_output) are pinned on every worker connection instead.
-CREATE FUNCTION docsync.key_type_problem(t regtype, coll oid DEFAULT 0) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT CASE
-           WHEN x.b = 'numeric'::regtype THEN 'equal numeric values print differently (1.0 and 1.00)'
-           WHEN x.b IN ('numrange'::regtype, 'nummultirange'::regtype)
-             THEN 'equal numeric ranges print differently ([1.0,2) and [1.00,2))'
-           WHEN x.b IN ('real'::regtype, 'double precision'::regtype)
-             THEN 'equal floating-point values print differently (0 and -0)'
-           WHEN x.b = 'interval'::regtype THEN 'equal intervals print differently (1 day and 24:00:00)'
-           WHEN ty.typname = 'citext' THEN 'equal citext values print differently (A and a)'
-           WHEN NOT coalesce(c.collisdeterministic, true)
-             THEN format('collation %s is nondeterministic: strings equal under it print differently', c.oid::regcollation)
-         END
-    FROM (SELECT docsync.base_type(t) AS b) x
-    JOIN pg_type ty ON ty.oid = x.b
-    LEFT JOIN pg_collation c ON c.oid = nullif(coll, 0)
-$$;
-
--- Raises unless values of a type (under a collation) may name docs (docsync.key_type_problem).
--- A watched column (watch_hint) cannot take the query side's route ($n::text): its hint names the
--- route that works for a watch instead.
-CREATE FUNCTION docsync.check_key_type(what text, t regtype, coll oid DEFAULT 0, watch_hint text DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  problem text := docsync.key_type_problem(t, coll);
-BEGIN
-  IF problem IS NOT NULL THEN
-    RAISE EXCEPTION '% cannot name docs: %', what, problem
-      USING ERRCODE = 'datatype_mismatch',
-            DETAIL = 'A doc''s channel spells each key as its value prints, while the doc query matches keys by equality: two equal keys that print differently would be two channels for one doc, and only one of them would be kept current.',
-            HINT = coalesce(watch_hint, 'Use a key of a type whose equal values print alike (an integer, text, uuid, date, timestamp or timestamptz), or a canonical form: write the param as $n::text and compare it with trim_scale(col)::text, lower(col::text) or col::text COLLATE "C".');
-  END IF;
-END
-$$;
-
--- The hint for a direct watch on a column whose type cannot name docs: a reverse index whose keys
--- query gives the column's canonical text, matched by a doc query that takes the param as text.
-CREATE FUNCTION docsync.watch_key_hint(query text, rel regclass, col name, t regtype) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT format('A watch maps the column''s value as it prints, so map it through a keys query that gives its canonical text: '
-                'SELECT docsync.watch(%L, %L, keys_sql => %L, keys_args => ARRAY[%L]); the doc query then takes that param '
-                'as $n::text and compares it with %s.',
-                query, rel::text, format('SELECT %s', replace(e.canon, 'col', CASE WHEN e.canon LIKE 'trim_scale%' THEN '$1::numeric' ELSE '$1' END)), col,
-                replace(e.canon, 'col', quote_ident(col)))
-    FROM (SELECT CASE
-                   WHEN docsync.base_type(t) = 'numeric'::regtype THEN 'trim_scale(col)::text'
-                   WHEN (SELECT typname FROM pg_type WHERE oid = docsync.base_type(t)) = 'citext' THEN 'lower(col::text)'
-                   ELSE 'col::text COLLATE "C"'
-                 END AS canon) e
-   WHERE docsync.base_type(t) NOT IN ('real'::regtype, 'double precision'::regtype, 'interval'::regtype,
-                                      'numrange'::regtype, 'nummultirange'::regtype)
 $$;
 
 -- Whether values of two types print the same way, so a key read as one and a doc param of the other
