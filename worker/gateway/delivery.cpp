@@ -27,7 +27,7 @@ void end_socket(asio::ip::tcp::socket& socket, Ending how) {
     socket.close(ignored);
 }
 
-Delivery::Delivery(Shard& shard, Seat seat, const char* kind) : Connection(shard, seat), kind_(kind) {}
+Delivery::Delivery(Shard& shard, Seat seat) : Connection(shard, seat) {}
 
 Delivery::~Delivery() { unfollow_all(); }
 
@@ -44,7 +44,7 @@ bool Delivery::tick_closes(steady::time_point now) {
     if (closed_) return true;
     if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
         ++shard_.counters().slow_disconnects;
-        log_info("gateway", std::string("closed ") + kind_ + " whose client took no bytes for " +
+        log_info("gateway", std::string("closed ") + kind() + " whose client took no bytes for " +
                                 std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
         close(Ending::Abortive);
         return true;

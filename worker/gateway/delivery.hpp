@@ -25,8 +25,11 @@ public:
 protected:
     using WriteDone = std::function<void(boost::system::error_code)>;
 
-    // `kind` names the connection in logs ("an SSE stream", "a WebSocket").
-    Delivery(Shard& shard, Seat seat, const char* kind);
+    Delivery(Shard& shard, Seat seat);
+
+    // Names the connection in logs ("an SSE stream", "a WebSocket"): a function, not a member
+    // every idle stream would hold.
+    virtual const char* kind() const = 0;
 
     // The transport's framing. Each write_* starts one asynchronous write and calls `done` once.
     virtual bool ready() const { return true; }  // whether writes may start (a WebSocket: once accepted)
@@ -61,7 +64,6 @@ protected:
     bool following_ = false;         // the outbox's channels are followed at the hub
 
 private:
-    const char* kind_;
     std::string current_;  // the reply being written
     DocPtr sending_;       // the doc being written
 };

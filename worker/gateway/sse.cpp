@@ -23,7 +23,7 @@ constexpr std::size_t kMaxNotices = 64;  // notices not yet written: more are dr
 class SseStream : public Delivery {
 public:
     SseStream(Shard& shard, Seat seat, tcp::socket socket, wall_clock::time_point expires)
-        : Delivery(shard, seat, "an SSE stream"), socket_(std::move(socket)), expires_(expires) {
+        : Delivery(shard, seat), socket_(std::move(socket)), expires_(expires) {
         ++shard_.counters().sse_streams;
     }
     ~SseStream() override { --shard_.counters().sse_streams; }
@@ -74,6 +74,8 @@ public:
     void shut() override { close(Ending::Graceful); }
 
 private:
+    const char* kind() const override { return "an SSE stream"; }
+
     std::shared_ptr<SseStream> self_ptr() { return std::static_pointer_cast<SseStream>(shared_from_this()); }
 
     void write_message(const std::string& text, WriteDone done) override {

@@ -30,7 +30,7 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
 class WsSession : public Delivery {
 public:
     WsSession(Shard& shard, Seat seat, tcp::socket socket, Caller caller)
-        : Delivery(shard, seat, "a WebSocket"), ws_(std::move(socket)), caller_(std::move(caller)) {
+        : Delivery(shard, seat), ws_(std::move(socket)), caller_(std::move(caller)) {
         ++shard_.counters().websockets;
     }
     ~WsSession() override { --shard_.counters().websockets; }
@@ -90,6 +90,8 @@ public:
     void shut() override { close(Ending::Graceful); }
 
 private:
+    const char* kind() const override { return "a WebSocket"; }
+
     std::shared_ptr<WsSession> self_ptr() { return std::static_pointer_cast<WsSession>(shared_from_this()); }
 
     // Ends the connection with `code` and `message` (an error message, then the close frame).
