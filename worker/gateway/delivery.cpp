@@ -94,6 +94,7 @@ void Delivery::pump() {
     auto done = [self = shared_from_this()](boost::system::error_code ec) {
         self->writing_ = false;
         self->sending_.reset();
+        std::string().swap(self->current_);  // a long reply's buffer is not kept while idle
         if (ec) return self->close(Ending::Graceful);
         self->last_write_ = steady::now();
         self->pump();

@@ -69,9 +69,12 @@ void end_socket(boost::asio::ip::tcp::socket& socket, Ending how);
 // A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
 // vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.
 using ControlQueue = std::vector<std::string>;
+// The first reply; the last one taken gives the queue's buffer back, so that an idle connection
+// holds none (docs/gateway.md, memory per idle stream).
 inline std::string pop_front(ControlQueue& queue) {
     std::string first = std::move(queue.front());
     queue.erase(queue.begin());
+    if (queue.empty()) ControlQueue().swap(queue);
     return first;
 }
 
@@ -104,11 +107,17 @@ public:
     void clear();
     // Each channel's floor, in the order the channels were added (the SSE cursor).
     std::vector<std::optional<DocVersion>> floors() const;
+    // Whether the queue of pending docs holds a buffer: only while a doc waits.
+    bool holds_queue() const { return queue_.capacity() != 0; }
 
 private:
+    // Takes `slot` off the queue; the queue's buffer goes back once it is empty.
+    void dequeue(Slot* slot);
+
     std::list<Slot> slots_;
     // Channels with a pending doc, oldest first. A vector, not a deque: an empty deque allocates
-    // half a kilobyte, and this queue is short (at most one entry per channel).
+    // half a kilobyte, and this queue is short (at most one entry per channel). Emptied, it frees
+    // its buffer: an idle connection holds none.
     std::vector<Slot*> queue_;
 };
 
