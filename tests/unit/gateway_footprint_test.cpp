@@ -1,9 +1,11 @@
 // What an idle stream holds in the gateway (docs/gateway.md, "Memory per idle stream"): no
-// buffer of the outbox's queue or of the reply queue once they are empty.
+// buffer of the outbox's queue or of the reply queue once they are empty, and per-connection
+// objects no larger than their budget.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 
+#include "gateway/delivery.hpp"
 #include "gateway/session.hpp"
 
 using namespace docsync;
@@ -53,4 +55,16 @@ TEST_CASE("gateway footprint: taking the last reply frees the reply queue's buff
     CHECK(pop_front(queue) == ": ping\n\n");
     CHECK(queue.empty());
     CHECK(queue.capacity() == 0);
+}
+
+TEST_CASE("gateway footprint: the per-connection objects keep to their budget") {
+    // The budget of docs/gateway.md, for the LP64 libstdc++ build it was measured on (other
+    // ABIs lay the objects out otherwise). An SSE stream is a Delivery with its socket, its
+    // token's expiry and two bytes of reading (sse.cpp checks that sum at compile time).
+#if defined(__GLIBCXX__) && UINTPTR_MAX == UINT64_MAX
+    CHECK(sizeof(Connection) <= 24);  // vtable, shard, seat: no overflow-seat record
+    CHECK(sizeof(Delivery) <= 192);   // no kind string, one text buffer shared by replies and heads
+#else
+    MESSAGE("per-connection budgets are checked on LP64 libstdc++ builds only");
+#endif
 }

@@ -62,10 +62,12 @@ protected:
     bool ending_ = false;            // end() was called: closed within kEndGrace
     bool close_after_flush_ = false; // write_end() once the queue is written
     bool following_ = false;         // the outbox's channels are followed at the hub
+    // The text being written: a reply, or what a transport writes before a doc of its own (an SSE
+    // stream's multi-channel head); one write at a time shares it. Freed once written.
+    std::string current_;
 
 private:
-    std::string current_;  // the reply being written
-    DocPtr sending_;       // the doc being written
+    DocPtr sending_;  // the doc being written
 };
 
 }  // namespace docsync::gateway
