@@ -64,6 +64,7 @@ TEST_CASE("gateway footprint: the per-connection objects keep to their budget") 
 #if defined(__GLIBCXX__) && UINTPTR_MAX == UINT64_MAX
     CHECK(sizeof(Connection) <= 24);  // vtable, shard, seat: no overflow-seat record
     CHECK(sizeof(Delivery) <= 192);   // no kind string, one text buffer shared by replies and heads
+    CHECK(sizeof(Socket) <= 48);      // bound to the shard's io_context, not a type-erased executor
 #else
     MESSAGE("per-connection budgets are checked on LP64 libstdc++ builds only");
 #endif

@@ -11,12 +11,12 @@ namespace docsync::gateway {
 namespace asio = boost::asio;
 using steady = std::chrono::steady_clock;
 
-void bound_send_buffer(asio::ip::tcp::socket& socket) {
+void bound_send_buffer(Socket& socket) {
     boost::system::error_code ignored;  // a socket that refuses keeps the kernel's default
     socket.set_option(asio::socket_base::send_buffer_size(kStreamSendBuffer), ignored);
 }
 
-void end_socket(asio::ip::tcp::socket& socket, Ending how) {
+void end_socket(Socket& socket, Ending how) {
     boost::system::error_code ignored;
     if (how == Ending::Abortive) {
         // close() then resets the connection and drops what the kernel still holds for it.

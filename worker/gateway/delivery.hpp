@@ -38,7 +38,7 @@ protected:
     // After the reason of an end went out: SSE sends a FIN, a WebSocket its close frame (and
     // closes once it is written). Clears writing_ itself when it writes.
     virtual void write_end() = 0;
-    virtual boost::asio::ip::tcp::socket& socket() = 0;
+    virtual Socket& socket() = 0;
 
     // Queues a reply and writes it in turn.
     void send(std::string message);

@@ -171,7 +171,7 @@ constexpr const char* kTooManyConnections =
 class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
 public:
     // `overflow`: the record of an Overflow seat, through which the acceptor may take the seat back.
-    HttpSession(Shard& shard, Seat seat, tcp::socket socket, std::shared_ptr<OverflowSeat> overflow = nullptr)
+    HttpSession(Shard& shard, Seat seat, Socket socket, std::shared_ptr<OverflowSeat> overflow = nullptr)
         : Connection(shard, seat), socket_(std::move(socket)), overflow_(std::move(overflow)) {}
     ~HttpSession() override {
         // A seat the acceptor took back for a newer connection went with its count: not given back
@@ -310,7 +310,7 @@ private:
         });
     }
 
-    tcp::socket socket_;
+    Socket socket_;
     beast::flat_buffer buffer_{20 * 1024};  // above the header limit, so the parser reports it
     std::optional<http::request_parser<http::string_body>> parser_;
     steady::time_point deadline_{};
@@ -359,7 +359,7 @@ bool Server::evict_silent_overflow() {
 void Server::accept() {
     // Each connection goes to the next shard, and lives on its thread from the start.
     Shard& shard = *shards_[next_shard_++ % shards_.size()];
-    acceptor_.async_accept(shard.io(), [this, &shard](boost::system::error_code ec, tcp::socket socket) {
+    acceptor_.async_accept(shard.io(), [this, &shard](boost::system::error_code ec, Socket socket) {
         if (stopping_) return;
         if (ec) {
             // Out of descriptors, say: wait a moment instead of spinning on the error.

@@ -83,6 +83,10 @@ enum class Seat { None, Counted, Overflow };
 
 class Server;
 class Shard;
+
+// A connection's socket, bound to its shard's io_context: its executor is one pointer, where the
+// type-erased executor of tcp::socket adds some forty bytes to every connection, idle ones too.
+using Socket = boost::asio::ip::tcp::socket::rebind_executor<boost::asio::io_context::executor_type>::other;
 // What the acceptor knows of a connection on an overflow seat (server.cpp).
 struct OverflowSeat;
 

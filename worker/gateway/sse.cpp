@@ -25,7 +25,7 @@ constexpr std::uint16_t kMaxReadBytes = 4096;
 
 class SseStream : public Delivery {
 public:
-    SseStream(Shard& shard, Seat seat, tcp::socket socket, wall_clock::time_point expires)
+    SseStream(Shard& shard, Seat seat, Socket socket, wall_clock::time_point expires)
         : Delivery(shard, seat), socket_(std::move(socket)), expires_(expires) {
         ++shard_.counters().sse_streams;
     }
@@ -103,7 +103,7 @@ private:
         socket_.shutdown(tcp::socket::shutdown_send, ec);
     }
 
-    tcp::socket& socket() override { return socket_; }
+    Socket& socket() override { return socket_; }
 
     // A client sends nothing on an event stream: the read ends when it goes away.
     void watch_for_close() {
@@ -114,7 +114,7 @@ private:
         });
     }
 
-    tcp::socket socket_;
+    Socket socket_;
     wall_clock::time_point expires_;
     char read_byte_ = 0;
     std::uint16_t bytes_read_ = 0;  // closed past kMaxReadBytes
@@ -123,12 +123,12 @@ private:
 #if defined(__GLIBCXX__) && UINTPTR_MAX == UINT64_MAX
 // The budget of an idle stream (docs/gateway.md): the Delivery core, the socket, the expiry and
 // the reading bytes, nothing more. On LP64 libstdc++, where it was measured.
-static_assert(sizeof(SseStream) <= 288, "an SSE stream outgrew its budget of docs/gateway.md");
+static_assert(sizeof(SseStream) <= 256, "an SSE stream outgrew its budget of docs/gateway.md");
 #endif
 
 }  // namespace
 
-void start_sse(Shard& shard, Seat seat, tcp::socket socket, const Request& req, std::vector<std::string> channels,
+void start_sse(Shard& shard, Seat seat, Socket socket, const Request& req, std::vector<std::string> channels,
                std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires) {
     auto stream = std::make_shared<SseStream>(shard, seat, std::move(socket), expires);
     stream->start(req, std::move(channels), std::move(floors));
