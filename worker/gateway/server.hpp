@@ -85,7 +85,8 @@ class Server;
 class Shard;
 
 // A connection's socket, bound to its shard's io_context: its executor is one pointer, where the
-// type-erased executor of tcp::socket adds some forty bytes to every connection, idle ones too.
+// type-erased executor of tcp::socket makes the socket 80 bytes instead of 48 and each pending
+// operation 40 bytes larger, in every connection, idle ones too.
 using Socket = boost::asio::ip::tcp::socket::rebind_executor<boost::asio::io_context::executor_type>::other;
 // What the acceptor knows of a connection on an overflow seat (server.cpp).
 struct OverflowSeat;
