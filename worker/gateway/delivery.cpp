@@ -11,12 +11,12 @@ namespace docsync::gateway {
 namespace asio = boost::asio;
 using steady = std::chrono::steady_clock;
 
-void bound_send_buffer(asio::ip::tcp::socket& socket) {
+void bound_send_buffer(Socket& socket) {
     boost::system::error_code ignored;  // a socket that refuses keeps the kernel's default
     socket.set_option(asio::socket_base::send_buffer_size(kStreamSendBuffer), ignored);
 }
 
-void end_socket(asio::ip::tcp::socket& socket, Ending how) {
+void end_socket(Socket& socket, Ending how) {
     boost::system::error_code ignored;
     if (how == Ending::Abortive) {
         // close() then resets the connection and drops what the kernel still holds for it.
@@ -27,7 +27,7 @@ void end_socket(asio::ip::tcp::socket& socket, Ending how) {
     socket.close(ignored);
 }
 
-Delivery::Delivery(Shard& shard, Seat seat, const char* kind) : Connection(shard, seat), kind_(kind) {}
+Delivery::Delivery(Shard& shard, Seat seat) : Connection(shard, seat) {}
 
 Delivery::~Delivery() { unfollow_all(); }
 
@@ -44,7 +44,7 @@ bool Delivery::tick_closes(steady::time_point now) {
     if (closed_) return true;
     if (writing_ && now - write_started_ >= shard_.options().slow_client_timeout) {
         ++shard_.counters().slow_disconnects;
-        log_info("gateway", std::string("closed ") + kind_ + " whose client took no bytes for " +
+        log_info("gateway", std::string("closed ") + kind() + " whose client took no bytes for " +
                                 std::to_string(shard_.options().slow_client_timeout.count()) + " ms (too slow)");
         close(Ending::Abortive);
         return true;
@@ -94,6 +94,7 @@ void Delivery::pump() {
     auto done = [self = shared_from_this()](boost::system::error_code ec) {
         self->writing_ = false;
         self->sending_.reset();
+        std::string().swap(self->current_);  // a long reply's buffer is not kept while idle
         if (ec) return self->close(Ending::Graceful);
         self->last_write_ = steady::now();
         self->pump();

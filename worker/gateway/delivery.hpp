@@ -25,8 +25,11 @@ public:
 protected:
     using WriteDone = std::function<void(boost::system::error_code)>;
 
-    // `kind` names the connection in logs ("an SSE stream", "a WebSocket").
-    Delivery(Shard& shard, Seat seat, const char* kind);
+    Delivery(Shard& shard, Seat seat);
+
+    // Names the connection in logs ("an SSE stream", "a WebSocket"): a function, not a member
+    // every idle stream would hold.
+    virtual const char* kind() const = 0;
 
     // The transport's framing. Each write_* starts one asynchronous write and calls `done` once.
     virtual bool ready() const { return true; }  // whether writes may start (a WebSocket: once accepted)
@@ -35,7 +38,7 @@ protected:
     // After the reason of an end went out: SSE sends a FIN, a WebSocket its close frame (and
     // closes once it is written). Clears writing_ itself when it writes.
     virtual void write_end() = 0;
-    virtual boost::asio::ip::tcp::socket& socket() = 0;
+    virtual Socket& socket() = 0;
 
     // Queues a reply and writes it in turn.
     void send(std::string message);
@@ -59,11 +62,12 @@ protected:
     bool ending_ = false;            // end() was called: closed within kEndGrace
     bool close_after_flush_ = false; // write_end() once the queue is written
     bool following_ = false;         // the outbox's channels are followed at the hub
+    // The text being written: a reply, or what a transport writes before a doc of its own (an SSE
+    // stream's multi-channel head); one write at a time shares it. Freed once written.
+    std::string current_;
 
 private:
-    const char* kind_;
-    std::string current_;  // the reply being written
-    DocPtr sending_;       // the doc being written
+    DocPtr sending_;  // the doc being written
 };
 
 }  // namespace docsync::gateway

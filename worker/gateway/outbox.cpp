@@ -19,7 +19,7 @@ Outbox::Slot& Outbox::add(std::string channel, std::optional<DocVersion> floor) 
 void Outbox::remove(std::string_view channel) {
     for (auto it = slots_.begin(); it != slots_.end(); ++it) {
         if (it->channel != channel) continue;
-        queue_.erase(std::remove(queue_.begin(), queue_.end(), &*it), queue_.end());
+        if (it->queued) dequeue(&*it);
         slots_.erase(it);
         return;
     }
@@ -41,8 +41,7 @@ bool Outbox::offer(const DocPtr& doc) {
 DocPtr Outbox::next() {
     while (!queue_.empty()) {
         Slot* slot = queue_.front();
-        queue_.erase(queue_.begin());
-        slot->queued = false;
+        dequeue(slot);
         DocPtr doc = std::move(slot->pending);
         // raise_floor drops what it passes; this holds the rule even so: the floor never moves down.
         if (!doc || (slot->floor && doc->version <= *slot->floor)) continue;
@@ -57,16 +56,19 @@ void Outbox::raise_floor(Slot& slot, DocVersion floor) {
     slot.floor = floor;
     if (slot.pending && slot.pending->version <= floor) {
         slot.pending.reset();
-        if (slot.queued) {
-            slot.queued = false;
-            queue_.erase(std::remove(queue_.begin(), queue_.end(), &slot), queue_.end());
-        }
+        if (slot.queued) dequeue(&slot);
     }
 }
 
 void Outbox::clear() {
-    queue_.clear();
+    std::vector<Slot*>().swap(queue_);
     slots_.clear();
+}
+
+void Outbox::dequeue(Slot* slot) {
+    slot->queued = false;
+    queue_.erase(std::remove(queue_.begin(), queue_.end(), slot), queue_.end());
+    if (queue_.empty()) std::vector<Slot*>().swap(queue_);
 }
 
 std::vector<std::optional<DocVersion>> Outbox::floors() const {

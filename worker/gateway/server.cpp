@@ -35,18 +35,11 @@ struct OverflowSeat {
     std::atomic<bool> released{false};     // its seat was given back, or taken for another
 };
 
-Connection::Connection(Shard& shard, Seat seat, std::shared_ptr<OverflowSeat> overflow)
-    : shard_(shard), seat_(seat), overflow_(std::move(overflow)) {
-    shard_.add(this);
-}
+Connection::Connection(Shard& shard, Seat seat) : shard_(shard), seat_(seat) { shard_.add(this); }
 Connection::~Connection() {
     shard_.remove(this);
     if (seat_ == Seat::Counted) --shard_.counters().connections;
-    else if (seat_ == Seat::Overflow && (!overflow_ || !overflow_->released.exchange(true))) --shard_.counters().overflow;
-}
-
-void Connection::asked() {
-    if (overflow_) overflow_->asked = true;
+    else if (seat_ == Seat::Overflow) --shard_.counters().overflow;
 }
 
 Shard::Shard(Server& server, asio::io_context& hub_io, Hub& hub)
@@ -177,8 +170,14 @@ constexpr const char* kTooManyConnections =
 // socket on (SSE, WebSocket); keep-alive until the client closes or idles.
 class HttpSession : public Connection, public std::enable_shared_from_this<HttpSession> {
 public:
-    HttpSession(Shard& shard, Seat seat, tcp::socket socket, std::shared_ptr<OverflowSeat> overflow = nullptr)
-        : Connection(shard, seat, std::move(overflow)), socket_(std::move(socket)) {}
+    // `overflow`: the record of an Overflow seat, through which the acceptor may take the seat back.
+    HttpSession(Shard& shard, Seat seat, Socket socket, std::shared_ptr<OverflowSeat> overflow = nullptr)
+        : Connection(shard, seat), socket_(std::move(socket)), overflow_(std::move(overflow)) {}
+    ~HttpSession() override {
+        // A seat the acceptor took back for a newer connection went with its count: not given back
+        // again (~Connection gives back the seat still held).
+        if (overflow_ && seat() == Seat::Overflow && overflow_->released.exchange(true)) take_seat();
+    }
 
     void start() { read(); }
 
@@ -245,7 +244,8 @@ private:
     }
 
     void route(Request req) {
-        asked();
+        // It asked something: the acceptor no longer takes its overflow seat for another.
+        if (overflow_) overflow_->asked = true;
         head_ = req.method() == http::verb::head;
         RouteContext ctx{shard_.options(), shard_.verifier(), seat() == Seat::Overflow, wall_clock::now()};
         Routed routed = route_request(req, ctx);
@@ -310,7 +310,7 @@ private:
         });
     }
 
-    tcp::socket socket_;
+    Socket socket_;
     beast::flat_buffer buffer_{20 * 1024};  // above the header limit, so the parser reports it
     std::optional<http::request_parser<http::string_body>> parser_;
     steady::time_point deadline_{};
@@ -319,6 +319,9 @@ private:
     bool closed_ = false;
     bool handed_off_ = false;
     bool head_ = false;  // the request being answered is a HEAD: the answer's header alone goes out
+    // An Overflow seat's record, shared with the acceptor. Never handed to a stream: on such a
+    // seat the router answers only /healthz, so the seat ends with this session.
+    std::shared_ptr<OverflowSeat> overflow_;
 };
 
 constexpr std::size_t kOverflowSeats = 64;  // connections past --max-connections that may ask /healthz
@@ -356,7 +359,7 @@ bool Server::evict_silent_overflow() {
 void Server::accept() {
     // Each connection goes to the next shard, and lives on its thread from the start.
     Shard& shard = *shards_[next_shard_++ % shards_.size()];
-    acceptor_.async_accept(shard.io(), [this, &shard](boost::system::error_code ec, tcp::socket socket) {
+    acceptor_.async_accept(shard.io(), [this, &shard](boost::system::error_code ec, Socket socket) {
         if (stopping_) return;
         if (ec) {
             // Out of descriptors, say: wait a moment instead of spinning on the error.

@@ -58,20 +58,23 @@ constexpr std::chrono::milliseconds kEndGrace{250};
 // expiry) is a few tens of kilobytes, not the megabytes an autotuned buffer grows to; the kernel
 // doubles it for its own bookkeeping.
 constexpr int kStreamSendBuffer = 64 * 1024;
-void bound_send_buffer(boost::asio::ip::tcp::socket& socket);
+void bound_send_buffer(Socket& socket);
 
 // How a stream's socket is closed: Graceful lets the kernel send what it holds (then FIN);
 // Abortive drops it and resets the connection (SO_LINGER {1, 0}), for a stream that must end now
 // (an expired token, a client too slow to read) whatever it has not taken yet.
 enum class Ending { Graceful, Abortive };
-void end_socket(boost::asio::ip::tcp::socket& socket, Ending how);
+void end_socket(Socket& socket, Ending how);
 
 // A connection's short queue of replies (SSE comments and errors, WebSocket control messages): a
 // vector, since an empty deque already allocates half a kilobyte and an idle connection holds none.
 using ControlQueue = std::vector<std::string>;
+// The first reply; the last one taken gives the queue's buffer back, so that an idle connection
+// holds none (docs/gateway.md, memory per idle stream).
 inline std::string pop_front(ControlQueue& queue) {
     std::string first = std::move(queue.front());
     queue.erase(queue.begin());
+    if (queue.empty()) ControlQueue().swap(queue);
     return first;
 }
 
@@ -104,19 +107,25 @@ public:
     void clear();
     // Each channel's floor, in the order the channels were added (the SSE cursor).
     std::vector<std::optional<DocVersion>> floors() const;
+    // Whether the queue of pending docs holds a buffer: only while a doc waits.
+    bool holds_queue() const { return queue_.capacity() != 0; }
 
 private:
+    // Takes `slot` off the queue; the queue's buffer goes back once it is empty.
+    void dequeue(Slot* slot);
+
     std::list<Slot> slots_;
     // Channels with a pending doc, oldest first. A vector, not a deque: an empty deque allocates
-    // half a kilobyte, and this queue is short (at most one entry per channel).
+    // half a kilobyte, and this queue is short (at most one entry per channel). Emptied, it frees
+    // its buffer: an idle connection holds none.
     std::vector<Slot*> queue_;
 };
 
 // Hand-offs from the HTTP session once a request is authorized; the connection's seat goes along.
-void start_sse(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, const Request& req,
+void start_sse(Shard& shard, Seat seat, Socket socket, const Request& req,
                std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors,
                std::chrono::system_clock::time_point expires);
-void start_websocket(Shard& shard, Seat seat, boost::asio::ip::tcp::socket socket, Request req, Caller caller);
+void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller);
 
 // CORS headers for `origin` when it is allowed (nothing otherwise).
 void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);

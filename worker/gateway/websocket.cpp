@@ -29,8 +29,8 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
 
 class WsSession : public Delivery {
 public:
-    WsSession(Shard& shard, Seat seat, tcp::socket socket, Caller caller)
-        : Delivery(shard, seat, "a WebSocket"), ws_(std::move(socket)), caller_(std::move(caller)) {
+    WsSession(Shard& shard, Seat seat, Socket socket, Caller caller)
+        : Delivery(shard, seat), ws_(std::move(socket)), caller_(std::move(caller)) {
         ++shard_.counters().websockets;
     }
     ~WsSession() override { --shard_.counters().websockets; }
@@ -90,6 +90,8 @@ public:
     void shut() override { close(Ending::Graceful); }
 
 private:
+    const char* kind() const override { return "a WebSocket"; }
+
     std::shared_ptr<WsSession> self_ptr() { return std::static_pointer_cast<WsSession>(shared_from_this()); }
 
     // Ends the connection with `code` and `message` (an error message, then the close frame).
@@ -125,7 +127,7 @@ private:
                         });
     }
 
-    tcp::socket& socket() override { return beast::get_lowest_layer(ws_); }
+    Socket& socket() override { return beast::get_lowest_layer(ws_); }
 
     void read() {
         auto self = self_ptr();
@@ -222,7 +224,7 @@ private:
         send(std::move(message));
     }
 
-    websocket::stream<tcp::socket> ws_;
+    websocket::stream<Socket> ws_;
     beast::flat_buffer buffer_;
     Caller caller_;
     std::string close_reason_;
@@ -232,7 +234,7 @@ private:
 
 }  // namespace
 
-void start_websocket(Shard& shard, Seat seat, tcp::socket socket, Request req, Caller caller) {
+void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller) {
     auto session = std::make_shared<WsSession>(shard, seat, std::move(socket), std::move(caller));
     session->start(std::move(req));
 }
