@@ -144,6 +144,13 @@ echo "ten slowest tests:"
 sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ ]) \.{2,}.* ([0-9]+\.[0-9]+) sec$/\2\t\1/p' \
   "$build/ctest.log" 2>/dev/null | sort -rn | head -n 10 |
   while IFS=$'\t' read -r seconds name; do printf '  %8s s  %s\n' "$seconds" "$name"; done
+# The time of the tests that ran alone (RUN_SERIAL): both cores wait on one test for all of it.
+ctest --test-dir "$build" --show-only=json-v1 2>/dev/null |
+  jq -r '.tests[] | select(any(.properties[]?; .name == "RUN_SERIAL" and .value == true)) | .name' \
+  >"$build/serial-tests.txt" 2>/dev/null
+sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.*[^ ]) \.{2,}.* ([0-9]+\.[0-9]+) sec$/\1\t\2/p' "$build/ctest.log" 2>/dev/null |
+  awk -F'\t' -v list="$build/serial-tests.txt" 'BEGIN { while ((getline line < list) > 0) serial[line] = 1 }
+    ($1 in serial) { n++; t += $2 } END { printf "serial tests (RUN_SERIAL, run alone): %d, %.0f s\n", n, t }'
 echo "wall time: $(( $(date +%s) - start ))s"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"

@@ -18,7 +18,7 @@ kills=${DOCSYNC_FAULT_KILLS:-3}
 txns=400
 if [ "${DOCSYNC_FAULT_LONG:-0}" = 1 ]; then kills=${DOCSYNC_FAULT_KILLS:-12}; txns=2500; fi
 
-start_cluster
+start_cluster own
 write_workload "$txns" "$tmp/workload.sql"
 start_worker
 publish_all

@@ -40,7 +40,7 @@ retained_status() {
   rcn "$(owner_of_slot "$(key_slot "$key")")" --raw GET "$key" 2>/dev/null | jq -r '.doc.status // empty' 2>/dev/null || true
 }
 
-start_cluster
+start_cluster own
 sql "CREATE EXTENSION pg_walinspect" || fail "pg_walinspect is not installed (it ships with the server)"
 start_worker
 publish_all

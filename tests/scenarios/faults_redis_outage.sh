@@ -40,7 +40,7 @@ keep_load() {
   run_workload "$f"
 }
 
-start_cluster
+start_cluster own
 sql "CREATE EXTENSION pg_walinspect" || fail "pg_walinspect is not installed (it ships with the server)"
 start_worker
 publish_all

@@ -11,10 +11,15 @@
 #     grant_reader granted, and warns about each docsync slot with the WAL it holds and how to drop
 #     it; the extension can be created again at once, and a schema docsync in its way is named with
 #     the fix.
-# Needs a running server: PGHOST/PGPORT (packaging/dev-cluster.sh) and DOCSYNC_PG_BINDIR.
+# Starts a cluster of its own (packaging/dev-cluster.sh), stopped at exit: the guest role, the slot
+# and the slots DROP EXTENSION lists are the cluster's, shared with no other test.
 set -euo pipefail
-
-: "${PGHOST:?PGHOST not set: run against packaging/dev-cluster.sh}" "${PGPORT:?}"
+top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+cluster=$("$top/packaging/dev-cluster.sh" start --no-install)
+trap '"$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true' EXIT
+"$top/packaging/dev-cluster.sh" install "$cluster" >/dev/null
+# shellcheck disable=SC1091
+. "$cluster/cluster.env"
 bindir=${DOCSYNC_PG_BINDIR:-$(dirname "$(command -v psql)")}
 export PGUSER=${PGUSER:-postgres}
 db=docsync_guest_$$
@@ -28,6 +33,7 @@ cleanup() {
   timeout 60 "$bindir/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
   timeout 60 "$bindir/psql" -X -q -d postgres -c "DROP ROLE IF EXISTS guest_reader" >/dev/null 2>&1 || true
   rm -rf "$work"
+  "$top/packaging/dev-cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; cat "$f" >&2; }; done; exit 1; }

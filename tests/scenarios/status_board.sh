@@ -7,11 +7,11 @@
 # inactive, keeping the last values; a new worker takes over. docsync.forget_slot refuses while the
 # worker serves the slot; a worker started on a misspelt slot fails and leaves no row; a slot dropped
 # for good leaves a stale row saying how to forget it, and forget_slot removes its files and the row.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh and DOCSYNC_WORKER.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER.
 set -euo pipefail
 test_name=status_it
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 row() { sql "SELECT row_to_json(s) FROM docsync.status s WHERE slot_name = '$slot'"; }
 
 setup_db

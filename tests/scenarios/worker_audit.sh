@@ -6,12 +6,12 @@
 # a Redis key deleted are each found, reported (a warning naming the channel, docsync.status's
 # audit_divergences, /metrics's docsync_audit_divergences_total) and healed: what the sink retains
 # equals a fresh run of the doc query again. With stdout the audit is off and says so.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER, jq,
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER, jq,
 # python3 and redis-server.
 set -euo pipefail
 test_name=audit
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)

@@ -6,12 +6,12 @@
 # (its version is the WAL insert position read after the snapshot, not the write position). Runs the
 # audit at 6000% of the live docs per minute beside a workload of asynchronous updates and fails on
 # any divergence. The workload runs 20 s (about 200 samples), 2 min with DOCSYNC_TEST_FULL=1
-# (packaging/run-tests.sh --full). Needs the libpq environment of a cluster from packaging/dev-cluster.sh,
+# (packaging/run-tests.sh --full). Starts a cluster of its own (lib/own_cluster.bash); needs
 # DOCSYNC_WORKER, jq and python3.
 set -euo pipefail
 test_name=audit_async
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 restore_wal_writer() {
   psql -X -q -d postgres -c "ALTER SYSTEM RESET wal_writer_delay" -c "SELECT pg_reload_conf()" >/dev/null 2>&1

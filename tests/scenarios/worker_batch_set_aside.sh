@@ -11,8 +11,8 @@
 #     statement.
 set -euo pipefail
 test_name=batch_set_aside
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 setup_db
 sql "CREATE SCHEMA mt"

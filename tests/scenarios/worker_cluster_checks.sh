@@ -13,8 +13,8 @@
 # 5. a master with an allkeys-* eviction policy stops the start.
 set -euo pipefail
 test_name=clusterchk
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_cluster.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_cluster.bash"
 cleanup_hooks+=(stop_redis_cluster)

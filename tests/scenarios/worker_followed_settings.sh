@@ -7,8 +7,8 @@
 # equals a fresh run again, and a later change of another row is computed with the new setting too.
 set -euo pipefail
 test_name=followed
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 reset_system() {
   psql -X -q -d postgres -c "ALTER SYSTEM RESET array_nulls" -c "SELECT pg_reload_conf()" >/dev/null 2>&1 || true
 }

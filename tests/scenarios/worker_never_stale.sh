@@ -13,8 +13,8 @@
 #      replication stall): the worker waits for it, says so in docsync.status, then uses them.
 set -euo pipefail
 test_name=never_stale
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)

@@ -21,8 +21,8 @@
 # Prints p50/p99 of both waits (measured from the commit's return to the doc being readable).
 set -euo pipefail
 test_name=ryw
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)

@@ -8,11 +8,11 @@
 # as systemd would, plays the worker's crash in the middle of such a recompute, does to the status
 # directory what systemd does between the crash and the restart, and requires that wait_published
 # never answers true while a doc still lacks the change made in the gap.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=service_restart
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 unit=$(dirname "${BASH_SOURCE[0]}")/../../packaging/debian/docsync-worker.service
 
 # unit_value KEY: the last assignment of KEY in the unit's [Service] section (empty when none).

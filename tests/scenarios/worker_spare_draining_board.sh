@@ -5,12 +5,12 @@
 # starts, itself waiting behind the lock to read the definitions. Redis then loses every doc
 # (FLUSHALL): docsync.wait_published must hold until B has recomputed them; what was published
 # before the flush is published meanwhile.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER, jq and
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER, jq and
 # redis-server.
 set -euo pipefail
 test_name=spare_drain
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)

@@ -5,12 +5,12 @@
 # fences A (SIGKILL, a docsync-worker of this host holding the file) instead of running without it.
 # Then Redis loses every doc (FLUSHALL): until B has recomputed them, wait_published must not answer
 # true for a commit whose docs are missing.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER, jq and
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER, jq and
 # redis-server.
 set -euo pipefail
 test_name=spare_board
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)
@@ -44,14 +44,20 @@ sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slo
 wait_for 60 "SELECT count(*) = 1 FROM docsync.workers WHERE slot_name = '$slot' AND role = 'active' AND application_name LIKE '% active pid $b'" || fail "B is not the active worker: $(tail -n 5 "$tmp/b.log")"
 wait_for 30 "SELECT active FROM pg_replication_slots WHERE slot_name = '$slot'" || fail "B never streamed: $(tail -n 5 "$tmp/b.log")"
 worker_pid=$b
-sleep 5     # B's start-up recompute (3 s) ends
+# B's start-up recompute (about 3 s) ends: waited for, not slept (a busy machine stretches it).
+wait_for 60 "SELECT worker_pid = $b AND recompute_finished_at IS NOT NULL FROM docsync.status WHERE slot_name = '$slot'" ||
+  fail "B's start-up recompute did not end in 60 s: $(tail -n 5 "$tmp/b.log")"
 sql "UPDATE acct SET bal = bal + 1"
 target=$(sql "SELECT pg_current_wal_lsn()")
 [ "$(sql "CALL docsync.wait_published('$target', '30s')")" = t ] || fail "wait_published never passed before the flush"
 
 echo "Redis loses every doc: wait_published holds until B has recomputed them"
+seen=$(grep -c "recomputing every live doc" "$tmp/b.log" || true)
 rc FLUSHALL >/dev/null
-sleep 1.5   # the sink watch looks every second (a FLUSHALL breaks no connection)
+# The sink watch looks every second (a FLUSHALL breaks no connection): the checks start once B says
+# it saw the loss, however long a busy machine makes that.
+for _ in $(seq 1 300); do [ "$(grep -c "recomputing every live doc" "$tmp/b.log" || true)" -gt "$seen" ] && break; sleep 0.1; done
+[ "$(grep -c "recomputing every live doc" "$tmp/b.log" || true)" -gt "$seen" ] || fail "B did not see the FLUSHALL in 30 s: $(tail -n 5 "$tmp/b.log")"
 for _ in $(seq 1 40); do
   if [ "$(sql "CALL docsync.wait_published('$target', '10ms')")" = t ]; then
     missing=$(for i in $(seq 1 30); do [ -n "$(rc --raw GET "db:acct:$i")" ] || echo "$i"; done | wc -l)

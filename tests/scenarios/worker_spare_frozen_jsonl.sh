@@ -4,11 +4,11 @@
 # spare B takes the lease. B reports to a status directory of its own here, so that only the sink's
 # lock stands in its way: B must fence A (SIGKILL, a docsync-worker of this host holding the lock),
 # not exit, and publish the change made meanwhile.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=spare_jsonl
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 cont_all() { for p in "${extra_pids[@]}" $worker_pid; do kill -CONT "$p" 2>/dev/null || true; done; }
 early_cleanup_hooks+=(cont_all)
 

@@ -4,7 +4,7 @@
 # filesystem is full), and must give the lease back and stand by again, retrying, not exit; once
 # space is freed it publishes the change A could not write.
 # Mounts a 2 MiB tmpfs, so it needs root: without root it is skipped, unless CI is set (then it fails).
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER and jq.
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
   [ -z "${CI:-}" ] || { echo "FAIL: needs root to mount a tmpfs" >&2; exit 1; }
@@ -12,8 +12,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 0
 fi
 test_name=spare_disk
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 mnt=$tmp/mnt
 mkdir "$mnt"
 mount -t tmpfs -o size=2m tmpfs "$mnt"

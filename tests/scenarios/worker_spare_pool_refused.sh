@@ -6,11 +6,11 @@
 #     pool role can connect again B takes over and the change made meanwhile is published;
 #   - a worker without --standby that starts meanwhile retries with backoff, saying so, not exit,
 #     and starts once the pool role can connect (a wrong password still ends it: worker_first_start.sh).
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=spare_pool
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 setup_db
 sql "CREATE TABLE acct (id int PRIMARY KEY, bal int NOT NULL)"
 sql "INSERT INTO acct SELECT g, 0 FROM generate_series(1, 5) g"

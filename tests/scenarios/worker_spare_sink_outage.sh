@@ -4,12 +4,12 @@
 # active worker is killed (kill -9); the spare takes the lease, cannot start its sink, gives the lease
 # back and stands by again (it must not exit); a row changes; Redis comes back; the spare takes over,
 # streams the slot, and the changed doc is published.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER, jq and
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER, jq and
 # redis-server.
 set -euo pipefail
 test_name=spare_sink
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 # shellcheck source=lib/redis_server.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/redis_server.bash"
 cleanup_hooks+=(stop_redis)

@@ -7,12 +7,12 @@
 # that, so the active worker (--standby, the lease taken) waits in docsync.worker_definitions() the
 # whole time, streaming nothing; the second spare must leave it alone, and once the lock goes the
 # worker streams and publishes.
-# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+# Starts a cluster of its own (lib/own_cluster.bash); needs DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=spare_starting
 export DOCSYNC_TEST_HUNG_AFTER=4s
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 acct() { echo "SELECT jsonb_build_object('id', a.id, 'balance', a.balance) FROM acct a WHERE a.id = $1"; }
 setup_db

@@ -7,8 +7,8 @@
 #     below the transactions it could not publish.
 set -euo pipefail
 test_name=stalled
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 setup_db
 sql "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)"

@@ -8,8 +8,8 @@
 # customer's orders carry the new name.
 set -euo pipefail
 test_name=durable
-# shellcheck source=lib/worker_env.bash
-. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+# shellcheck source=lib/own_cluster.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 
 setup_db
 sql "CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL)"

@@ -1,0 +1,15 @@
+# Read by ctest after the integration tests are discovered (CMakeLists.txt): the cases that bound a
+# time a neighbour's CPU could stretch run alone (RUN_SERIAL). The other cases take turns on the
+# cluster in the environment (RESOURCE_LOCK docsync_env_cluster) beside the unit and gateway tests.
+# A case renamed here and not in its source fails ctest's start, loudly.
+foreach(name
+    # about one doc query per 100 ms round: a slower loop of updates means more rounds
+    "a hot row updated 5000 times costs a few percent as many doc queries, and the doc ends right"
+    # stopping the liveness watch within 2 s
+    "redis liveness: polls report subscribed db: channels, warm and touch reach their callbacks"
+    # 1000 acknowledgements within 200 ms with Redis gone
+    "watermark: Redis gone holds nothing back, the newest position is written once it is back"
+    # three rounds of publishes within 3 s with a master down
+    "redis cluster: a master down fails only its docs, fast, a restart without its data is reported")
+  set_tests_properties("integration/${name}" PROPERTIES RUN_SERIAL TRUE)
+endforeach()
