@@ -99,9 +99,9 @@ BEGIN
            WHEN ty.typname = 'citext' THEN 'equal citext values print differently (A and a)'
            WHEN t = 'jsonb'::regtype
              THEN 'equal jsonb values print differently ({"size": 1} and {"size": 1.0})'
-           WHEN t IN ('box'::regtype, 'circle'::regtype)
-             THEN format('%s values are equal when their areas are (box ''(1,1),(0,0)'' and ''(2,0.5),(0,0)'')', t::regtype)
-           WHEN t IN ('path'::regtype) THEN 'paths are equal when they have as many points (''[(0,0),(1,1)]'' and ''[(5,5),(7,9)]'')'
+           WHEN t = 'box'::regtype THEN 'boxes are equal when their areas are (''(1,1),(0,0)'' and ''(2,0.5),(0,0)'')'
+           WHEN t = 'circle'::regtype THEN 'circles are equal when their areas are (''<(0,0),1>'' and ''<(5,5),1>'')'
+           WHEN t = 'path'::regtype THEN 'paths are equal when they have as many points (''[(0,0),(1,1)]'' and ''[(5,5),(7,9)]'')'
            WHEN t IN ('point'::regtype, 'lseg'::regtype, 'line'::regtype, 'polygon'::regtype)
              THEN format('%s values are made of floating-point numbers, compared with a tolerance, whose equal values print differently (0 and -0)', t::regtype)
            WHEN t = 'bpchar'::regtype AND typmod < 0 AND nested
