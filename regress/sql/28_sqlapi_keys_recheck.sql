@@ -25,10 +25,14 @@ SELECT docsync.watch('bytext', 'src', keys_sql => 'SELECT name FROM krecheck.src
                      keys_args => ARRAY['id']) > 0 AS watched_keys;
 SELECT name, docsync.refusal(name) FROM docsync.query_defs WHERE name IN ('acc', 'named', 'coded', 'bytext') ORDER BY name;
 
--- the migrations
+-- the migrations; each reloads the worker's definitions (the generation rises)
+SELECT generation AS gen_before FROM docsync.def_generation \gset
 ALTER TABLE acc ALTER COLUMN id TYPE numeric;
+SELECT generation > :gen_before AS reloads_after_type_change FROM docsync.def_generation;
+SELECT generation AS gen_before FROM docsync.def_generation \gset
 ALTER TABLE named ALTER COLUMN name TYPE text COLLATE ci;
 ALTER TYPE code ADD ATTRIBUTE price numeric;
+SELECT generation > :gen_before AS reloads_after_collation_and_attribute FROM docsync.def_generation;
 SELECT name, docsync.refusal(name) FROM docsync.query_defs WHERE name IN ('acc', 'named', 'coded', 'bytext') ORDER BY name;
 -- the worker is told: worker_definitions carries the reason, and no batched form
 SELECT d->>'name' AS name, d->>'refused' LIKE '%cannot name docs%' AS refused, d->'batch_sql' = 'null' AS no_batch
