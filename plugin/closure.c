@@ -15,6 +15,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/primnodes.h"
 #include "utils/lsyscache.h"
@@ -127,6 +128,7 @@ mark_params_walker(Node *node, void *context)
 
 	if (node == NULL)
 		return false;
+	check_stack_depth();
 	if (IsA(node, Param))
 	{
 		Param	   *param = (Param *) node;
@@ -177,6 +179,7 @@ param_collations_walker(Node *node, void *context)
 
 	if (node == NULL)
 		return false;
+	check_stack_depth();
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, param_collations_walker, context, 0);
 	if (IsA(node, RowCompareExpr))

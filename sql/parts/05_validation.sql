@@ -179,7 +179,9 @@ $$;
 -- collations it compares them under) or, with watch, that watch's keys (the watched columns, or the
 -- keys query's result columns). define_query and watch refuse such keys; this sees them again after
 -- DDL (a column's type or collation changed, an attribute added to a composite key type), so that
--- docsync.refusal and docsync.watch_problem refuse a definition the DDL made unfit.
+-- docsync.refusal and docsync.watch_problem refuse a definition the DDL made unfit. Analysed as
+-- its definer under its stored search_path, as docsync.stored_analysis does (without the
+-- dependencies, which this does not need).
 CREATE FUNCTION docsync.stored_key_problem(query text, watch bigint DEFAULT NULL) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -193,7 +195,8 @@ BEGIN
     RETURN NULL;
   END IF;
   IF watch IS NULL THEN
-    SELECT * INTO a FROM docsync.stored_analysis(q.name);
+    SELECT x.* INTO a FROM docsync.stored_text(q, NULL) t
+     CROSS JOIN LATERAL docsync.analyze_query(t.src, docsync.stored_path(t.path), docsync.definer_role(t.definer)) x;
     FOR i IN 1 .. coalesce(cardinality(a.param_types), 0) LOOP
       problem := docsync.key_type_problem(a.param_types[i], coalesce(a.param_collations[i]::oid, 0));
       IF problem IS NOT NULL THEN
@@ -217,7 +220,8 @@ BEGIN
      ORDER BY p.n LIMIT 1;
     RETURN problem;
   END IF;
-  SELECT * INTO a FROM docsync.stored_analysis(q.name, w.id);
+  SELECT x.* INTO a FROM docsync.stored_text(q, w.id) t
+   CROSS JOIN LATERAL docsync.analyze_query(t.src, docsync.stored_path(t.path), docsync.definer_role(t.definer)) x;
   FOR i IN 1 .. coalesce(cardinality(a.result_types), 0) LOOP
     problem := docsync.key_type_problem(a.result_types[i], coalesce(a.result_collations[i]::oid, 0));
     IF problem IS NOT NULL THEN
