@@ -8,6 +8,7 @@
 #ifndef DOCSYNC_H
 #define DOCSYNC_H
 
+#include "nodes/parsenodes.h"
 #include "replication/output_plugin.h"
 
 extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
@@ -18,6 +19,7 @@ extern bool docsync_status_gap_open(const char *slot);
 
 /* closure.c: the types and collations a doc query's expressions use */
 extern void docsync_collect_expression_types(Node *node, List **types, List **collations);
+extern void docsync_param_collations(Query *query, int nparams, Oid *collations);
 
 /* reader.c: the role a worker's compute runs as */
 extern void docsync_reader_init(void);

@@ -302,13 +302,16 @@ analyze_select_as_current(const char *sql, Oid **param_types, int *nparams, RawS
 /*
  * docsync.analyze_query(sql text, search_path text,
  *                       OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
- *                       OUT checked regclass[])
+ *                       OUT checked regclass[], OUT param_collations regcollation[],
+ *                       OUT result_collations regcollation[])
  *
  * Parse-analyses and rewrites one SELECT with parameter types inferred from their use, under the
  * given search_path (NULL: the current one). relations lists the tables, partitioned tables,
  * partitions, materialized views and foreign tables read, views expanded; checked lists the relations
  * the role running the query needs SELECT on (views rather than the tables they read, which are
- * checked as the view's owner). Nothing is executed.
+ * checked as the view's owner). param_collations gives, per param, a nondeterministic collation it
+ * is compared under (closure.c), or 0 ('-'); result_collations the collation of each result column,
+ * or 0 for a type without one. Nothing is executed.
  */
 Datum
 docsync_analyze_query(PG_FUNCTION_ARGS)
@@ -319,10 +322,12 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 	List	   *relids = NIL;
 	List	   *tables = NIL;
 	List	   *checked = NIL;
+	List	   *result_collations = NIL;
+	List	   *param_collations = NIL;
 	ListCell   *lc;
 	TupleDesc	tupdesc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	int			i;
 
 	if (PG_ARGISNULL(0))
@@ -345,7 +350,18 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 			TargetEntry *tle = lfirst_node(TargetEntry, lc);
 
 			if (!tle->resjunk)
+			{
 				result_types = lappend_oid(result_types, exprType((Node *) tle->expr));
+				result_collations = lappend_oid(result_collations, exprCollation((Node *) tle->expr));
+			}
+		}
+		if (nparams > 0)
+		{
+			Oid		   *collations = palloc(sizeof(Oid) * nparams);
+
+			docsync_param_collations(query, nparams, collations);
+			for (i = 0; i < nparams; i++)
+				param_collations = lappend_oid(param_collations, collations[i]);
 		}
 		(void) collect_relations_walker((Node *) query, &relids);
 		(void) collect_checked_walker((Node *) query, &checked);
@@ -370,6 +386,8 @@ docsync_analyze_query(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(oid_list_to_array(result_types, REGTYPEOID));
 	values[2] = PointerGetDatum(oid_list_to_array(tables, REGCLASSOID));
 	values[3] = PointerGetDatum(oid_list_to_array(checked, REGCLASSOID));
+	values[4] = PointerGetDatum(oid_list_to_array(param_collations, REGCOLLATIONOID));
+	values[5] = PointerGetDatum(oid_list_to_array(result_collations, REGCOLLATIONOID));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

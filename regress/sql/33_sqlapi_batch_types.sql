@@ -115,7 +115,8 @@ CREATE TABLE base_types AS
    WHERE t.typtype = 'b' AND n.nspname = 'pg_catalog' AND t.typarray <> 0
      AND t.typsubscript <> 'array_subscript_handler'::regproc
      AND docsync.key_type_problem(t.oid) IS NULL;
-SELECT count(*) > 50 AS many_base_types FROM base_types;
+-- (about fifty: numeric, floats, interval, jsonb and the geometric types cannot be keys)
+SELECT count(*) > 40 AS many_base_types FROM base_types;
 
 -- doc queries (one json column) and keys queries (the key itself) over each base type: no difference
 -- (some values draw notices: an identifier truncated, a text-search query without lexemes)
@@ -132,6 +133,9 @@ RESET client_min_messages;
 SELECT b.t, docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) AS not_batched
   FROM base_types b
  WHERE docsync.batch_problem(format('SELECT $1::%s AS k', b.name), NULL) IS NOT NULL ORDER BY 1;
+-- box, whose arrays are separated by ';', cannot be a key (its = compares areas), but batch_sql
+-- still refuses to batch it
+SELECT docsync.batch_problem('SELECT $1::box AS k', NULL) AS box_not_batched;
 
 -- Byte for byte: the doc's text as the worker reads it (json keeps its input's bytes, key order and
 -- spaces), alone and batched, for every base type pg_type holds now: a value of the type from a

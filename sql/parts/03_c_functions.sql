@@ -19,11 +19,11 @@ COMMENT ON FUNCTION docsync.channel(text) IS 'channel name of the doc of a query
 -- name it. The SECURITY DEFINER functions below pass the stored definer, via docsync.definer_role.
 CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
-  OUT checked regclass[])
+  OUT checked regclass[], OUT param_collations regcollation[], OUT result_collations regcollation[])
 RETURNS record LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_analyze_query';
 COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
-  'parameter types, result column types, tables read, and relations the caller needs SELECT on, of a SELECT, without running it';
+  'parameter types, result column types, tables read, relations the caller needs SELECT on, the nondeterministic collation each parameter is compared under (or 0) and the collation of each result column, of a SELECT, without running it';
 
 CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
                                       OUT relations oid[], OUT functions oid[],

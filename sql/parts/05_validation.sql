@@ -45,12 +45,14 @@ $$;
 
 -- analyze_query with the failure rephrased for the definition being made.
 CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text,
-  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[])
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
+  OUT param_collations regcollation[], OUT result_collations regcollation[])
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   state text; msg text; det text; hnt text;
 BEGIN
-  SELECT a.param_types, a.result_types, a.relations INTO param_types, result_types, relations
+  SELECT a.param_types, a.result_types, a.relations, a.param_collations, a.result_collations
+    INTO param_types, result_types, relations, param_collations, result_collations
     FROM docsync.analyze_query(sql, search_path) a;
 EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
@@ -137,7 +139,7 @@ $$;
 -- and grant_reader read it, and neither their reader nor the DBA may run a definer's text.
 CREATE FUNCTION docsync.stored_analysis(query text, watch bigint DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[], OUT checked regclass[],
-  OUT functions oid[], OUT schemas oid[])
+  OUT functions oid[], OUT schemas oid[], OUT param_collations regcollation[], OUT result_collations regcollation[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
@@ -155,8 +157,8 @@ BEGIN
     RAISE EXCEPTION 'docsync query "%" has no watch % with a keys query', q.name, watch
       USING ERRCODE = 'undefined_object', HINT = 'See the watches in docsync.watches.';
   END IF;
-  SELECT a.param_types, a.result_types, a.relations, a.checked
-    INTO param_types, result_types, relations, checked
+  SELECT a.param_types, a.result_types, a.relations, a.checked, a.param_collations, a.result_collations
+    INTO param_types, result_types, relations, checked, param_collations, result_collations
     FROM docsync.analyze_query(src, docsync.stored_path(path), docsync.definer_role(definer)) a;
   -- schemas: every schema the text's name resolution used (relations, functions, operators,
   -- types, collations), which its reader role needs USAGE on to resolve it the same way
@@ -170,6 +172,64 @@ BEGIN
                 WHERE u.nsp NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace) ORDER BY 1)
     INTO functions, schemas
     FROM docsync.query_depends(src, docsync.stored_path(path), docsync.definer_role(definer)) d;
+END
+$$;
+
+-- Why the keys of a stored doc query cannot name docs now, or NULL: its params (their types and the
+-- collations it compares them under) or, with watch, that watch's keys (the watched columns, or the
+-- keys query's result columns). define_query and watch refuse such keys; this sees them again after
+-- DDL (a column's type or collation changed, an attribute added to a composite key type), so that
+-- docsync.refusal and docsync.watch_problem refuse a definition the DDL made unfit. Analysed as
+-- its definer under its stored search_path, as docsync.stored_analysis does (without the
+-- dependencies, which this does not need).
+CREATE FUNCTION docsync.stored_key_problem(query text, watch bigint DEFAULT NULL) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  w record;
+  a record;
+  problem text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_key_problem.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF watch IS NULL THEN
+    SELECT x.* INTO a FROM docsync.stored_text(q, NULL) t
+     CROSS JOIN LATERAL docsync.analyze_query(t.src, docsync.stored_path(t.path), docsync.definer_role(t.definer)) x;
+    FOR i IN 1 .. coalesce(cardinality(a.param_types), 0) LOOP
+      problem := docsync.key_type_problem(a.param_types[i], coalesce(a.param_collations[i]::oid, 0));
+      IF problem IS NOT NULL THEN
+        RETURN format('%s cannot name docs: %s: redefine it with docsync.define_query(%L, …, or_replace => true) taking the param as $%s::text compared with a canonical text (lower(col::text), col::text COLLATE "C", trim_scale(col)::text)',
+                      docsync.param_label(q.params[i], q.name, a.param_types[i], a.param_collations[i]), problem, q.name, i);
+      END IF;
+    END LOOP;
+    RETURN NULL;
+  END IF;
+  SELECT * INTO w FROM docsync.watch_targets x WHERE x.id = stored_key_problem.watch;
+  IF NOT FOUND OR w.problem IS NOT NULL THEN
+    RETURN NULL;
+  END IF;
+  IF w.keys_sql IS NULL THEN
+    SELECT format('column %I of %s, which its watch maps to a doc param, cannot name docs: %s: unwatch it and map the column through a keys query that gives its canonical text (docsync.watch(…, keys_sql => …))',
+                  p.name, w.relid::regclass, docsync.key_type_problem(t.atttypid, t.attcollation))
+      INTO problem
+      FROM unnest(w.columns) WITH ORDINALITY p(name, n)
+      JOIN pg_attribute t ON t.attrelid = w.relid AND t.attname = p.name AND NOT t.attisdropped
+     WHERE docsync.key_type_problem(t.atttypid, t.attcollation) IS NOT NULL
+     ORDER BY p.n LIMIT 1;
+    RETURN problem;
+  END IF;
+  SELECT x.* INTO a FROM docsync.stored_text(q, w.id) t
+   CROSS JOIN LATERAL docsync.analyze_query(t.src, docsync.stored_path(t.path), docsync.definer_role(t.definer)) x;
+  FOR i IN 1 .. coalesce(cardinality(a.result_types), 0) LOOP
+    problem := docsync.key_type_problem(a.result_types[i], coalesce(a.result_collations[i]::oid, 0));
+    IF problem IS NOT NULL THEN
+      RETURN format('column %s of the keys query of its watch on %s cannot name docs: %s: unwatch it and watch it again with a keys query that gives a canonical text (lower(x::text), x::text COLLATE "C", trim_scale(x)::text)',
+                    i, w.relid::regclass, problem);
+    END IF;
+  END LOOP;
+  RETURN NULL;
 END
 $$;
 
@@ -276,6 +336,11 @@ BEGIN
   BEGIN
     PERFORM docsync.check_watch_rights(w.query, w.relid, w.columns, w.keys_sql, w.search_path,
                                        to_regrole(quote_ident(w.defined_by)));
+    -- keys that DDL made unfit to name docs since the watch was made
+    msg := docsync.stored_key_problem(w.query, w.id);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
     IF w.keys_sql IS NOT NULL THEN
       msg := docsync.reader_stale(w.defined_by);
       IF msg IS NOT NULL THEN
@@ -331,6 +396,11 @@ BEGIN
   BEGIN
     PERFORM docsync.check_query_rights(format('doc query "%s"', q.name), q.sql, q.search_path,
                                        to_regrole(quote_ident(q.defined_by)));
+    -- params that DDL made unfit to name docs since the query was defined
+    msg := docsync.stored_key_problem(q.name);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
     -- the query's definer's own watches refuse the query when they no longer check; another
     -- definer's are set aside alone (docsync.watch_set_aside); a watch that does not resolve is
     -- never used (docsync.watch_targets reports it)

@@ -77,8 +77,8 @@ BEGIN
             HINT = 'Wrap the result in to_jsonb(…) or build it with jsonb_build_object(…).';
   END IF;
   FOR i IN 1 .. cardinality(info.param_types) LOOP
-    PERFORM docsync.check_key_type(format('param "%s" of doc query "%s" (%s)', params[i], name, info.param_types[i]),
-                                   info.param_types[i]);
+    PERFORM docsync.check_key_type(docsync.param_label(params[i], name, info.param_types[i], info.param_collations[i]),
+                                   info.param_types[i], info.param_collations[i]);
   END LOOP;
   PERFORM docsync.check_query_rights(format('doc query "%s"', name), sql, path, caller);
 
@@ -203,6 +203,7 @@ CREATE FUNCTION docsync.check_watch_key_types(query docsync.query_defs, rel regc
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   types regtype[];
+  collations regcollation[];
 BEGIN
   IF keys_sql IS NULL THEN
     PERFORM docsync.check_key_type(format('column %I of %s', a.attname, rel), a.atttypid::regtype, a.attcollation,
@@ -217,11 +218,13 @@ BEGIN
   ELSE
     BEGIN
       -- keys_sql is its watch definer's text, analysed as it under the watch's own search_path
-      types := (docsync.analyze_query(keys_sql, keys_path, docsync.definer_role(keys_definer))).result_types;
+      SELECT a.result_types, a.result_collations INTO types, collations
+        FROM docsync.analyze_query(keys_sql, keys_path, docsync.definer_role(keys_definer)) a;
     EXCEPTION WHEN OTHERS THEN
       RETURN;  -- a keys query that no longer prepares: its lookups say so
     END;
-    PERFORM docsync.check_key_type(format('column %s of keys_sql', n), types[n]) FROM generate_series(1, cardinality(types)) n;
+    PERFORM docsync.check_key_type(format('column %s of keys_sql', n), types[n], collations[n])
+       FROM generate_series(1, cardinality(types)) n;
     PERFORM docsync.check_key_types(query, types,
       ARRAY(SELECT format('column %s of keys_sql', n) FROM generate_series(1, cardinality(types)) n), true);
   END IF;
