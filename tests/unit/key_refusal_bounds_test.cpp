@@ -123,6 +123,28 @@ TEST_CASE("server key checks for channels only a liveness poll names take --key-
     CHECK(log.count("--key-check-rate") == 1);  // logged once a minute at most
 }
 
+TEST_CASE("6000 aliases a poll lists, each refused by the server once, cost no round trip again") {
+    EngineOptions options = test_options();
+    options.key_check_rate = 0;  // no budget: what is remembered alone keeps the checks from coming back
+    Harness h(options);
+    h.engine.load_definitions(parse_definitions(kBoundsDefinitions));
+    std::vector<std::string> aliases;
+    for (int i = 0; i < 6000; ++i) {
+        std::string value = "2:" + std::to_string(i);
+        h.runner.printed_keys[value] = value + ":00";
+        aliases.push_back(build_channel("slot", {value}));
+    }
+    h.engine.sync_live(aliases, true);
+    h.drain();
+    REQUIRE(h.runner.print_calls.size() == 6000);
+    for (int poll = 0; poll < 3; ++poll) {
+        h.clock.advance(std::chrono::seconds(1));
+        h.engine.sync_live(aliases, true);
+        h.drain();
+    }
+    CHECK(h.runner.print_calls.size() == 6000);
+}
+
 TEST_CASE("a channel longer than 1024 bytes is refused unread, logged by a prefix and its length") {
     LogCapture log;
     Harness h;
