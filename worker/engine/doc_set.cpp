@@ -322,6 +322,7 @@ void DocSet::published(Entry& entry, bool walk_job) {
     Doc& doc = entry.second;
     ledger_.settle(doc.flight_seq);
     doc.failures = 0;
+    doc.clear(DocFlags::Retained);  // what the sink holds is ours now
     if (doc.has(DocFlags::Dirty)) schedule(entry);
     if (walk_job) walk_settle();
 }
@@ -358,7 +359,7 @@ void DocSet::refuse_computed(Entry& entry, const std::string& problem, bool walk
     abandon(doc);
     // the server check refused the key, so the channel is no doc's; a copy the sink retained under
     // it (and no publish of ours replaced) is left to expire, once
-    if (key_checked && doc.has(DocFlags::Retained) && doc.lsn == 0) refused_retained_.push_back(entry.first);
+    if (key_checked && doc.has(DocFlags::Retained)) refused_retained_.push_back(entry.first);
     doc.clear(DocFlags::Retained);
     server_refused_.insert_evicting(entry.first);
     refuse_channel(entry.first, problem);
