@@ -152,6 +152,11 @@ TEST_CASE("a bpchar[] key: the server check and a key read from data agree on tr
         std::string trimmed = with("SELECT $1::pg_catalog.bpchar[]::pg_catalog.text[]::pg_catalog.text");
         INFO("'", text, "' prints '", printed, "', trimmed '", trimmed, "'");
         CHECK(*canonical_key({"_bpchar"}, {printed})[0] == trimmed);
+        // the worker's own check (and the gateway's) refuses a spelling it can rewrite, naming
+        // exactly what the server prints; the rest it leaves to the server
+        KeyCheck local = check_key_text("_bpchar", text);
+        if (!local.ok) CHECK(local.canonical == std::optional<std::string>(trimmed));
+        if (text == trimmed) CHECK(local.ok);
         KeyPrintOutcome server = executor.print_keys(query, {text});
         REQUIRE(server.kind == OutcomeKind::Ok);
         CHECK(server.printed == SqlArgs{trimmed});

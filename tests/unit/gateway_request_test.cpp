@@ -275,9 +275,11 @@ TEST_CASE("gateway channels: a char(n) key is followed without trailing spaces; 
     CHECK(channel_error("db:country:FR%20").find("\"db:country:FR\"") == std::string::npos);  // no channel at all
     CHECK_FALSE(channel_error("db:country:FR%20").empty());
     CHECK(pattern_error("db:country:FR*").empty());
-    // a domain over char(5) is spelled padded; a bpchar[] is left to the worker's server check
+    // a domain over char(5) is spelled padded; a bpchar[] with its elements' trailing spaces cut
     CHECK(channel_error("db:zone:FR   ").empty());
     CHECK(channel_error("db:zone:FR").find("\"db:zone:FR   \"") != std::string::npos);
-    CHECK(channel_error("db:codes:{\"FR \"}").empty());
+    CHECK(channel_error("db:codes:{FR,DE}").empty());
+    CHECK(channel_error("db:codes:{\"FR \"}").find("\"db:codes:{FR}\"") != std::string::npos);
+    CHECK(channel_error("db:codes:{\"FR \",DE}").find("\"db:codes:{FR,DE}\"") != std::string::npos);
     key_forms().forget();
 }

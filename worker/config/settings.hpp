@@ -45,6 +45,7 @@ struct Settings {
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
     std::uint64_t max_doc_bytes = 1ull << 20;                              // doc size cap
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
+    std::uint64_t key_check_rate = 50;  // server key checks per second for channels only subscribers name
     std::uint64_t batch = defaults::kBatch;                                // docs per statement
     std::uint64_t max_retained_wal = defaults::kMaxRetainedWal;            // WAL safety valve
     // --audit-rate: percent of the live docs recomputed and compared with the sink per minute; 0: off.

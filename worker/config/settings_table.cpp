@@ -200,6 +200,11 @@ const std::vector<Spec>& specs() {
         {"max-keys", Kind::Count, "N", "most keys one reverse-index lookup may return; more is an error, never truncated",
          [](const Settings& s) { return std::to_string(s.max_keys); },
          [](Settings& s, std::string_view v) { s.max_keys = count_in(v, 1, 100000000); }},
+        {"key-check-rate", Kind::Count, "N",
+         "server key checks per second, at most, for channels only subscribers name whose key type the worker "
+         "cannot check itself; the rest wait for a later poll; 0: no bound",
+         [](const Settings& s) { return std::to_string(s.key_check_rate); },
+         [](Settings& s, std::string_view v) { s.key_check_rate = count_in(v, 0, 100000); }},
         {"max-retained-wal", Kind::Size, "SIZE",
          "unacknowledged WAL that fires the safety valve: recreate the slot and recompute every live doc",
          [](const Settings& s) { return format_size(s.max_retained_wal); },

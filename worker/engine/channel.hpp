@@ -18,6 +18,10 @@
 
 namespace docsync {
 
+// Channels are at most this long: the worker refuses a longer one before reading it (remembering
+// and logging only its length and a prefix), and docsync-gateway refuses to follow one.
+inline constexpr std::size_t kMaxChannelBytes = 1024;
+
 std::string build_channel(std::string_view query, const SqlArgs& values);
 
 // The inverse of build_channel: the query name and the values of a channel, or false when `channel`

@@ -54,7 +54,7 @@ void Engine::Impl::start(unsigned threads) {
             for (const auto& channel : retained) {
                 Entry* entry = docs_.find_or_create(channel, true);
                 if (entry)
-                    entry->second.set(DocFlags::Live);
+                    entry->second.set(DocFlags::Live | DocFlags::Retained);
                 else
                     orphans.push_back(channel);
             }
@@ -304,6 +304,19 @@ void Engine::Impl::run_docs(Job& job) {
         // its key type changed while it computed: what it published goes under a tombstone too
         if (docs_.take_dropped(jobs[i].channel) && published[i]) tombstones.emplace_back(jobs[i].channel, job.versions[i].lsn);
     }
+    // retained copies under channels the server check refused: no doc, so they expire
+    if (auto orphans = docs_.take_refused_retained(); !orphans.empty()) {
+        mutex_.unlock();  // safe: the channels are copies, and expire_orphans only writes to the sink
+        log_info("engine", std::to_string(orphans.size()) +
+                               " retained channel(s) name no doc (PostgreSQL spells the key otherwise, as logged); they "
+                               "expire instead of being kept");
+        try {
+            publisher_.expire_orphans(orphans);
+        } catch (const std::exception& e) {
+            log_warning("engine", std::string("the sink did not take the expiry of refused retained channels: ") + e.what());
+        }
+        mutex_.lock();
+    }
     if (!tombstones.empty()) {
         DocVersion version{generation_, handled_lsn_};
         // Unlocking is safe: the tombstones and their version are copies, and drop_retained only publishes.
@@ -334,7 +347,7 @@ void Engine::Impl::record_doc(DocJob& dj, const DocOutcome& outcome, bool publis
     bool walk_job = docs_.end_compute(dj);
     QueryStats* stats = query ? catalog_.stats_of(dj.query, query->name) : nullptr;
     if (outcome.key_refused) {  // nothing was computed: refused like a key_text refusal
-        docs_.refuse_computed(entry, outcome.error, walk_job);
+        docs_.refuse_computed(entry, outcome.error, walk_job, true);
         return;
     }
     if (outcome.kind != OutcomeKind::NotVisible && query) {

@@ -45,6 +45,9 @@ enum class DocFlags : std::uint16_t {
     // Its key, of a type engine/key_text.hpp cannot check, was found to be as PostgreSQL prints it
     // (Runner::print_keys): not asked again for this channel.
     KeyChecked = 512,
+    // The sink retained a copy under the channel at start (--live all): refused by the server key
+    // check, that copy is handed to Publisher::expire_orphans (DocSet::take_refused_retained).
+    Retained = 1024,
 };
 
 constexpr DocFlags operator|(DocFlags a, DocFlags b) {

@@ -10,10 +10,35 @@
 
 namespace docsync {
 
-Entry* DocSet::find_or_create(const std::string& channel, bool create) {
+namespace {
+
+// A refused channel as the log shows it: whole when short, else a prefix (cut at a character's
+// start) and its length, so a client's huge channel never makes a huge log line.
+std::string shown(const std::string& channel) {
+    constexpr std::size_t kShownBytes = 128;
+    if (channel.size() <= kShownBytes) return "\"" + channel + "\"";
+    std::size_t cut = kShownBytes;
+    while (cut > 0 && (static_cast<unsigned char>(channel[cut]) & 0xC0) == 0x80) --cut;
+    return "\"" + channel.substr(0, cut) + "\"... (" + std::to_string(channel.size()) + " bytes)";
+}
+
+// What the refusal memory holds for a channel: the channel, or for one longer than any channel
+// names a doc its length and hash, never its text.
+std::string remembered_as(const std::string& channel) {
+    if (channel.size() <= kMaxChannelBytes) return channel;
+    return "\x01" + std::to_string(channel.size()) + ":" + std::to_string(std::hash<std::string>{}(channel));
+}
+
+}  // namespace
+
+Entry* DocSet::find_or_create(const std::string& channel, bool create, bool polled) {
+    if (create && channel.size() > kMaxChannelBytes) {
+        refuse_channel(channel, "longer than " + std::to_string(kMaxChannelBytes) + " bytes, which no doc's channel is");
+        return nullptr;
+    }
     // refused after its doc was made (refuse_computed, drop_non_canonical): asked for again, it is
     // refused at once, even while its entry waits for the sweep
-    if (create && !server_refused_.empty() && server_refused_.count(channel)) {
+    if (create && !server_refused_.empty() && server_refused_.contains(channel)) {
         refuse_channel(channel, "PostgreSQL refused its key as input for the param's type, or the type changed");
         return nullptr;
     }
@@ -36,6 +61,10 @@ Entry* DocSet::find_or_create(const std::string& channel, bool create) {
         refuse_channel(channel, key.problem);
         return nullptr;
     }
+    // a key only the server can check costs a round trip: a poll's new channels take a budget
+    if (polled && options_.key_check_rate > 0 &&
+        !key_types_checked(catalog_.definitions().queries[query].key_types, parsed.values.size()) && !take_key_check())
+        return nullptr;
     auto [created, inserted] = docs_.try_emplace(channel);
     created->second.query = query;
     if (inserted && options_.live_all && options_.journal && !journal_quiet_) options_.journal->named(channel);
@@ -46,10 +75,10 @@ void DocSet::refuse_channel(const std::string& channel, const std::string& probl
     ++refused_channels_;
     // each of the first kRefusedRemembered distinct channels is logged once; a poll that lists it
     // again is quiet, and refusals past them are summed up once per kRefusedSummaryEvery
-    if (refused_seen_.count(channel)) return;
-    if (refused_seen_.size() < kRefusedRemembered) {
-        refused_seen_.insert(channel);
-        log_warning("engine", "refusing channel \"" + channel + "\": " + problem +
+    std::string key = remembered_as(channel);
+    if (refused_seen_.contains(key)) return;
+    if (refused_seen_.insert_if_room(key)) {
+        log_warning("engine", "refusing channel " + shown(channel) + ": " + problem +
                                   "; nothing is computed or kept for it (a doc has one channel: its key as PostgreSQL prints it)");
         return;
     }
@@ -61,6 +90,26 @@ void DocSet::refuse_channel(const std::string& channel, const std::string& probl
                           " refused channels were; docsync_refused_channels_total counts every refusal)");
     refused_unlogged_ = 0;
     refused_summary_at_ = t;
+}
+
+bool DocSet::take_key_check() {
+    Nanos t = now();
+    if (key_check_second_ == 0 || t - key_check_second_ >= to_nanos(std::chrono::seconds(1))) {
+        key_check_second_ = t;
+        key_checks_left_ = options_.key_check_rate;
+    }
+    if (key_checks_left_ > 0) {
+        --key_checks_left_;
+        return true;
+    }
+    ++key_checks_deferred_;
+    if (key_check_logged_at_ && t - key_check_logged_at_ < to_nanos(kRefusedSummaryEvery)) return false;
+    log_warning("engine", std::to_string(key_checks_deferred_) + " channel(s) named only by subscribers wait for a later "
+                          "liveness poll: their keys need the server's check, and --key-check-rate (" +
+                          std::to_string(options_.key_check_rate) + " per second) is spent (logged once a minute at most)");
+    key_checks_deferred_ = 0;
+    key_check_logged_at_ = t;
+    return false;
 }
 
 void DocSet::schedule(Entry& entry) {
@@ -121,7 +170,7 @@ void DocSet::sync_live(const std::vector<std::string>& channels, bool complete) 
     Nanos lease = to_nanos(options_.lease);
     std::vector<Doc*> listed;
     for (const auto& channel : channels) {
-        Entry* entry = find_or_create(channel, true);
+        Entry* entry = find_or_create(channel, true, true);
         if (!entry) continue;
         entry->second.lease_until = t + lease;
         make_live(*entry);
@@ -273,6 +322,7 @@ void DocSet::published(Entry& entry, bool walk_job) {
     Doc& doc = entry.second;
     ledger_.settle(doc.flight_seq);
     doc.failures = 0;
+    doc.clear(DocFlags::Retained);  // what the sink holds is ours now
     if (doc.has(DocFlags::Dirty)) schedule(entry);
     if (walk_job) walk_settle();
 }
@@ -302,13 +352,16 @@ void DocSet::failed(Entry& entry, std::chrono::milliseconds wait, bool walk_job)
     if (walk_job) walk_settle();
 }
 
-void DocSet::refuse_computed(Entry& entry, const std::string& problem, bool walk_job) {
+void DocSet::refuse_computed(Entry& entry, const std::string& problem, bool walk_job, bool key_checked) {
     Doc& doc = entry.second;
     ledger_.settle(doc.flight_seq);
     doc.clear(DocFlags::Live);
     abandon(doc);
-    if (server_refused_.size() >= kServerRefusedRemembered) server_refused_.erase(server_refused_.begin());
-    server_refused_.insert(entry.first);
+    // the server check refused the key, so the channel is no doc's; a copy the sink retained under
+    // it (and no publish of ours replaced) is left to expire, once
+    if (key_checked && doc.has(DocFlags::Retained)) refused_retained_.push_back(entry.first);
+    doc.clear(DocFlags::Retained);
+    server_refused_.insert_evicting(entry.first);
     refuse_channel(entry.first, problem);
     if (walk_job) walk_settle();
 }
@@ -329,7 +382,7 @@ std::vector<std::pair<std::string, Lsn>> DocSet::drop_non_canonical() {
         refuse_channel(entry.first, key.problem + " (its key type changed)");
         dropped.emplace_back(entry.first, doc.lsn);
         if (doc.has(DocFlags::InFlight)) key_dropped_.insert(entry.first);
-        if (server_refused_.size() < kServerRefusedRemembered) server_refused_.insert(entry.first);
+        server_refused_.insert_evicting(entry.first);
     }
     return dropped;
 }

@@ -15,11 +15,13 @@
 #include <map>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/clock.hpp"
 #include "engine/catalog.hpp"
 #include "engine/doc.hpp"
+#include "engine/refused_names.hpp"
 #include "engine/engine.hpp"
 #include "engine/ticket_ledger.hpp"
 
@@ -45,7 +47,11 @@ public:
     // The doc for `channel`, creating it when `create`. nullptr when unknown (or the channel names
     // no defined query with that many params, or spells a key otherwise than PostgreSQL prints it:
     // refused, see refused_channels).
-    Entry* find_or_create(const std::string& channel, bool create);
+    // A channel longer than kMaxChannelBytes is refused unread. `polled`: only a liveness poll names
+    // it, so a new doc whose key the server must check takes one of EngineOptions::key_check_rate's
+    // checks this second; past them it is not created (nullptr, not refused): a later poll lists it
+    // again.
+    Entry* find_or_create(const std::string& channel, bool create, bool polled = false);
     // Channels refused since start because a key was not in its canonical text (or not of its type).
     std::uint64_t refused_channels() const { return refused_channels_; }
     // While true, docs created are not named to the journal (EngineOptions::journal): they come
@@ -108,7 +114,13 @@ public:
     // PostgreSQL refused the doc's key as invalid input for its type: a refused channel, not a
     // failed doc. Its waiters are done, it stops being live, and asking for it again is refused
     // at once (logged like every refusal).
-    void refuse_computed(Entry& entry, const std::string& problem, bool walk_job);
+    // A channel the sink retained at start (DocFlags::Retained) and no publish replaced is kept
+    // for take_refused_retained.
+    // `key_checked`: the server key check refused it (Runner::print_keys), not the compute.
+    void refuse_computed(Entry& entry, const std::string& problem, bool walk_job, bool key_checked = false);
+    // The retained channels refuse_computed refused since the last call, for the sink to expire
+    // their copies (once: the flag is cleared).
+    std::vector<std::string> take_refused_retained() { return std::exchange(refused_retained_, {}); }
     // A change named the channel (its key comes from a row): it is no longer refused at once.
     void forgive(const std::string& channel) {
         if (!server_refused_.empty()) server_refused_.erase(channel);
@@ -156,6 +168,9 @@ private:
     void walk_settle();
     // Counts and logs (once while remembered) a channel refused for its key.
     void refuse_channel(const std::string& channel, const std::string& problem);
+    // Takes one server key check from this second's budget (EngineOptions::key_check_rate); false
+    // when it is spent (logged once a minute at most).
+    bool take_key_check();
 
     const Clock& clock_;
     const EngineOptions& options_;
@@ -173,17 +188,27 @@ private:
     // once; past them, refusals are counted and summed up in one line per kRefusedSummaryEvery
     // (docsync_refused_channels_total counts them all). Never cleared: a client subscribing to
     // many non-canonical channels cannot make the worker log them again at every poll.
-    static constexpr std::size_t kRefusedRemembered = 4096;  // bounds refused_seen_
+    // A channel longer than kMaxChannelBytes is remembered by its length and hash, never whole.
+    static constexpr std::size_t kRefusedRemembered = 4096;             // bounds refused_seen_ ...
+    static constexpr std::size_t kRefusedRememberedBytes = 1u << 20;    // ... and its bytes
     static constexpr std::chrono::seconds kRefusedSummaryEvery{60};
-    std::unordered_set<std::string> refused_seen_;
+    RefusedNames refused_seen_{kRefusedRemembered, kRefusedRememberedBytes};
     std::uint64_t refused_unlogged_ = 0;  // refusals not logged one by one since the last summary
     Nanos refused_summary_at_ = 0;        // when the last summary was logged
     // Channels refused after their doc was made: PostgreSQL refused the key as input for its type
     // (SQLSTATE 22xxx, refuse_computed), or the key type changed (drop_non_canonical). Refused at
-    // once when asked for again, even while the entry waits for the sweep. Bounded (an evicted one
-    // is computed and refused again) and forgotten at each definitions load, which checks anew.
-    static constexpr std::size_t kServerRefusedRemembered = 4096;
-    std::unordered_set<std::string> server_refused_;
+    // once when asked for again, even while the entry waits for the sweep. Bounded in count and
+    // bytes, the oldest forgotten first (one evicted is checked again, within key_check_rate), and
+    // forgotten at each definitions load, which checks anew.
+    static constexpr std::size_t kServerRefusedRemembered = 65536;
+    static constexpr std::size_t kServerRefusedBytes = 4u << 20;
+    RefusedNames server_refused_{kServerRefusedRemembered, kServerRefusedBytes};
+    std::vector<std::string> refused_retained_;  // take_refused_retained
+    // The server key checks' budget (take_key_check): checks left this second, and when it began.
+    std::size_t key_checks_left_ = 0;
+    Nanos key_check_second_ = 0;
+    std::uint64_t key_checks_deferred_ = 0;  // channels deferred since the last log line
+    Nanos key_check_logged_at_ = 0;
     std::unordered_set<std::string> key_dropped_;  // drop_non_canonical's last channels (take_dropped)
 
     // The walk: docs flagged DocFlags::Walk wait for it, walk_running_ of its docs compute now;

@@ -65,6 +65,9 @@ struct EngineOptions {
     std::chrono::milliseconds lease{std::chrono::seconds(90)};  // a listed channel stays live this long
     std::chrono::milliseconds touch_grace{std::chrono::seconds(30)};  // warm/touch protect from a poll
     std::size_t max_keys = 10000;                               // --max-keys
+    // --key-check-rate: server key checks (Runner::print_keys) per second, at most, for channels
+    // only a liveness poll names; one over the budget waits for a later poll. 0: no bound.
+    std::size_t key_check_rate = 50;
     // --batch: at most this many docs of one query computed by one statement, and keys lookups of
     // one watch run by one statement, when that many wait at once; 1 computes each alone.
     std::size_t batch = 1;

@@ -17,7 +17,10 @@
 // integer ranges (key_text_forms.hpp); a domain over a sized type carries its size ("varchar(3)", "bpchar(5)", "timestamp(0)", "bit(4)"), checked
 // here too: 'abc ' is not a varchar(3), PostgreSQL reads it as 'abc'.
 // Every key of every type must also be a value PostgreSQL can read: valid UTF-8 (the
-// connections' client_encoding) and, for dates and timestamps, inside the type's range. Any other type ("" when the query's param is of a type outside pg_catalog) is let
+// connections' client_encoding) and, for dates and timestamps, inside the type's range.
+// A bpchar[] ("_bpchar") spelled otherwise than trim_bpchar_array prints it (an element padded,
+// {"FR ",DE}, or quoted where array_out does not quote) is refused here naming the trimmed spelling;
+// any other bpchar[] spelling is left to the server check. Any other type ("" when the query's param is of a type outside pg_catalog) is let
 // through here: the worker has the server spell-check it once per channel (Runner::print_keys,
 // key_type_checked), and docsync-gateway takes it as written.
 

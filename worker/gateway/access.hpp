@@ -17,10 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/channel.hpp"
+
 namespace docsync::gateway {
 
-// Channels are at most this long (the worker's channels are far shorter).
-inline constexpr std::size_t kMaxChannelBytes = 1024;
+// Channels are at most kMaxChannelBytes long (engine/channel.hpp: the worker's own limit).
 // Tokens are at most this long; a longer one is refused before it is decoded.
 inline constexpr std::size_t kMaxTokenBytes = 8192;
 // A token names at most this many patterns.

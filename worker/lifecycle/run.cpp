@@ -147,6 +147,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     engine_options.live_all = settings.live == LiveMode::All;
     if (sink_record && engine_options.live_all) engine_options.journal = sink_record.get();
     engine_options.max_keys = settings.max_keys;
+    engine_options.key_check_rate = static_cast<std::size_t>(settings.key_check_rate);
     engine_options.batch = settings.batch;
     // The recompute a lost sink or an inherited gap asks for below is computed from the first
     // session on (Pipeline::on_session releases the computes), at its generation, once: the
