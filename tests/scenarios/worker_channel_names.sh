@@ -53,9 +53,14 @@ done
 # only the canonical channel is retained, and only it was computed (the warm, then the UPDATE)
 keys=$(rc --raw KEYS 'db:order:*' | sort | tr '\n' ' ')
 [ "$keys" = "db:order:1 " ] || fail "channels retained besides db:order:1: $keys"
-calls=$(doc_query_calls '%FROM orders o WHERE o.id%')
-# a compute retried because its commit was not yet visible to a new snapshot counts once more
-retries=$(sql "SELECT coalesce(sum(not_visible_retries), 0) FROM docsync.status WHERE slot_name = '$slot'")
+# a compute retried because its commit was not yet visible to a new snapshot counts once more; the
+# status file that counts retries is rewritten on an interval, so it is read again until it has
+for _ in $(seq 1 30); do
+  calls=$(doc_query_calls '%FROM orders o WHERE o.id%')
+  retries=$(sql "SELECT coalesce(sum(not_visible_retries), 0) FROM docsync.status WHERE slot_name = '$slot'")
+  [ "$calls" -le $((2 + retries)) ] && break
+  sleep 0.2
+done
 [ "$calls" -le $((2 + retries)) ] ||
   fail "$calls doc queries of 'order' (two expected: db:order:1's warm and its UPDATE, plus $retries not-visible retries)"
 for ch in "${aliases[@]}"; do
