@@ -49,6 +49,11 @@ protected:
     // replies are dropped, not flushed, and after kEndGrace the connection is reset.
     void end(std::string reason);
     void close(Ending how);
+    // Follows `channel` (a channel of the outbox) at the hub; refused (false) once the connection
+    // is ending or closed, so that a stream that is going away is never followed again.
+    bool follow(const std::string& channel);
+    // Unfollows every channel of the outbox, whether following_ was set or not: the hub never
+    // keeps a pointer to a stream that is closed or freed.
     void unfollow_all();
     void pump();
     void start_write();  // a write starts now (the slow-client check times it)
