@@ -1,6 +1,7 @@
 // docsync-gateway tearing connections down: a WebSocket closed while it still handles a subscribe
-// is followed nowhere once freed (the hub never hands a doc to freed memory), and a stream's end
-// leaves no follower behind.
+// is followed nowhere once freed (the hub never hands a doc to freed memory), a stream's end leaves
+// no follower behind, and a connection on a seat past --max-connections leaves no memory behind.
+#include <fstream>
 #include <random>
 
 #include "gateway_setup.hpp"
@@ -14,6 +15,14 @@ long health_of(int port, const std::string& name) {
     d.Parse(body.data(), body.size());
     if (!d.IsObject() || !d.HasMember(name.c_str()) || !d[name.c_str()].IsNumber()) return -1;
     return d[name.c_str()].GetInt64();
+}
+
+// The resident memory of a process, in kB.
+long rss_kb(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    return -1;
 }
 
 // A client's masked text frame.
@@ -113,4 +122,25 @@ TEST_CASE("gateway: WebSockets reset in the middle of a burst of subscribes leav
     std::this_thread::sleep_for(500ms);
     CHECK(http_get(s.gateway.port(), "/healthz").status == 200);  // alive
     CHECK(health_of(s.gateway.port(), "followers") == 0);
+}
+
+TEST_CASE("gateway: connections past --max-connections leave no memory behind (/healthz of a full gateway)") {
+    Setup s({"--public", "db:*", "--max-connections", "1", "--threads", "1"});
+    s.publish("db:t:1", 1, 0x100);
+    REQUIRE(eventually([&] { return health_of(s.gateway.port(), "connections") <= 1; }, 5s));
+    // The one counted seat: the gateway is full from now on.
+    SseClient hold(s.gateway.port(), "/v1/sse?channel=db:t:1");
+    REQUIRE(hold.next_doc());
+    // A load balancer's health checks, one after the other (never 64 overflow seats busy at once).
+    auto probes = [&](int n) {
+        for (int i = 0; i < n; ++i) REQUIRE(http_get(s.gateway.port(), "/healthz").status == 200);
+    };
+    probes(2000);  // the allocator's pools and Asio's caches warm
+    long before = rss_kb(s.gateway.pid());
+    constexpr int kProbes = 8000;
+    probes(kProbes);
+    long after = rss_kb(s.gateway.pid());
+    double per = (after - before) * 1024.0 / kProbes;
+    INFO("RSS " << before << " kB -> " << after << " kB: " << per << " bytes per connection");
+    CHECK(per < 150);  // a record left per connection pinned ~600 bytes
 }
