@@ -91,7 +91,6 @@ bool Delivery::follow(const std::string& channel) {
 }
 
 void Delivery::unfollow_all() {
-    following_ = false;
     for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
 }
 

@@ -52,7 +52,6 @@ public:
             // The browser reconnects after 1 s when the stream ends.
             self->control_.push_back("retry: 1000\n\n");
             for (const auto& slot : self->outbox_.slots()) self->follow(slot.channel);
-            self->following_ = true;
             self->pump();
             self->watch_for_close();
         });

@@ -51,7 +51,6 @@ public:
         ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
             if (ec) return self->close(Ending::Graceful);
             self->open_ = true;
-            self->following_ = true;  // each channel subscribed from now on is followed at once
             self->idle_since_ = steady::now();
             if (self->caller_.refusal) {
                 // The token given at the upgrade was refused: the reason, then the close.
