@@ -4,6 +4,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <cassert>
+
 #include "common/log.hpp"
 
 namespace docsync::gateway {
@@ -29,7 +31,11 @@ void end_socket(Socket& socket, Ending how) {
 
 Delivery::Delivery(Shard& shard, Seat seat) : Connection(shard, seat) {}
 
-Delivery::~Delivery() { unfollow_all(); }
+Delivery::~Delivery() {
+    unfollow_all();
+    // Whatever the order of closing and following, a freed stream is followed nowhere.
+    assert(!shard_.hub().holds(this));
+}
 
 void Delivery::on_doc(const DocPtr& doc) {
     if (!closed_ && outbox_.offer(doc)) pump();
@@ -78,9 +84,13 @@ void Delivery::close(Ending how) {
     end_socket(socket(), how);
 }
 
+bool Delivery::follow(const std::string& channel) {
+    if (closed_ || ending_) return false;
+    shard_.hub().follow(channel, this);
+    return true;
+}
+
 void Delivery::unfollow_all() {
-    if (!following_) return;
-    following_ = false;
     for (const auto& slot : outbox_.slots()) shard_.hub().unfollow(slot.channel, this);
 }
 

@@ -49,6 +49,11 @@ protected:
     // replies are dropped, not flushed, and after kEndGrace the connection is reset.
     void end(std::string reason);
     void close(Ending how);
+    // Follows `channel` (a channel of the outbox) at the hub; refused (false) once the connection
+    // is ending or closed, so that a stream that is going away is never followed again.
+    bool follow(const std::string& channel);
+    // Unfollows every channel of the outbox (those not followed yet are no-ops): the hub never
+    // keeps a pointer to a stream that is closed or freed.
     void unfollow_all();
     void pump();
     void start_write();  // a write starts now (the slow-client check times it)
@@ -61,7 +66,6 @@ protected:
     bool closed_ = false;
     bool ending_ = false;            // end() was called: closed within kEndGrace
     bool close_after_flush_ = false; // write_end() once the queue is written
-    bool following_ = false;         // the outbox's channels are followed at the hub
     // The text being written: a reply, or what a transport writes before a doc of its own (an SSE
     // stream's multi-channel head); one write at a time shares it. Freed once written.
     std::string current_;

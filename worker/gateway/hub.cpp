@@ -417,6 +417,12 @@ void LocalHub::unfollow(const std::string& channel, Follower* follower) {
     asio::post(hub_io_, [this, channel] { hub_.unfollow(channel, this); });
 }
 
+bool LocalHub::holds(const Follower* follower) const {
+    for (const auto& [channel, state] : channels_)
+        if (state.followers.count(const_cast<Follower*>(follower)) != 0) return true;
+    return false;
+}
+
 void LocalHub::read(const std::string& channel, std::function<void(DocPtr, std::string)> done) {
     asio::post(hub_io_, [this, channel, done = std::move(done)]() mutable {
         hub_.read(channel, [this, done = std::move(done)](DocPtr doc, std::string error) mutable {

@@ -213,6 +213,8 @@ public:
     // As Hub::follow and Hub::unfollow.
     void follow(const std::string& channel, Follower* follower);
     void unfollow(const std::string& channel, Follower* follower);
+    // Whether `follower` follows any channel here (a check for debug builds: linear in channels).
+    bool holds(const Follower* follower) const;
     // As Hub::read; `done` runs on this thread.
     void read(const std::string& channel, std::function<void(DocPtr, std::string error)> done);
     bool redis_up() const { return hub_.redis_up(); }

@@ -28,9 +28,12 @@ using wall_clock = std::chrono::system_clock;
 
 // A connection on a seat past --max-connections, as the acceptor sees it. Its seat is given back
 // once: by the connection when it ends, or by the acceptor when it hands the seat to a newer one.
+// The record is what eviction needs and no more: it never pins the session's memory, and the
+// acceptor drops it once its seat is given back (pruned at every accept), so the records are
+// bounded by the overflow seats in use.
 struct OverflowSeat {
     Shard* shard = nullptr;
-    std::weak_ptr<Connection> connection;  // set and read on the shard's thread
+    Connection* connection = nullptr;      // set, cleared when it ends, and read on the shard's thread
     std::atomic<bool> asked{false};        // it sent a request: its seat is not taken for another
     std::atomic<bool> released{false};     // its seat was given back, or taken for another
 };
@@ -177,6 +180,7 @@ public:
         // A seat the acceptor took back for a newer connection went with its count: not given back
         // again (~Connection gives back the seat still held).
         if (overflow_ && seat() == Seat::Overflow && overflow_->released.exchange(true)) take_seat();
+        if (overflow_) overflow_->connection = nullptr;  // an eviction posted now finds it gone
     }
 
     void start() { read(); }
@@ -337,8 +341,11 @@ const std::string& too_many_connections_answer() {
 
 }  // namespace
 
-bool Server::evict_silent_overflow() {
+void Server::prune_overflow_seats() {
     std::erase_if(overflow_seats_, [](const auto& r) { return r->released.load(); });
+}
+
+bool Server::evict_silent_overflow() {
     for (auto it = overflow_seats_.begin(); it != overflow_seats_.end(); ++it) {
         auto record = *it;
         if (record->asked) continue;
@@ -347,7 +354,7 @@ bool Server::evict_silent_overflow() {
         // Its seat is this connection's now; it is closed on its own thread (posted after the
         // post that made it, so it exists by then).
         asio::post(record->shard->io(), [record] {
-            if (auto c = record->connection.lock()) c->shut();
+            if (record->connection) record->connection->shut();
         });
         ++counters_.idle_disconnects;
         log_debug("gateway", "closed a silent connection on a /healthz seat past --max-connections for a new one");
@@ -373,6 +380,7 @@ void Server::accept() {
         boost::system::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
         // Only this thread raises the counts, so checking and raising them here cannot overshoot.
+        prune_overflow_seats();
         Seat seat = Seat::None;
         if (counters_.connections < options_.max_connections) {
             ++counters_.connections;
@@ -404,7 +412,7 @@ void Server::accept() {
             }
             asio::post(shard.io(), [&shard, seat, record, socket = std::move(socket)]() mutable {
                 auto session = std::make_shared<HttpSession>(shard, seat, std::move(socket), record);
-                if (record) record->connection = session;
+                if (record) record->connection = session.get();
                 session->start();
             });
         }

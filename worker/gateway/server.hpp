@@ -172,6 +172,9 @@ private:
     // Full overflow seats: takes the seat of the oldest overflow connection that has not asked
     // anything yet and has it closed; false when every one has asked. Runs on the acceptor's thread.
     bool evict_silent_overflow();
+    // Drops the records of overflow seats given back: at every accept, so that the records are
+    // bounded by the seats in use, whatever the number of connections.
+    void prune_overflow_seats();
 
     boost::asio::io_context& io_;
     const TokenVerifier& verifier_;

@@ -47,11 +47,11 @@ public:
         http::async_write_header(socket_, *serializer, [self, res, serializer](beast::error_code ec, std::size_t) {
             self->writing_ = false;
             if (ec) return self->close(Ending::Graceful);
+            if (self->closed_ || self->ending_) return;  // shut while the head was written
             self->last_write_ = steady::now();
             // The browser reconnects after 1 s when the stream ends.
             self->control_.push_back("retry: 1000\n\n");
-            for (const auto& slot : self->outbox_.slots()) self->shard_.hub().follow(slot.channel, self.get());
-            self->following_ = true;
+            for (const auto& slot : self->outbox_.slots()) self->follow(slot.channel);
             self->pump();
             self->watch_for_close();
         });

@@ -51,7 +51,6 @@ public:
         ws_.async_accept(*shared_req, [self, shared_req](beast::error_code ec) {
             if (ec) return self->close(Ending::Graceful);
             self->open_ = true;
-            self->following_ = true;  // each channel subscribed from now on is followed at once
             self->idle_since_ = steady::now();
             if (self->caller_.refusal) {
                 // The token given at the upgrade was refused: the reason, then the close.
@@ -145,7 +144,9 @@ private:
     }
 
     void handle(std::string_view text) {
-        if (ending_) return;
+        // Beast may still complete a read from frames it buffered before close(): a connection
+        // that is ending or closed handles nothing more.
+        if (ending_ || closed_) return;
         auto parsed = parse_client_message(text);
         if (!parsed.message) return send_control(ws_error("bad_request", parsed.error));
         ClientMessage& m = *parsed.message;
@@ -176,8 +177,8 @@ private:
                                                " channels, the most one may (--max-channels): unsubscribe one first",
                                            channel));
         outbox_.add(channel, after);
-        send_control(subscribed_json(channel));
-        shard_.hub().follow(channel, this);
+        send_control(subscribed_json(channel));  // may close the connection (a client not reading)
+        follow(channel);                         // refused once closed: the hub never keeps it
     }
 
     void unsubscribe(const std::string& channel) {
