@@ -10,6 +10,9 @@ foreach(name
     # 1000 acknowledgements within 200 ms with Redis gone
     "watermark: Redis gone holds nothing back, the newest position is written once it is back"
     # three rounds of publishes within 3 s with a master down
-    "redis cluster: a master down fails only its docs, fast, a restart without its data is reported")
+    "redis cluster: a master down fails only its docs, fast, a restart without its data is reported"
+    # every statement of the executor under a 1 s, then a 300 ms statement timeout, setup included
+    "hostile doc queries fail as outcomes while other docs keep updating and every ticket completes"
+    "a doc query past the statement timeout holds its transaction while the others complete")
   set_tests_properties("integration/${name}" PROPERTIES RUN_SERIAL TRUE)
 endforeach()
