@@ -63,10 +63,16 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
         out.base_text = it->second->text;
     }
     std::optional<patch::Patch> made;
-    try {
-        made = differ_(*out.base_text, *out.text);
-    } catch (const Error&) {
-        made.reset();  // a base or doc the patch core will not take: sent whole
+    if (*out.base_text == *out.text) {
+        // The same doc at a newer version (a row changed that the doc does not show): an empty patch
+        // moves a reader's version on for a few dozen bytes.
+        made = patch::Patch{patch::Form::JsonPatch, "[]"};
+    } else {
+        try {
+            made = differ_(*out.base_text, *out.text);
+        } catch (const Error&) {
+            made.reset();  // a base or doc the patch core will not take: sent whole
+        }
     }
     if (!made) {
         out.reason = PatchPlan::Reason::NotSmaller;
