@@ -9,6 +9,7 @@
 
 #include "common/log.hpp"
 #include "envelope/envelope.hpp"
+#include "gateway/patch_forms.hpp"
 
 namespace docsync::gateway {
 
@@ -44,27 +45,40 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     doc->channel = channel;
     doc->version = head->version;
     doc->version_text = format_version(head->version);
-    doc->ws_message.reserve(envelope.size() + doc->version_text.size() + 32);
-    doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
-    doc->ws_message.append(envelope, 1, std::string::npos);
-    doc->sse_head = "event: doc\nid: " + doc->version_text + "\ndata: ";
-    if (envelope.find_first_of("\r\n") != std::string::npos) {
-        // An event ends at its first blank line: each line of the envelope goes in a data line of
-        // its own (the client joins them with LF, which JSON reads as the whitespace it was).
-        doc->sse_lines.reserve(envelope.size() + 64);
-        for (std::size_t i = 0; i < envelope.size(); ++i) {
-            char c = envelope[i];
-            if (c != '\r' && c != '\n') {
-                doc->sse_lines.push_back(c);
-                continue;
-            }
-            if (c == '\r' && i + 1 < envelope.size() && envelope[i + 1] == '\n') ++i;
-            doc->sse_lines.append("\ndata: ");
-        }
-    }
-    doc->tombstone = envelope.compare(head->doc_at, head->doc_size, "null") == 0;
-    doc->envelope = std::move(envelope);
+    set_doc_forms(*doc, std::move(envelope), head->doc_at, head->doc_size);
     return doc;
+}
+
+std::string sse_data_lines(std::string_view text) {
+    std::string lines;
+    // Two memchr scans: find_first_of tests each byte against the set, several times slower on a
+    // 50 kB doc, and every message pays this once.
+    if (text.find('\n') == std::string_view::npos && text.find('\r') == std::string_view::npos) return lines;
+    // An event ends at its first blank line: each line of the text goes in a data line of its own
+    // (the client joins them with LF, which JSON reads as the whitespace it was).
+    lines.reserve(text.size() + 64);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (c != '\r' && c != '\n') {
+            lines.push_back(c);
+            continue;
+        }
+        if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+        lines.append("\ndata: ");
+    }
+    return lines;
+}
+
+void set_doc_forms(Doc& doc, std::string envelope, std::size_t doc_at, std::size_t doc_size) {
+    doc.ws_message.reserve(envelope.size() + doc.version_text.size() + 32);
+    doc.ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc.version_text).append("\",");
+    doc.ws_message.append(envelope, 1, std::string::npos);
+    doc.sse_head = "event: doc\nid: " + doc.version_text + "\ndata: ";
+    doc.sse_lines = sse_data_lines(envelope);
+    doc.tombstone = envelope.compare(doc_at, doc_size, "null") == 0;
+    doc.doc_at = doc_at;
+    doc.doc_size = doc_size;
+    doc.envelope = std::move(envelope);
 }
 
 bool Inbox::put(DocPtr doc) {
@@ -73,19 +87,26 @@ bool Inbox::put(DocPtr doc) {
     if (auto it = at_.find(doc->channel); it != at_.end()) {
         DocPtr& queued = docs_[it->second];
         if (doc->version <= queued->version) return was_empty;
-        bytes_ = bytes_ - queued->envelope.size() + doc->envelope.size();
+        bytes_ = bytes_ - queued->bytes() + doc->bytes();
         queued = std::move(doc);
         ++replaced_;
         return was_empty;
     }
-    if (bytes_ + doc->envelope.size() > max_bytes_) {
+    if (bytes_ + doc->bytes() > max_bytes_) {
         ++overflowed_;
         reread_.insert(doc->channel);
         return was_empty;
     }
-    bytes_ += doc->envelope.size();
+    bytes_ += doc->bytes();
     at_.emplace(doc->channel, docs_.size());
     docs_.push_back(std::move(doc));
+    return was_empty;
+}
+
+bool Inbox::reread(const std::string& channel) {
+    std::lock_guard lock(mutex_);
+    bool was_empty = docs_.empty() && reread_.empty();
+    reread_.insert(channel);
     return was_empty;
 }
 
@@ -279,6 +300,20 @@ void Hub::offer(Channel& state, const DocPtr& doc) {
 
 void Hub::receive(const std::string& channel, std::string payload) {
     ++messages_;
+    if (looks_like_patch(payload)) {
+        ++patches_received_;
+        std::string why;
+        DocPtr patch = make_patch(channel, std::move(payload), why);
+        if (!patch) {
+            // The key holds the whole doc of the newest version: read it instead.
+            ++patches_refused_;
+            warn_patch(channel, nullptr, "a patch message that is not one: " + why);
+            if (inbox_.reread(channel)) asio::post(io_, [this] { drain(); });
+            return;
+        }
+        if (inbox_.put(std::move(patch))) asio::post(io_, [this] { drain(); });
+        return;
+    }
     auto doc = make_doc(channel, std::move(payload));
     if (doc && inbox_.put(std::move(doc))) asio::post(io_, [this] { drain(); });
 }
@@ -287,10 +322,73 @@ void Hub::drain() {
     auto batch = inbox_.take();
     for (auto& doc : batch.docs) {
         auto it = channels_.find(doc->channel);
-        if (it != channels_.end()) offer(it->second, doc);  // else unfollowed while it travelled
+        if (it == channels_.end()) continue;  // unfollowed while it travelled
+        if (!doc->patch_only) {
+            offer(it->second, doc);
+        } else if (DocPtr whole = apply_received(doc->channel, it->second, doc)) {
+            offer(it->second, whole);
+        }
     }
     for (const auto& channel : batch.reread)
-        if (channels_.count(channel)) read_retained(channel, false);
+        if (auto it = channels_.find(channel); it != channels_.end()) reread(channel, it->second);
+}
+
+DocPtr Hub::apply_received(const std::string& channel, Channel& state, const DocPtr& patch) {
+    if (state.latest && patch->version <= state.latest->version) {
+        ++stale_;
+        return nullptr;
+    }
+    // Applied only to the very version it was made from. The Inbox keeps one message per channel,
+    // so a patch that replaced another there (or one after a message Redis dropped) has a base the
+    // hub never held: the key, written before the message was published, is at least as new.
+    if (!state.latest || state.latest->tombstone || state.latest->version != *patch->base) {
+        ++patch_base_rereads_;
+        log_debug("gateway", "a patch of " + channel.substr(0, 200) + " from " + format_version(*patch->base) +
+                                 " found " + (state.latest ? state.latest->version_text : std::string("no doc")) +
+                                 " held: reading the key");
+        reread(channel, state, patch->version);
+        return nullptr;
+    }
+    try {
+        DocPtr whole = apply_patch(*state.latest, *patch);
+        ++patches_applied_;
+        return whole;
+    } catch (const std::exception& e) {
+        ++patches_refused_;
+        warn_patch(channel, &state, std::string("a patch that does not apply to the doc held: ") + e.what());
+        reread(channel, state, patch->version);
+        return nullptr;
+    }
+}
+
+void Hub::reread(const std::string& channel, Channel& state, std::optional<DocVersion> wanted) {
+    if (state.sub != Sub::Subscribed) return;
+    if (state.rereading) {
+        // The read out may have been answered before this message was published (the key is
+        // written before the message goes out, so a read made after it is at least as new): its
+        // answer reads once more when it is older than this.
+        if (wanted && (!state.reread_for || *state.reread_for < *wanted)) state.reread_for = wanted;
+        return;
+    }
+    state.rereading = true;
+    state.reread_for.reset();
+    read_retained(channel, false);
+}
+
+void Hub::warn_patch(const std::string& channel, Channel* state, const std::string& why) {
+    if (state) {
+        if (state->patch_warned) return;
+        state->patch_warned = true;
+    }
+    auto now = std::chrono::steady_clock::now();
+    {
+        std::lock_guard lock(patch_warning_mutex_);
+        if (patch_warned_at_ != std::chrono::steady_clock::time_point{} && now - patch_warned_at_ < std::chrono::seconds(1))
+            return;
+        patch_warned_at_ = now;
+    }
+    log_warning("gateway", "ignored " + why.substr(0, 300) + " on " + channel.substr(0, 200) +
+                               "; the whole doc is read from the key instead (patches_refused in /healthz counts them)");
 }
 
 void Hub::on_subscribed(const std::string& channel) {
@@ -305,6 +403,7 @@ void Hub::read_retained(const std::string& channel, bool announce) {
         asio::post(io_, [this, channel, ticket, announce, result = std::move(result)]() mutable {
             auto it = channels_.find(channel);
             if (it == channels_.end() || it->second.reads != ticket) return;  // gone, or read again since
+            it->second.rereading = false;
             if (!result.ok) {
                 // The subscription may be fine while a reader failed: read again shortly. When the
                 // subscriber fails too, its reconnect reads again anyway.
@@ -323,6 +422,12 @@ void Hub::read_retained(const std::string& channel, bool announce) {
             auto doc = make_doc(channel, std::move(*result.value));
             if (doc) offer(it->second, doc);
             if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
+            auto& state = it->second;
+            if (state.reread_for && (!state.latest || state.latest->version < *state.reread_for)) {
+                reread(channel, state);  // a message newer than the key was when read: read again
+            } else {
+                state.reread_for.reset();
+            }
         });
     });
 }
@@ -392,6 +497,10 @@ HubStats Hub::stats() const {
     s.missing = missing_count_;
     s.deferred = deferred_count_;
     s.warms_dropped = warms_dropped_;
+    s.patches_received = patches_received_;
+    s.patches_applied = patches_applied_;
+    s.patch_base_rereads = patch_base_rereads_;
+    s.patches_refused = patches_refused_;
     return s;
 }
 
