@@ -74,6 +74,61 @@ TEST_CASE("diff then apply gives the new text byte for byte, in both forms, over
     CHECK(none < versions / 20);
 }
 
+TEST_CASE("the round trip holds for wide objects and arrays (apply indexes objects of many members)") {
+    docsync::testing::JsonGenOptions wide;
+    wide.max_width = 40;
+    wide.max_depth = 2;
+    std::size_t versions = 0;
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+        JsonGen gen(seed, wide);
+        JsonValue doc = gen.doc();
+        for (int v = 0; v < 25; ++v) {
+            JsonValue next = doc;
+            gen.edit(next);
+            std::string a = doc.text(), b = next.text();
+            doc = std::move(next);
+            if (a == b) continue;
+            ++versions;
+            CAPTURE(a);
+            CAPTURE(b);
+            docsync::patch::Tree ta(a, "a"), tb(b, "b");
+            if (auto jp = docsync::patch::json_patch_between(ta, tb)) CHECK(apply(a, json_patch(*jp)) == b);
+            if (auto mp = docsync::patch::merge_patch_between(ta, tb)) CHECK(apply(a, merge_patch(*mp)) == b);
+        }
+    }
+    CHECK(versions >= 900);
+}
+
+TEST_CASE("a key twice in an object of many members: the last is addressed, remove takes all") {
+    std::string doc = "{";
+    for (int i = 0; i < 20; ++i) doc += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+    std::string wide = doc + R"("d":1,"x":0,"d":2})";
+    std::string base_of = doc;  // the 20 members before "d"
+    CHECK(apply(wide, json_patch(R"([{"op":"replace","path":"/d","value":9}])")) == base_of + R"("d":1,"x":0,"d":9})");
+    CHECK(apply(wide, json_patch(R"([{"op":"test","path":"/d","value":2},{"op":"remove","path":"/d"}])")) ==
+          base_of + R"("x":0})");
+    CHECK(apply(wide, merge_patch(R"({"d":null,"k3":null,"n":{"a":null,"b":1}})")) ==
+          "{" + std::string(R"("k0":0,"k1":1,"k2":2,)") + doc.substr(doc.find("\"k4\"")) + R"("x":0,"n":{"b":1}})");
+    CHECK(apply(wide, json_patch(R"([{"op":"remove","path":"/d"},{"op":"add","path":"/d","value":3},)"
+                                 R"({"op":"move","from":"/k0","path":"/k0"},{"op":"move","from":"/k1","path":"/z"}])")) ==
+          R"({"k0":0,)" + doc.substr(doc.find("\"k2\"")) + R"("x":0,"d":3,"z":1})");
+}
+
+TEST_CASE("an object of many members: a removed key is gone, and comes back last") {
+    std::string doc = "{", rest = "{";
+    for (int i = 0; i < 20; ++i) {
+        doc += std::string(i ? "," : "") + "\"k" + std::to_string(i) + "\":" + std::to_string(i);
+        if (i != 5) rest += std::string(rest.size() > 1 ? "," : "") + "\"k" + std::to_string(i) + "\":" + std::to_string(i);
+    }
+    doc += "}";
+    CHECK(apply(doc, json_patch(R"([{"op":"remove","path":"/k5"},{"op":"add","path":"/k5","value":"back"}])")) ==
+          rest + R"(,"k5":"back"})");
+    CHECK(apply(doc, merge_patch(R"({"k5":null})")) == rest + "}");
+    CHECK(apply(doc, json_patch(R"([{"op":"move","from":"/k5","path":"/k5"}])")) == doc);
+    CHECK_THROWS_WITH_AS(apply(doc, json_patch(R"([{"op":"remove","path":"/k5"},{"op":"replace","path":"/k5","value":1}])")),
+                         doctest::Contains("operation 1 (replace \"/k5\") does not apply: \"/k5\" does not exist"), Error);
+}
+
 TEST_CASE("diff makes the documented patch for one changed score, and apply reverses nothing else") {
     std::string a = R"({"game":7,"scores":[{"player":"ann","score":120},{"player":"bob","score":95}]})";
     std::string b = R"({"game":7,"scores":[{"player":"ann","score":120},{"player":"bob","score":97}]})";

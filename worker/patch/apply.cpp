@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "patch/json_patch.hpp"
@@ -19,11 +20,13 @@ using ValuePtr = std::unique_ptr<Value>;
 struct Member {
     std::string raw_key;  // as written between the quotes
     std::string key;      // decoded
-    ValuePtr value;
+    ValuePtr value;       // null once the member is removed (its place is kept: see Value)
 };
 
 // A value of the doc being patched: a span of a parsed text (the base's or the patch's) until an
-// operation needs its members or items, then those.
+// operation needs its members or items, then those. An object's removed members stay in place with
+// no value, and an object of more than kIndexFrom members gets an index by key, so that a patch of
+// n operations on an object of m members costs n + m, not n * m.
 struct Value {
     const Tree* tree = nullptr;
     std::size_t index = 0;
@@ -31,7 +34,12 @@ struct Value {
     bool expanded = false;
     std::vector<Member> members;
     std::vector<ValuePtr> items;
+    std::unordered_map<std::string, std::size_t> by_key;  // decoded key -> its last member (when indexed)
+    bool indexed = false;
+    bool repeats = false;  // a key occurs twice (found when indexing)
 };
+
+constexpr std::size_t kIndexFrom = 16;
 
 ValuePtr span(const Tree& tree, std::size_t index) {
     auto v = std::make_unique<Value>();
@@ -65,6 +73,7 @@ void write(const Value& v, std::string& out) {
     if (v.kind == Kind::Object) {
         out += '{';
         for (const Member& m : v.members) {
+            if (!m.value) continue;
             if (!first) out += ',';
             first = false;
             out += '"';
@@ -87,7 +96,8 @@ void write(const Value& v, std::string& out) {
 std::size_t height(const Value& v) {
     if (!v.expanded) return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
     std::size_t most = 0;
-    for (const Member& m : v.members) most = std::max(most, height(*m.value));
+    for (const Member& m : v.members)
+        if (m.value) most = std::max(most, height(*m.value));
     for (const ValuePtr& item : v.items) most = std::max(most, height(*item));
     return most + 1;
 }
@@ -98,7 +108,8 @@ ValuePtr clone(const Value& v) {
     c->index = v.index;
     c->kind = v.kind;
     c->expanded = v.expanded;
-    for (const Member& m : v.members) c->members.push_back(Member{m.raw_key, m.key, clone(*m.value)});
+    for (const Member& m : v.members)
+        if (m.value) c->members.push_back(Member{m.raw_key, m.key, clone(*m.value)});
     for (const ValuePtr& item : v.items) c->items.push_back(clone(*item));
     return c;
 }
@@ -110,11 +121,46 @@ ValuePtr empty_object() {
     return v;
 }
 
+void index_members(Value& object) {
+    if (object.indexed || object.members.size() <= kIndexFrom) return;
+    object.by_key.reserve(object.members.size());
+    for (std::size_t i = 0; i < object.members.size(); ++i) {
+        if (!object.members[i].value) continue;
+        auto [it, added] = object.by_key.insert_or_assign(object.members[i].key, i);
+        if (!added) object.repeats = true;
+    }
+    object.indexed = true;
+}
+
 // The last member named `key` (a repeated key reads as its last value).
 Member* find_member(Value& object, std::string_view key) {
+    index_members(object);
+    if (object.indexed) {
+        auto it = object.by_key.find(std::string(key));
+        return it == object.by_key.end() ? nullptr : &object.members[it->second];
+    }
     for (auto it = object.members.rbegin(); it != object.members.rend(); ++it)
-        if (it->key == key) return &*it;
+        if (it->value && it->key == key) return &*it;
     return nullptr;
+}
+
+// Appends a member after the last.
+void add_member(Value& object, std::string raw_key, std::string key, ValuePtr value) {
+    object.members.push_back(Member{std::move(raw_key), std::move(key), std::move(value)});
+    if (object.indexed) object.by_key.insert_or_assign(object.members.back().key, object.members.size() - 1);
+}
+
+// Removes every member named `key`; returns the value of the last one (null when there was none).
+ValuePtr remove_members(Value& object, std::string_view key) {
+    Member* last = find_member(object, key);
+    if (!last) return nullptr;
+    ValuePtr value = std::move(last->value);
+    if (object.indexed) object.by_key.erase(std::string(key));
+    if (!object.indexed || object.repeats) {
+        for (Member& m : object.members)
+            if (m.key == key) m.value.reset();
+    }
+    return value;
 }
 
 class JsonPatchApplier {
@@ -286,7 +332,7 @@ private:
             }
             std::string raw;
             escape_string(last, raw);
-            parent->members.push_back(Member{std::move(raw), last, std::move(value)});
+            add_member(*parent, std::move(raw), last, std::move(value));
             return;
         }
         std::size_t k = array_index(last, parent->items.size(), true, path_);
@@ -314,10 +360,8 @@ private:
         if (tokens.empty()) fail("the whole doc cannot be removed");
         Value* parent = container(tokens, pointer);
         if (parent->kind == Kind::Object) {
-            Member* m = find_member(*parent, tokens.back());
-            if (!m) fail(quoted(pointer) + " does not exist");
-            ValuePtr value = std::move(m->value);
-            std::erase_if(parent->members, [&](const Member& x) { return x.key == tokens.back(); });
+            ValuePtr value = remove_members(*parent, tokens.back());
+            if (!value) fail(quoted(pointer) + " does not exist");
             return value;
         }
         std::size_t k = array_index(tokens.back(), parent->items.size(), false, pointer);
@@ -358,15 +402,16 @@ void merge(ValuePtr& target, const Tree& patch, std::size_t p) {
     for (std::size_t c = Tree::first_child(p); c < patch.node(p).after; c = patch.node(c).after) {
         const Node& n = patch.node(c);
         if (n.kind == Kind::Null) {
-            std::erase_if(target->members, [&](const Member& m) { return m.key == patch.key(c); });
+            remove_members(*target, patch.key(c));
             continue;
         }
-        Member* m = find_member(*target, patch.key(c));
-        if (!m) {
-            target->members.push_back(Member{std::string(patch.raw_key(c)), std::string(patch.key(c)), nullptr});
-            m = &target->members.back();
+        if (Member* m = find_member(*target, patch.key(c))) {
+            merge(m->value, patch, c);
+            continue;
         }
-        merge(m->value, patch, c);
+        ValuePtr value;
+        merge(value, patch, c);
+        add_member(*target, std::string(patch.raw_key(c)), std::string(patch.key(c)), std::move(value));
     }
 }
 
