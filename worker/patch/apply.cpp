@@ -65,8 +65,10 @@ void expand(Value& v) {
 // Recursion in the three walks below is bounded: a patched doc never nests deeper than kMaxDepth.
 void write(const Value& v, std::string& out) {
     if (!v.expanded) {
-        if (v.tree) v.tree->write(v.index, out);
-        else out += v.kind == Kind::Object ? "{}" : "[]";
+        if (v.tree)
+            v.tree->write(v.index, out);
+        else
+            out += v.kind == Kind::Object ? "{}" : "[]";
         return;
     }
     bool first = true;
@@ -94,7 +96,8 @@ void write(const Value& v, std::string& out) {
 }
 
 std::size_t height(const Value& v) {
-    if (!v.expanded) return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
+    if (!v.expanded)
+        return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
     std::size_t most = 0;
     for (const Member& m : v.members)
         if (m.value) most = std::max(most, height(*m.value));
@@ -166,7 +169,9 @@ ValuePtr remove_members(Value& object, std::string_view key) {
 class JsonPatchApplier {
 public:
     JsonPatchApplier(std::unique_ptr<Tree> base, std::string_view patch_text)
-        : base_(std::move(base)), patch_(patch_text, "the JSON Patch", kMaxDepth + 2), root_(span(*base_, 0)) {}
+        : base_(std::move(base)),
+          patch_(patch_text, "the JSON Patch", kMaxDepth + 2),
+          root_(span(*base_, 0)) {}
 
     std::string run() {
         if (patch_.node(0).kind != Kind::Array) throw Error("the JSON Patch is not an array of operations");
@@ -270,7 +275,8 @@ private:
     }
 
     // The index a token names in an array of `size` items (`end_ok`: the size itself, or "-").
-    std::size_t array_index(const std::string& token, std::size_t size, bool end_ok, std::string_view pointer) {
+    std::size_t array_index(const std::string& token, std::size_t size, bool end_ok,
+                            std::string_view pointer) {
         if (token == "-" && end_ok) return size;
         bool digits = !token.empty() && token.size() <= 18 &&
                       std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
@@ -278,7 +284,8 @@ private:
         if (!digits) fail(quoted(pointer) + ": \"" + token + "\" is not an array index");
         std::size_t k = std::stoull(token);
         if (k > size || (k == size && !end_ok))
-            fail(quoted(pointer) + ": index " + token + " is past the array's end (" + std::to_string(size) + " items)");
+            fail(quoted(pointer) + ": index " + token + " is past the array's end (" + std::to_string(size) +
+                 " items)");
         return k;
     }
 
