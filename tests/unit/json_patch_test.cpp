@@ -320,6 +320,20 @@ TEST_CASE("nothing nests deeper than kMaxDepth: diff sends such docs whole, appl
     CHECK(refused);
 }
 
+TEST_CASE("copies may not grow the doc past its base and the patch together") {
+    // Each copy of the root into itself would double the doc: 40 of them, 2^40 times its size.
+    std::string patch = "[";
+    for (int i = 0; i < 40; ++i)
+        patch +=
+            std::string(i ? "," : "") + R"({"op":"copy","from":"","path":"/c)" + std::to_string(i) + "\"}";
+    patch += "]";
+    CHECK_THROWS_WITH_AS(apply(R"({"a":"0123456789"})", json_patch(patch)),
+                         doctest::Contains("copies more than its base and itself hold together"), Error);
+    // One copy within the budget is taken.
+    CHECK(apply(R"({"a":[1,2,3]})", json_patch(R"([{"op":"copy","from":"/a","path":"/b"}])")) ==
+          R"({"a":[1,2,3],"b":[1,2,3]})");
+}
+
 TEST_CASE("apply takes RFC 7386 merge patches") {
     std::string doc = R"({"a":"b","c":{"d":"e","f":"g"}})";
     CHECK(apply(doc, merge_patch(R"({"a":"z","c":{"f":null}})")) == R"({"a":"z","c":{"d":"e"}})");

@@ -105,6 +105,25 @@ std::size_t height(const Value& v) {
     return most + 1;
 }
 
+// Takes the size of v's text (at most: a span's text may hold white space) from `budget`; false,
+// without walking further, once the budget is spent.
+bool take_size(const Value& v, std::size_t& budget) {
+    std::size_t own = 2;  // brackets (a scalar's span is counted below instead)
+    if (!v.expanded) own = v.tree ? v.tree->raw(v.index).size() : 2;
+    if (own > budget) return false;
+    budget -= own;
+    for (const Member& m : v.members) {
+        if (!m.value) continue;
+        std::size_t key = m.raw_key.size() + 4;  // quotes, colon, comma
+        if (key > budget) return false;
+        budget -= key;
+        if (!take_size(*m.value, budget)) return false;
+    }
+    for (const ValuePtr& item : v.items)
+        if (budget == 0 || !take_size(*item, --budget)) return false;
+    return true;
+}
+
 ValuePtr clone(const Value& v) {
     auto c = std::make_unique<Value>();
     c->tree = v.tree;
@@ -241,7 +260,14 @@ private:
             std::optional<std::string> from = string_member(c, "from");
             if (!from) fail("it has no \"from\"");
             std::vector<std::string> source = parse_pointer(*from);
-            if (op_ == "copy") return add(tokens, clone(*resolve(source, *from)));
+            if (op_ == "copy") {
+                const Value& copied = *resolve(source, *from);
+                if (!take_size(copied, copy_budget_))
+                    fail(
+                        "the patch copies more than its base and itself hold together (a doc that doubles at "
+                        "each copy would exhaust memory)");
+                return add(tokens, clone(copied));
+            }
             if (*from == path_) {
                 resolve(source, *from);
                 return;
@@ -393,6 +419,9 @@ private:
     std::unique_ptr<Tree> base_;
     Tree patch_;
     ValuePtr root_;
+    // What `copy` operations may still copy, in bytes: as much as the base and the patch hold. Every
+    // other operation grows the doc by at most the patch's own text.
+    std::size_t copy_budget_ = base_->text().size() + patch_.text().size();
     std::size_t index_ = 0;
     std::string op_;
     std::string path_;
