@@ -199,6 +199,15 @@ TEST_CASE("apply takes each RFC 6902 operation") {
             doctest::Contains("the value there is not 2e400"), Error);
         CHECK_THROWS_AS(apply(doc, json_patch(R"([{"op":"test","path":"/a/b","value":[1,2]}])")), Error);
     }
+    SUBCASE("test on what earlier operations changed: objects in any order, removed members gone") {
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a/x","value":1.0},{"op":"remove","path":"/c"},)"
+                                    R"({"op":"test","path":"","value":{"a":{"x":1,"b":[1,2,3]}}}])")) ==
+              R"({"a":{"b":[1,2,3],"x":1.0}})");
+        CHECK_THROWS_WITH_AS(
+            apply(doc, json_patch(R"([{"op":"remove","path":"/c"},)"
+                                  R"({"op":"test","path":"","value":{"a":{"b":[1,2,3]},"c":"x"}}])")),
+            doctest::Contains("operation 1 (test \"\")"), Error);
+    }
     SUBCASE("operations apply in order, to what the earlier ones made") {
         CHECK(apply(doc,
                     json_patch(R"([{"op":"add","path":"/a/b/0","value":0},{"op":"remove","path":"/a/b/3"},)"
