@@ -2,6 +2,7 @@
 // expanded only along the paths the patch touches; everything else is written back as the span of
 // text it came from, so untouched parts keep their bytes.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,8 +26,8 @@ struct Member {
 
 // A value of the doc being patched: a span of a parsed text (the base's or the patch's) until an
 // operation needs its members or items, then those. An object's removed members stay in place with
-// no value, and an object of more than kIndexFrom members gets an index by key, so that a patch of
-// n operations on an object of m members costs n + m, not n * m.
+// no value, and a large object gets an index by key (below), so that a patch of n operations on an
+// object of m members costs about n + m, not n * m.
 struct Value {
     const Tree* tree = nullptr;
     std::size_t index = 0;
@@ -36,10 +37,14 @@ struct Value {
     std::vector<ValuePtr> items;
     std::unordered_map<std::string, std::size_t> by_key;  // decoded key -> its last member (when indexed)
     bool indexed = false;
-    bool repeats = false;  // a key occurs twice (found when indexing)
+    bool repeats = false;       // a key occurs twice (found when indexing)
+    std::uint32_t lookups = 0;  // by key, before the index was built
 };
 
+// An object is indexed at its kIndexAfter-th lookup by key, when it has more than kIndexFrom members:
+// a patch that changes one member of a large object scans it, one that changes many indexes it.
 constexpr std::size_t kIndexFrom = 16;
+constexpr std::uint32_t kIndexAfter = 4;
 
 ValuePtr span(const Tree& tree, std::size_t index) {
     auto v = std::make_unique<Value>();
@@ -173,7 +178,7 @@ ValuePtr empty_object() {
 }
 
 void index_members(Value& object) {
-    if (object.indexed || object.members.size() <= kIndexFrom) return;
+    if (object.indexed || object.members.size() <= kIndexFrom || ++object.lookups < kIndexAfter) return;
     object.by_key.reserve(object.members.size());
     for (std::size_t i = 0; i < object.members.size(); ++i) {
         if (!object.members[i].value) continue;
