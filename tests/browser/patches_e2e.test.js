@@ -26,6 +26,7 @@ const { spawn, execFileSync } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
+const path = require('node:path');
 const { launchChromium } = require('./chromium.js');
 const { compareVersions } = require('../../worker/gateway/assets/docsync-client.js');
 
@@ -84,11 +85,9 @@ function edit(i) {
                      make: (d) => { d.scores.splice(1, 0, { player: `ins${i}`, score: 1e21, tags: ['~/'] }); } };
     case 6: return { form: 'patch', body: [{ op: 'replace', path: '/a~1b', value: i }, { op: 'copy', from: '/scores/2', path: '/scores/-' }],
                      make: (d) => { d['a/b'] = i; d.scores.push(clone(d.scores[2])); } };
-    default: {  // a merge patch replaces an array whole
-      const scores = Array.from({ length: 5 }, (_, j) => ({ player: `r${i}.${j}`, score: j, tags: [] }));
-      return { form: 'merge', body: { meta: { note: `n${i}`, extra: null }, scores },
-               make: (d) => { d.meta.note = `n${i}`; d.scores = clone(scores); } };
-    }
+    default:  // a merge patch replaces an array whole, and null removes a member that is not there
+      return { form: 'merge', body: { meta: { note: `n${i}`, extra: null, tags: [i, `t${i}`] } },
+               make: (d) => { d.meta.note = `n${i}`; d.meta.tags = [i, `t${i}`]; } };
   }
 }
 
@@ -155,7 +154,8 @@ class Gateway {
 // ---- the page ------------------------------------------------------------------------------------
 
 // In the page: a client whose transport counts the patch messages it receives (and drops the next
-// one when window.__dropNextPatch is set), and whose fetch counts the reads.
+// one when window.__dropNextPatch is set), and whose fetch counts the reads of whole docs (not the
+// probes that follow a lost connection).
 function startClient(transport, channel, token) {
   const log = (window.__log = { docs: [], statuses: [], errors: [], wirePatches: 0, dropped: 0, reads: [] });
   const drop = () => { if (!window.__dropNextPatch) return false; window.__dropNextPatch = false; log.dropped++; return true; };
@@ -181,7 +181,7 @@ function startClient(transport, channel, token) {
   }
   const client = new window.DocsyncClient({
     transport, token, WebSocket: CountingWebSocket, EventSource: CountingEventSource, reconnectDelay: 100, maxReconnectDelay: 1000,
-    fetch: (url, init) => { log.reads.push(url); return fetch(url, init); },
+    fetch: (url, init) => { if (url.includes('/v1/docs/')) log.reads.push(url); return fetch(url, init); },
   });
   client.on('status', (s) => log.statuses.push(s));
   client.on('error', (e) => log.errors.push(e));
@@ -203,12 +203,15 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
     const page = await browser.newPage();
     page.on('pageerror', (e) => pageErrors.push(`page error: ${e.message}`));
     await page.goto(`${gw.url}/`, { waitUntil: 'load' });
+    // the checkout's client, whatever the gateway was built with (gateway_browser.sh checks they match)
+    await page.addScriptTag({ path: path.join(__dirname, '../../worker/gateway/assets/docsync-client.js') });
     await page.evaluate(startClient, transport, channel, token);
     const log = () => page.evaluate(() => window.__log);
     const explain = async () => {
       const l = await log();
       return `\n  statuses: ${l.statuses.join(' ')}\n  errors: ${JSON.stringify(l.errors)}\n  patches on the wire: ${l.wirePatches}` +
         `\n  reads: ${JSON.stringify(l.reads)}\n  versions delivered: ${l.docs.map((d) => d.version + (d.patched ? '(p)' : '')).join(' ')}` +
+        `\n  gateway /healthz: ${await fetch(`${gw.url}/healthz`).then((r) => r.text(), (e) => e.message)}` +
         (pageErrors.length ? `\n  ${pageErrors.join('\n  ')}` : '');
     };
     // Waits for the page to hold version `want`, and checks its doc.
