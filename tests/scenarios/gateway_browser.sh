@@ -29,6 +29,10 @@ out=$build/scenario-output/$test_name
 rm -rf "$out"
 mkdir -p "$out"
 
+# shellcheck source=lib/worker_env.bash
+. "$here/lib/worker_env.bash"
+# shellcheck source=lib/redis_server.bash
+. "$here/lib/redis_server.bash"
 gateway_pid=
 fail() {
   echo "FAIL: $*" >&2
@@ -37,10 +41,6 @@ fail() {
   done
   exit 1
 }
-# shellcheck source=lib/worker_env.bash
-. "$here/lib/worker_env.bash"
-# shellcheck source=lib/redis_server.bash
-. "$here/lib/redis_server.bash"
 keep_logs() { cp "$tmp/worker.log" "$tmp/gateway.log" "$out/" 2>/dev/null || true; }
 stop_gateway_hard() {
   if [ -n "$gateway_pid" ]; then kill -9 "$gateway_pid" 2>/dev/null || true; wait "$gateway_pid" 2>/dev/null || true; fi
