@@ -159,6 +159,14 @@ describe('applyJsonPatch: each error throws, naming the operation', () => {
       refused(JSON.parse(JSON.stringify(doc)), patch, re);
     });
   }
+  test('values nested deeper than 1000 are refused, not a stack overflow', () => {
+    const nest = () => { let v = 1; for (let i = 0; i < 1500; i++) v = [v]; return v; };
+    const deep = nest();
+    assert.throws(() => applyJsonPatch({}, [{ op: 'add', path: '/a', value: deep }]), (e) => e.name === 'PatchError' && /nested deeper than 1000/.test(e.message));
+    assert.throws(() => applyJsonPatch({ a: deep }, [{ op: 'test', path: '/a', value: nest() }]), (e) => e.name === 'PatchError');
+    assert.throws(() => applyMergePatch({}, { a: JSON.parse('{"b":'.repeat(1500) + '1' + '}'.repeat(1500)) }), (e) => e.name === 'PatchError');
+  });
+
   test('a scalar doc has no members', () => {
     refused(5, [{ op: 'add', path: '/a', value: 1 }], /does not exist/);
     refused('s', [{ op: 'replace', path: '/0', value: 1 }], /does not exist/);
@@ -439,9 +447,10 @@ describe('client: version rules', () => {
       { channel: C, patch: score(2), base_generation: 1, base_lsn: lsn(0x10), generation: 1, lsn: 'x' },     // no version
       { channel: C, base_generation: 1, base_lsn: lsn(0x10), generation: 1, lsn: lsn(0x20) },              // no patch
       { channel: C, patch: score(2), merge: {}, base_generation: 1, base_lsn: lsn(0x10), generation: 1, lsn: lsn(0x20) },  // both
+      { channel: C, patch: { score: 2 }, base_generation: 1, base_lsn: lsn(0x10), generation: 1, lsn: lsn(0x20) },  // patch not an array
     ];
     for (const m of bad) ws.push({ type: 'patch', ...m });
-    assert.deepStrictEqual(c.errors.map((e) => e.error), ['bad_message', 'bad_message', 'bad_message', 'bad_message', 'bad_message']);
+    assert.deepStrictEqual(c.errors.map((e) => e.error), bad.map(() => 'bad_message'));
     await until(() => fetch.calls.length === 1, 'a read');
     await fetch.answer(200, docEnv(0x20, { score: 2 }));
     assert.deepStrictEqual(h.versions(), [V(0x10), V(0x20)]);
@@ -473,6 +482,17 @@ describe('client: version rules', () => {
     ws.push(wsPatch(0x20, 0x30, score(3)));
     await fetch.answer(200, docEnv(0x30, { score: 3 }));
     assert.deepStrictEqual(h.versions(), [V(0x30)]);
+    c.close();
+  });
+
+  test('an answer that is not the channel\'s doc: reported, not retried', async () => {
+    const { c, h, ws, fetch } = await wsClient();
+    ws.push(wsPatch(0x10, 0x20, score(2)));
+    await fetch.answer(200, { channel: 'db:other:1', doc: {}, generation: 1, lsn: '0/20' });
+    await tick(40);
+    assert.strictEqual(fetch.calls.length, 1);
+    assert.deepStrictEqual(c.errors.map((e) => e.error), ['bad_message']);
+    assert.deepStrictEqual(h.versions(), []);
     c.close();
   });
 

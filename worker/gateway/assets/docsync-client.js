@@ -241,7 +241,8 @@
   // copy (made once per call, then changed in place), so a doc handed to a handler before never
   // changes. Values taken from the patch are copied too.
 
-  var MAX_DEPTH = 10000;  // deeper values are refused, not followed into a stack overflow
+  var MAX_DEPTH = 1000;  // deeper values are refused, not followed into a stack overflow (the worker
+                         // sends no patch for a doc deeper than 256)
 
   function patchError(message, index, op) {
     var e = new Error(index == null ? message : 'operation ' + index + ' (' + op + '): ' + message);
@@ -827,7 +828,7 @@
       patch: Array.isArray(message.patch) ? message.patch : message.merge,
     };
     if (!p.version || !p.base || compareVersions(p.version, p.base) <= 0 ||
-        (p.json ? message.merge !== undefined : p.patch === undefined)) {
+        (p.json ? message.merge !== undefined : message.patch !== undefined || p.patch === undefined)) {
       this._error('bad_message', channel, 'a patch without a valid version, a valid older base version and one of patch or merge');
       if (!p.version || newerThan(p.version, state.last)) this._read(channel, state);
       return;
@@ -889,7 +890,9 @@
 
   DocsyncClient.prototype._readOnce = function (channel, state, read) {
     var self = this;
-    var live = function () { return !self._closed && self._channels.get(channel) === state && state.read === read; };
+    var live = function () {
+      return !self._closed && self._channels.get(channel) === state && !state.refused && state.read === read;
+    };
     var url = this.url + '/v1/docs/' + encodeURIComponent(channel);
     var headers = { Accept: 'application/json' };
     if (this._token) headers.Authorization = 'Bearer ' + this._token;
@@ -920,7 +923,7 @@
         return;
       }
       if (!body || body.channel !== channel || !versionOf(body)) {
-        failed('bad_message', 'GET /v1/docs/' + channel + ' answered no doc of the channel with a valid version', true);
+        failed('bad_message', 'GET /v1/docs/' + channel + ' answered no doc of the channel with a valid version', false);
         return;
       }
       done(body);
