@@ -1,9 +1,10 @@
 // Patches end to end in headless Chromium: a real docsync-gateway (started and restarted here) and
 // a real Redis, into which docs are published as the worker publishes them (docs/patches.md): the key
 // SET to the whole doc's envelope, then the patch envelope (or the whole one) PUBLISHed on the
-// channel. docsync-client.js on the gateway's page follows the channel; after each version its
-// handler must hold exactly that version's doc, and the page must have received `patch` messages
-// (counted on the wire), so the test fails when patches are never used. Phases:
+// channel. docsync-client.js on the gateway's page follows the channel and a second one on the same
+// connection (over SSE, a stream whose cursor holds two versions); after each version its handler
+// must hold exactly that version's doc, and the page must have received `patch` messages (counted
+// on the wire), so the test fails when patches are never used. Phases:
 //   patches      each edit (replace, add at the array end, remove, move, test, merge patches, an
 //                escaped key) reaches the page as a patch
 //   restart      the gateway is stopped, two versions are published meanwhile, it starts again: the
@@ -36,6 +37,7 @@ const missing = ['GATEWAY_BIN', 'REDIS_PORT', 'JWT_SECRET_FILE'].filter((n) => !
 const skip = missing.length ? `needs ${missing.join(', ')} (tests/scenarios/gateway_patches.sh sets them)` : false;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const channel = `db:board:${transport}`;
+const other = `db:board:${transport}2`;  // a second channel on the same connection (an SSE cursor of two)
 
 function mint(secret, claims) {
   const b64u = (b) => Buffer.from(b).toString('base64url');
@@ -93,18 +95,19 @@ function edit(i) {
 
 // The worker's side: the key holds the whole doc, the channel gets the patch (or nothing: `quiet`).
 class Publisher {
-  constructor() {
+  constructor(channel) {
+    this.channel = channel;
     this.doc = firstDoc();
     this.version = nextVersion();
     this.expected = new Map();  // version text -> doc
     this.edits = 0;
   }
-  envelope(extra) { return JSON.stringify({ channel, ...extra, generation: this.version.generation, lsn: this.version.lsn }); }
+  envelope(extra) { return JSON.stringify({ channel: this.channel, ...extra, generation: this.version.generation, lsn: this.version.lsn }); }
   whole({ quiet = false } = {}) {
     const text = this.envelope({ doc: this.doc });
-    redis('SET', channel, text);
+    redis('SET', this.channel, text);
     this.expected.set(versionText(this.version), clone(this.doc));
-    if (!quiet) redis('PUBLISH', channel, text);
+    if (!quiet) redis('PUBLISH', this.channel, text);
   }
   // One edit: with quiet, only the key changes (as if the message were lost before any gateway).
   step({ quiet = false } = {}) {
@@ -113,12 +116,12 @@ class Publisher {
     this.doc = clone(this.doc);
     e.make(this.doc);
     this.version = nextVersion();
-    redis('SET', channel, this.envelope({ doc: this.doc }));
+    redis('SET', this.channel, this.envelope({ doc: this.doc }));
     this.expected.set(versionText(this.version), clone(this.doc));
     if (quiet) return;
-    const patch = JSON.stringify({ channel, [e.form]: e.body, base_generation: base.generation, base_lsn: base.lsn,
+    const patch = JSON.stringify({ channel: this.channel, [e.form]: e.body, base_generation: base.generation, base_lsn: base.lsn,
                                    generation: this.version.generation, lsn: this.version.lsn });
-    redis('PUBLISH', channel, patch);
+    redis('PUBLISH', this.channel, patch);
   }
   get current() { return versionText(this.version); }
 }
@@ -156,19 +159,24 @@ class Gateway {
 // In the page: a client whose transport counts the patch messages it receives (and drops the next
 // one when window.__dropNextPatch is set), and whose fetch counts the reads of whole docs (not the
 // probes that follow a lost connection).
-function startClient(transport, channel, token) {
-  const log = (window.__log = { docs: [], statuses: [], errors: [], wirePatches: 0, dropped: 0, reads: [] });
-  const drop = () => { if (!window.__dropNextPatch) return false; window.__dropNextPatch = false; log.dropped++; return true; };
+function startClient(transport, channel, other, token) {
+  const log = (window.__log = { docs: [], others: [], statuses: [], errors: [], wirePatches: 0, otherPatches: 0, dropped: 0, reads: [] });
+  // counts a patch message's data; whether to drop it (only the first channel's)
+  const onPatch = (data) => {
+    if (JSON.parse(data).channel !== channel) { log.otherPatches++; return false; }
+    log.wirePatches++;
+    if (!window.__dropNextPatch) return false;
+    window.__dropNextPatch = false;
+    log.dropped++;
+    return true;
+  };
   class CountingWebSocket extends WebSocket {
     constructor(url) {
       super(url);
       let handler = null;
       Object.defineProperty(this, 'onmessage', { get: () => handler, set: (fn) => { handler = fn; } });
       this.addEventListener('message', (ev) => {
-        if (typeof ev.data === 'string' && ev.data.startsWith('{"type":"patch"')) {
-          log.wirePatches++;
-          if (drop()) return;
-        }
+        if (typeof ev.data === 'string' && ev.data.startsWith('{"type":"patch"') && onPatch(ev.data)) return;
         if (handler) handler(ev);
       });
     }
@@ -176,7 +184,7 @@ function startClient(transport, channel, token) {
   class CountingEventSource extends EventSource {
     addEventListener(type, fn, opts) {
       if (type !== 'patch') return super.addEventListener(type, fn, opts);
-      return super.addEventListener(type, (ev) => { log.wirePatches++; if (!drop()) fn(ev); }, opts);
+      return super.addEventListener(type, (ev) => { if (!onPatch(ev.data)) fn(ev); }, opts);
     }
   }
   const client = new window.DocsyncClient({
@@ -186,6 +194,7 @@ function startClient(transport, channel, token) {
   client.on('status', (s) => log.statuses.push(s));
   client.on('error', (e) => log.errors.push(e));
   client.subscribe(channel, (doc, meta) => log.docs.push({ version: meta.version, doc, patched: !!meta.patched }));
+  client.subscribe(other, (doc, meta) => log.others.push({ version: meta.version, doc, patched: !!meta.patched }));
   window.__client = client;
 }
 
@@ -193,8 +202,10 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
   let secret = fs.readFileSync(env.JWT_SECRET_FILE);
   if (secret[secret.length - 1] === 0x0a) secret = secret.subarray(0, secret.length - 1);
   const token = mint(secret, { exp: Math.floor(Date.now() / 1000) + 3600, channels: ['db:board:*'] });
-  const pub = new Publisher();
+  const pub = new Publisher(channel);
+  const pubB = new Publisher(other);
   pub.whole();
+  pubB.whole();
   const gw = new Gateway(await freePort());
   await gw.start();
   const browser = await launchChromium(env);
@@ -205,32 +216,41 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
     await page.goto(`${gw.url}/`, { waitUntil: 'load' });
     // the checkout's client, whatever the gateway was built with (gateway_browser.sh checks they match)
     await page.addScriptTag({ path: path.join(__dirname, '../../worker/gateway/assets/docsync-client.js') });
-    await page.evaluate(startClient, transport, channel, token);
+    await page.evaluate(startClient, transport, channel, other, token);
     const log = () => page.evaluate(() => window.__log);
     const explain = async () => {
       const l = await log();
       return `\n  statuses: ${l.statuses.join(' ')}\n  errors: ${JSON.stringify(l.errors)}\n  patches on the wire: ${l.wirePatches}` +
+        `\n  patches of ${other}: ${l.otherPatches}, versions: ${l.others.map((d) => d.version + (d.patched ? '(p)' : '')).join(' ')}` +
         `\n  reads: ${JSON.stringify(l.reads)}\n  versions delivered: ${l.docs.map((d) => d.version + (d.patched ? '(p)' : '')).join(' ')}` +
         `\n  gateway /healthz: ${await fetch(`${gw.url}/healthz`).then((r) => r.text(), (e) => e.message)}` +
         (pageErrors.length ? `\n  ${pageErrors.join('\n  ')}` : '');
     };
-    // Waits for the page to hold version `want`, and checks its doc.
-    const reach = async (want, what) => {
+    // Waits for the page to hold version `want` of the channel (`list`: docs, or others for the
+    // second channel), and checks its doc.
+    const reach = async (want, what, list = 'docs', p = pub) => {
       try {
-        await page.waitForFunction((w) => { const d = window.__log.docs; return d.length && d[d.length - 1].version === w; }, { timeout: 10000 }, want);
+        await page.waitForFunction((w, list) => { const d = window.__log[list]; return d.length && d[d.length - 1].version === w; },
+                                   { timeout: 10000 }, want, list);
       } catch (e) {
-        assert.fail(`${what}: the page did not reach ${want} within 10 s over ${transport}:${await explain()}`);
+        assert.fail(`${what}: the page did not reach ${want} of ${p.channel} within 10 s over ${transport}:${await explain()}`);
       }
       const l = await log();
-      assert.deepStrictEqual(l.docs[l.docs.length - 1].doc, pub.expected.get(want), `${what}: the doc at ${want}`);
+      assert.deepStrictEqual(l[list][l[list].length - 1].doc, p.expected.get(want), `${what}: the doc of ${p.channel} at ${want}`);
     };
+    const reachB = (what) => reach(pubB.current, what, 'others', pubB);
     const wire = async () => (await log()).wirePatches;
 
     await reach(pub.current, 'the first doc');
+    await reachB('the first doc');
 
     // patches: every edit as a patch
     const edits = 8;
-    for (let i = 0; i < edits; i++) { pub.step(); await reach(pub.current, `edit ${i + 1}`); }
+    for (let i = 0; i < edits; i++) {
+      pub.step();
+      await reach(pub.current, `edit ${i + 1}`);
+      if (i % 2) { pubB.step(); await reachB(`edit ${i + 1}`); }
+    }
     assert.strictEqual(await wire(), edits, `each edit is to come as a patch:${await explain()}`);
 
     // restart: two versions while the gateway is down, then patches again
@@ -238,8 +258,14 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
     await page.waitForFunction(() => window.__log.statuses.includes('reconnecting'), { timeout: 10000 });
     pub.step();
     pub.step();
+    pubB.step();
     await gw.start();
     await reach(pub.current, 'after the gateway restarted');
+    await reachB('after the gateway restarted');
+    const otherBefore = (await log()).otherPatches;
+    pubB.step();
+    await reachB('a patch after the restart');
+    assert.strictEqual((await log()).otherPatches, otherBefore + 1, `the second channel's patches after the restart:${await explain()}`);
     const beforeAfterRestart = await wire();
     for (let i = 0; i < 3; i++) { pub.step(); await reach(pub.current, `edit ${i + 1} after the restart`); }
     assert.strictEqual(await wire(), beforeAfterRestart + 3, `patches after the restart:${await explain()}`);
@@ -274,12 +300,17 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
     for (let i = 1; i < l.docs.length; i++) {
       assert.ok(compareVersions(l.docs[i].version, l.docs[i - 1].version) > 0, `${l.docs[i].version} after ${l.docs[i - 1].version}`);
     }
+    for (const d of l.others) {
+      assert.deepStrictEqual(d.doc, pubB.expected.get(d.version), `the doc of ${other} delivered at ${d.version}`);
+    }
+    assert.ok(l.otherPatches >= edits / 2 + 1, `only ${l.otherPatches} patches of ${other}:${await explain()}`);
     const patched = l.docs.filter((d) => d.patched).length;
     assert.ok(patched >= edits + 3, `only ${patched} docs made from patches:${await explain()}`);
     assert.deepStrictEqual(l.errors, [], `errors:${await explain()}`);
     assert.deepStrictEqual(pageErrors, []);
     console.log(`${transport}: ${l.docs.length} versions delivered, ${l.wirePatches} patch messages (${patched} applied), ` +
-      `${l.reads.length} read of the whole doc; statuses ${l.statuses.join(' ')}`);
+      `${l.reads.length} read of the whole doc; ${other}: ${l.others.length} versions, ${l.otherPatches} patch messages; ` +
+      `statuses ${l.statuses.join(' ')}`);
     await page.evaluate(() => window.__client.close());
   } finally {
     await browser.close();
