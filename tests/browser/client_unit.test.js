@@ -5,20 +5,13 @@
 const { test, describe } = require('node:test');
 const assert = require('node:assert');
 const DocsyncClient = require('../../worker/gateway/assets/docsync-client.js');
+const { tick, until, FakeWebSocket, FakeEventSource, client, recorder } = require('./fakes.js');
 
 const {
   parseVersion, formatVersion, versionOf, compareVersions, newerThan, buildCursor, parseCursor,
   backoffDelay, decodeTokenPayload, tokenExpiry, refreshDelay,
 } = DocsyncClient;
 
-const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
-async function until(cond, what, ms = 2000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await tick(2);
-  }
-}
 const b64u = (s) => Buffer.from(s).toString('base64url');
 const jwt = (payload) => `${b64u('{"alg":"HS256","typ":"JWT"}')}.${b64u(JSON.stringify(payload))}.c2ln`;
 const env = (channel, doc, generation, lsn) => ({ channel, doc, generation, lsn });
@@ -129,63 +122,8 @@ describe('tokens', () => {
   });
 });
 
+
 // ---- the client over fakes ------------------------------------------------------------------------
-
-class FakeWebSocket {
-  constructor(url) {
-    this.url = url;
-    this.sent = [];
-    this.closed = false;
-    FakeWebSocket.all.push(this);
-  }
-  open() { this.onopen && this.onopen({}); }
-  send(text) { if (this.closed) throw new Error('closed'); this.sent.push(JSON.parse(text)); }
-  push(msg) { this.onmessage && this.onmessage({ data: JSON.stringify(msg) }); }
-  close() { this.closed = true; }
-  serverClose() { this.closed = true; this.onclose && this.onclose({ code: 1006 }); }
-  static last() { return FakeWebSocket.all[FakeWebSocket.all.length - 1]; }
-}
-FakeWebSocket.all = [];
-
-class FakeEventSource {
-  constructor(url) {
-    this.url = url;
-    this.u = new URL(url);
-    this.listeners = {};
-    this.closed = false;
-    FakeEventSource.all.push(this);
-  }
-  addEventListener(type, fn) { (this.listeners[type] = this.listeners[type] || []).push(fn); }
-  fire(type, ev) { (this.listeners[type] || []).forEach((fn) => fn(ev)); }
-  open() { this.fire('open', {}); }
-  doc(envelope) { this.fire('doc', { data: JSON.stringify(envelope) }); }
-  serverError(body) { this.fire('stream-error', { data: JSON.stringify(body) }); }
-  fail() { this.fire('error', {}); }
-  close() { this.closed = true; }
-  static last() { return FakeEventSource.all[FakeEventSource.all.length - 1]; }
-}
-FakeEventSource.all = [];
-
-function client(opts) {
-  FakeWebSocket.all = [];
-  FakeEventSource.all = [];
-  const c = new DocsyncClient({
-    url: 'http://gw.test:8080/', WebSocket: FakeWebSocket, EventSource: FakeEventSource,
-    reconnectDelay: 4, maxReconnectDelay: 20, fetch: async () => { throw new Error('offline'); }, ...opts,
-  });
-  c.statuses = [];
-  c.errors = [];
-  c.on('status', (s) => c.statuses.push(s));
-  c.on('error', (e) => c.errors.push(e));
-  return c;
-}
-function recorder() {
-  const got = [];
-  const fn = (doc, meta) => got.push({ doc, ...meta });
-  fn.got = got;
-  fn.versions = () => got.map((g) => g.version);
-  return fn;
-}
 
 describe('client over WebSocket', () => {
   test('subscribes, delivers, drops old versions and resumes with after', async () => {
@@ -194,7 +132,7 @@ describe('client over WebSocket', () => {
     const sub = c.subscribe('db:order:42', h);
     await until(() => FakeWebSocket.all.length === 1, 'a socket');
     const ws = FakeWebSocket.last();
-    assert.strictEqual(ws.url, 'ws://gw.test:8080/v1/ws?token=T1');
+    assert.strictEqual(ws.url, 'ws://gw.test:8080/v1/ws?token=T1&patches=1');
     assert.deepStrictEqual(c.statuses, ['connecting']);
     ws.open();
     assert.deepStrictEqual(ws.sent, [{ type: 'subscribe', channel: 'db:order:42' }]);
@@ -233,7 +171,7 @@ describe('client over WebSocket', () => {
     c.subscribe('db:order:1', a);
     await until(() => FakeWebSocket.all.length === 1, 'a socket');
     const ws = FakeWebSocket.last();
-    assert.strictEqual(ws.url, 'ws://gw.test:8080/v1/ws');  // no token: public channels only
+    assert.strictEqual(ws.url, 'ws://gw.test:8080/v1/ws?patches=1');  // no token: public channels only
     ws.open();
     ws.push({ type: 'doc', channel: 'db:order:1', doc: { v: 1 }, generation: 1, lsn: '0/10' });
     c.subscribe('db:order:1', b);
@@ -293,7 +231,7 @@ describe('client over WebSocket', () => {
     assert.strictEqual(FakeWebSocket.all.length, 1, 'no reconnect with the refused token');
     c.setToken('NEW');
     await until(() => FakeWebSocket.all.length === 2, 'a reconnect');
-    assert.strictEqual(FakeWebSocket.last().url, 'ws://gw.test:8080/v1/ws?token=NEW');
+    assert.strictEqual(FakeWebSocket.last().url, 'ws://gw.test:8080/v1/ws?token=NEW&patches=1');
     c.close();
   });
 

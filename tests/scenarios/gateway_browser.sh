@@ -21,20 +21,8 @@ test_name=gateway_browser
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=${DOCSYNC_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
 build=${DOCSYNC_BUILD_DIR:-$top/build/dev}
-browser_dir=$top/tests/browser
-chromium=${CHROMIUM:-/usr/bin/chromium}
-
-if [ ! -x "$chromium" ]; then
-  if [ -n "${CI:-}" ]; then
-    echo "FAIL: no Chromium at $chromium (apt-get install chromium, or set CHROMIUM), and CI is set" >&2
-    exit 1
-  fi
-  echo "SKIP: no Chromium at $chromium (apt-get install chromium, or set CHROMIUM); with CI set this fails"
-  exit 0
-fi
-for tool in node npm openssl curl; do
-  command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed" >&2; exit 1; }
-done
+# shellcheck source=lib/browser.bash
+. "$here/lib/browser.bash"
 gateway_bin=$build/docsync-gateway
 [ -x "$gateway_bin" ] || { echo "FAIL: $gateway_bin is not built" >&2; exit 1; }
 out=$build/scenario-output/$test_name
@@ -75,12 +63,7 @@ mint_token() {
 }
 
 echo "npm ci (tests/browser/node_modules, kept while package-lock.json is unchanged)"
-lock_sum=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
-if [ "$(cat "$browser_dir/node_modules/.docsync-lock-sum" 2>/dev/null)" != "$lock_sum" ]; then
-  npm ci --prefix "$browser_dir" --no-audit --no-fund --loglevel=error >"$tmp/npm.log" 2>&1 ||
-    fail "npm ci --prefix tests/browser failed: $(tail -n 20 "$tmp/npm.log")"
-  echo "$lock_sum" >"$browser_dir/node_modules/.docsync-lock-sum"
-fi
+browser_npm_ci
 
 echo "the client library's unit tests"
 node --test --test-reporter=spec "$browser_dir/" >"$tmp/unit.log" 2>&1 ||

@@ -12,7 +12,8 @@
  *   });
  *   const sub = client.subscribe('db:order:42', (doc, meta) => { ... });
  *       doc   the doc's JSON value, null when the row is gone
- *       meta  {channel, version: 'G/X/Y', generation, lsn: 'X/Y', deleted: doc === null}
+ *       meta  {channel, version: 'G/X/Y', generation, lsn: 'X/Y', deleted: doc === null,
+ *              patched: true when the doc was made from the previous one and a patch}
  *   sub.unsubscribe();
  *   client.on('status', (status) => ...);  'connecting' | 'open' | 'reconnecting' | 'closed'
  *   client.on('error', (e) => ...);        e = {error, channel (or null), message}
@@ -21,7 +22,8 @@
  *   client.setToken('JWT');                replaces a fixed token (and restarts a stopped client)
  *   client.close();                        final: drops the connection and every subscription
  *
- * Other options: WebSocket, EventSource, fetch (implementations to use instead of the globals);
+ * Other options: patches (true: ask the gateway for patches, docs/patches.md; false: whole docs
+ * only); WebSocket, EventSource, fetch (implementations to use instead of the globals);
  * reconnectDelay (250 ms) and maxReconnectDelay (10000 ms), the bounds of the backoff; stableAfter
  * (5000 ms), how long a connection must have been up for the backoff to start over; refreshMargin
  * (30000 ms), how long before the token's exp getToken is called again (at most half the token's
@@ -45,8 +47,26 @@
  *   not retried; subscribe to it again to retry. An SSE request refused as a whole (too many
  *   channels, or a bad one the gateway does not name) is not retried until the channel set changes.
  *
- * - Errors carry the gateway's codes, plus token_unavailable (getToken failed) and bad_message (a
- *   message that is not JSON or a doc without a valid version). A browser shows a refused WebSocket
+ * - Patches (docs/patches.md): the client asks for them (`patches=1` on the SSE and WS URLs) unless
+ *   made with `patches: false`. A patch message (SSE `event: patch`, WS `{"type":"patch"}`) carries
+ *   a version, a base version and an RFC 6902 `patch` or an RFC 7386 `merge`. It is applied only
+ *   when the channel's doc is held at exactly its base version; the result gets the patch's version
+ *   (checked to be newer than the base) and reaches the handlers like a doc, with meta.patched. A
+ *   patch at or below the last version delivered is dropped. On any mismatch (no doc held, another
+ *   version held, the patch does not apply, a patch message without valid versions) the client
+ *   reads the whole doc with GET /v1/docs/{channel} (the token as `Authorization: Bearer`, through
+ *   options.fetch) and delivers it if newer. One read per channel at a time: patches that do not fit
+ *   while it is under way wait for its answer (at most 64 per channel), then are applied on top if
+ *   they fit or dropped if older, and a newer one that still does not fit starts one more read.
+ *   Whole docs are delivered meanwhile as always. A read that fails (network, 5xx, 429, or 401 with
+ *   getToken) is reported on `error` and tried again with the reconnect backoff; one refused
+ *   otherwise (403, 400, 401 with a fixed token) is reported and dropped, and a 404 (no doc yet)
+ *   ends it quietly. Applying never changes a value handed to a handler before: the new doc shares
+ *   the untouched parts and copies every container on a changed path.
+ * - Errors carry the gateway's codes, plus token_unavailable (getToken failed), bad_message (a
+ *   message that is not JSON, a doc or a patch without a valid version), bad_patch (a patch that does
+ *   not apply to its base) and, for a read of the whole doc, the gateway's code of its answer,
+ *   http_STATUS, or unavailable (the gateway could not be reached). A browser shows a refused WebSocket
  *   upgrade as a bare close: the client then asks the SSE endpoint, which checks the token the same
  *   way and answers in JSON, for the reason.
  *
@@ -56,8 +76,11 @@
  * follows no channel (or its request was refused as a whole), or when a fixed token was refused.
  *
  * The pure parts are exported as static members (parseVersion, compareVersions, formatVersion,
- * versionOf, buildCursor, parseCursor, backoffDelay, decodeTokenPayload, tokenExpiry,
- * refreshDelay, newerThan).
+ * versionOf, baseVersionOf, buildCursor, parseCursor, backoffDelay, decodeTokenPayload, tokenExpiry,
+ * refreshDelay, newerThan, and the patch functions: applyJsonPatch(doc, patch) for RFC 6902 (all six
+ * ops), applyMergePatch(doc, patch) for RFC 7386, jsonEqual(a, b) and parsePointer(pointer) for
+ * RFC 6901; they never change their arguments, and an invalid patch throws an Error named
+ * PatchError whose message names the operation's index, op and path).
  */
 (function (root, factory) {
   'use strict';
@@ -100,6 +123,13 @@
       if (lsn) return { generation: message.generation, hi: lsn.hi, lo: lsn.lo };
     }
     return parseVersion(message.version);
+  }
+
+  // The base version of a patch message (base_generation and base_lsn, or a WS message's base), or
+  // null.
+  function baseVersionOf(message) {
+    if (!message || typeof message !== 'object') return null;
+    return versionOf({ generation: message.base_generation, lsn: message.base_lsn, version: message.base });
   }
 
   function asVersion(v) { return typeof v === 'string' ? parseVersion(v) : v || null; }
@@ -204,6 +234,254 @@
     return Math.min(MAX_TIMER, Math.round(left - Math.min(margin, left / 2)));
   }
 
+  // ---- patches (RFC 6902 JSON Patch, RFC 7386 merge patch) -----------------------------------
+  //
+  // Pure: neither function changes its arguments or anything reachable from them. The result
+  // shares every part of `doc` the patch does not touch, and each container on a changed path is a
+  // copy (made once per call, then changed in place), so a doc handed to a handler before never
+  // changes. Values taken from the patch are copied too.
+
+  var MAX_DEPTH = 1000;  // deeper values are refused, not followed into a stack overflow (the worker
+                         // sends no patch for a doc deeper than 256)
+
+  function patchError(message, index, op) {
+    var e = new Error(index == null ? message : 'operation ' + index + ' (' + op + '): ' + message);
+    e.name = 'PatchError';
+    if (index != null) e.index = index;
+    return e;
+  }
+
+  var hasOwn = Object.prototype.hasOwnProperty;
+  function isObject(v) { return v !== null && typeof v === 'object' && !Array.isArray(v); }
+
+  // obj[key] = value, also for the key "__proto__" (which JSON.parse makes an own property, and
+  // plain assignment would take as the object's prototype).
+  function setKey(obj, key, value) {
+    if (key === '__proto__') Object.defineProperty(obj, key, { value: value, writable: true, enumerable: true, configurable: true });
+    else obj[key] = value;
+  }
+
+  function shallowCopy(v) {
+    if (Array.isArray(v)) return v.slice();
+    var out = {};
+    Object.keys(v).forEach(function (k) { setKey(out, k, v[k]); });
+    return out;
+  }
+
+  // A deep copy of a JSON value; throws on anything JSON cannot hold.
+  function cloneJson(v, depth) {
+    depth = depth || 0;
+    if (depth > MAX_DEPTH) throw patchError('a value nested deeper than ' + MAX_DEPTH);
+    if (v === null || typeof v === 'string' || typeof v === 'boolean') return v;
+    if (typeof v === 'number') {
+      if (v !== v) throw patchError('NaN is not a JSON value');
+      return v;
+    }
+    if (Array.isArray(v)) return v.map(function (x) { return cloneJson(x, depth + 1); });
+    if (typeof v === 'object') {
+      var out = {};
+      Object.keys(v).forEach(function (k) { setKey(out, k, cloneJson(v[k], depth + 1)); });
+      return out;
+    }
+    throw patchError('a ' + typeof v + ' is not a JSON value');
+  }
+
+  // Whether two JSON values are equal: numbers by value, objects by their keys in any order.
+  function jsonEqual(a, b, depth) {
+    depth = depth || 0;
+    if (a === b) return true;
+    if (depth > MAX_DEPTH) throw patchError('a value nested deeper than ' + MAX_DEPTH);
+    if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+    if (Array.isArray(a) !== Array.isArray(b)) return false;
+    if (Array.isArray(a)) {
+      if (a.length !== b.length) return false;
+      for (var i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i], depth + 1)) return false;
+      return true;
+    }
+    var ka = Object.keys(a), kb = Object.keys(b);
+    if (ka.length !== kb.length) return false;
+    for (var j = 0; j < ka.length; j++) {
+      if (!hasOwn.call(b, ka[j]) || !jsonEqual(a[ka[j]], b[ka[j]], depth + 1)) return false;
+    }
+    return true;
+  }
+
+  // A JSON Pointer (RFC 6901) -> its reference tokens ('' -> [], the whole doc).
+  function parsePointer(pointer) {
+    if (typeof pointer !== 'string') throw patchError('a JSON Pointer is a string, not ' + JSON.stringify(pointer));
+    if (pointer === '') return [];
+    if (pointer.charAt(0) !== '/') throw patchError('JSON Pointer ' + JSON.stringify(pointer) + ' does not start with "/"');
+    return pointer.slice(1).split('/').map(function (t) {
+      if (/~[^01]|~$/.test(t)) throw patchError('JSON Pointer ' + JSON.stringify(pointer) + ' has a "~" not followed by 0 or 1');
+      return t.replace(/~1/g, '/').replace(/~0/g, '~');
+    });
+  }
+
+  // The array index a token names: digits without a leading zero, below `limit` (at most `limit`
+  // when `end` allows the end of the array, which '-' also names).
+  function arrayIndex(token, length, end, pointer) {
+    if (token === '-' && end) return length;
+    if (!/^(0|[1-9][0-9]*)$/.test(token)) {
+      throw patchError('JSON Pointer ' + JSON.stringify(pointer) + ': ' + JSON.stringify(token) + ' is not an array index' +
+                       (token === '-' ? ' here (- names the end of an array only for add, and the target of move and copy)' : ''));
+    }
+    var i = Number(token);
+    if (i > length || (i === length && !end)) {
+      throw patchError('JSON Pointer ' + JSON.stringify(pointer) + ': index ' + token + ' is past the end of an array of ' + length);
+    }
+    return i;
+  }
+
+  // The value at `tokens` in `doc`; throws when there is none.
+  function valueAt(doc, tokens, pointer) {
+    var v = doc;
+    for (var i = 0; i < tokens.length; i++) {
+      if (Array.isArray(v)) v = v[arrayIndex(tokens[i], v.length, false, pointer)];
+      else if (isObject(v) && hasOwn.call(v, tokens[i])) v = v[tokens[i]];
+      else throw patchError('path ' + JSON.stringify(pointer) + ' does not exist');
+    }
+    return v;
+  }
+
+  // A JSON Patch applied with copy-on-write: `owned` holds the containers this call copied (and so
+  // may change in place).
+  function Patcher(doc) {
+    this.root = doc;
+    this.owned = new Set();
+  }
+
+  Patcher.prototype.own = function (v) {
+    if (this.owned.has(v)) return v;
+    var c = shallowCopy(v);
+    this.owned.add(c);
+    return c;
+  };
+
+  // The container that holds the last token of `tokens`, owned (copied along the path as needed).
+  Patcher.prototype.parentOf = function (tokens, pointer) {
+    if (this.root === null || typeof this.root !== 'object') throw patchError('path ' + JSON.stringify(pointer) + ' does not exist');
+    this.root = this.own(this.root);
+    var parent = this.root;
+    for (var i = 0; i < tokens.length - 1; i++) {
+      var t = tokens[i], child;
+      if (Array.isArray(parent)) {
+        var k = arrayIndex(t, parent.length, false, pointer);
+        child = parent[k];
+        if (child === null || typeof child !== 'object') throw patchError('path ' + JSON.stringify(pointer) + ' does not exist');
+        parent = parent[k] = this.own(child);
+      } else if (hasOwn.call(parent, t)) {
+        child = parent[t];
+        if (child === null || typeof child !== 'object') throw patchError('path ' + JSON.stringify(pointer) + ' does not exist');
+        child = this.own(child);
+        setKey(parent, t, child);
+        parent = child;
+      } else {
+        throw patchError('path ' + JSON.stringify(pointer) + ' does not exist');
+      }
+    }
+    return parent;
+  };
+
+  Patcher.prototype.add = function (tokens, value, pointer) {
+    if (!tokens.length) { this.root = value; return; }
+    var parent = this.parentOf(tokens, pointer);
+    var last = tokens[tokens.length - 1];
+    if (Array.isArray(parent)) parent.splice(arrayIndex(last, parent.length, true, pointer), 0, value);
+    else setKey(parent, last, value);
+  };
+
+  // Removes the value at `tokens` and returns it.
+  Patcher.prototype.remove = function (tokens, pointer) {
+    if (!tokens.length) throw patchError('the whole doc cannot be removed (replace it instead)');
+    var old = valueAt(this.root, tokens, pointer);
+    var parent = this.parentOf(tokens, pointer);
+    var last = tokens[tokens.length - 1];
+    if (Array.isArray(parent)) parent.splice(arrayIndex(last, parent.length, false, pointer), 1);
+    else delete parent[last];
+    return old;
+  };
+
+  Patcher.prototype.replace = function (tokens, value, pointer) {
+    valueAt(this.root, tokens, pointer);  // must exist
+    if (!tokens.length) { this.root = value; return; }
+    var parent = this.parentOf(tokens, pointer);
+    var last = tokens[tokens.length - 1];
+    if (Array.isArray(parent)) parent[arrayIndex(last, parent.length, false, pointer)] = value;
+    else setKey(parent, last, value);
+  };
+
+  function isPrefix(a, b) {  // a is a proper prefix of b
+    if (a.length >= b.length) return false;
+    for (var i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
+
+  Patcher.prototype.apply = function (op, index) {
+    if (!isObject(op)) throw patchError('an operation is an object, not ' + JSON.stringify(op), index, '?');
+    var name = op.op;
+    try {
+      if (typeof name !== 'string') throw patchError('no "op" member (add, remove, replace, move, copy or test)');
+      if (!hasOwn.call(op, 'path')) throw patchError('no "path" member');
+      var tokens = parsePointer(op.path);
+      var needValue = name === 'add' || name === 'replace' || name === 'test';
+      if (needValue && !hasOwn.call(op, 'value')) throw patchError('no "value" member');
+      var from;
+      if (name === 'move' || name === 'copy') {
+        if (!hasOwn.call(op, 'from')) throw patchError('no "from" member');
+        from = parsePointer(op.from);
+      }
+      switch (name) {
+        case 'add': this.add(tokens, cloneJson(op.value), op.path); break;
+        case 'remove': this.remove(tokens, op.path); break;
+        case 'replace': this.replace(tokens, cloneJson(op.value), op.path); break;
+        case 'move':
+          if (isPrefix(from, tokens)) throw patchError('"from" ' + JSON.stringify(op.from) + ' is a parent of "path" ' + JSON.stringify(op.path));
+          if (op.from === op.path) { valueAt(this.root, from, op.from); break; }
+          this.add(tokens, this.remove(from, op.from), op.path);
+          break;
+        case 'copy':  // a copy, not the same value twice: a later operation may change one in place
+          this.add(tokens, cloneJson(valueAt(this.root, from, op.from)), op.path);
+          break;
+        case 'test':
+          if (!jsonEqual(valueAt(this.root, tokens, op.path), op.value)) {
+            throw patchError('the value at ' + JSON.stringify(op.path) + ' is not ' + JSON.stringify(op.value).slice(0, 200));
+          }
+          break;
+        default:
+          throw patchError('unknown op ' + JSON.stringify(name) + ' (add, remove, replace, move, copy or test)');
+      }
+    } catch (e) {
+      if (e && e.name === 'PatchError' && e.index == null) throw patchError(e.message, index, typeof name === 'string' ? name : '?');
+      throw e;
+    }
+  };
+
+  // `doc` with the RFC 6902 JSON Patch `patch` (an array of operations) applied. Throws an Error
+  // named PatchError, naming the operation and its path, when the patch does not apply; `doc` is
+  // left as it was.
+  function applyJsonPatch(doc, patch) {
+    if (!Array.isArray(patch)) throw patchError('a JSON Patch is an array of operations, not ' + JSON.stringify(patch));
+    var p = new Patcher(doc);
+    for (var i = 0; i < patch.length; i++) p.apply(patch[i], i);
+    return p.root;
+  }
+
+  // `doc` with the RFC 7386 merge patch `patch` applied: an object patch merges member by member
+  // (null removes a member), anything else replaces the doc.
+  function applyMergePatch(doc, patch, depth) {
+    depth = depth || 0;
+    if (depth > MAX_DEPTH) throw patchError('a merge patch nested deeper than ' + MAX_DEPTH);
+    if (patch === undefined) throw patchError('a merge patch is a JSON value, not undefined');
+    if (!isObject(patch)) return cloneJson(patch);
+    var out = isObject(doc) ? shallowCopy(doc) : {};
+    Object.keys(patch).forEach(function (k) {
+      var v = patch[k];
+      if (v === null) delete out[k];
+      else setKey(out, k, applyMergePatch(hasOwn.call(out, k) ? out[k] : undefined, v, depth + 1));
+    });
+    return out;
+  }
+
   // ---- the client -----------------------------------------------------------------------------
 
   // Errors about one channel that another try would get again.
@@ -212,6 +490,11 @@
   var TOKEN_REFUSALS = { missing_token: 1, invalid_token: 1, token_expired: 1, token_not_yet_valid: 1 };
 
   function later(fn) { setTimeout(fn, 0); }
+  function stopRead(state) {
+    if (state.read) clearTimeout(state.read.timer);
+    state.read = null;
+    state.pending = [];
+  }
   function rethrowLater(e) { setTimeout(function () { throw e; }, 0); }
 
   function DocsyncClient(options) {
@@ -240,10 +523,11 @@
     this._maxReconnectDelay = options.maxReconnectDelay == null ? 10000 : options.maxReconnectDelay;
     this._stableAfter = options.stableAfter == null ? 5000 : options.stableAfter;
     this._refreshMargin = options.refreshMargin == null ? 30000 : options.refreshMargin;
+    this._patches = options.patches !== false;
 
     this.status = 'closed';
     this._listeners = { status: [], error: [] };
-    this._channels = new Map();  // channel -> {handlers, last, doc, meta, refused}
+    this._channels = new Map();  // channel -> {handlers, last, doc, meta, refused, read, pending}
     this._conn = null;           // the current connection (or the attempt to open one)
     this._attempt = 0;           // failed attempts since the last stable connection
     this._retryTimer = null;
@@ -295,7 +579,7 @@
     var entry = { handler: handler };
     var fresh = !state || state.refused;
     if (!state) {
-      state = { handlers: new Set(), last: null, doc: undefined, meta: null, refused: null };
+      state = { handlers: new Set(), last: null, doc: undefined, meta: null, refused: null, read: null, pending: [] };
       this._channels.set(channel, state);
     }
     state.handlers.add(entry);
@@ -319,6 +603,7 @@
     if (!state.handlers.delete(entry) || state.handlers.size) return;
     if (this._channels.get(channel) !== state) return;
     this._channels.delete(channel);
+    stopRead(state);
     if (this._closed) return;
     if (this.transport === 'ws') {
       var c = this._conn;
@@ -353,6 +638,7 @@
     clearTimeout(this._retryTimer);
     clearTimeout(this._refreshTimer);
     this._retryTimer = this._refreshTimer = null;
+    this._channels.forEach(stopRead);
     this._channels.clear();
     if (typeof window !== 'undefined' && window.removeEventListener) window.removeEventListener('online', this._onOnline);
     this._setStatus('closed');
@@ -489,15 +775,28 @@
 
   // ---- delivering -------------------------------------------------------------------------------
 
-  DocsyncClient.prototype._deliver = function (message) {
+  // The state of a message's channel, when it is followed.
+  DocsyncClient.prototype._stateOf = function (message) {
     var channel = message && message.channel;
     var state = typeof channel === 'string' ? this._channels.get(channel) : null;
-    if (!state || state.refused) return;
+    return state && !state.refused ? state : null;
+  };
+
+  // A whole doc (a message or the answer of a read).
+  DocsyncClient.prototype._deliver = function (message) {
+    var state = this._stateOf(message);
+    if (!state) return;
     var v = versionOf(message);
-    if (!v) { this._error('bad_message', channel, 'a doc without a valid version'); return; }
-    if (state.last && compareVersions(v, state.last) <= 0) return;  // not newer: already delivered
+    if (!v) { this._error('bad_message', message.channel, 'a doc without a valid version'); return; }
+    if (this._hand(state, message.channel, v, message.doc === undefined ? null : message.doc, false) && state.pending.length) {
+      this._drainPending(state, message.channel);
+    }
+  };
+
+  // Hands `doc` at version v to the channel's handlers, unless it is not newer than the last one.
+  DocsyncClient.prototype._hand = function (state, channel, v, doc, patched) {
+    if (state.last && compareVersions(v, state.last) <= 0) return false;  // not newer: already delivered
     state.last = v;
-    var doc = message.doc === undefined ? null : message.doc;
     var meta = {
       channel: channel,
       version: formatVersion(v),
@@ -505,11 +804,131 @@
       lsn: hex(v.hi) + '/' + hex(v.lo),
       deleted: doc === null,
     };
+    if (patched) meta.patched = true;
     state.doc = doc;
     state.meta = meta;
     state.handlers.forEach(function (entry) {
       if (!state.handlers.has(entry)) return;
       try { entry.handler(doc, meta); } catch (e) { rethrowLater(e); }
+    });
+    return true;
+  };
+
+  // A patch message: applied when the channel's doc is held at its base version, dropped when a
+  // version at or past its own was delivered, else the whole doc is read (_read). While a read is
+  // under way, a patch that does not fit waits for its answer.
+  DocsyncClient.prototype._patch = function (message) {
+    var state = this._stateOf(message);
+    if (!state) return;
+    var channel = message.channel;
+    var p = {
+      version: versionOf(message),
+      base: baseVersionOf(message),
+      json: Array.isArray(message.patch),
+      patch: Array.isArray(message.patch) ? message.patch : message.merge,
+    };
+    if (!p.version || !p.base || compareVersions(p.version, p.base) <= 0 ||
+        (p.json ? message.merge !== undefined : message.patch !== undefined || p.patch === undefined)) {
+      this._error('bad_message', channel, 'a patch without a valid version, a valid older base version and one of patch or merge');
+      if (!p.version || newerThan(p.version, state.last)) this._read(channel, state);
+      return;
+    }
+    if (this._applyPatch(state, channel, p) !== 'miss') return;
+    if (state.read) {
+      if (state.pending.length >= MAX_PENDING) state.pending.shift();  // the read, or the next one, covers it
+      state.pending.push(p);
+    } else {
+      this._read(channel, state);
+    }
+  };
+
+  var MAX_PENDING = 64;  // patches kept per channel while its doc is read
+
+  // 'applied', 'old' (a version at or past it was delivered) or 'miss' (the doc held is not at its
+  // base, or it does not apply).
+  DocsyncClient.prototype._applyPatch = function (state, channel, p) {
+    if (state.last && compareVersions(p.version, state.last) <= 0) return 'old';
+    if (!state.meta || compareVersions(p.base, state.last) !== 0) return 'miss';
+    var doc;
+    try {
+      doc = p.json ? applyJsonPatch(state.doc, p.patch) : applyMergePatch(state.doc, p.patch);
+    } catch (e) {
+      this._error('bad_patch', channel, 'the patch from ' + formatVersion(p.base) + ' to ' + formatVersion(p.version) +
+                  ' does not apply (' + (e && e.message || e) + '); reading the whole doc');
+      return 'miss';
+    }
+    this._hand(state, channel, p.version, doc, true);
+    return 'applied';
+  };
+
+  // Applies the waiting patches that now fit and drops the older ones; keeps the others. Whether
+  // one newer than the doc held is left.
+  DocsyncClient.prototype._drainPending = function (state, channel) {
+    var pending = state.pending;
+    state.pending = [];
+    for (var i = 0; i < pending.length; i++) {
+      if (this._applyPatch(state, channel, pending[i]) === 'miss') state.pending.push(pending[i]);
+    }
+    return state.pending.length > 0;
+  };
+
+  // Reads the channel's whole doc with GET /v1/docs/{channel}: one read at a time per channel; a
+  // failed one is reported and tried again after the reconnect backoff. Its answer is delivered when
+  // it is newer, then the patches that came meanwhile are applied on top if they fit; if one newer
+  // still does not fit, the doc is read once more.
+  DocsyncClient.prototype._read = function (channel, state) {
+    if (state.read || this._closed) return;
+    if (!this._fetch) {
+      this._error('unavailable', channel, 'a patch did not fit the doc held and there is no fetch to read the whole doc ' +
+                  '(pass options.fetch, or patches: false)');
+      state.pending = [];
+      return;
+    }
+    state.read = { attempt: 0, timer: null };
+    this._readOnce(channel, state, state.read);
+  };
+
+  DocsyncClient.prototype._readOnce = function (channel, state, read) {
+    var self = this;
+    var live = function () {
+      return !self._closed && self._channels.get(channel) === state && !state.refused && state.read === read;
+    };
+    var url = this.url + '/v1/docs/' + encodeURIComponent(channel);
+    var headers = { Accept: 'application/json' };
+    if (this._token) headers.Authorization = 'Bearer ' + this._token;
+    var done = function (envelope) {
+      state.read = null;
+      if (envelope) self._hand(state, channel, versionOf(envelope), envelope.doc === undefined ? null : envelope.doc, false);
+      if (self._drainPending(state, channel)) { state.pending = []; self._read(channel, state); }
+    };
+    var failed = function (code, message, retry) {
+      self._error(code, channel, message);
+      if (!retry) { state.read = null; state.pending = []; return; }
+      read.timer = setTimeout(function () {
+        read.timer = null;
+        if (live()) self._readOnce(channel, state, read);
+      }, backoffDelay(read.attempt++, self._reconnectDelay, self._maxReconnectDelay));
+    };
+    Promise.resolve().then(function () { return self._fetch(url, { headers: headers }); }).then(function (res) {
+      return res.json().then(function (body) { return { res: res, body: body }; },
+                             function () { return { res: res, body: null }; });
+    }).then(function (r) {
+      if (!live()) return;
+      var status = r.res.status, body = r.body && typeof r.body === 'object' ? r.body : null;
+      if (status === 404) { done(null); return; }  // no doc yet: the stream brings it
+      if (!r.res.ok) {
+        var code = body && typeof body.error === 'string' ? body.error : 'http_' + status;
+        var retry = status >= 500 || status === 429 || (status === 401 && !!self._getToken);
+        failed(code, 'GET /v1/docs/' + channel + ': ' + (body && typeof body.message === 'string' ? body.message : 'HTTP ' + status), retry);
+        return;
+      }
+      if (!body || body.channel !== channel || !versionOf(body)) {
+        failed('bad_message', 'GET /v1/docs/' + channel + ' answered no doc of the channel with a valid version', false);
+        return;
+      }
+      done(body);
+    }, function (e) {
+      if (live()) failed('unavailable', 'GET /v1/docs/' + channel + ' failed: ' + (e && e.message || e), true);
     });
   };
 
@@ -568,16 +987,19 @@
 
   // ---- WebSocket ----------------------------------------------------------------------------------
 
-  function wsUrl(base, token) {
+  function wsUrl(base, token, patches) {
+    var q = [];
+    if (token) q.push('token=' + encodeURIComponent(token));
+    if (patches) q.push('patches=1');
     var u = base.replace(/^http(s?):/i, function (m, s) { return 'ws' + s + ':'; }) + '/v1/ws';
-    return token ? u + '?token=' + encodeURIComponent(token) : u;
+    return q.length ? u + '?' + q.join('&') : u;
   }
 
   DocsyncClient.prototype._openWs = function (conn) {
     var self = this;
     var socket;
     try {
-      socket = new this._WebSocket(wsUrl(this.url, conn.token));
+      socket = new this._WebSocket(wsUrl(this.url, conn.token, this._patches));
     } catch (e) {
       this._conn = null;
       this._error('bad_request', null, 'cannot open a WebSocket: ' + (e && e.message || e));
@@ -605,6 +1027,7 @@
       }
       if (!msg || typeof msg !== 'object') return;
       if (msg.type === 'doc') self._deliver(msg);
+      else if (msg.type === 'patch') self._patch(msg);
       else if (msg.type === 'error') self._serverError(conn, msg);
       // 'subscribed' needs nothing
     };
@@ -646,10 +1069,11 @@
 
   // ---- Server-sent events -------------------------------------------------------------------------
 
-  function sseUrl(base, channels, token, cursor) {
+  function sseUrl(base, channels, token, cursor, patches) {
     var q = channels.map(function (c) { return 'channel=' + encodeURIComponent(c); });
     if (token) q.push('token=' + encodeURIComponent(token));
     if (cursor) q.push('last-event-id=' + encodeURIComponent(cursor));
+    if (patches) q.push('patches=1');
     return base + '/v1/sse?' + q.join('&');
   }
 
@@ -680,7 +1104,7 @@
     if (!channels.length) { this._conn = null; this._setStatus('closed'); return; }
     var versions = new Map();
     channels.forEach(function (c) { versions.set(c, self._lastVersion(c)); });
-    var url = sseUrl(this.url, channels, conn.token, buildCursor(channels, versions));
+    var url = sseUrl(this.url, channels, conn.token, buildCursor(channels, versions), this._patches);
     var source;
     try {
       source = new this._EventSource(url);
@@ -703,6 +1127,12 @@
       var env;
       try { env = JSON.parse(ev.data); } catch (e) { self._error('bad_message', null, 'an event that is not JSON'); return; }
       if (env && conn.channels.indexOf(env.channel) >= 0) self._deliver(env);
+    });
+    source.addEventListener('patch', function (ev) {
+      if (self._conn !== conn) return;
+      var env;
+      try { env = JSON.parse(ev.data); } catch (e) { self._error('bad_message', null, 'an event that is not JSON'); return; }
+      if (env && conn.channels.indexOf(env.channel) >= 0) self._patch(env);
     });
     source.addEventListener('notice', function (ev) {  // about one channel (deferred): the stream goes on
       if (self._conn !== conn) return;
@@ -769,6 +1199,11 @@
   DocsyncClient.parseVersion = parseVersion;
   DocsyncClient.formatVersion = formatVersion;
   DocsyncClient.versionOf = versionOf;
+  DocsyncClient.baseVersionOf = baseVersionOf;
+  DocsyncClient.applyJsonPatch = applyJsonPatch;
+  DocsyncClient.applyMergePatch = applyMergePatch;
+  DocsyncClient.jsonEqual = jsonEqual;
+  DocsyncClient.parsePointer = parsePointer;
   DocsyncClient.compareVersions = compareVersions;
   DocsyncClient.newerThan = newerThan;
   DocsyncClient.buildCursor = buildCursor;
