@@ -1,0 +1,316 @@
+// diff(): the patch from one doc text to the next, in both forms, keeping bytes exact
+// (docs/internals.md, "Patches").
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "patch/forms.hpp"
+#include "patch/json_patch.hpp"
+#include "patch/json_tree.hpp"
+
+namespace docsync::patch {
+
+namespace {
+
+bool is_container(Kind k) { return k == Kind::Array || k == Kind::Object; }
+
+// An object's members in order, and whether a key repeats.
+struct Members {
+    std::vector<std::size_t> nodes;
+    std::unordered_map<std::string_view, std::size_t> by_key;  // key -> position in nodes
+    bool repeated = false;
+};
+
+Members members_of(const Tree& t, std::size_t i) {
+    Members m;
+    m.nodes.reserve(t.node(i).count);
+    m.by_key.reserve(t.node(i).count);
+    for (std::size_t c = Tree::first_child(i); c < t.node(i).after; c = t.node(c).after) {
+        if (!m.by_key.emplace(t.node(c).key, m.nodes.size()).second) m.repeated = true;
+        m.nodes.push_back(c);
+    }
+    return m;
+}
+
+// How the members of object a (in `from`) line up with those of object b (in `to`): usable when no
+// key repeats, the keys both hold keep their order and their escaped text, and every key b adds
+// comes after the last one both hold (a patch appends new keys at the end).
+struct Alignment {
+    bool usable = false;
+    std::vector<std::size_t> removed;                           // a's nodes
+    std::vector<std::pair<std::size_t, std::size_t>> common;    // (a's node, b's node), in order
+    std::vector<std::size_t> added;                             // b's nodes, in order
+};
+
+Alignment align(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
+    Alignment al;
+    Members ma = members_of(a, i), mb = members_of(b, j);
+    if (ma.repeated || mb.repeated) return al;
+    std::size_t last_a = 0;
+    bool any_common = false;
+    for (std::size_t c : mb.nodes) {
+        auto it = ma.by_key.find(b.node(c).key);
+        if (it == ma.by_key.end()) {
+            al.added.push_back(c);
+            continue;
+        }
+        if (!al.added.empty()) return al;               // a new key before one both hold
+        if (any_common && it->second < last_a) return al;  // reordered
+        std::size_t an = ma.nodes[it->second];
+        if (a.node(an).raw_key != b.node(c).raw_key) return al;  // same key, other escapes
+        any_common = true;
+        last_a = it->second;
+        al.common.emplace_back(an, c);
+    }
+    for (std::size_t c : ma.nodes)
+        if (!mb.by_key.count(a.node(c).key)) al.removed.push_back(c);
+    al.usable = true;
+    return al;
+}
+
+// RFC 6902: add, remove and replace operations, each value copied from `to`'s text.
+class JsonPatchWriter {
+public:
+    JsonPatchWriter(const Tree& a, const Tree& b) : a_(a), b_(b) {}
+
+    // False when no patch reproduces b (an object at the root with a repeated key).
+    bool run() {
+        if (a_.raw(0) == b_.raw(0)) return true;
+        if (a_.node(0).kind == Kind::Object && b_.node(0).kind == Kind::Object && !align(a_, 0, b_, 0).usable) {
+            if (members_of(a_, 0).repeated || members_of(b_, 0).repeated) return false;
+        }
+        value(0, 0);
+        return true;
+    }
+    std::string text() const { return "[" + (out_.empty() ? std::string() : out_.substr(1)) + "]"; }
+
+private:
+    void value(std::size_t i, std::size_t j) {
+        if (a_.raw(i) == b_.raw(j)) return;
+        Kind ka = a_.node(i).kind, kb = b_.node(j).kind;
+        if (ka != kb || !is_container(ka)) return op("replace", &j);
+        std::size_t mark = out_.size();
+        bool done = ka == Kind::Object ? object(i, j) : array(i, j);
+        if (!done || out_.size() - mark > op_size("replace", j)) {
+            out_.resize(mark);
+            op("replace", &j);
+        }
+    }
+
+    bool object(std::size_t i, std::size_t j) {
+        Alignment al = align(a_, i, b_, j);
+        if (!al.usable) return false;
+        for (std::size_t c : al.added) {
+            std::string escaped;
+            escape_string(b_.node(c).key, escaped);
+            if (escaped != b_.node(c).raw_key) return false;  // apply would write this key otherwise
+        }
+        for (std::size_t c : al.removed) {
+            std::size_t len = push(a_.node(c).key);
+            op("remove", nullptr);
+            pop(len);
+        }
+        for (auto [p, q] : al.common) {
+            std::size_t len = push(a_.node(p).key);
+            value(p, q);
+            pop(len);
+        }
+        for (std::size_t c : al.added) {
+            std::size_t len = push(b_.node(c).key);
+            op("add", &c);
+            pop(len);
+        }
+        return true;
+    }
+
+    bool array(std::size_t i, std::size_t j) {
+        std::vector<std::size_t> xs, ys;
+        for (std::size_t c = Tree::first_child(i); c < a_.node(i).after; c = a_.node(c).after) xs.push_back(c);
+        for (std::size_t c = Tree::first_child(j); c < b_.node(j).after; c = b_.node(c).after) ys.push_back(c);
+        std::size_t head = 0;
+        while (head < xs.size() && head < ys.size() && a_.raw(xs[head]) == b_.raw(ys[head])) ++head;
+        std::size_t tail = 0;
+        while (tail < xs.size() - head && tail < ys.size() - head &&
+               a_.raw(xs[xs.size() - 1 - tail]) == b_.raw(ys[ys.size() - 1 - tail]))
+            ++tail;
+        std::size_t na = xs.size() - head - tail, nb = ys.size() - head - tail;
+        if (na == nb) {
+            for (std::size_t k = 0; k < na; ++k) {
+                std::size_t len = push(std::to_string(head + k));
+                value(xs[head + k], ys[head + k]);
+                pop(len);
+            }
+            return true;
+        }
+        for (std::size_t k = na; k-- > 0;) {
+            std::size_t len = push(std::to_string(head + k));
+            op("remove", nullptr);
+            pop(len);
+        }
+        for (std::size_t k = 0; k < nb; ++k) {
+            std::size_t len = push(std::to_string(head + k));
+            op("add", &ys[head + k]);
+            pop(len);
+        }
+        return true;
+    }
+
+    // Appends a reference token to the path; returns the length to pop back to.
+    std::size_t push(std::string_view token) {
+        std::size_t len = path_.size();
+        path_ += '/';
+        for (char c : token) {
+            if (c == '~') path_ += "~0";
+            else if (c == '/') path_ += "~1";
+            else path_ += c;
+        }
+        return len;
+    }
+    void pop(std::size_t len) { path_.resize(len); }
+
+    void op(const char* name, const std::size_t* value) {
+        out_ += ",{\"op\":\"";
+        out_ += name;
+        out_ += "\",\"path\":\"";
+        escape_string(path_, out_);
+        out_ += '"';
+        if (value) {
+            out_ += ",\"value\":";
+            b_.write(*value, out_);
+        }
+        out_ += '}';
+    }
+    std::size_t op_size(const char* name, std::size_t value) {
+        std::string path;
+        escape_string(path_, path);
+        std::size_t size = 30 + std::char_traits<char>::length(name) + path.size();
+        if (b_.compact()) return size + b_.raw(value).size();
+        std::string text;
+        b_.write(value, text);
+        return size + text.size();
+    }
+
+    const Tree& a_;
+    const Tree& b_;
+    std::string path_;
+    std::string out_;  // operations, each after a comma
+};
+
+// Whether setting `to`'s value j through a merge patch gives its text back: not null, and when an
+// object, rebuilt member by member from the patch, so none of its members (through objects) may be
+// null and no key may repeat.
+bool settable(const Tree& b, std::size_t j) {
+    const Node& n = b.node(j);
+    if (n.kind == Kind::Null) return false;
+    if (n.kind != Kind::Object) return true;
+    std::vector<std::size_t> todo{j};
+    while (!todo.empty()) {
+        std::size_t o = todo.back();
+        todo.pop_back();
+        Members m = members_of(b, o);
+        if (m.repeated) return false;
+        for (std::size_t c : m.nodes) {
+            if (b.node(c).kind == Kind::Null) return false;
+            if (b.node(c).kind == Kind::Object) todo.push_back(c);
+        }
+    }
+    return true;
+}
+
+// RFC 7386: members set (copied from `to`'s text) or removed (null); arrays replaced whole.
+class MergePatchWriter {
+public:
+    MergePatchWriter(const Tree& a, const Tree& b) : a_(a), b_(b) {}
+
+    // False when no merge patch reproduces b byte for byte.
+    bool run() {
+        if (b_.node(0).kind != Kind::Object) return false;
+        if (a_.node(0).kind != Kind::Object) {
+            if (!settable(b_, 0)) return false;
+            b_.write(0, out_);
+            return true;
+        }
+        return object(0, 0);
+    }
+    const std::string& text() const { return out_; }
+
+private:
+    // Recursion is bounded: both trees nest at most kMaxDepth containers.
+    bool object(std::size_t i, std::size_t j) {
+        Alignment al = align(a_, i, b_, j);
+        if (!al.usable) return false;
+        out_ += '{';
+        bool first = true;
+        auto key = [&](const Tree& t, std::size_t c) {
+            if (!first) out_ += ',';
+            first = false;
+            out_ += '"';
+            out_.append(t.node(c).raw_key);
+            out_ += "\":";
+        };
+        for (std::size_t c : al.removed) {
+            key(a_, c);
+            out_ += "null";
+        }
+        for (auto [p, q] : al.common) {
+            if (a_.raw(p) == b_.raw(q)) continue;
+            key(b_, q);
+            if (a_.node(p).kind == Kind::Object && b_.node(q).kind == Kind::Object) {
+                if (!object(p, q)) return false;
+            } else {
+                if (!settable(b_, q)) return false;
+                b_.write(q, out_);
+            }
+        }
+        for (std::size_t c : al.added) {
+            if (!settable(b_, c)) return false;
+            key(b_, c);
+            b_.write(c, out_);
+        }
+        out_ += '}';
+        return true;
+    }
+
+    const Tree& a_;
+    const Tree& b_;
+    std::string out_;
+};
+
+}  // namespace
+
+std::optional<std::string> json_patch_between(const Tree& from, const Tree& to) {
+    JsonPatchWriter json(from, to);
+    if (!json.run()) return std::nullopt;
+    return json.text();
+}
+
+std::optional<std::string> merge_patch_between(const Tree& from, const Tree& to) {
+    MergePatchWriter merge(from, to);
+    if (!merge.run()) return std::nullopt;
+    return merge.text();
+}
+
+std::optional<Patch> diff(std::string_view from, std::string_view to) {
+    std::optional<Tree> a, b;
+    bool too_deep = false;
+    try {
+        a.emplace(from, "the old doc");
+    } catch (const TooDeep&) {
+        too_deep = true;
+    }
+    try {
+        b.emplace(to, "the new doc");
+    } catch (const TooDeep&) {
+        too_deep = true;
+    }
+    if (too_deep || from == to) return std::nullopt;
+    std::optional<std::string> json = json_patch_between(*a, *b);
+    if (!json) return std::nullopt;
+    Patch best{Form::JsonPatch, std::move(*json)};
+    std::optional<std::string> merge = merge_patch_between(*a, *b);
+    if (merge && merge->size() < best.text.size()) best = Patch{Form::MergePatch, std::move(*merge)};
+    return best;
+}
+
+}  // namespace docsync::patch
