@@ -300,7 +300,7 @@ TEST_CASE("docs/worker.md's settings table lists every setting with its flag, ke
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 29);
+    CHECK(rows == 32);
 }
 
 TEST_CASE("--audit-rate takes a percentage of the live docs per minute, or 0, and says what it wants") {
@@ -447,4 +447,41 @@ TEST_CASE("--warm takes doc channels: repeated flags, one per line in the enviro
     TempConfig bad(R"({"warm": ["db:order:1", 2]})");
     p = parse({kDsn, kPoolDsn, "--config", bad.path});
     CHECK(p.error.find("\"warm\": expected an array of strings") != std::string::npos);
+}
+
+TEST_CASE("--patches, --patch-memory and --patch-min-bytes: off, 64MB and 1kB by default; bad values name the fix") {
+    auto p = parse({kDsn, kPoolDsn});
+    REQUIRE(p.run);
+    CHECK_FALSE(p.settings.patches);
+    CHECK(p.settings.patch_memory == 64ull << 20);
+    CHECK(p.settings.patch_min_bytes == 1024);
+    p = parse({kDsn, kPoolDsn, "--patches", "on", "--patch-memory", "256MB", "--patch-min-bytes", "4kB"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.patches);
+    CHECK(p.settings.patch_memory == 256ull << 20);
+    CHECK(p.settings.patch_min_bytes == 4096);
+    p = parse({kDsn, kPoolDsn}, {"DOCSYNC_PATCHES=ON", "DOCSYNC_PATCH_MEMORY=1GB", "DOCSYNC_PATCH_MIN_BYTES=100"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.patches);
+    CHECK(p.settings.patch_memory == 1ull << 30);
+    CHECK(p.settings.patch_min_bytes == 100);
+    TempConfig file(R"({"patches": "on", "patch-memory": "1MB"})");
+    p = parse({kDsn, kPoolDsn, "--config", file.path, "--patches", "off"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK_FALSE(p.settings.patches);  // the flag wins
+    CHECK(p.settings.patch_memory == 1ull << 20);
+
+    auto fails = [](std::vector<std::string> args, const std::string& expected) {
+        std::vector<std::string> all{kDsn, kPoolDsn};
+        all.insert(all.end(), args.begin(), args.end());
+        auto q = parse(all);
+        CHECK_FALSE(q.run);
+        CHECK(q.exit_code == 2);
+        CHECK(is_one_line(q.error));
+        CHECK_MESSAGE(q.error.rfind(expected, 0) == 0, q.error);
+    };
+    fails({"--patches", "yes"}, "docsync-worker: --patches \"yes\": unknown patches mode; give on or off");
+    fails({"--patch-memory", "1kB"}, "docsync-worker: --patch-memory \"1kB\": out of range; give a value from 64kB to");
+    fails({"--patch-memory", "lots"}, "docsync-worker: --patch-memory \"lots\": not a size");
+    fails({"--patch-min-bytes", "10"}, "docsync-worker: --patch-min-bytes \"10\": out of range; give a value from 64B to 1GB");
 }

@@ -44,6 +44,11 @@ struct Settings {
     std::chrono::milliseconds statement_timeout{std::chrono::seconds(5)};  // per customer query
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(30)};     // SIGTERM to exit, at most
     std::uint64_t max_doc_bytes = 1ull << 20;                              // doc size cap
+    // --patches on: send a doc that changed as a patch from the version published before
+    // (docs/patches.md). Off by default: readers of Redis and JSONL keep getting whole docs.
+    bool patches = false;
+    std::uint64_t patch_memory = 64ull << 20;  // bound of the cache of last-published docs
+    std::uint64_t patch_min_bytes = 1024;      // smaller docs are always sent whole
     std::uint64_t max_keys = 10000;                                        // keys per reverse lookup
     std::uint64_t key_check_rate = 50;  // server key checks per second for channels only subscribers name
     std::uint64_t batch = defaults::kBatch;                                // docs per statement

@@ -192,6 +192,25 @@ const std::vector<Spec>& specs() {
         {"max-doc-bytes", Kind::Size, "SIZE", "largest doc published; larger ones are recorded as errors",
          [](const Settings& s) { return format_size(s.max_doc_bytes); },
          [](Settings& s, std::string_view v) { s.max_doc_bytes = size_in(v, 1, GB); }},
+        {"patches", Kind::Choice, "on|off",
+         "send a doc that changed as a patch from the version published before, when that is smaller "
+         "(docs/patches.md); off: every message and JSONL line is the whole doc",
+         [](const Settings& s) { return std::string(s.patches ? "on" : "off"); },
+         [](Settings& s, std::string_view v) {
+             auto value = lower(trim(v));
+             if (value == "on") s.patches = true;
+             else if (value == "off") s.patches = false;
+             else throw SettingError("unknown patches mode; give on or off");
+         }},
+        {"patch-memory", Kind::Size, "SIZE",
+         "memory for the last published text of each doc patches are made from (--patches on); the least "
+         "recently published are dropped past it and sent whole next time",
+         [](const Settings& s) { return format_size(s.patch_memory); },
+         [](Settings& s, std::string_view v) { s.patch_memory = size_in(v, 64 * kB, TB); }},
+        {"patch-min-bytes", Kind::Size, "SIZE",
+         "smallest doc sent as a patch (--patches on); smaller docs are always sent whole",
+         [](const Settings& s) { return format_size(s.patch_min_bytes); },
+         [](Settings& s, std::string_view v) { s.patch_min_bytes = size_in(v, 64, GB); }},
         {"batch", Kind::Count, "N",
          "most docs of one query computed by one statement, and keys lookups of one watch run by one, when that "
          "many wait at once; 1 computes each alone",

@@ -325,10 +325,53 @@ std::string make_envelope(std::string_view channel, const std::optional<std::str
     return out;
 }
 
+std::string make_patch_envelope(std::string_view channel, EnvelopeKind kind, std::string_view patch_text,
+                                DocVersion base, DocVersion version) {
+    if (kind == EnvelopeKind::Doc) throw Error("make_patch_envelope needs a patch kind, not a whole doc");
+    std::string compact = compact_or_throw(patch_text, "the patch for " + std::string(channel));
+    const char open = kind == EnvelopeKind::JsonPatch ? '[' : '{';
+    if (compact.empty() || compact.front() != open)
+        throw Error("the patch for " + std::string(channel) + " is not a JSON " +
+                    (kind == EnvelopeKind::JsonPatch ? "array (RFC 6902)" : "object (RFC 7386)"));
+    std::string out;
+    out.reserve(compact.size() + channel.size() + 140);
+    out += R"({"channel":)";
+    append_json_string(out, channel);
+    out += kind == EnvelopeKind::JsonPatch ? R"(,"patch":)" : R"(,"merge":)";
+    out += compact;
+    out += R"(,"base_generation":)";
+    out += std::to_string(base.generation);
+    out += R"(,"base_lsn":")";
+    out += format_lsn(base.lsn);
+    out += R"(","generation":)";
+    out += std::to_string(version.generation);
+    out += R"(,"lsn":")";
+    out += format_lsn(version.lsn);
+    out += "\"}";
+    return out;
+}
+
+namespace {
+
+// "G" and "X/Y" at [gen_from, gen_to) and [lsn_from, lsn_to) of `text`, as a version.
+std::optional<DocVersion> read_version(std::string_view digits, std::string_view lsn_text) {
+    std::uint64_t generation = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), generation);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+    auto lsn = parse_lsn(lsn_text);
+    if (!lsn) return std::nullopt;
+    return DocVersion{generation, *lsn};
+}
+
+}  // namespace
+
 std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
-    // Only envelopes this code wrote are accepted, so the fields are where make_envelope puts them:
-    // {"channel":<string>,"doc":<json>,"generation":<digits>,"lsn":"<hex>/<hex>"}. The doc is never
-    // converted (it may hold numbers no double can).
+    // Only envelopes this code wrote are accepted, so the fields are where make_envelope and
+    // make_patch_envelope put them:
+    //   {"channel":<string>,"doc":<json>,"generation":<digits>,"lsn":"<hex>/<hex>"}
+    //   {"channel":<string>,"patch"|"merge":<json>,"base_generation":<digits>,"base_lsn":"<hex>/<hex>",
+    //    "generation":<digits>,"lsn":"<hex>/<hex>"}
+    // The doc is never converted (it may hold numbers no double can).
     try {
         Compactor(text).run();  // one whole valid JSON value
     } catch (const Error&) {
@@ -340,8 +383,20 @@ std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
     while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
     if (i >= text.size()) return std::nullopt;
     std::string_view channel_json = text.substr(head.size() - 1, i + 2 - head.size());
-    if (text.substr(i + 1, 7) != R"(,"doc":)") return std::nullopt;
-    std::size_t doc_at = i + 8;
+    EnvelopeKind kind;
+    std::size_t doc_at;
+    if (text.substr(i + 1, 7) == R"(,"doc":)") {
+        kind = EnvelopeKind::Doc;
+        doc_at = i + 8;
+    } else if (text.substr(i + 1, 9) == R"(,"patch":)") {
+        kind = EnvelopeKind::JsonPatch;
+        doc_at = i + 10;
+    } else if (text.substr(i + 1, 9) == R"(,"merge":)") {
+        kind = EnvelopeKind::MergePatch;
+        doc_at = i + 10;
+    } else {
+        return std::nullopt;
+    }
 
     constexpr std::string_view gen_key = R"(,"generation":)";
     constexpr std::string_view lsn_key = R"(,"lsn":")";
@@ -350,26 +405,43 @@ std::optional<EnvelopeHead> parse_envelope(std::string_view text) {
     if (gen_at == std::string_view::npos || lsn_at == std::string_view::npos || lsn_at < gen_at || gen_at < doc_at ||
         text.substr(text.size() - 2) != "\"}")
         return std::nullopt;
-    std::string_view digits = text.substr(gen_at + gen_key.size(), lsn_at - gen_at - gen_key.size());
-    std::uint64_t generation = 0;
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), generation);
-    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-    auto lsn = parse_lsn(text.substr(lsn_at + lsn_key.size(), text.size() - 2 - lsn_at - lsn_key.size()));
-    if (!lsn) return std::nullopt;
+    auto version = read_version(text.substr(gen_at + gen_key.size(), lsn_at - gen_at - gen_key.size()),
+                                text.substr(lsn_at + lsn_key.size(), text.size() - 2 - lsn_at - lsn_key.size()));
+    if (!version) return std::nullopt;
+    std::size_t doc_end = gen_at;
+    std::optional<DocVersion> base;
+    if (kind != EnvelopeKind::Doc) {
+        // ,"base_generation":G,"base_lsn":"X/Y" just before ,"generation":
+        constexpr std::string_view base_gen_key = R"(,"base_generation":)";
+        constexpr std::string_view base_lsn_key = R"(,"base_lsn":")";
+        auto base_gen_at = text.rfind(base_gen_key, gen_at);
+        auto base_lsn_at = text.rfind(base_lsn_key, gen_at);
+        if (base_gen_at == std::string_view::npos || base_lsn_at == std::string_view::npos ||
+            base_lsn_at < base_gen_at || base_gen_at < doc_at || text[gen_at - 1] != '"')
+            return std::nullopt;
+        base = read_version(text.substr(base_gen_at + base_gen_key.size(), base_lsn_at - base_gen_at - base_gen_key.size()),
+                            text.substr(base_lsn_at + base_lsn_key.size(), gen_at - 1 - base_lsn_at - base_lsn_key.size()));
+        if (!base) return std::nullopt;
+        doc_end = base_gen_at;
+        const char open = kind == EnvelopeKind::JsonPatch ? '[' : '{';
+        if (doc_end <= doc_at || text[doc_at] != open) return std::nullopt;
+    }
 
     auto channel = unescape_json_string(channel_json);
     if (!channel) return std::nullopt;
     EnvelopeHead result;
     result.channel = std::move(*channel);
-    result.version = DocVersion{generation, *lsn};
+    result.version = *version;
+    result.kind = kind;
+    result.base = base;
     result.doc_at = doc_at;
-    result.doc_size = gen_at - doc_at;
+    result.doc_size = doc_end - doc_at;
     return result;
 }
 
 std::optional<RetainedDoc> retained_doc(std::string_view text, std::string_view channel) {
     auto head = parse_envelope(text);
-    if (!head || head->channel != channel) return std::nullopt;
+    if (!head || head->is_patch() || head->channel != channel) return std::nullopt;
     RetainedDoc out;
     out.version = head->version;
     std::string_view doc = text.substr(head->doc_at, head->doc_size);

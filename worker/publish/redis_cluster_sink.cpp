@@ -178,9 +178,18 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
         }
     }
     std::vector<ScriptCall> calls;
+    std::vector<PatchPlan> plans;
     calls.reserve(docs.size());
-    for (const auto& d : docs)
-        calls.push_back(script_call(cluster_key(*d.channel), *d.channel, *d.doc, d.version, client_.address().tombstone_ttl));
+    Patcher* patcher = options_.patcher.get();
+    for (const auto& d : docs) {
+        if (!patcher) {
+            calls.push_back(script_call(cluster_key(*d.channel), *d.channel, *d.doc, d.version, client_.address().tombstone_ttl));
+            continue;
+        }
+        plans.push_back(patcher->plan(*d.channel, *d.doc, d.version));
+        calls.push_back(script_call(cluster_key(*d.channel), std::move(plans.back()), client_.address().tombstone_ttl,
+                                    !d.doc->has_value()));
+    }
     // Write-ahead positions: each master's docsync:max_version:{TAG} is raised to the highest version
     // of its docs in this batch, first in its pipelined group (publish order is kept per node).
     auto raises = position_raises(docs, calls);
@@ -199,6 +208,13 @@ std::vector<std::optional<Error>> RedisClusterSink::publish_many(const std::vect
         if (auto e = outcome_error(outcomes[r], where_ + " refused to raise " + raises[r].key))
             for (std::size_t i : raises[r].docs)
                 if (!out[i]) out[i] = e;
+    // What became of each doc, for the cache: a stale refusal changes nothing, a failure drops the entry.
+    if (patcher)
+        for (std::size_t i = 0; i < docs.size(); ++i) {
+            std::optional<PatchOutcome> outcome;
+            if (!out[i]) outcome = script_outcome(outcomes[raises.size() + i].reply);
+            patcher->record(*docs[i].channel, plans[i], outcome.value_or(PatchOutcome::Failed));
+        }
     return out;
 }
 

@@ -17,11 +17,13 @@ namespace {
     "    ', not a docsync doc: the db: keys belong to docsync')\n"                            \
     "end\n"                                                                                   \
     "local new = {tonumber(ARGV[2]), tonumber(ARGV[3], 16), tonumber(ARGV[4], 16)}\n"         \
+    "local held = nil\n"                                                                      \
     "if kind == 'string' then\n"                                                              \
     "  local tail = redis.call('GETRANGE', KEYS[1], -100, -1)\n"                              \
     "  local g, h, l = string.match(tail, '\"generation\":(%d+),\"lsn\":\"(%x+)/(%x+)\"}$')\n" \
     "  if g then\n"                                                                           \
     "    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}\n"                       \
+    "    held = old\n"                                                                        \
     "    for i = 1, 3 do\n"                                                                   \
     "      if new[i] > old[i] then break end\n"                                               \
     "      if new[i] < old[i] then return 0 end\n"                                            \
@@ -32,6 +34,11 @@ namespace {
     "  redis.call('SET', KEYS[1], ARGV[1])\n"                                                 \
     "else\n"                                                                                  \
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])\n"                                  \
+    "end\n"                                                                                   \
+    "local message, sent = ARGV[1], 1\n"                                                      \
+    "if ARGV[6] and held and tonumber(ARGV[7]) == held[1] and tonumber(ARGV[8], 16) == held[2]\n" \
+    "    and tonumber(ARGV[9], 16) == held[3] then\n"                                         \
+    "  message, sent = ARGV[6], 2\n"                                                          \
     "end\n"
 
 constexpr const char* kSingleScript = DOCSYNC_SCRIPT_HEAD
@@ -51,12 +58,12 @@ constexpr const char* kSingleScript = DOCSYNC_SCRIPT_HEAD
     "  end\n"
     "end\n"
     "if raise then redis.call('SET', KEYS[3], ARGV[2] .. '/' .. ARGV[3] .. '/' .. ARGV[4]) end\n"
-    "redis.call('PUBLISH', KEYS[1], ARGV[1])\n"
-    "return 1\n";
+    "redis.call('PUBLISH', KEYS[1], message)\n"
+    "return sent\n";
 
 constexpr const char* kClusterScript = DOCSYNC_SCRIPT_HEAD
-    "redis.call('SPUBLISH', KEYS[1], ARGV[1])\n"
-    "return 1\n";
+    "redis.call('SPUBLISH', KEYS[1], message)\n"
+    "return sent\n";
 
 #undef DOCSYNC_SCRIPT_HEAD
 
@@ -72,9 +79,40 @@ const char* doc_script(ScriptKind kind) { return kind == ScriptKind::Single ? kS
 
 std::vector<std::string_view> ScriptCall::args(ScriptKind kind, std::string_view sha_or_script, bool script) const {
     std::string_view verb = script ? "EVAL" : "EVALSHA";
+    std::vector<std::string_view> out;
     if (kind == ScriptKind::Single)
-        return {verb, sha_or_script, "3", key, kMaxGenerationKey, kMaxVersionKey, envelope, generation, hi, lo, ttl};
-    return {verb, sha_or_script, "1", key, envelope, generation, hi, lo, ttl};
+        out = {verb, sha_or_script, "3", key, kMaxGenerationKey, kMaxVersionKey, envelope, generation, hi, lo, ttl};
+    else
+        out = {verb, sha_or_script, "1", key, envelope, generation, hi, lo, ttl};
+    if (!patch.empty()) out.insert(out.end(), {patch, base_generation, base_hi, base_lo});
+    return out;
+}
+
+void ScriptCall::add_patch(std::string patch_envelope, DocVersion base) {
+    patch = std::move(patch_envelope);
+    base_generation = std::to_string(base.generation);
+    base_hi = hex32(static_cast<std::uint32_t>(base.lsn >> 32));
+    base_lo = hex32(static_cast<std::uint32_t>(base.lsn));
+}
+
+ScriptCall script_call(std::string key, PatchPlan&& plan, std::chrono::seconds tombstone_ttl, bool tombstone) {
+    ScriptCall call{std::move(key),
+                    std::move(plan.whole),
+                    std::to_string(plan.version.generation),
+                    hex32(static_cast<std::uint32_t>(plan.version.lsn >> 32)),
+                    hex32(static_cast<std::uint32_t>(plan.version.lsn)),
+                    tombstone ? std::to_string(std::chrono::milliseconds(tombstone_ttl).count()) : "0"};
+    if (plan.patch) call.add_patch(std::move(*plan.patch), plan.base);
+    plan.whole.clear();
+    plan.patch.reset();
+    return call;
+}
+
+std::optional<PatchOutcome> script_outcome(const Reply& reply) {
+    if (kind_of(reply) != ReplyKind::Integer) return std::nullopt;
+    if (reply->integer == 2) return PatchOutcome::PatchSent;
+    if (reply->integer == 1) return PatchOutcome::WholeSent;
+    return PatchOutcome::Stale;
 }
 
 ScriptCall script_call(std::string key, const std::string& channel, const std::optional<std::string>& doc,

@@ -5,10 +5,15 @@
 // KEYS[1] the doc's key, which is also its channel; on a single node KEYS[2] docsync:max_generation
 // and KEYS[3] docsync:max_version.
 // ARGV[1] the envelope, ARGV[2] generation (decimal), ARGV[3] / ARGV[4] the LSN's high and low 32 bits
-// (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc.
+// (hex), ARGV[5] the TTL in ms for a tombstone, 0 for a doc; with a patch (docs/patches.md) also
+// ARGV[6] the patch envelope and ARGV[7] / ARGV[8] / ARGV[9] its base's generation and LSN halves
+// (absent without one, so a whole doc's call stays as short as before).
 // Versions compare as (generation, lsn high, lsn low): every part fits a Lua number exactly. The
 // retained version is read from the envelope's tail only (GETRANGE), never the whole doc.
-// Returns 1 when the doc was retained and published, 0 when a newer version was already retained.
+// The key is always SET to the whole envelope; the message is the patch envelope only when the key
+// retained exactly the patch's base, so a subscriber that saw the previous message holds the base.
+// Returns 2 when the doc was retained and its patch published, 1 when the doc was retained and
+// published whole, 0 when a newer version was already retained (nothing written).
 //
 // The single-node script also raises docsync:max_generation and docsync:max_version (the highest
 // version ever retained, GENERATION/HI/LO with the LSN's halves in hex) and PUBLISHes. The cluster script
@@ -23,6 +28,7 @@
 
 #include "common/error.hpp"
 #include "engine/seams.hpp"
+#include "publish/patcher.hpp"
 #include "redis/connection.hpp"
 #include "redis/keys.hpp"
 
@@ -46,12 +52,26 @@ struct ScriptCall {
     std::string hi;
     std::string lo;
     std::string ttl;
+    // With a patch: its envelope and its base's version, as ARGV[6..9]; empty without one.
+    std::string patch;
+    std::string base_generation;
+    std::string base_hi;
+    std::string base_lo;
+    void add_patch(std::string patch_envelope, DocVersion base);
     // EVALSHA (or, with `script`, EVAL) of the single-node or the cluster script.
     std::vector<std::string_view> args(ScriptKind kind, std::string_view sha_or_script, bool script) const;
 };
 
 ScriptCall script_call(std::string key, const std::string& channel, const std::optional<std::string>& doc,
                        DocVersion version, std::chrono::seconds tombstone_ttl);
+
+// The call for a planned doc (publish/patcher.hpp): the whole envelope, and the patch when there is
+// one. Takes the plan's envelopes (the plan keeps its texts for record()).
+ScriptCall script_call(std::string key, PatchPlan&& plan, std::chrono::seconds tombstone_ttl, bool tombstone);
+
+// What a taken script reply (judge_script_reply found no error) says became of the doc: 2 the patch
+// went out, 1 the whole doc, 0 stale; nullopt for a reply that is no integer.
+std::optional<PatchOutcome> script_outcome(const Reply& reply);
 
 bool no_script(const Reply& reply);
 

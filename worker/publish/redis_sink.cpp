@@ -122,10 +122,27 @@ void RedisSink::publish(const std::string& channel, const std::optional<std::str
 std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publication>& docs) {
     if (auto refusal = eviction_refused()) return std::vector<std::optional<Error>>(docs.size(), Error(*refusal, {}, true));
     std::vector<ScriptCall> calls;
+    std::vector<PatchPlan> plans;
     calls.reserve(docs.size());
-    for (const auto& d : docs)
-        calls.push_back(script_call(*d.channel, *d.channel, *d.doc, d.version, address_.tombstone_ttl));
     std::vector<std::optional<Error>> out(docs.size());
+    Patcher* patcher = options_.patcher.get();
+    for (const auto& d : docs) {
+        if (!patcher) {
+            calls.push_back(script_call(*d.channel, *d.channel, *d.doc, d.version, address_.tombstone_ttl));
+            continue;
+        }
+        plans.push_back(patcher->plan(*d.channel, *d.doc, d.version));
+        calls.push_back(script_call(*d.channel, std::move(plans.back()), address_.tombstone_ttl, !d.doc->has_value()));
+    }
+    // What became of each doc, for the cache: a stale refusal changes nothing, a failure drops the entry.
+    auto record = [&](const std::vector<Reply>* replies) {
+        if (!patcher) return;
+        for (std::size_t i = 0; i < docs.size(); ++i) {
+            std::optional<PatchOutcome> outcome;
+            if (replies && !out[i]) outcome = script_outcome((*replies)[i]);
+            patcher->record(*docs[i].channel, plans[i], outcome.value_or(PatchOutcome::Failed));
+        }
+    };
     std::unique_ptr<RedisConnection> conn;
     try {
         conn = acquire();
@@ -152,10 +169,12 @@ std::vector<std::optional<Error>> RedisSink::publish_many(const std::vector<Publ
                 for (auto& o : out)
                     if (!o) o = Error(where_ + ": " + wait_shortfall(acked, address_), {}, true);
         }
+        record(&replies);
     } catch (const Error& e) {
         if (conn) failed(std::string("lost the connection to ") + e.what());
         for (auto& o : out)
             if (!o) o = e;
+        record(nullptr);
         return out;
     }
     release(std::move(conn));

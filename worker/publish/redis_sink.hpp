@@ -8,7 +8,9 @@
 // version (generation, lsn) is greater than or equal to it does it SET the key and PUBLISH the
 // envelope on the channel; an older doc is dropped without a trace, so it never overwrites a newer
 // one. A null doc is published and leaves a tombstone (its envelope, with "doc":null) that expires
-// after the tombstone TTL instead of the retained value. The script also keeps
+// after the tombstone TTL instead of the retained value. With a patcher (--patches on) the message is
+// the patch from the doc published before when the key held exactly that doc (docs/patches.md); the
+// key always holds the whole doc. The script also keeps
 // `docsync:max_generation`, the highest generation ever retained (`max_generation()`).
 //
 // Connections: a small pool, one connection per concurrently publishing thread. Any I/O error or
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "engine/seams.hpp"
+#include "publish/patcher.hpp"
 #include "redis/connection.hpp"
 
 namespace docsync::publish {
@@ -34,6 +37,9 @@ struct RedisSinkOptions {
     std::chrono::milliseconds command_timeout{5000};  // a publish waits this long for Redis's reply
     std::chrono::milliseconds initial_backoff{100};
     std::chrono::milliseconds max_backoff{5000};
+    // --patches on: the cache patches are made from (publish/patcher.hpp, shared by whoever reads
+    // its counters); null: every message is the whole doc.
+    std::shared_ptr<Patcher> patcher;
 };
 
 class RedisSink final : public Publisher {
