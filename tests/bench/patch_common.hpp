@@ -72,20 +72,6 @@ inline std::optional<std::string_view> member_text(std::string_view envelope, st
     return envelope.substr(at + key.size(), stop - at - key.size());
 }
 
-// A patch's envelope (docs/patches.md): {"channel":…,"patch":[…]|"merge":{…},"base_generation":…,
-// "base_lsn":…,"generation":…,"lsn":…}. The channel must need no escaping (the benchmarks' do not).
-inline std::string patch_envelope(std::string_view channel, bool merge, std::string_view patch_text, DocVersion base,
-                                  DocVersion version) {
-    std::string out;
-    out.reserve(patch_text.size() + channel.size() + 128);
-    out.append("{\"channel\":\"").append(channel).append(merge ? "\",\"merge\":" : "\",\"patch\":").append(patch_text);
-    out.append(",\"base_generation\":").append(std::to_string(base.generation));
-    out.append(",\"base_lsn\":\"").append(format_lsn(base.lsn));
-    out.append("\",\"generation\":").append(std::to_string(version.generation));
-    out.append(",\"lsn\":\"").append(format_lsn(version.lsn)).append("\"}");
-    return out;
-}
-
 // "low–high" of repeated figures (one value when they are equal at the printed precision).
 inline std::string range(std::vector<double> v, const char* format = "%.2f") {
     if (v.empty()) return "-";

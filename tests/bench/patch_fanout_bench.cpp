@@ -2,16 +2,18 @@
 // it, against a docsync-gateway and a redis-server started by tests/bench/patch_fanout.sh:
 //
 //   bench-patch_fanout_bench --port P --redis-port R --gateway-pid PID
-//                            [--clients 10000] [--entries 385] [--publishes 10] [--rounds 3] [--interval-ms 250]
+//                            [--clients 10000] [--entries 342] [--publishes 10] [--rounds 3] [--interval-ms 250]
 //
-// One channel (db:bench:board) holds a leaderboard of --entries scores (385: about 50 kB). --clients
+// One channel (db:bench:board) holds a leaderboard of --entries scores (342: about 50 kB). --clients
 // SSE streams follow it with patches=1, all open at once, each sent the retained doc first. Then
 // --rounds rounds, each of two blocks of --publishes publishes (patches first in odd rounds, whole
-// docs first in even ones), each publish changing one score:
-//   - patch block: the key is SET to the new whole envelope and the patch's envelope PUBLISHed (what
-//     the worker's script does with --patches on when the key holds the base), the patch made with
-//     docsync::patch::diff from the doc published before;
-//   - whole block: the key is SET and the whole envelope PUBLISHed (--patches off).
+// docs first in even ones), each publish changing one score, published with the worker's own Redis
+// sink (publish::RedisSink, its script):
+//   - patch block: a sink with a patcher (--patches on): the key is SET to the whole doc and the
+//     message is the patch from the doc published before;
+//   - whole block: a sink without (--patches off): the key is SET and the message is the whole doc.
+// Each block starts with one publish that is not counted (after a whole block the patcher's last doc
+// is not the key's, so the script sends that one whole).
 // Between publishes every stream must have the new version (at most 10 s) and --interval-ms must
 // have passed. Per block: the bytes this process read from the streams (SSE framing included), the
 // gateway's CPU (utime + stime from /proc/PID/stat) over the deliveries (events of the block's
@@ -47,7 +49,7 @@
 #include "envelope/envelope.hpp"
 #include "patch/json_patch.hpp"
 #include "publish/redis_sink.hpp"
-#include "redis/connection.hpp"
+#include "publish/patcher.hpp"
 
 using namespace std::chrono;
 using docsync::DocVersion;
@@ -239,7 +241,8 @@ private:
         if (p == published_.end()) return "a doc at a version never published";
         if (data != p->second.whole) {
             auto doc = docsync::bench::member_text(data, "doc", "generation");
-            if (!doc || *doc != p->second.doc) return "a doc event whose doc is not the one published at its version";
+            if (!doc || *doc != p->second.doc)
+                return "a doc event whose doc is not the one published at its version: " + std::string(data.substr(0, 200));
         }
         if (s.holds && *v < s.held) return "a doc older than the one the stream holds";
         bool first = !s.holds;
@@ -323,7 +326,10 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
         int interval_ms) {
     raise_descriptor_limit(clients + 64);
     auto address = docsync::publish::parse_redis_url("redis://127.0.0.1:" + std::to_string(redis_port));
-    auto redis = docsync::redis::RedisConnection::connect(address, seconds(2), seconds(10));
+    // The worker's Redis sink twice: with a patcher (--patches on) and without (--patches off).
+    docsync::publish::RedisSinkOptions with_patches;
+    with_patches.patcher = std::make_shared<docsync::publish::Patcher>(docsync::publish::PatcherOptions{});
+    docsync::publish::RedisSink patching(address, with_patches), whole(address);
     std::map<DocVersion, Published> published;
     std::mt19937_64 rng(20261202);
     std::vector<long> scores(static_cast<std::size_t>(entries));
@@ -331,11 +337,7 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
     DocVersion version{1, 0x3000000};
     std::string doc = docsync::bench::leaderboard_doc(7, scores);
     if (docsync::publish::compact_json(doc) != doc) throw std::runtime_error("the leaderboard is not compact JSON");
-    // The first version through the real sink's script (it also writes the keys the gateway reads).
-    {
-        docsync::publish::RedisSink sink(address);
-        sink.publish(kChannel, doc, version);
-    }
+    patching.publish(kChannel, doc, version);
     published[version] = {doc, docsync::publish::make_envelope(kChannel, doc, version), {}, {}};
 
     Streams streams(port, clients, published);
@@ -351,50 +353,60 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
     };
     settle(seconds(1));
 
-    std::vector<Block> blocks;
     std::vector<double> diff_us, apply_us, patch_sizes;
-    std::size_t merges = 0;
-    std::size_t incomplete = 0;
+    std::size_t merges = 0, incomplete = 0, patches_made = 0;
+    // One publish changing one score through `sink`; the time from the publish call to the moment the
+    // last stream had it (-1 when none had).
+    auto publish_next = [&](docsync::publish::RedisSink& sink) {
+        std::size_t which = rng() % scores.size();
+        scores[which] += 1 + static_cast<long>(rng() % 500);
+        std::string next = docsync::bench::leaderboard_doc(7, scores);
+        DocVersion base = version;
+        version.lsn += 0x100;
+        Published p{next, docsync::publish::make_envelope(kChannel, next, version), {}, {}};
+        auto t = steady_clock::now();
+        auto made = docsync::patch::diff(doc, next);
+        diff_us.push_back(duration<double, std::micro>(steady_clock::now() - t).count());
+        if (!made) throw std::runtime_error("diff made no patch for a changed score");
+        t = steady_clock::now();
+        if (docsync::patch::apply(doc, *made) != next) throw std::runtime_error("the patch does not give the new doc");
+        apply_us.push_back(duration<double, std::micro>(steady_clock::now() - t).count());
+        bool merge = made->form == docsync::patch::Form::MergePatch;
+        merges += merge;
+        // What the sink's patcher makes of the same two texts (the gateway forwards it unchanged).
+        p.patch = docsync::publish::make_patch_envelope(
+            kChannel, merge ? docsync::publish::EnvelopeKind::MergePatch : docsync::publish::EnvelopeKind::JsonPatch,
+            made->text, base, version);
+        p.diff = *made;
+        patch_sizes.push_back(static_cast<double>(p.patch.size()));
+        published[version] = p;
+        doc = next;
+
+        streams.watch(version);
+        auto next_at = steady_clock::now() + milliseconds(interval_ms);
+        std::int64_t t0 = now_ns();
+        sink.publish(kChannel, next, version);
+        auto deadline = steady_clock::now() + seconds(10);
+        while (streams.reached() < streams.live() && steady_clock::now() < deadline) streams.poll_once(5);
+        if (streams.reached() < streams.live()) ++incomplete;
+        double last = streams.last_reached() ? static_cast<double>(streams.last_reached() - t0) / 1e6 : -1;
+        while (steady_clock::now() < next_at) streams.poll_once(5);
+        return last;
+    };
+
+    std::vector<Block> blocks;
     for (int round = 1; round <= rounds; ++round) {
         for (int half = 0; half < 2; ++half) {
             Block block{(round % 2 == 1) == (half == 0)};
+            auto& sink = block.patches ? patching : whole;
+            // Not counted: the patcher's last doc is older than the key after a whole block, so the
+            // script sends this one whole; from the next on its base is the key's.
+            publish_next(sink);
+            settle(milliseconds(200));
+            auto patches0 = with_patches.patcher->counters().patches;
             Counts c0 = streams.counts();
             double cpu0 = process_cpu_seconds(gateway);
-            for (int k = 0; k < publishes; ++k) {
-                std::size_t which = rng() % scores.size();
-                scores[which] += 1 + static_cast<long>(rng() % 500);
-                std::string next = docsync::bench::leaderboard_doc(7, scores);
-                DocVersion base = version;
-                version.lsn += 0x100;
-                Published p{next, docsync::publish::make_envelope(kChannel, next, version), {}, {}};
-                auto t = steady_clock::now();
-                auto made = docsync::patch::diff(doc, next);
-                diff_us.push_back(duration<double, std::micro>(steady_clock::now() - t).count());
-                if (!made) throw std::runtime_error("diff made no patch for a changed score");
-                t = steady_clock::now();
-                if (docsync::patch::apply(doc, *made) != next) throw std::runtime_error("the patch does not give the new doc");
-                apply_us.push_back(duration<double, std::micro>(steady_clock::now() - t).count());
-                bool merge = made->form == docsync::patch::Form::MergePatch;
-                merges += merge;
-                p.patch = docsync::bench::patch_envelope(kChannel, merge, made->text, base, version);
-                p.diff = *made;
-                patch_sizes.push_back(static_cast<double>(p.patch.size()));
-                published[version] = p;
-                doc = next;
-
-                streams.watch(version);
-                auto next_at = steady_clock::now() + milliseconds(interval_ms);
-                std::int64_t t0 = now_ns();
-                const std::string& message = block.patches ? p.patch : p.whole;
-                auto replies = redis->pipeline({{"MULTI"}, {"SET", kChannel, p.whole}, {"PUBLISH", kChannel, message}, {"EXEC"}});
-                for (auto& r : replies)
-                    if (docsync::redis::is_error(r)) throw std::runtime_error("Redis: " + docsync::redis::reply_text(r.get()));
-                auto deadline = steady_clock::now() + seconds(10);
-                while (streams.reached() < streams.live() && steady_clock::now() < deadline) streams.poll_once(5);
-                if (streams.reached() < streams.live()) ++incomplete;
-                block.last_ms.push_back(static_cast<double>(streams.last_reached() - t0) / 1e6);
-                while (steady_clock::now() < next_at) streams.poll_once(5);
-            }
+            for (int k = 0; k < publishes; ++k) block.last_ms.push_back(publish_next(sink));
             settle(milliseconds(200));
             const Counts& c1 = streams.counts();
             block.publishes = publishes;
@@ -403,6 +415,7 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
             block.deliveries = static_cast<double>(c1.deliveries - c0.deliveries);
             block.patch_events = c1.patches - c0.patches;
             block.doc_events = c1.docs - c0.docs;
+            patches_made += with_patches.patcher->counters().patches - patches0;
             std::sort(block.last_ms.begin(), block.last_ms.end());
             std::printf("round %d, %-7s: %d publishes, %zu patch events, %zu doc events; read %.0f bytes per publish "
                         "(%.1f per stream); the gateway's CPU %.3f s: %.2f ms per publish, %.2f µs per delivery; "
@@ -440,6 +453,8 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
                 "envelope (each checked by applying it); %zu publishes not received by every stream within 10 s\n",
                 streams.failures(), streams.failures() ? ", the first: " : "", streams.first_failure().c_str(), behind,
                 wrong, (clients + 499) / 500, streams.applied(), streams.other_patch_text(), incomplete);
+    std::printf("the sink's script sent %zu patches in the %d counted publishes of the patch blocks\n", patches_made,
+                publishes * rounds);
     std::printf("\n| figure (%zu SSE streams, a %zu-byte doc, one score changed per publish, %d rounds of %d + %d) | goal | "
                 "patches | whole docs | ratio |\n| --- | --- | --- | --- | --- |\n",
                 clients, doc.size(), rounds, publishes, publishes);
@@ -447,7 +462,8 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
                 range(whole_bytes, "%.0f").c_str(), range(byte_ratio, "%.2f").c_str());
     std::printf("| the gateway's CPU per delivery | no more | %s µs | %s µs | %s× |\n", range(patch_cpu).c_str(),
                 range(whole_cpu).c_str(), range(cpu_ratio, "%.3f").c_str());
-    return streams.failures() || behind || wrong || incomplete ? 1 : 0;
+    bool all_patched = patches_made == static_cast<std::size_t>(publishes * rounds);
+    return streams.failures() || behind || wrong || incomplete || !all_patched ? 1 : 0;
 }
 
 [[noreturn]] void usage(const char* argv0) {
@@ -475,7 +491,7 @@ int main(int argc, char** argv) {
     try {
         return run(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
                    static_cast<pid_t>(num("gateway-pid", 0)), static_cast<std::size_t>(num("clients", 10000)),
-                   static_cast<int>(num("entries", 385)), static_cast<int>(num("publishes", 10)),
+                   static_cast<int>(num("entries", 342)), static_cast<int>(num("publishes", 10)),
                    static_cast<int>(num("rounds", 3)), static_cast<int>(num("interval-ms", 250)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "benchmark failed: %s\n", e.what());
