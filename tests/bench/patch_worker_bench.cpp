@@ -4,8 +4,8 @@
 //   bench-patch_worker_bench --redis-port R --dsn DSN --slot SLOT --worker-pid PID --kind board|item
 //                            --docs N [--updates 300] [--rate 20] [--label TEXT]
 //
-// board: the doc query `board` (db:board:ID), a leaderboard of 385 scores of table entry (about
-// 50 kB of JSON); each update adds to one score: UPDATE entry SET score = score + 1 WHERE board = $1
+// board: the doc query `board` (db:board:ID), a leaderboard of the scores of table entry (300:
+// about 50 kB of JSON); each update adds to one score: UPDATE entry SET score = score + 1 WHERE board = $1
 // AND rank = $2. item: the doc query `item` (db:item:ID), {"id","v"}: UPDATE item SET v = v + 1 WHERE
 // id = $1. Updates go round the --docs docs, --rate per second, one autocommit transaction each.
 //
@@ -21,7 +21,7 @@
 // after the warm-up it must have held the base of every patch.
 //
 // The last line is machine-readable for the script: RESULT label kind publishes patches cpu_us_per_publish
-// bytes_per_publish rss_kb hwm_kb mismatches
+// bytes_per_publish rss_kb hwm_kb mismatches envelope_bytes
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 
@@ -89,8 +89,10 @@ public:
         return counts_;
     }
 
-    // Channels whose doc is not the one the key retains, over the channels held.
-    std::pair<std::size_t, std::size_t> mismatches() {
+    // Channels whose doc is not the one the key retains, over the channels held; `bytes` the keys'
+    // envelopes' mean size.
+    std::pair<std::size_t, std::size_t> mismatches(double& bytes) {
+        std::size_t total = 0;
         std::lock_guard lock(mutex_);
         redisContext* c = redisConnect("127.0.0.1", port_);
         if (!c || c->err) throw std::runtime_error("cannot connect to Redis");
@@ -100,6 +102,7 @@ public:
             std::string_view envelope = r && r->type == REDIS_REPLY_STRING ? std::string_view(r->str, r->len) : std::string_view();
             auto doc = docsync::bench::member_text(envelope, "doc", "generation");
             auto v = docsync::bench::version_of(envelope);
+            total += envelope.size();
             if (!doc || !v || *v != held.version || *doc != held.doc) {
                 ++wrong;
                 if (wrong == 1) std::fprintf(stderr, "%s: the subscriber's doc is not the key's\n", channel.c_str());
@@ -107,6 +110,7 @@ public:
             if (r) freeReplyObject(r);
         }
         redisFree(c);
+        bytes = docs_.empty() ? 0 : static_cast<double>(total) / static_cast<double>(docs_.size());
         return {wrong, docs_.size()};
     }
 
@@ -245,20 +249,21 @@ int run(int redis_port, const std::string& dsn, const std::string& slot, pid_t w
     double cpu = docsync::bench::process_cpu_seconds(worker) - cpu0;
     auto c1 = subscriber.counts();
     long rss = proc_status_kb(worker, "VmRSS"), hwm = proc_status_kb(worker, "VmHWM");
-    auto [wrong, held] = subscriber.mismatches();
+    double envelope_bytes = 0;
+    auto [wrong, held] = subscriber.mismatches(envelope_bytes);
     std::size_t publishes = c1.messages - c0.messages, patches = c1.patches - c0.patches;
     // Once every doc was published in the warm-up, the subscriber holds the base of every patch.
     std::size_t unheld = c1.unheld_bases - c0.unheld_bases;
     double per_cpu = publishes ? cpu * 1e6 / static_cast<double>(publishes) : 0;
     double per_bytes = publishes ? static_cast<double>(c1.bytes - c0.bytes) / static_cast<double>(publishes) : 0;
-    std::printf("%s, %s: %d updates of %d docs at %d/s -> %zu publishes (%zu patches, %zu of them merge patches); the worker's "
+    std::printf("%s, %s (%.0f-byte envelopes): %d updates of %d docs at %d/s -> %zu publishes (%zu patches, %zu of them merge patches); the worker's "
                 "CPU %.3f s: %.0f µs per publish; %.0f bytes PUBLISHed per publish; VmRSS %ld kB, VmHWM %ld kB; %zu "
-                "patches whose base the subscriber did not hold (over the whole run); %zu of %zu channels' docs built "
+                "patches whose base the subscriber did not hold; %zu of %zu channels' docs built "
                 "by the subscriber differ from the key\n",
-                label.c_str(), kind.c_str(), updates, docs, rate, publishes, patches, c1.merges - c0.merges, cpu, per_cpu,
+                label.c_str(), kind.c_str(), envelope_bytes, updates, docs, rate, publishes, patches, c1.merges - c0.merges, cpu, per_cpu,
                 per_bytes, rss, hwm, unheld, wrong, held);
-    std::printf("RESULT %s %s %zu %zu %.1f %.1f %ld %ld %zu\n", label.c_str(), kind.c_str(), publishes, patches, per_cpu,
-                per_bytes, rss, hwm, wrong + unheld);
+    std::printf("RESULT %s %s %zu %zu %.1f %.1f %ld %ld %zu %.0f\n", label.c_str(), kind.c_str(), publishes, patches, per_cpu,
+                per_bytes, rss, hwm, wrong + unheld, envelope_bytes);
     return wrong || unheld || held < static_cast<std::size_t>(docs) ? 1 : 0;
 }
 
