@@ -12,6 +12,8 @@ PACKAGES=(
   cmake g++ pkg-config libpq-dev rapidjson-dev libboost-dev libhiredis-dev libjwt-dev
   # tests: unit framework, fuzzing (clang + libFuzzer), a real Redis, process tools, JSON and script tools
   doctest-dev clang libclang-rt-14-dev redis-server procps util-linux jq python3
+  # tests: a second JSON Patch implementation for the patch core's differential test (header only)
+  nlohmann-json3-dev
   # tests: promtool checks the /metrics output and the alert rules (the service is not used)
   prometheus
   # tests and demo.sh --browser: the gateway in headless Chromium (tests/browser: node --test, and

@@ -73,3 +73,270 @@ TEST_CASE("diff then apply gives the new text byte for byte, in both forms, over
     CHECK(none > 0);  // the generator made root objects with a key twice
     CHECK(none < versions / 20);
 }
+
+TEST_CASE("diff makes the documented patch for one changed score, and apply reverses nothing else") {
+    std::string a = R"({"game":7,"scores":[{"player":"ann","score":120},{"player":"bob","score":95}]})";
+    std::string b = R"({"game":7,"scores":[{"player":"ann","score":120},{"player":"bob","score":97}]})";
+    auto p = diff(a, b);
+    REQUIRE(p);
+    CHECK(p->form == Form::JsonPatch);
+    CHECK(p->text == R"([{"op":"replace","path":"/scores/1/score","value":97}])");
+    CHECK(apply(a, *p) == b);
+    CHECK_FALSE(diff(a, a));
+}
+
+TEST_CASE("apply takes each RFC 6902 operation") {
+    std::string doc = R"({"a":{"b":[1,2,3]},"c":"x"})";
+    SUBCASE("add: a new key goes last, an existing key keeps its place, items are inserted") {
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/z","value":{"y":1}}])")) ==
+              R"({"a":{"b":[1,2,3]},"c":"x","z":{"y":1}})");
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a","value":0}])")) == R"({"a":0,"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a/b/1","value":9}])")) == R"({"a":{"b":[1,9,2,3]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a/b/3","value":9}])")) == R"({"a":{"b":[1,2,3,9]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a/b/-","value":9}])")) == R"({"a":{"b":[1,2,3,9]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"","value":[1]}])")) == "[1]");
+    }
+    SUBCASE("remove") {
+        CHECK(apply(doc, json_patch(R"([{"op":"remove","path":"/a/b/0"}])")) == R"({"a":{"b":[2,3]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"remove","path":"/a"}])")) == R"({"c":"x"})");
+    }
+    SUBCASE("replace") {
+        CHECK(apply(doc, json_patch(R"([{"op":"replace","path":"/a/b/2","value":"three"}])")) ==
+              R"({"a":{"b":[1,2,"three"]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"replace","path":"","value":null}])")) == "null");
+    }
+    SUBCASE("move: removed, then added") {
+        CHECK(apply(doc, json_patch(R"([{"op":"move","from":"/a/b/0","path":"/a/b/-"}])")) ==
+              R"({"a":{"b":[2,3,1]},"c":"x"})");
+        CHECK(apply(doc, json_patch(R"([{"op":"move","from":"/c","path":"/a/c"}])")) == R"({"a":{"b":[1,2,3],"c":"x"}})");
+        CHECK(apply(doc, json_patch(R"([{"op":"move","from":"/a","path":"/a"}])")) == doc);
+    }
+    SUBCASE("copy") {
+        CHECK(apply(doc, json_patch(R"([{"op":"copy","from":"/a/b","path":"/d"}])")) ==
+              R"({"a":{"b":[1,2,3]},"c":"x","d":[1,2,3]})");
+    }
+    SUBCASE("test compares values, not text") {
+        for (const char* t : {R"([{"op":"test","path":"/a","value":{"b":[1.0,2e0,3]}}])",
+                              R"([{"op":"test","path":"/c","value":"\u0078"}])",
+                              R"([{"op":"test","path":"","value":{"c":"x","a":{"b":[1,2,3]}}}])"}) {
+            CAPTURE(t);
+            CHECK(apply(doc, json_patch(t)) == doc);
+        }
+        CHECK(apply(R"({"n":123456789012345678901234567890})",
+                    json_patch(R"([{"op":"test","path":"/n","value":123456789012345678901234567890}])")) ==
+              R"({"n":123456789012345678901234567890})");
+        CHECK_THROWS_WITH_AS(apply(R"({"n":1e400})", json_patch(R"([{"op":"test","path":"/n","value":2e400}])")),
+                             doctest::Contains("the value there is not 2e400"), Error);
+        CHECK_THROWS_AS(apply(doc, json_patch(R"([{"op":"test","path":"/a/b","value":[1,2]}])")), Error);
+    }
+    SUBCASE("operations apply in order, to what the earlier ones made") {
+        CHECK(apply(doc, json_patch(R"([{"op":"add","path":"/a/b/0","value":0},{"op":"remove","path":"/a/b/3"},)"
+                                    R"({"op":"test","path":"/a/b","value":[0,1,2]}])")) == R"({"a":{"b":[0,1,2]},"c":"x"})");
+    }
+    SUBCASE("members beside the operation's own are ignored, and white space in the patch is dropped") {
+        CHECK(apply(doc, json_patch(R"([ {"path" : "/c", "note":1, "value" : [ 1 , {"k" : 2} ], "op" : "replace"} ])")) ==
+              R"({"a":{"b":[1,2,3]},"c":[1,{"k":2}]})");
+    }
+}
+
+TEST_CASE("JSON Pointer escapes: ~0, ~1, and keys written as PostgreSQL writes them") {
+    std::string doc = R"({"a/b":1,"m~n":2,"":3})";
+    CHECK(apply(doc, json_patch(R"([{"op":"replace","path":"/a~1b","value":10}])")) == R"({"a/b":10,"m~n":2,"":3})");
+    CHECK(apply(doc, json_patch(R"([{"op":"replace","path":"/m~0n","value":20}])")) == R"({"a/b":1,"m~n":20,"":3})");
+    CHECK(apply(doc, json_patch(R"([{"op":"remove","path":"/"}])")) == R"({"a/b":1,"m~n":2})");
+    // A new key is escaped as escape_json does: \" \\ \n and other controls as lower-case \u00xx;
+    // '/', non-ASCII and \u00e9 written raw.
+    CHECK(apply("{}", json_patch(R"([{"op":"add","path":"/q\"\\\n\u001F~1é\u00e9","value":1}])")) ==
+          "{\"q\\\"\\\\\\n\\u001f/\xc3\xa9\xc3\xa9\":1}");
+    // The doc's own keys keep their escapes; they are matched decoded.
+    CHECK(apply(R"({"\u00e9":1})", json_patch(R"([{"op":"replace","path":"/é","value":2}])")) == R"({"\u00e9":2})");
+    // diff replaces the parent whole when a new key's text is not how apply writes it.
+    std::string a = R"({"x":{"k":1}})", b = R"({"x":{"k":1,"\u00e9":2}})";
+    auto p = diff(a, b);
+    REQUIRE(p);
+    CHECK(apply(a, *p) == b);
+    CHECK(p->text.find(R"("path":"/x/)") == std::string::npos);
+}
+
+TEST_CASE("a patch that does not apply throws, naming the operation and the path") {
+    std::string doc = R"({"a":{"b":[1,2,3]},"c":"x"})";
+    struct Bad {
+        const char* patch;
+        const char* message;
+    };
+    for (Bad bad : {
+             Bad{R"({"op":"add"})", "not an array of operations"},
+             Bad{R"([1])", "operation 0 (? \"\") does not apply: an operation must be an object"},
+             Bad{R"([{"path":"/a"}])", "operation 0 (? \"/a\") does not apply: it has no \"op\""},
+             Bad{R"([{"op":"add","value":1}])", "operation 0 (add \"\") does not apply: it has no \"path\""},
+             Bad{R"([{"op":7,"path":"/a"}])", "its \"op\" is not a string"},
+             Bad{R"([{"op":"frob","path":"/a"}])", "operation 0 (frob \"/a\") does not apply: unknown operation"},
+             Bad{R"([{"op":"add","path":"/a"}])", "operation 0 (add \"/a\") does not apply: it has no \"value\""},
+             Bad{R"([{"op":"move","path":"/a"}])", "it has no \"from\""},
+             Bad{R"([{"op":"test","path":"/c","value":"x"},{"op":"remove","path":"/nope"}])",
+                 "operation 1 (remove \"/nope\") does not apply: \"/nope\" does not exist"},
+             Bad{R"([{"op":"replace","path":"/a/q","value":1}])", "\"/a/q\" does not exist"},
+             Bad{R"([{"op":"add","path":"/a/q/r","value":1}])", "\"/a/q/r\" does not exist (no member \"q\")"},
+             Bad{R"([{"op":"add","path":"/c/r","value":1}])", "(its parent is not an array or object)"},
+             Bad{R"([{"op":"add","path":"/c/r/s","value":1}])", "(\"r\" is below a scalar)"},
+             Bad{R"([{"op":"add","path":"/a/b/4","value":1}])", "index 4 is past the array's end (3 items)"},
+             Bad{R"([{"op":"replace","path":"/a/b/3","value":1}])", "index 3 is past the array's end"},
+             Bad{R"([{"op":"remove","path":"/a/b/-"}])", "\"-\" is not an array index"},
+             Bad{R"([{"op":"remove","path":"/a/b/01"}])", "\"01\" is not an array index"},
+             Bad{R"([{"op":"remove","path":"/a/b/x"}])", "\"x\" is not an array index"},
+             Bad{R"([{"op":"remove","path":"a"}])", "the JSON Pointer \"a\" does not start with '/'"},
+             Bad{R"([{"op":"remove","path":"/a~2"}])", "has a '~' not followed by 0 or 1"},
+             Bad{R"([{"op":"remove","path":""}])", "the whole doc cannot be removed"},
+             Bad{R"([{"op":"move","from":"/a","path":"/a/b/0"}])", "\"from\" \"/a\" is a parent of the path"},
+             Bad{R"([{"op":"copy","from":"/zz","path":"/a"}])", "operation 0 (copy \"/a\") does not apply: \"/zz\" does not exist"},
+             Bad{R"([{"op":"test","path":"/c","value":"y"}])", "operation 0 (test \"/c\") does not apply: the value there is not \"y\""},
+             Bad{R"([{"op":"add","path":"/a","value":}])", "the JSON Patch is not valid JSON"},
+         }) {
+        CAPTURE(bad.patch);
+        CHECK_THROWS_WITH_AS(apply(doc, json_patch(bad.patch)), doctest::Contains(bad.message), Error);
+    }
+    CHECK_THROWS_WITH_AS(apply("{", json_patch("[]")), doctest::Contains("the base doc is not valid JSON"), Error);
+    CHECK_THROWS_WITH_AS(apply(doc, merge_patch("{")), doctest::Contains("the merge patch is not valid JSON"), Error);
+}
+
+TEST_CASE("nothing nests deeper than kMaxDepth: diff sends such docs whole, apply refuses them") {
+    using docsync::patch::kMaxDepth;
+    std::string deep = std::string(kMaxDepth + 1, '[') + std::string(kMaxDepth + 1, ']');
+    std::string limit = std::string(kMaxDepth, '[') + std::string(kMaxDepth, ']');
+    CHECK_FALSE(diff(deep, "[]"));
+    CHECK_FALSE(diff("[]", deep));
+    CHECK(diff(limit, "[]"));
+    CHECK_THROWS_WITH_AS(apply(deep, json_patch("[]")), doctest::Contains("nests deeper than 256"), Error);
+    CHECK_THROWS_WITH_AS(diff("{", "[]"), doctest::Contains("the old doc is not valid JSON"), Error);
+    CHECK_THROWS_WITH_AS(diff("[]", "[1,]"), doctest::Contains("the new doc is not valid JSON"), Error);
+    // Adding a value that would nest the doc too deep fails; as deep as the limit is fine.
+    std::string deep_value = std::string(kMaxDepth, '[') + std::string(kMaxDepth, ']');
+    CHECK_THROWS_WITH_AS(apply(R"({"a":1})", json_patch(R"([{"op":"add","path":"/b","value":)" + deep_value + "}]")),
+                         doctest::Contains("would nest deeper than 256"), Error);
+    CHECK(apply("[]", json_patch(R"([{"op":"add","path":"","value":)" + deep_value + "}]")) == deep_value);
+    // Each add one level deeper: refused at the limit, never a stack overflow.
+    std::string doc = "[]", path;
+    bool refused = false;
+    for (std::size_t level = 0; level < kMaxDepth + 2 && !refused; ++level) {
+        try {
+            doc = apply(doc, json_patch(R"([{"op":"add","path":")" + path + R"(/-","value":[]}])"));
+            path += "/0";
+        } catch (const Error&) {
+            refused = true;
+        }
+    }
+    CHECK(refused);
+}
+
+TEST_CASE("apply takes RFC 7386 merge patches") {
+    std::string doc = R"({"a":"b","c":{"d":"e","f":"g"}})";
+    CHECK(apply(doc, merge_patch(R"({"a":"z","c":{"f":null}})")) == R"({"a":"z","c":{"d":"e"}})");
+    CHECK(apply(doc, merge_patch(R"({"n":{"x":null,"y":{"z":null,"w":1}}})")) ==
+          R"({"a":"b","c":{"d":"e","f":"g"},"n":{"y":{"w":1}}})");
+    CHECK(apply(doc, merge_patch(R"({"a":[1,{"x":null}]})")) == R"({"a":[1,{"x":null}],"c":{"d":"e","f":"g"}})");
+    CHECK(apply(doc, merge_patch("[1]")) == "[1]");
+    CHECK(apply("[1]", merge_patch(R"({"a":1})")) == R"({"a":1})");
+    CHECK(apply(doc, merge_patch("{}")) == doc);
+    CHECK(apply(R"({"\u00e9":1})", merge_patch(R"({"é":2})")) == R"({"\u00e9":2})");
+    // RFC 7386's appendix A, as compact text.
+    struct Case {
+        const char* target;
+        const char* patch;
+        const char* result;
+    };
+    for (Case c : {Case{R"({"a":"b"})", R"({"a":"c"})", R"({"a":"c"})"},
+                   Case{R"({"a":"b"})", R"({"b":"c"})", R"({"a":"b","b":"c"})"},
+                   Case{R"({"a":"b"})", R"({"a":null})", R"({})"},
+                   Case{R"({"a":"b","b":"c"})", R"({"a":null})", R"({"b":"c"})"},
+                   Case{R"({"a":["b"]})", R"({"a":"c"})", R"({"a":"c"})"},
+                   Case{R"({"a":"c"})", R"({"a":["b"]})", R"({"a":["b"]})"},
+                   Case{R"({"a":{"b":"c"}})", R"({"a":{"b":"d","c":null}})", R"({"a":{"b":"d"}})"},
+                   Case{R"({"a":[{"b":"c"}]})", R"({"a":[1]})", R"({"a":[1]})"},
+                   Case{R"(["a","b"])", R"(["c","d"])", R"(["c","d"])"},
+                   Case{R"({"a":"b"})", R"(["c"])", R"(["c"])"},
+                   Case{R"({"a":"foo"})", "null", "null"},
+                   Case{R"({"a":"foo"})", R"("bar")", R"("bar")"},
+                   Case{R"({"e":null})", R"({"a":1})", R"({"e":null,"a":1})"},
+                   Case{R"([1,2])", R"({"a":"b","c":null})", R"({"a":"b"})"},
+                   Case{R"({})", R"({"a":{"bb":{"ccc":null}}})", R"({"a":{"bb":{}}})"}}) {
+        CAPTURE(c.patch);
+        CHECK(apply(c.target, merge_patch(c.patch)) == c.result);
+    }
+}
+
+TEST_CASE("diff returns the shorter form, JSON Patch on a tie, and merge patches only where they are exact") {
+    // One changed member of a small object: the merge patch is shorter.
+    auto p = diff(R"({"a":1,"b":2})", R"({"a":1,"b":3})");
+    REQUIRE(p);
+    CHECK(p->form == Form::MergePatch);
+    CHECK(p->text == R"({"b":3})");
+    // One changed item of a long array: the merge patch would carry the whole array.
+    std::string a = R"({"xs":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]})";
+    std::string b = R"({"xs":[1,2,3,4,5,6,7,8,0,10,11,12,13,14,15]})";
+    p = diff(a, b);
+    REQUIRE(p);
+    CHECK(p->form == Form::JsonPatch);
+    CHECK(p->text == R"([{"op":"replace","path":"/xs/8","value":0}])");
+    // A value set to null, or an object holding a null member where there was none: no merge patch.
+    for (auto [x, y] : {std::pair{R"({"a":1,"b":2})", R"({"a":1,"b":null})"},
+                        std::pair{R"({"a":1})", R"({"a":{"n":null}})"},
+                        std::pair{R"({"a":1,"b":2})", R"({"b":2,"a":1})"},  // reordered keys
+                        std::pair{R"({"a":1})", R"([1])"}}) {
+        CAPTURE(y);
+        docsync::patch::Tree tx(x, "x"), ty(y, "y");
+        CHECK_FALSE(docsync::patch::merge_patch_between(tx, ty));
+        auto q = diff(x, y);
+        REQUIRE(q);
+        CHECK(q->form == Form::JsonPatch);
+        CHECK(apply(x, *q) == y);
+    }
+    // A new key in the middle: the object is replaced whole.
+    p = diff(R"({"o":{"a":1,"c":3},"z":[1,2,3,4,5,6,7,8]})", R"({"o":{"a":1,"b":2,"c":3},"z":[1,2,3,4,5,6,7,8]})");
+    REQUIRE(p);
+    CHECK(p->text == R"([{"op":"replace","path":"/o","value":{"a":1,"b":2,"c":3}}])");
+    // Equal sizes: the JSON Patch.
+    docsync::patch::Tree ta(R"({"a":[1]})", "a"), tb(R"({"a":[2]})", "b");
+    auto jp = docsync::patch::json_patch_between(ta, tb);
+    auto mp = docsync::patch::merge_patch_between(ta, tb);
+    REQUIRE(jp);
+    REQUIRE(mp);
+    if (jp->size() == mp->size()) CHECK(diff(R"({"a":[1]})", R"({"a":[2]})")->form == Form::JsonPatch);
+}
+
+TEST_CASE("objects with a key twice are replaced whole, or get no patch at the root") {
+    CHECK_FALSE(diff(R"({"a":1,"a":2})", R"({"a":1,"a":3})"));
+    CHECK_FALSE(diff(R"({"a":1})", R"({"a":1,"a":3})"));
+    std::string a = R"({"o":{"a":1,"a":2},"p":1})", b = R"({"o":{"a":1,"a":3},"p":1})";
+    auto p = diff(a, b);
+    REQUIRE(p);
+    CHECK(p->text == R"([{"op":"replace","path":"/o","value":{"a":1,"a":3}}])");
+    CHECK(apply(a, *p) == b);
+}
+
+TEST_CASE("arrays: the common ends are kept, the middle is patched item by item or removed and added") {
+    struct Case {
+        const char* a;
+        const char* b;
+        const char* patch;
+    };
+    for (Case c : {Case{"[1,2,3,4,5,6,7,8,9]", "[1,2,3,4,0,5,6,7,8,9]", R"([{"op":"add","path":"/4","value":0}])"},
+                   Case{"[1,2,3,4,5,6,7,8,9]", "[1,2,3,4,6,7,8,9]", R"([{"op":"remove","path":"/4"}])"},
+                   Case{"[1,2,3,4,5,6,7,8,9]", "[1,2,3,4,5,6,7,8,9,10]", R"([{"op":"add","path":"/9","value":10}])"},
+                   Case{R"([{"id":1,"v":"aaaaaaaaaaaa"},{"id":2,"v":"bbbbbbbbbbbb"}])",
+                        R"([{"id":1,"v":"aaaaaaaaaaaa"},{"id":2,"v":"bbbbbbbbbbbc"}])",
+                        R"([{"op":"replace","path":"/1/v","value":"bbbbbbbbbbbc"}])"},
+                   Case{R"(["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",5,6,"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"])",
+                        R"(["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"])",
+                        R"([{"op":"remove","path":"/2"},{"op":"remove","path":"/1"}])"},
+                   Case{"[1,2,3,4,5,6,7,8,9]", "[1,2,3,4,7,8,9]", R"([{"op":"replace","path":"","value":[1,2,3,4,7,8,9]}])"},
+                   Case{R"(["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",5,6,"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"])",
+                        R"(["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",7,"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"])",
+                        R"([{"op":"remove","path":"/2"},{"op":"remove","path":"/1"},{"op":"add","path":"/1","value":7}])"}}) {
+        CAPTURE(c.b);
+        auto p = diff(c.a, c.b);
+        REQUIRE(p);
+        CHECK(p->form == Form::JsonPatch);
+        CHECK(p->text == c.patch);
+        CHECK(apply(c.a, *p) == c.b);
+    }
+}

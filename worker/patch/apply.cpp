@@ -120,7 +120,7 @@ Member* find_member(Value& object, std::string_view key) {
 class JsonPatchApplier {
 public:
     JsonPatchApplier(std::unique_ptr<Tree> base, std::string_view patch_text)
-        : base_(std::move(base)), patch_(patch_text, "the JSON Patch"), root_(span(*base_, 0)) {}
+        : base_(std::move(base)), patch_(patch_text, "the JSON Patch", kMaxDepth + 2), root_(span(*base_, 0)) {}
 
     std::string run() {
         if (patch_.node(0).kind != Kind::Array) throw Error("the JSON Patch is not an array of operations");
@@ -171,12 +171,12 @@ private:
         op_ = "?";
         path_.clear();
         if (patch_.node(c).kind != Kind::Object) fail("an operation must be an object");
-        std::optional<std::string> op = string_member(c, "op");
-        if (!op) fail("it has no \"op\"");
-        op_ = *op;
         std::optional<std::string> path = string_member(c, "path");
+        std::optional<std::string> op = string_member(c, "op");
+        if (path) path_ = *path;
+        if (op) op_ = *op;
+        if (!op) fail("it has no \"op\"");
         if (!path) fail("it has no \"path\"");
-        path_ = *path;
         std::vector<std::string> tokens = parse_pointer(path_);
         if (op_ == "add" || op_ == "replace" || op_ == "test") {
             std::optional<std::size_t> value = member(c, "value");

@@ -11,13 +11,13 @@
 #include <unordered_map>
 
 #include "common/error.hpp"
-#include "patch/json_patch.hpp"
 
 namespace docsync::patch {
 
 class TreeParser {
 public:
-    TreeParser(Tree& tree, std::string_view what) : t_(tree), in_(tree.text_), what_(what) {}
+    TreeParser(Tree& tree, std::string_view what, std::size_t max_depth)
+        : t_(tree), in_(tree.text_), what_(what), max_depth_(max_depth) {}
 
     void run() {
         enum class Want { Value, ValueOrClose, KeyOrClose, Key, CommaOrClose };
@@ -107,8 +107,8 @@ private:
         n.depth = static_cast<std::uint16_t>(open_.size());
         if (!open_.empty()) ++t_.nodes_[open_.back()].count;
         if (c == '{' || c == '[') {
-            if (open_.size() >= kMaxDepth)
-                throw TooDeep(std::string(what_) + " nests deeper than " + std::to_string(kMaxDepth) +
+            if (open_.size() >= max_depth_)
+                throw TooDeep(std::string(what_) + " nests deeper than " + std::to_string(max_depth_) +
                               " arrays and objects at byte " + std::to_string(i_));
             n.kind = c == '{' ? Kind::Object : Kind::Array;
             ++i_;
@@ -201,13 +201,14 @@ private:
     Tree& t_;
     std::string_view in_;
     std::string_view what_;
+    std::size_t max_depth_;
     std::size_t i_ = 0;
     std::vector<std::size_t> open_;
 };
 
-Tree::Tree(std::string_view text, std::string_view what) : text_(text) {
+Tree::Tree(std::string_view text, std::string_view what, std::size_t max_depth) : text_(text) {
     nodes_.reserve(text.size() / 8 + 1);
-    TreeParser(*this, what).run();
+    TreeParser(*this, what, max_depth).run();
 }
 
 std::size_t Tree::height(std::size_t i) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "patch/json_patch.hpp"
 
 namespace docsync::patch {
 
@@ -37,8 +38,9 @@ struct Node {
 class Tree {
 public:
     // Parses one JSON value (white space allowed between tokens). Throws docsync::Error naming
-    // `what` and the byte when the text is not JSON or nests deeper than kMaxDepth containers.
-    Tree(std::string_view text, std::string_view what);
+    // `what` and the byte when the text is not JSON, TooDeep when it nests more than `max_depth`
+    // arrays and objects (kMaxDepth; a JSON Patch's values sit two levels down).
+    Tree(std::string_view text, std::string_view what, std::size_t max_depth = kMaxDepth);
     Tree(const Tree&) = delete;
     Tree& operator=(const Tree&) = delete;
 
