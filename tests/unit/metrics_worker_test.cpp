@@ -72,3 +72,22 @@ TEST_CASE("the metrics show the status file's totals, per-query series, lag and 
     CHECK(has_line(text, "docsync_streaming 0"));
     CHECK(has_line(text, "docsync_state{state=\"stopped\"} 1"));
 }
+
+TEST_CASE("the patch families appear with --patches on, from the cache's counters, and not without") {
+    status::Readings r;
+    status::StatusHistory history;
+    auto t0 = status::WallTime{} + 1000h;
+    auto snap = history.snapshot(r, t0);
+    std::string text = metrics::render(r, snap, t0);
+    CHECK(text.find("docsync_patches_total") == std::string::npos);
+    r.patches = status::PatchReading{.patches = 12, .whole_no_base = 3, .whole_not_smaller = 2, .bytes_saved = 480000,
+                                     .cache_bytes = 70000, .cache_entries = 4};
+    text = metrics::render(r, snap, t0);
+    CHECK(has_line(text, "docsync_patches_total 12"));
+    CHECK(has_line(text, "docsync_patch_whole_total{reason=\"no_base\"} 3"));
+    CHECK(has_line(text, "docsync_patch_whole_total{reason=\"not_smaller\"} 2"));
+    CHECK(has_line(text, "docsync_patch_bytes_saved_total 480000"));
+    CHECK(has_line(text, "docsync_patch_cache_bytes 70000"));
+    CHECK(has_line(text, "docsync_patch_cache_entries 4"));
+    CHECK(text.find("# TYPE docsync_patch_whole_total counter") != std::string::npos);
+}

@@ -112,7 +112,12 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     }
 
     auto sink = publish::parse_sink(settings.sink);
-    auto publisher = open_sink(settings, sink, identity.database);
+    // --patches on: the last published text of each doc, which the sink makes patches from.
+    std::shared_ptr<publish::Patcher> patcher;
+    if (settings.patches)
+        patcher = std::make_shared<publish::Patcher>(
+            publish::PatcherOptions{settings.patch_memory, settings.patch_min_bytes});
+    auto publisher = open_sink(settings, sink, identity.database, patcher);
     // Until the stream runs, a watch of its own says in the status file what the sink holds.
     std::optional<status::SinkStartWatch> start_watch(std::in_place, *publisher, *board);
 
@@ -268,6 +273,11 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         readings.totals.audit_samples = audited.samples;
         readings.totals.audit_divergences = audited.divergences;
         readings.sink_unchecked = sink_unchecked();
+        if (patcher) {
+            auto c = patcher->counters();
+            readings.patches = status::PatchReading{c.patches, c.whole_no_base, c.whole_not_smaller, c.bytes_saved,
+                                                    c.cache_bytes, c.cache_entries};
+        }
         readings.draining = draining_now;
         readings.fatal = error;
         readings.waiting = waiting;

@@ -66,11 +66,12 @@ bool fence_file_holder(const Settings& settings, const publish::SinkSpec& sink, 
 
 }  // namespace
 
-std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database) {
+std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database,
+                                     std::shared_ptr<publish::Patcher> patcher) {
     auto until = std::chrono::steady_clock::now() + kLeaseGrace;
     for (bool fenced = false;; std::this_thread::sleep_for(200ms)) {
         try {
-            return publish::make_publisher(sink);
+            return publish::make_publisher(sink, {}, patcher);
         } catch (const Error& e) {
             if (!settings.standby || !e.transient()) throw;
             if (!fenced) fenced = fence_file_holder(settings, sink, database);

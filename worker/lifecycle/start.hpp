@@ -44,7 +44,9 @@ public:
 
 // The sink. For a spare, a sink that cannot be reached now is StartUnavailable (the JSONL file's lock
 // held by the worker it replaces is fenced first); for anyone else, a failed start (the command
-// line's sink is wrong, or down at a cold start) ends the worker.
-std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database);
+// line's sink is wrong, or down at a cold start) ends the worker. `patcher` (--patches on, else null)
+// is the cache every publish plans its patch from (publish/patcher.hpp).
+std::unique_ptr<Publisher> open_sink(const Settings& settings, const publish::SinkSpec& sink, const std::string& database,
+                                     std::shared_ptr<publish::Patcher> patcher = nullptr);
 
 }  // namespace docsync::lifecycle

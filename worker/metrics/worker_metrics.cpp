@@ -62,6 +62,22 @@ std::string render(const status::Readings& readings, const status::StatusSnapsho
     out.counter("docsync_refused_channels_total",
                 "Channels refused because a key was not spelled as PostgreSQL prints it, or not of its type.", {},
                 count(readings.refused_channels));
+    if (const auto& p = readings.patches) {
+        out.counter("docsync_patches_total", "Docs published as a patch from the version published before (--patches on).",
+                    {}, count(p->patches));
+        out.counter("docsync_patch_whole_total",
+                    "Docs of at least --patch-min-bytes published whole: no base (not cached, or the sink held another "
+                    "version) or the patch not at most half the doc.",
+                    {{"reason", "no_base"}}, count(p->whole_no_base));
+        out.counter("docsync_patch_whole_total", "", {{"reason", "not_smaller"}}, count(p->whole_not_smaller));
+        out.counter("docsync_patch_bytes_saved_total",
+                    "Bytes of whole-doc envelopes not sent because their patch was sent instead.", {},
+                    count(p->bytes_saved));
+        out.gauge("docsync_patch_cache_bytes", "Memory held by the cache of last-published docs (at most --patch-memory).",
+                  {}, count(p->cache_bytes));
+        out.gauge("docsync_patch_cache_entries", "Docs the cache of last-published docs holds.", {},
+                  count(p->cache_entries));
+    }
     out.histogram("docsync_commit_publish_seconds",
                   "Seconds from a transaction's commit on the server until every doc it changed was published.", {},
                   readings.commit_publish_seconds);

@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "envelope/envelope.hpp"
+#include "patch/json_patch.hpp"
 
 namespace docsync::publish {
 
@@ -69,25 +70,25 @@ int open_locked(const std::string& path, struct stat& st) {
 
 }  // namespace
 
-JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name)
-    : fd_(fd), owns_fd_(owns_fd), durable_(durable), name_(std::move(name)) {
+JsonlSink::JsonlSink(int fd, bool owns_fd, bool durable, std::string name, std::shared_ptr<Patcher> patcher)
+    : fd_(fd), owns_fd_(owns_fd), durable_(durable), name_(std::move(name)), patcher_(std::move(patcher)) {
 }
 
 JsonlSink::~JsonlSink() {
     if (owns_fd_) ::close(fd_);
 }
 
-std::unique_ptr<JsonlSink> JsonlSink::open_stdout(int fd) {
-    return std::unique_ptr<JsonlSink>(new JsonlSink(fd, false, false, "stdout"));
+std::unique_ptr<JsonlSink> JsonlSink::open_stdout(int fd, std::shared_ptr<Patcher> patcher) {
+    return std::unique_ptr<JsonlSink>(new JsonlSink(fd, false, false, "stdout", std::move(patcher)));
 }
 
-std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
+std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path, std::shared_ptr<Patcher> patcher) {
     if (path.empty()) throw Error("--sink file: needs a path, as in --sink file:/var/lib/docsync/docs.jsonl");
     struct stat st {};
     int fd = open_locked(path, st);
     std::unique_ptr<JsonlSink> sink;
     try {
-        sink.reset(new JsonlSink(fd, true, S_ISREG(st.st_mode), path));
+        sink.reset(new JsonlSink(fd, true, S_ISREG(st.st_mode), path, std::move(patcher)));
     } catch (...) {
         ::close(fd);
         throw;
@@ -113,7 +114,7 @@ std::unique_ptr<JsonlSink> JsonlSink::open_file(const std::string& path) {
 // place and version. A line that is not an envelope means the path holds something else: refuse it.
 void JsonlSink::read_file() {
     std::string line;
-    std::uint64_t offset = 0, line_start = 0, line_number = 0;
+    std::uint64_t offset = 0, line_start = 0, line_number = 0, broken = 0;
     char buf[1 << 16];
     for (;;) {
         ssize_t n = ::pread(fd_, buf, sizeof buf, static_cast<off_t>(offset));
@@ -136,7 +137,19 @@ void JsonlSink::read_file() {
                                 "away or choose another path for --sink file:");
                 max_generation_ = std::max(max_generation_, head->version.generation);
                 max_version_ = std::max(max_version_, head->version);
-                index_line(head->channel, line_start, line.size(), head->version);
+                if (!head->is_patch()) {
+                    index_line(head->channel, line_start, line.size(), head->version);
+                } else if (auto it = lines_.find(head->channel);
+                           it != lines_.end() && it->second.held && it->second.size != 0 &&
+                           it->second.version == *head->base) {
+                    index_line(head->channel, line_start, line.size(), head->version, head->base);
+                } else {
+                    // Its base is not the channel's line before it: the doc cannot be known from the
+                    // file. The channel stays retained (live, recomputed at start and written whole).
+                    index_line(head->channel, line_start, line.size(), head->version);
+                    lines_[head->channel].held = false;
+                    ++broken;
+                }
             }
             line.clear();
             line_start = offset + static_cast<std::uint64_t>(i) + 1;
@@ -154,6 +167,9 @@ void JsonlSink::read_file() {
                                    name_ + ", left by an interrupted write");
     }
     size_ = line_start;
+    if (broken)
+        log_warning("publish", name_ + " holds " + std::to_string(broken) +
+                                   " patch line(s) that do not follow their base: those channels are written whole again");
 }
 
 // Called with mutex_ held. Writes the whole line or, on failure, nothing.
@@ -197,18 +213,28 @@ std::string JsonlSink::line_of(const std::string& channel, const std::optional<s
     return line;
 }
 
-void JsonlSink::index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version) {
+void JsonlSink::index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version,
+                           std::optional<DocVersion> patch_base) {
     Line& at = lines_[channel];
+    if (!patch_base) {
+        at.whole_size = 0;
+        at.held = true;
+    } else if (at.whole_size == 0) {
+        // The line before this patch was whole: it is the one a read back starts from.
+        at.whole_offset = at.offset;
+        at.whole_size = at.size;
+    }
     at.offset = offset;
     at.size = size <= UINT32_MAX ? static_cast<std::uint32_t>(size) : 0;
     at.version = version;
 }
 
-std::uint64_t JsonlSink::append(const std::string& line, const std::string& channel, DocVersion version) {
+std::uint64_t JsonlSink::append(const std::string& line, const std::string& channel, DocVersion version,
+                                std::optional<DocVersion> patch_base) {
     std::uint64_t offset = size_;  // the only writer: O_APPEND writes where its whole lines end
     write_line(line);
     if (durable_) {
-        index_line(channel, offset, line.size() - 1, version);
+        index_line(channel, offset, line.size() - 1, version, patch_base);
         max_generation_ = std::max(max_generation_, version.generation);
         max_version_ = std::max(max_version_, version);
     }
@@ -248,19 +274,36 @@ void JsonlSink::wait_durable(std::unique_lock<std::mutex>& lock, std::uint64_t f
     }
 }
 
+std::string JsonlSink::claim_line(const std::string& channel, const PatchPlan& plan, bool& patch) {
+    bool allowed = true;
+    if (durable_) {
+        // The file must hold the base as the channel's newest line, and its newest whole line near
+        // enough for a read back.
+        auto it = lines_.find(channel);
+        allowed = it != lines_.end() && it->second.held && it->second.size != 0 && it->second.version == plan.base &&
+                  size_ - (it->second.whole_size ? it->second.whole_offset : it->second.offset) < kMaxPatchSpan;
+    }
+    patch = patcher_->claim(channel, plan, allowed);
+    std::string line = patch ? *plan.patch : plan.whole;
+    line.push_back('\n');
+    return line;
+}
+
 void JsonlSink::publish(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
-    std::string line = line_of(channel, doc, version);
-    std::unique_lock lock(mutex_);
-    std::uint64_t seq = append(line, channel, version);
-    wait_durable(lock, seq, seq);
+    auto out = publish_many({Publication{&channel, &doc, version}});
+    if (out.front()) throw *out.front();
 }
 
 std::vector<std::optional<Error>> JsonlSink::publish_many(const std::vector<Publication>& docs) {
     std::vector<std::optional<Error>> out(docs.size());
     std::vector<std::string> lines(docs.size());
+    std::vector<PatchPlan> plans(patcher_ ? docs.size() : 0);
     for (std::size_t i = 0; i < docs.size(); ++i) {
         try {
-            lines[i] = line_of(*docs[i].channel, *docs[i].doc, docs[i].version);
+            if (patcher_)
+                plans[i] = patcher_->plan(*docs[i].channel, *docs[i].doc, docs[i].version);  // the diff, unlocked
+            else
+                lines[i] = line_of(*docs[i].channel, *docs[i].doc, docs[i].version);
         } catch (const Error& e) {  // not valid JSON: refused for good
             out[i] = e;
         }
@@ -270,11 +313,16 @@ std::vector<std::optional<Error>> JsonlSink::publish_many(const std::vector<Publ
     std::uint64_t last = 0;
     for (std::size_t i = 0; i < docs.size(); ++i) {
         if (out[i]) continue;
+        const std::string& channel = *docs[i].channel;
+        bool patch = false;
         try {
-            last = append(lines[i], *docs[i].channel, docs[i].version);
+            // In write order, under the lock: a patch line only right after its base's line.
+            if (patcher_) lines[i] = claim_line(channel, plans[i], patch);
+            last = append(lines[i], channel, docs[i].version, patch ? std::optional(plans[i].base) : std::nullopt);
             if (!first) first = last;
         } catch (const Error& e) {
             out[i] = e;
+            if (patcher_) patcher_->failed(channel);  // what the output holds for it is unknown
         }
     }
     if (!first) return out;
@@ -282,8 +330,11 @@ std::vector<std::optional<Error>> JsonlSink::publish_many(const std::vector<Publ
     try {
         wait_durable(lock, first, last);
     } catch (const Error& e) {
-        for (auto& o : out)
-            if (!o) o = e;
+        for (std::size_t i = 0; i < docs.size(); ++i) {
+            if (out[i]) continue;
+            out[i] = e;
+            if (patcher_) patcher_->failed(*docs[i].channel);  // written again, whole
+        }
     }
     return out;
 }
@@ -300,24 +351,15 @@ std::optional<RetainedDoc> JsonlSink::read_back(const std::string& channel) {
     if (!durable_) return std::nullopt;
     std::lock_guard lock(mutex_);
     auto it = lines_.find(channel);
-    if (it == lines_.end()) return std::nullopt;
+    if (it == lines_.end() || !it->second.held) return std::nullopt;
     const Line& at = it->second;
     if (at.size == 0)
         throw Error("the place of " + channel + "'s newest line in " + name_ +
                         " is not known since the file was replaced or shrank",
                     {}, true);
     // Under the lock: lost_docs() may reopen the file, and a line being written is not read half.
-    std::string text(at.size, '\0');
-    std::size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::pread(fd_, text.data() + done, text.size() - done, static_cast<off_t>(at.offset + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            throw Error("cannot read " + channel + "'s newest line back from the JSONL sink file " + name_ + ": " +
-                            (n < 0 ? errno_text(errno) : std::string("the file ends before it")),
-                        {}, true);
-        done += static_cast<std::size_t>(n);
-    }
+    if (at.whole_size != 0) return rebuild(channel, at);
+    std::string text = read_at(at.offset, at.size, channel + "'s newest line");
     auto doc = retained_doc(text, channel);
     if (!doc)
         throw Error("the line at byte " + std::to_string(at.offset) + " of the JSONL sink file " + name_ +
@@ -326,10 +368,59 @@ std::optional<RetainedDoc> JsonlSink::read_back(const std::string& channel) {
     return doc;
 }
 
+std::string JsonlSink::read_at(std::uint64_t offset, std::size_t count, const std::string& what) {
+    std::string text(count, '\0');
+    std::size_t done = 0;
+    while (done < text.size()) {
+        ssize_t n = ::pread(fd_, text.data() + done, text.size() - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            throw Error("cannot read " + what + " back from the JSONL sink file " + name_ + ": " +
+                            (n < 0 ? errno_text(errno) : std::string("the file ends before it")),
+                        {}, true);
+        done += static_cast<std::size_t>(n);
+    }
+    return text;
+}
+
+std::optional<RetainedDoc> JsonlSink::rebuild(const std::string& channel, const Line& at) {
+    auto broken = [&](const std::string& why) {
+        return Error("cannot rebuild " + channel + "'s doc from the JSONL sink file " + name_ + ": " + why, {}, true);
+    };
+    auto whole = retained_doc(read_at(at.whole_offset, at.whole_size, channel + "'s newest whole line"), channel);
+    if (!whole || !whole->doc) throw broken("its newest whole line is no longer its doc");
+    std::string doc = std::move(*whole->doc);
+    DocVersion version = whole->version;
+    const std::uint64_t from = at.whole_offset + at.whole_size + 1;
+    const std::string span = read_at(from, at.offset + at.size - from, channel + "'s patch lines");
+    // The span's lines: other channels' and this one's patches, each from the version before.
+    for (std::size_t start = 0; start < span.size();) {
+        std::size_t end = span.find('\n', start);
+        if (end == std::string::npos) end = span.size();
+        std::string_view line(span.data() + start, end - start);
+        start = end + 1;
+        auto head = parse_envelope(line);
+        if (!head) throw broken("a line after its whole line is no docsync line");
+        if (head->channel != channel) continue;
+        if (!head->is_patch() || *head->base != version) throw broken("its patch lines do not follow each other");
+        try {
+            doc = patch::apply(doc, patch::Patch{head->kind == EnvelopeKind::JsonPatch ? patch::Form::JsonPatch
+                                                                                       : patch::Form::MergePatch,
+                                                 std::string(line.substr(head->doc_at, head->doc_size))});
+        } catch (const Error& e) {
+            throw broken(e.what());
+        }
+        version = head->version;
+    }
+    if (version != at.version) throw broken("its newest line was not found after its whole line");
+    return RetainedDoc{std::move(doc), version};
+}
+
 void JsonlSink::restore(const std::string& channel, const std::optional<std::string>& doc, DocVersion version) {
     std::string line = line_of(channel, doc, version);
     std::unique_lock lock(mutex_);
     if (auto it = lines_.find(channel); it != lines_.end() && it->second.version > version) return;
+    if (patcher_) patcher_->failed(channel);  // a whole line the cache did not plan: no base after it
     std::uint64_t seq = append(line, channel, version);
     wait_durable(lock, seq, seq);
 }
@@ -362,6 +453,7 @@ std::optional<std::string> JsonlSink::lost_docs() {
         ino_ = st.st_ino;
         size_ = static_cast<std::uint64_t>(st.st_size);
         forget_lines();
+        if (patcher_) patcher_->clear();  // the new file holds no base
         return "the JSONL sink file " + name_ + " was removed or replaced; writing to the file now at that path";
     }
     struct stat st {};
@@ -370,6 +462,7 @@ std::optional<std::string> JsonlSink::lost_docs() {
                           std::to_string(st.st_size) + " bytes";
         size_ = static_cast<std::uint64_t>(st.st_size);
         forget_lines();
+        if (patcher_) patcher_->clear();
         return why;
     }
     return std::nullopt;

@@ -18,6 +18,16 @@
 // The stdout sink writes each line with write(2) (no user-space buffer) and holds nothing:
 // `retained_channels()` is empty, `max_generation()` is 0 and nothing can be read back.
 //
+// With a patcher (--patches on, docs/patches.md) both write a patch line (the same envelope as a
+// Redis message) when the channel's previous line in this output holds the patch's base: the
+// patcher's claim() decides under the write lock, in write order. The file sink also keeps where the
+// channel's newest whole line lies: read_back() applies the patch lines after it, and a channel's
+// line is written whole again once its newest whole line lies kMaxPatchSpan bytes back, so a read
+// back never reads more than that. At open, a patch line whose base is not the channel's line just
+// before it (a hand-edited file, lines of two outputs mixed) leaves the channel not held: it is
+// still retained (kept live and recomputed at start, which writes it whole) but read_back() returns
+// nothing for it until then.
+//
 // Thread-safety: every member may be called from any thread, concurrently. A program that uses
 // them ignores SIGPIPE in its main() (a closed reader must be an error, not the end of the worker).
 
@@ -31,18 +41,23 @@
 #include <unordered_map>
 
 #include "engine/seams.hpp"
+#include "publish/patcher.hpp"
 
 namespace docsync::publish {
 
 class JsonlSink final : public Publisher {
 public:
     // The stdout sink (or any already open descriptor that the sink does not own, for tests).
-    static std::unique_ptr<JsonlSink> open_stdout(int fd = 1);
+    static std::unique_ptr<JsonlSink> open_stdout(int fd = 1, std::shared_ptr<Patcher> patcher = nullptr);
     // The file sink: creates the file when missing, repairs a torn tail and reads it back. Throws
     // docsync::Error naming the path, the cause and the fix when the path cannot be written (missing
     // directory, read-only file or filesystem, no space left) or holds lines that are not docsync
     // envelopes.
-    static std::unique_ptr<JsonlSink> open_file(const std::string& path);
+    static std::unique_ptr<JsonlSink> open_file(const std::string& path, std::shared_ptr<Patcher> patcher = nullptr);
+
+    // A channel's newest whole line lies at most this far back from the end of the file when a patch
+    // line is written after it.
+    static constexpr std::uint64_t kMaxPatchSpan = 4u << 20;
 
     ~JsonlSink() override;
     JsonlSink(const JsonlSink&) = delete;
@@ -79,21 +94,36 @@ private:
     struct Line {
         std::uint64_t offset = 0;
         std::uint32_t size = 0;  // without the newline
+        // The newest whole line's size (0: the newest line is whole) and offset: a patch line's doc is
+        // that line's with the channel's patch lines after it applied.
+        std::uint32_t whole_size = 0;
+        std::uint64_t whole_offset = 0;
         DocVersion version;
+        bool held = true;  // false: a patch line at open did not follow its base (not held)
     };
 
-    JsonlSink(int fd, bool owns_fd, bool durable, std::string name);
+    JsonlSink(int fd, bool owns_fd, bool durable, std::string name, std::shared_ptr<Patcher> patcher);
     // Reads the whole file once at open: repairs a torn tail and indexes every line.
     void read_file();
-    // Under mutex_: records a channel's newest line (the file sink only).
-    void index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version);
+    // Under mutex_: records a channel's newest line (the file sink only); `patch_base`: a patch line,
+    // from that version.
+    void index_line(const std::string& channel, std::uint64_t offset, std::size_t size, DocVersion version,
+                    std::optional<DocVersion> patch_base = std::nullopt);
+    // Under mutex_: `count` bytes of the file at `offset`; throws (transient) naming `what`.
+    std::string read_at(std::uint64_t offset, std::size_t count, const std::string& what);
+    // Under mutex_: a channel's doc whose newest line is a patch: its whole line with the patch lines
+    // after it applied.
+    std::optional<RetainedDoc> rebuild(const std::string& channel, const Line& at);
+    // The line to write for a planned doc (the patch when the patcher claims it), under mutex_.
+    std::string claim_line(const std::string& channel, const PatchPlan& plan, bool& patch);
     // Under mutex_: the file was replaced or shrank, so no indexed place holds any more.
     void forget_lines();
     void write_line(const std::string& line);
     // A doc's line: its envelope and a newline.
     static std::string line_of(const std::string& channel, const std::optional<std::string>& doc, DocVersion version);
     // Under mutex_: writes a doc's line and returns its sequence number.
-    std::uint64_t append(const std::string& line, const std::string& channel, DocVersion version);
+    std::uint64_t append(const std::string& line, const std::string& channel, DocVersion version,
+                         std::optional<DocVersion> patch_base = std::nullopt);
     // Under mutex_ (held in `lock`): returns once lines first … last are covered by an fsync (at
     // once for stdout); throws when an fsync that covered any of them failed.
     void wait_durable(std::unique_lock<std::mutex>& lock, std::uint64_t first, std::uint64_t last);
@@ -102,6 +132,7 @@ private:
     const bool owns_fd_;
     const bool durable_;      // a regular file: fsync before a publish counts
     const std::string name_;  // "stdout" or the path, for messages
+    const std::shared_ptr<Patcher> patcher_;  // --patches on, else null
     std::uint64_t repaired_bytes_ = 0;
 
     mutable std::mutex mutex_;

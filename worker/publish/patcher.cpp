@@ -109,10 +109,10 @@ void Patcher::record(const std::string& channel, const PatchPlan& plan, PatchOut
     put(channel, plan);
 }
 
-bool Patcher::claim(const std::string& channel, const PatchPlan& plan) {
+bool Patcher::claim(const std::string& channel, const PatchPlan& plan, bool patch_allowed) {
     MutexLock lock(mutex_);
     auto it = index_.find(channel);
-    const bool patch = plan.patch && it != index_.end() && !it->second->ambiguous &&
+    const bool patch = patch_allowed && plan.patch && it != index_.end() && !it->second->ambiguous &&
                        it->second->version == plan.base && it->second->text == plan.base_text;
     if (plan.text)
         put(channel, plan);

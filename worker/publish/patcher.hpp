@@ -85,7 +85,9 @@ public:
     // For a sink whose previous write of the channel is the base (JSONL), called in write order under
     // the sink's own lock: true when the patch may be written (the entry still holds the plan's base),
     // and the entry becomes the new doc whichever is written. failed() undoes it when the write fails.
-    bool claim(const std::string& channel, const PatchPlan& plan);
+    // `patch_allowed` false: the sink writes the whole doc whatever the cache holds (the entry is
+    // still updated).
+    bool claim(const std::string& channel, const PatchPlan& plan, bool patch_allowed = true);
     void failed(const std::string& channel);
     // Forgets every entry (the sink lost its docs, or a reader may hold anything).
     void clear();

@@ -61,14 +61,17 @@ std::string SinkSpec::display() const {
     return "the sink";
 }
 
-std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options) {
+std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options,
+                                          std::shared_ptr<Patcher> patcher) {
+    RedisSinkOptions options = redis_options;
+    if (patcher) options.patcher = patcher;
     switch (spec.kind) {
-        case SinkSpec::Kind::Stdout: return JsonlSink::open_stdout();
-        case SinkSpec::Kind::File: return JsonlSink::open_file(spec.path);
-        case SinkSpec::Kind::Redis: return std::make_unique<RedisSink>(spec.redis, redis_options);
+        case SinkSpec::Kind::Stdout: return JsonlSink::open_stdout(1, patcher);
+        case SinkSpec::Kind::File: return JsonlSink::open_file(spec.path, patcher);
+        case SinkSpec::Kind::Redis: return std::make_unique<RedisSink>(spec.redis, options);
         case SinkSpec::Kind::RedisCluster:
             try {
-                return std::make_unique<RedisClusterSink>(spec.cluster, redis_options);
+                return std::make_unique<RedisClusterSink>(spec.cluster, options);
             } catch (const Error& e) {
                 throw naming_sink(e);
             }

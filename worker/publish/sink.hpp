@@ -33,7 +33,10 @@ SinkSpec parse_sink(std::string_view value);
 
 // Opens the sink: throws docsync::Error with the cause and the fix when it cannot be used (a file on
 // a read-only or full path, Redis unreachable).
-std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options = {});
+// `patcher` (--patches on, else null) is the cache of last-published docs the sink makes patches
+// from, for every sink kind (publish/patcher.hpp).
+std::unique_ptr<Publisher> make_publisher(const SinkSpec& spec, const RedisSinkOptions& redis_options = {},
+                                          std::shared_ptr<Patcher> patcher = nullptr);
 
 // What Redis clients ask for: with `options.poll_subscribers` the subscriber set of `--live
 // subscribers`, and in both modes the docs asked for on docsync:warm and docsync:touch. Only a Redis

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -67,6 +68,16 @@ struct RecomputeReading {
 };
 
 // What the status thread read at one moment.
+// What the cache patches are made from did (publish/patcher.hpp's counters, as plain values).
+struct PatchReading {
+    std::uint64_t patches = 0;            // patches published
+    std::uint64_t whole_no_base = 0;      // whole docs sent with no usable base
+    std::uint64_t whole_not_smaller = 0;  // whole docs sent because the patch was not smaller
+    std::uint64_t bytes_saved = 0;        // whole envelope bytes not sent
+    std::uint64_t cache_bytes = 0;
+    std::uint64_t cache_entries = 0;
+};
+
 struct Readings {
     // The sink's connection broke and it was not checked for lost docs since (lifecycle/run.cpp's sink
     // watch).
@@ -96,6 +107,9 @@ struct Readings {
     std::uint64_t refused_channels = 0;         // channels refused for their keys' spelling (metrics only)
     std::uint64_t batched_forms_set_aside = 0;  // batched forms that failed where docs alone ran (metrics only)
     Histogram commit_publish_seconds{kCommitPublishSecondsBounds};  // commit → published (metrics only)
+    // --patches on: the cache of last-published docs and what it made (publish/patcher.hpp; metrics
+    // only). Absent with patches off, so the families are too.
+    std::optional<PatchReading> patches;
     // The worker's: draining after a signal, the error it ends with, what the stream waits for.
     bool draining = false;
     std::string fatal;
