@@ -114,10 +114,12 @@ void Delivery::pump() {
         start_write();
         return write_message(current_, std::move(done));
     }
-    if (DocPtr doc = outbox_.next()) {
+    bool patch = false;
+    if (DocPtr doc = outbox_.next(patches_ ? &patch : nullptr)) {
+        if (patches_) ++(patch ? shard_.counters().patches_sent : shard_.counters().whole_docs_to_patch_clients);
         sending_ = std::move(doc);
         start_write();
-        return write_doc(sending_, std::move(done));
+        return write_doc(sending_, patch, std::move(done));
     }
     if (close_after_flush_) {
         close_after_flush_ = false;

@@ -34,7 +34,8 @@ protected:
     // The transport's framing. Each write_* starts one asynchronous write and calls `done` once.
     virtual bool ready() const { return true; }  // whether writes may start (a WebSocket: once accepted)
     virtual void write_message(const std::string& text, WriteDone done) = 0;
-    virtual void write_doc(const DocPtr& doc, WriteDone done) = 0;
+    // `patch`: the doc's patch form (the client holds its base), else the whole doc.
+    virtual void write_doc(const DocPtr& doc, bool patch, WriteDone done) = 0;
     // After the reason of an end went out: SSE sends a FIN, a WebSocket its close frame (and
     // closes once it is written). Clears writing_ itself when it writes.
     virtual void write_end() = 0;
@@ -66,6 +67,7 @@ protected:
     bool closed_ = false;
     bool ending_ = false;            // end() was called: closed within kEndGrace
     bool close_after_flush_ = false; // write_end() once the queue is written
+    bool patches_ = false;           // the client asked for patches (patches=1): in the padding beside the flags
     // The text being written: a reply, or what a transport writes before a doc of its own (an SSE
     // stream's multi-channel head); one write at a time shares it. Freed once written.
     std::string current_;

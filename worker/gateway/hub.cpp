@@ -9,6 +9,7 @@
 
 #include "common/log.hpp"
 #include "envelope/envelope.hpp"
+#include "gateway/patch_forms.hpp"
 
 namespace docsync::gateway {
 
@@ -44,27 +45,38 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
     doc->channel = channel;
     doc->version = head->version;
     doc->version_text = format_version(head->version);
-    doc->ws_message.reserve(envelope.size() + doc->version_text.size() + 32);
-    doc->ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc->version_text).append("\",");
-    doc->ws_message.append(envelope, 1, std::string::npos);
-    doc->sse_head = "event: doc\nid: " + doc->version_text + "\ndata: ";
-    if (envelope.find_first_of("\r\n") != std::string::npos) {
-        // An event ends at its first blank line: each line of the envelope goes in a data line of
-        // its own (the client joins them with LF, which JSON reads as the whitespace it was).
-        doc->sse_lines.reserve(envelope.size() + 64);
-        for (std::size_t i = 0; i < envelope.size(); ++i) {
-            char c = envelope[i];
-            if (c != '\r' && c != '\n') {
-                doc->sse_lines.push_back(c);
-                continue;
-            }
-            if (c == '\r' && i + 1 < envelope.size() && envelope[i + 1] == '\n') ++i;
-            doc->sse_lines.append("\ndata: ");
-        }
-    }
-    doc->tombstone = envelope.compare(head->doc_at, head->doc_size, "null") == 0;
-    doc->envelope = std::move(envelope);
+    set_doc_forms(*doc, std::move(envelope), head->doc_at, head->doc_size);
     return doc;
+}
+
+std::string sse_data_lines(std::string_view text) {
+    std::string lines;
+    if (text.find_first_of("\r\n") == std::string_view::npos) return lines;
+    // An event ends at its first blank line: each line of the text goes in a data line of its own
+    // (the client joins them with LF, which JSON reads as the whitespace it was).
+    lines.reserve(text.size() + 64);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (c != '\r' && c != '\n') {
+            lines.push_back(c);
+            continue;
+        }
+        if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+        lines.append("\ndata: ");
+    }
+    return lines;
+}
+
+void set_doc_forms(Doc& doc, std::string envelope, std::size_t doc_at, std::size_t doc_size) {
+    doc.ws_message.reserve(envelope.size() + doc.version_text.size() + 32);
+    doc.ws_message.append("{\"type\":\"doc\",\"version\":\"").append(doc.version_text).append("\",");
+    doc.ws_message.append(envelope, 1, std::string::npos);
+    doc.sse_head = "event: doc\nid: " + doc.version_text + "\ndata: ";
+    doc.sse_lines = sse_data_lines(envelope);
+    doc.tombstone = envelope.compare(doc_at, doc_size, "null") == 0;
+    doc.doc_at = doc_at;
+    doc.doc_size = doc_size;
+    doc.envelope = std::move(envelope);
 }
 
 bool Inbox::put(DocPtr doc) {
@@ -73,19 +85,26 @@ bool Inbox::put(DocPtr doc) {
     if (auto it = at_.find(doc->channel); it != at_.end()) {
         DocPtr& queued = docs_[it->second];
         if (doc->version <= queued->version) return was_empty;
-        bytes_ = bytes_ - queued->envelope.size() + doc->envelope.size();
+        bytes_ = bytes_ - queued->bytes() + doc->bytes();
         queued = std::move(doc);
         ++replaced_;
         return was_empty;
     }
-    if (bytes_ + doc->envelope.size() > max_bytes_) {
+    if (bytes_ + doc->bytes() > max_bytes_) {
         ++overflowed_;
         reread_.insert(doc->channel);
         return was_empty;
     }
-    bytes_ += doc->envelope.size();
+    bytes_ += doc->bytes();
     at_.emplace(doc->channel, docs_.size());
     docs_.push_back(std::move(doc));
+    return was_empty;
+}
+
+bool Inbox::reread(const std::string& channel) {
+    std::lock_guard lock(mutex_);
+    bool was_empty = docs_.empty() && reread_.empty();
+    reread_.insert(channel);
     return was_empty;
 }
 
@@ -279,6 +298,20 @@ void Hub::offer(Channel& state, const DocPtr& doc) {
 
 void Hub::receive(const std::string& channel, std::string payload) {
     ++messages_;
+    if (looks_like_patch(payload)) {
+        ++patches_received_;
+        std::string why;
+        DocPtr patch = make_patch(channel, std::move(payload), why);
+        if (!patch) {
+            // The key holds the whole doc of the newest version: read it instead.
+            ++patches_refused_;
+            warn_patch(channel, nullptr, "a patch message that is not one: " + why);
+            if (inbox_.reread(channel)) asio::post(io_, [this] { drain(); });
+            return;
+        }
+        if (inbox_.put(std::move(patch))) asio::post(io_, [this] { drain(); });
+        return;
+    }
     auto doc = make_doc(channel, std::move(payload));
     if (doc && inbox_.put(std::move(doc))) asio::post(io_, [this] { drain(); });
 }
@@ -287,10 +320,63 @@ void Hub::drain() {
     auto batch = inbox_.take();
     for (auto& doc : batch.docs) {
         auto it = channels_.find(doc->channel);
-        if (it != channels_.end()) offer(it->second, doc);  // else unfollowed while it travelled
+        if (it == channels_.end()) continue;  // unfollowed while it travelled
+        if (!doc->patch_only) {
+            offer(it->second, doc);
+        } else if (DocPtr whole = apply_received(doc->channel, it->second, doc)) {
+            offer(it->second, whole);
+        }
     }
     for (const auto& channel : batch.reread)
-        if (channels_.count(channel)) read_retained(channel, false);
+        if (auto it = channels_.find(channel); it != channels_.end()) reread(channel, it->second);
+}
+
+DocPtr Hub::apply_received(const std::string& channel, Channel& state, const DocPtr& patch) {
+    if (state.latest && patch->version <= state.latest->version) {
+        ++stale_;
+        return nullptr;
+    }
+    // Applied only to the very version it was made from. The Inbox keeps one message per channel,
+    // so a patch that replaced another there (or one after a message Redis dropped) has a base the
+    // hub never held: the key, written before the message was published, is at least as new.
+    if (!state.latest || state.latest->tombstone || state.latest->version != *patch->base) {
+        ++patch_base_rereads_;
+        log_debug("gateway", "a patch of " + channel.substr(0, 200) + " from " + format_version(*patch->base) +
+                                 " found " + (state.latest ? state.latest->version_text : std::string("no doc")) +
+                                 " held: reading the key");
+        reread(channel, state);
+        return nullptr;
+    }
+    try {
+        DocPtr whole = apply_patch(*state.latest, *patch);
+        ++patches_applied_;
+        return whole;
+    } catch (const std::exception& e) {
+        ++patches_refused_;
+        warn_patch(channel, &state, std::string("a patch that does not apply to the doc held: ") + e.what());
+        reread(channel, state);
+        return nullptr;
+    }
+}
+
+void Hub::reread(const std::string& channel, Channel& state) {
+    if (state.sub == Sub::Subscribed) read_retained(channel, false);
+}
+
+void Hub::warn_patch(const std::string& channel, Channel* state, const std::string& why) {
+    if (state) {
+        if (state->patch_warned) return;
+        state->patch_warned = true;
+    }
+    auto now = std::chrono::steady_clock::now();
+    {
+        std::lock_guard lock(patch_warning_mutex_);
+        if (patch_warned_at_ != std::chrono::steady_clock::time_point{} && now - patch_warned_at_ < std::chrono::seconds(1))
+            return;
+        patch_warned_at_ = now;
+    }
+    log_warning("gateway", "ignored " + why.substr(0, 300) + " on " + channel.substr(0, 200) +
+                               "; the whole doc is read from the key instead (patches_refused in /healthz counts them)");
 }
 
 void Hub::on_subscribed(const std::string& channel) {
@@ -392,6 +478,10 @@ HubStats Hub::stats() const {
     s.missing = missing_count_;
     s.deferred = deferred_count_;
     s.warms_dropped = warms_dropped_;
+    s.patches_received = patches_received_;
+    s.patches_applied = patches_applied_;
+    s.patch_base_rereads = patch_base_rereads_;
+    s.patches_refused = patches_refused_;
     return s;
 }
 

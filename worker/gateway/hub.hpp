@@ -31,6 +31,7 @@
 
 #include "common/lsn.hpp"
 #include "gateway/feed_port.hpp"
+#include "patch/json_patch.hpp"
 
 namespace docsync::gateway {
 
@@ -47,6 +48,24 @@ struct Doc {
     // CRLF, JSON whitespace, becomes "\ndata: "); empty when the envelope is one line already.
     std::string sse_lines;
     const std::string& sse_data() const { return sse_lines.empty() ? envelope : sse_lines; }
+    std::size_t doc_at = 0, doc_size = 0;  // where the doc's JSON text lies in the envelope
+
+    // A version that came from Redis as a patch (docs/patches.md) keeps it for the clients that
+    // hold its base (Outbox::next decides per client); all of these are empty otherwise.
+    std::optional<DocVersion> base;
+    std::string patch_envelope;    // as Redis sent it
+    std::string patch_ws_message;  // {"type":"patch","version":"G/X/Y","base":"G/X/Y",<its fields>}
+    std::string patch_sse_head;    // "event: patch\nid: G/X/Y\ndata: "
+    std::string patch_sse_lines;   // as sse_lines, for the patch envelope
+    const std::string& patch_sse_data() const { return patch_sse_lines.empty() ? patch_envelope : patch_sse_lines; }
+    // Received and not applied yet (from Hub::receive to the hub's thread, in the Inbox): the
+    // whole forms above are empty, and the patch is patch_envelope's [patch_at, patch_at + patch_size).
+    bool patch_only = false;
+    patch::Form patch_form = patch::Form::JsonPatch;
+    std::size_t patch_at = 0, patch_size = 0;
+
+    // What a doc costs a queue (Inbox's bound).
+    std::size_t bytes() const { return envelope.size() + patch_envelope.size(); }
 };
 using DocPtr = std::shared_ptr<const Doc>;
 
@@ -55,6 +74,12 @@ std::string format_version(DocVersion version);
 std::optional<DocVersion> parse_version(std::string_view text);
 // The Doc of an envelope read or received for `channel`; nullptr when it is not one (logged).
 DocPtr make_doc(const std::string& channel, std::string envelope);
+// Sets the whole doc's forms of `doc` (its channel, version and version_text set) from its
+// envelope, whose doc text is [doc_at, doc_at + doc_size): make_doc's and apply_patch's shared half.
+void set_doc_forms(Doc& doc, std::string envelope, std::size_t doc_at, std::size_t doc_size);
+// `text` as the data lines of one SSE event ("\ndata: " for each line break), or "" when it
+// holds none.
+std::string sse_data_lines(std::string_view text);
 
 class Follower {
 public:
@@ -77,6 +102,13 @@ struct HubStats {
     std::size_t missing = 0;        // channels subscribed on Redis without a doc there (see Hub)
     std::size_t deferred = 0;       // followed channels left unsubscribed for now (see Hub)
     std::uint64_t warms_dropped = 0;  // warm requests and subscriptions deferred by --warm-rate or --max-missing-docs
+    // Patch messages (docs/patches.md): received, applied to the held doc, answered by reading the
+    // key again because the hub did not hold their base (a missed or replaced message), and
+    // refused (malformed, or the patch did not apply; the key is read again for those too).
+    std::uint64_t patches_received = 0;
+    std::uint64_t patches_applied = 0;
+    std::uint64_t patch_base_rereads = 0;
+    std::uint64_t patches_refused = 0;
 };
 
 // The docs received from Redis and not yet taken by the hub's thread: at most one per channel, the
@@ -87,6 +119,8 @@ public:
     explicit Inbox(std::size_t max_bytes) : max_bytes_(max_bytes) {}
     // Queues `doc`; true when the queue was empty (the taker must be woken).
     bool put(DocPtr doc);
+    // Queues a read of `channel`'s key instead of a doc (a message that could not be used); as put.
+    bool reread(const std::string& channel);
     struct Batch {
         std::vector<DocPtr> docs;           // oldest first
         std::vector<std::string> reread;    // channels whose doc did not fit
@@ -151,8 +185,16 @@ private:
         std::uint64_t reads = 0;  // reads started for this channel: a later one supersedes
         Sub sub = Sub::Probing;
         bool told = false;  // its followers were told it is deferred
+        bool patch_warned = false;  // a refused patch of this channel was logged
     };
     void offer(Channel& state, const DocPtr& doc);
+    // The whole doc a received patch makes of the channel's latest, or nullptr when the hub does
+    // not hold its base or it does not apply: the key is then read again (a whole doc).
+    DocPtr apply_received(const std::string& channel, Channel& state, const DocPtr& patch);
+    // Reads a subscribed channel's key again (a probing or deferred one is read anyway).
+    void reread(const std::string& channel, Channel& state);
+    // Logs a refused patch message: once per channel, and at most one line a second.
+    void warn_patch(const std::string& channel, Channel* state, const std::string& why);
     // The read before subscribing, and what follows from it.
     void probe(const std::string& channel);
     void admit(const std::string& channel, Channel& state);
@@ -201,6 +243,9 @@ private:
     std::chrono::steady_clock::time_point warm_reported_{};
     std::atomic<std::uint64_t> messages_{0};
     std::atomic<std::uint64_t> stale_{0};
+    std::atomic<std::uint64_t> patches_received_{0}, patches_applied_{0}, patch_base_rereads_{0}, patches_refused_{0};
+    std::mutex patch_warning_mutex_;  // receive() warns on the subscriber's thread, drain() on the hub's
+    std::chrono::steady_clock::time_point patch_warned_at_{};
     Inbox inbox_;
 };
 

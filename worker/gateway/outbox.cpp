@@ -38,13 +38,14 @@ bool Outbox::offer(const DocPtr& doc) {
     return true;
 }
 
-DocPtr Outbox::next() {
+DocPtr Outbox::next(bool* patch) {
     while (!queue_.empty()) {
         Slot* slot = queue_.front();
         dequeue(slot);
         DocPtr doc = std::move(slot->pending);
         // raise_floor drops what it passes; this holds the rule even so: the floor never moves down.
         if (!doc || (slot->floor && doc->version <= *slot->floor)) continue;
+        if (patch) *patch = doc->base && slot->floor && *slot->floor == *doc->base;
         slot->floor = doc->version;
         return doc;
     }

@@ -87,6 +87,17 @@ Routed doc(const Request& req, const Target& target, std::string channel, const 
     return r;
 }
 
+// The `patches` parameter of a stream's request (docs/patches.md): absent, 0 or false, whole docs
+// only; 1 or true, patches to the clients that hold their base; else a refusal, naming the values.
+std::optional<bool> patches_wanted(const Target& target) {
+    auto value = target.first("patches");
+    if (!value || *value == "0" || *value == "false") return false;
+    if (*value == "1" || *value == "true") return true;
+    return std::nullopt;
+}
+
+constexpr const char* kBadPatches = "patches= takes 1 (send patches when this client holds their base) or 0";
+
 // The channels of an SSE request, each checked: the refusal of the first that is refused.
 std::optional<Routed> check_channels(const Request& req, const std::vector<std::string>& channels,
                                      const Caller& caller, const ServerOptions& options) {
@@ -111,6 +122,8 @@ Routed sse(const Request& req, const Target& target, const RouteContext& ctx) {
     auto channels = target.all("channel");
     if (channels.empty())
         return refusal(req, ctx.options, 400, "bad_request", "name the channels to follow: /v1/sse?channel=db:order:42");
+    auto patches = patches_wanted(target);
+    if (!patches) return refusal(req, ctx.options, 400, "bad_request", kBadPatches);
     Caller caller = identify(ctx.verifier, request_token(req, target), ctx.now);
     if (auto refused = check_channels(req, channels, caller, ctx.options)) return std::move(*refused);
     // Where the client is: Last-Event-ID (sent by EventSource when it reconnects), or the
@@ -140,16 +153,20 @@ Routed sse(const Request& req, const Target& target, const RouteContext& ctx) {
         if (needs_token(ctx.options.public_channels, c) && caller.grant) r.expires = caller.grant->expires;
     r.channels = std::move(channels);
     r.floors = std::move(floors);
+    r.patches = *patches;
     return r;
 }
 
 Routed websocket(const Request& req, const Target& target, const RouteContext& ctx) {
     if (!beast::websocket::is_upgrade(req))
         return refusal(req, ctx.options, 426, "upgrade_required", "/v1/ws is a WebSocket: connect with a WebSocket client");
+    auto patches = patches_wanted(target);
+    if (!patches) return refusal(req, ctx.options, 400, "bad_request", kBadPatches);
     // A refused token is told over the WebSocket (an error message, then a close): a browser
     // sees nothing of an HTTP answer to its upgrade.
     Routed r;
     r.kind = Routed::Kind::WebSocket;
+    r.patches = *patches;
     r.caller = identify(ctx.verifier, request_token(req, target), ctx.now);
     r.refused = r.caller.refusal.has_value();
     return r;
@@ -320,6 +337,12 @@ Response health_answer(const Request& req, const ServerOptions& options, bool up
     field("missing_docs", h.missing);
     field("deferred_channels", h.deferred);
     field("warms_deferred", h.warms_dropped);
+    field("patches_received", h.patches_received);
+    field("patches_applied", h.patches_applied);
+    field("patch_base_rereads", h.patch_base_rereads);
+    field("patches_refused", h.patches_refused);
+    field("patches_sent", s.patches_sent);
+    field("whole_docs_to_patch_clients", s.whole_docs_to_patch_clients);
     body += "}";
     return json(req, options, up ? 200 : 503, std::move(body));
 }

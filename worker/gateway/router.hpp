@@ -51,6 +51,7 @@ struct Routed {
     std::vector<std::optional<DocVersion>> floors;
     std::chrono::system_clock::time_point expires = std::chrono::system_clock::time_point::max();
     Caller caller;
+    bool patches = false;             // Sse, WebSocket: the client asked for patches (patches=1)
     bool refused = false;             // a 401/403 answer, or a refused token at a WebSocket upgrade
     bool refused_connection = false;  // answered 503 for being past --max-connections
 };

@@ -116,6 +116,8 @@ ServerStats Server::stats() const {
     s.idle_disconnects = counters_.idle_disconnects;
     s.refused = counters_.refused;
     s.refused_connections = counters_.refused_connections;
+    s.patches_sent = counters_.patches_sent;
+    s.whole_docs_to_patch_clients = counters_.whole_docs_to_patch_clients;
     return s;
 }
 
@@ -264,10 +266,11 @@ private:
             case Routed::Kind::Sse:
                 handed_off_ = true;
                 return start_sse(shard_, take_seat(), std::move(socket_), req, std::move(routed.channels),
-                                 std::move(routed.floors), routed.expires);
+                                 std::move(routed.floors), routed.expires, routed.patches);
             case Routed::Kind::WebSocket:
                 handed_off_ = true;
-                return start_websocket(shard_, take_seat(), std::move(socket_), std::move(req), std::move(routed.caller));
+                return start_websocket(shard_, take_seat(), std::move(socket_), std::move(req), std::move(routed.caller),
+                                       routed.patches);
         }
     }
 

@@ -59,6 +59,8 @@ struct ServerStats {
     std::uint64_t idle_disconnects = 0;       // closed by --idle-timeout
     std::uint64_t refused = 0;                // 401 / 403 answers and refused subscriptions
     std::uint64_t refused_connections = 0;    // answered 503 too_many_connections
+    std::uint64_t patches_sent = 0;           // docs sent as a patch (patches=1, the client held the base)
+    std::uint64_t whole_docs_to_patch_clients = 0;  // docs sent whole to clients that asked for patches
 };
 
 // The same, counted by every shard at once.
@@ -75,6 +77,8 @@ struct ServerCounters {
     std::atomic<std::uint64_t> idle_disconnects{0};
     std::atomic<std::uint64_t> refused{0};
     std::atomic<std::uint64_t> refused_connections{0};
+    std::atomic<std::uint64_t> patches_sent{0};
+    std::atomic<std::uint64_t> whole_docs_to_patch_clients{0};
 };
 
 // Which count a connection holds a place in: one of --max-connections, one of the few kept past it

@@ -99,8 +99,11 @@ public:
     // Keeps `doc` as its channel's pending doc when it is newer than what was sent and what waits;
     // true when it was kept.
     bool offer(const DocPtr& doc);
-    // The next doc to send (its channel's floor moves to it), or nullptr when none waits.
-    DocPtr next();
+    // The next doc to send (its channel's floor moves to it), or nullptr when none waits. With
+    // `patch` (a client that takes patches), *patch says whether the doc goes as its patch: it
+    // carries one, and the floor it moves from is exactly the patch's base (the version the
+    // client holds); otherwise the client needs the whole doc.
+    DocPtr next(bool* patch = nullptr);
     // Moves the floor of `slot` up to `floor` (never down), dropping a pending doc at or below it.
     void raise_floor(Slot& slot, DocVersion floor);
     // Forgets every channel and pending doc.
@@ -124,8 +127,9 @@ private:
 // Hand-offs from the HTTP session once a request is authorized; the connection's seat goes along.
 void start_sse(Shard& shard, Seat seat, Socket socket, const Request& req,
                std::vector<std::string> channels, std::vector<std::optional<DocVersion>> floors,
-               std::chrono::system_clock::time_point expires);
-void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller);
+               std::chrono::system_clock::time_point expires, bool patches);
+// `patches`: the client asked for patches (patches=1 in the query, docs/patches.md).
+void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller, bool patches);
 
 // CORS headers for `origin` when it is allowed (nothing otherwise).
 void add_cors(boost::beast::http::fields& fields, const ServerOptions& options, std::string_view origin);

@@ -25,8 +25,9 @@ constexpr std::uint16_t kMaxReadBytes = 4096;
 
 class SseStream : public Delivery {
 public:
-    SseStream(Shard& shard, Seat seat, Socket socket, wall_clock::time_point expires)
+    SseStream(Shard& shard, Seat seat, Socket socket, wall_clock::time_point expires, bool patches)
         : Delivery(shard, seat), socket_(std::move(socket)), expires_(expires) {
+        patches_ = patches;
         ++shard_.counters().sse_streams;
     }
     ~SseStream() override { --shard_.counters().sse_streams; }
@@ -85,14 +86,16 @@ private:
         asio::async_write(socket_, asio::buffer(text), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
 
-    void write_doc(const DocPtr& doc, WriteDone done) override {
+    void write_doc(const DocPtr& doc, bool patch, WriteDone done) override {
         // A one-channel stream's id is the doc's version: the head every such stream shares.
         // Several channels: the cursor of them all, this stream's own (in current_, free while a
-        // doc is written).
+        // doc is written). A patch is an event of its own name with the same id.
         if (outbox_.size() == 1) current_.clear();
-        else current_ = "event: doc\nid: " + format_cursor(outbox_.floors()) + "\ndata: ";
-        std::array<asio::const_buffer, 3> buffers{asio::buffer(current_.empty() ? doc->sse_head : current_),
-                                                   asio::buffer(doc->sse_data()), asio::buffer("\n\n", 2)};
+        else current_ = (patch ? "event: patch\nid: " : "event: doc\nid: ") + format_cursor(outbox_.floors()) + "\ndata: ";
+        const std::string& head = patch ? doc->patch_sse_head : doc->sse_head;
+        std::array<asio::const_buffer, 3> buffers{asio::buffer(current_.empty() ? head : current_),
+                                                   asio::buffer(patch ? doc->patch_sse_data() : doc->sse_data()),
+                                                   asio::buffer("\n\n", 2)};
         asio::async_write(socket_, buffers, [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
 
@@ -129,8 +132,8 @@ static_assert(sizeof(SseStream) <= 256, "an SSE stream outgrew its budget of doc
 }  // namespace
 
 void start_sse(Shard& shard, Seat seat, Socket socket, const Request& req, std::vector<std::string> channels,
-               std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires) {
-    auto stream = std::make_shared<SseStream>(shard, seat, std::move(socket), expires);
+               std::vector<std::optional<DocVersion>> floors, wall_clock::time_point expires, bool patches) {
+    auto stream = std::make_shared<SseStream>(shard, seat, std::move(socket), expires, patches);
     stream->start(req, std::move(channels), std::move(floors));
 }
 

@@ -29,8 +29,9 @@ std::string ws_error(std::string_view code, std::string_view message, std::strin
 
 class WsSession : public Delivery {
 public:
-    WsSession(Shard& shard, Seat seat, Socket socket, Caller caller)
+    WsSession(Shard& shard, Seat seat, Socket socket, Caller caller, bool patches)
         : Delivery(shard, seat), ws_(std::move(socket)), caller_(std::move(caller)) {
+        patches_ = patches;
         ++shard_.counters().websockets;
     }
     ~WsSession() override { --shard_.counters().websockets; }
@@ -112,9 +113,9 @@ private:
         ws_.async_write(asio::buffer(text), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
 
-    void write_doc(const DocPtr& doc, WriteDone done) override {
+    void write_doc(const DocPtr& doc, bool patch, WriteDone done) override {
         ws_.text(true);
-        ws_.async_write(asio::buffer(doc->ws_message), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
+        ws_.async_write(asio::buffer(patch ? doc->patch_ws_message : doc->ws_message), [done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
     }
 
     void write_end() override {
@@ -235,8 +236,8 @@ private:
 
 }  // namespace
 
-void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller) {
-    auto session = std::make_shared<WsSession>(shard, seat, std::move(socket), std::move(caller));
+void start_websocket(Shard& shard, Seat seat, Socket socket, Request req, Caller caller, bool patches) {
+    auto session = std::make_shared<WsSession>(shard, seat, std::move(socket), std::move(caller), patches);
     session->start(std::move(req));
 }
 
