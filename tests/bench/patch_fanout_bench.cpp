@@ -436,7 +436,7 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
         const Block& w = blocks[b].patches ? blocks[b + 1] : blocks[b];
         byte_ratio.push_back(100.0 * p.bytes / w.bytes);
         double pc = p.cpu * 1e6 / p.deliveries, wc = w.cpu * 1e6 / w.deliveries;
-        cpu_ratio.push_back(pc / wc);
+        if (wc > 0) cpu_ratio.push_back(pc / wc);
         patch_bytes.push_back(p.bytes / p.publishes / static_cast<double>(clients));
         whole_bytes.push_back(w.bytes / w.publishes / static_cast<double>(clients));
         patch_cpu.push_back(pc);
