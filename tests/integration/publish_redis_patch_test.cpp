@@ -139,6 +139,7 @@ void run_random_publishes(const std::function<void(const std::string&, DocVersio
     Held held;
     std::mt19937 random(seed + 1);
     int forced = 0;
+    std::uint64_t saved = 0;
     for (int step = 1; step <= steps; ++step) {
         std::string doc = edits.next();
         DocVersion version{2, static_cast<docsync::Lsn>(step) * 0x100};
@@ -157,7 +158,9 @@ void run_random_publishes(const std::function<void(const std::string&, DocVersio
         if (meddle) CHECK_FALSE(head->is_patch());  // the key did not hold the base
         if (head->is_patch()) {
             CHECK(*head->base == held.version);  // the base is what the previous message carried
-            CHECK(message.size() * 2 <= docsync::publish::make_envelope(channel, doc, version).size());
+            std::size_t whole = docsync::publish::make_envelope(channel, doc, version).size();
+            CHECK(message.size() * 2 <= whole);
+            saved += whole - message.size();
         }
         // The key is always the whole doc.
         std::string key = get_key();
@@ -170,6 +173,7 @@ void run_random_publishes(const std::function<void(const std::string&, DocVersio
     CHECK(held.patches > steps / 3);  // the rest: after a meddling SET, or a patch not at most half the doc
     CHECK(forced > 0);
     CHECK(patcher.counters().patches == static_cast<std::uint64_t>(held.patches));
+    CHECK(patcher.counters().bytes_saved == saved);
 }
 
 }  // namespace

@@ -212,3 +212,23 @@ TEST_CASE("jsonl: without a patcher every line is whole, as before") {
     sink->publish("db:board:7", board(2), {1, 0x200});
     for (const auto& line : read_lines(path)) CHECK_FALSE(docsync::publish::parse_envelope(line)->is_patch());
 }
+
+TEST_CASE("jsonl patches: a channel is written whole again once its whole line lies kMaxPatchSpan back") {
+    TempDir dir;
+    const auto path = dir.path / "docs.jsonl";
+    auto sink = JsonlSink::open_file(path.string(), patcher());
+    sink->publish("db:board:7", board(1), {1, 1});
+    sink->publish("db:board:7", board(2), {1, 2});  // a patch line
+    // Other channels' lines push the whole line back: big docs unlike each other, so each is whole.
+    const std::size_t big = 200 * 1024;
+    std::uint64_t lsn = 3;
+    for (std::size_t written = 0; written <= JsonlSink::kMaxPatchSpan; written += big, ++lsn)
+        sink->publish("db:big:" + std::to_string(lsn % 2), R"({"fill":")" + std::string(big, static_cast<char>('a' + lsn % 26)) + "\"}",
+                      {1, lsn});
+    sink->publish("db:board:7", board(3), {1, lsn + 1});
+    auto lines = read_lines(path);
+    CHECK_FALSE(docsync::publish::parse_envelope(lines.back())->is_patch());  // whole: the span was passed
+    sink->publish("db:board:7", board(4), {1, lsn + 2});
+    CHECK(docsync::publish::parse_envelope(read_lines(path).back())->is_patch());  // and patches from there
+    CHECK(*sink->read_back("db:board:7")->doc == board(4));
+}

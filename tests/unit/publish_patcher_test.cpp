@@ -229,3 +229,15 @@ TEST_CASE("plans and records from several threads at once keep the cache consist
     patcher.clear();
     CHECK(patcher.counters().cache_bytes == 0);
 }
+
+TEST_CASE("the same text at a newer version is an empty JSON Patch, which moves the reader's version on") {
+    Fixture f;
+    f.publish("db:a:1", doc(1), {1, 100});
+    auto same = f.publish("db:a:1", doc(1), {1, 200});
+    REQUIRE(same.patch);
+    CHECK(*same.patch == R"({"channel":"db:a:1","patch":[],"base_generation":1,"base_lsn":"0/64","generation":1,"lsn":"0/C8"})");
+    CHECK(f.calls.empty());  // no diff needed
+    auto next = f.patcher.plan("db:a:1", doc(2), {1, 300});
+    REQUIRE(next.patch);
+    CHECK(next.base == DocVersion{1, 200});
+}

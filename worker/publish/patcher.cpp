@@ -42,6 +42,7 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
     PatchPlan out;
     out.version = version;
     out.whole = make_envelope(channel, doc, version);
+    out.whole_size = out.whole.size();
     if (!doc) {
         out.reason = PatchPlan::Reason::Tombstone;
         return out;
@@ -63,10 +64,16 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
         out.base_text = it->second->text;
     }
     std::optional<patch::Patch> made;
-    try {
-        made = differ_(*out.base_text, *out.text);
-    } catch (const Error&) {
-        made.reset();  // a base or doc the patch core will not take: sent whole
+    if (*out.base_text == *out.text) {
+        // The same doc at a newer version (a row changed that the doc does not show): an empty patch
+        // moves a reader's version on for a few dozen bytes.
+        made = patch::Patch{patch::Form::JsonPatch, "[]"};
+    } else {
+        try {
+            made = differ_(*out.base_text, *out.text);
+        } catch (const Error&) {
+            made.reset();  // a base or doc the patch core will not take: sent whole
+        }
     }
     if (!made) {
         out.reason = PatchPlan::Reason::NotSmaller;
@@ -78,6 +85,7 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
         out.reason = PatchPlan::Reason::NotSmaller;
         return out;
     }
+    out.patch_size = envelope.size();
     out.patch = std::move(envelope);
     out.reason = PatchPlan::Reason::Patch;
     return out;
@@ -86,8 +94,9 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
 void Patcher::count(const PatchPlan& plan, bool patch_sent) {
     if (patch_sent) {
         patches_.fetch_add(1, std::memory_order_relaxed);
-        bytes_saved_.fetch_add(plan.whole.size() - plan.patch->size(), std::memory_order_relaxed);
+        bytes_saved_.fetch_add(plan.whole_size - plan.patch_size, std::memory_order_relaxed);
     } else if (plan.reason == PatchPlan::Reason::NoBase || plan.reason == PatchPlan::Reason::Patch) {
+        // Patch: the sink sent the whole doc instead (the key held another version)
         whole_no_base_.fetch_add(1, std::memory_order_relaxed);
     } else if (plan.reason == PatchPlan::Reason::NotSmaller) {
         whole_not_smaller_.fetch_add(1, std::memory_order_relaxed);

@@ -44,6 +44,9 @@ struct PatchPlan {
     std::optional<std::string> patch;   // the patch envelope, when there is one
     DocVersion base;                    // the patch's base version
     DocVersion version;
+    // The envelopes' sizes, kept for the counters once a sink has moved the envelopes out.
+    std::size_t whole_size = 0;
+    std::size_t patch_size = 0;
     // Why there is no patch, for the metrics (Patch when there is one).
     enum class Reason { Patch, NoBase, NotSmaller, Small, Tombstone } reason = Reason::NoBase;
     // The doc's compact text, shared with the cache entry record()/claim() makes of it; null for a

@@ -66,7 +66,7 @@ ScriptCall script_call(std::string key, const std::string& channel, const std::o
                        DocVersion version, std::chrono::seconds tombstone_ttl);
 
 // The call for a planned doc (publish/patcher.hpp): the whole envelope, and the patch when there is
-// one. Takes the plan's envelopes (the plan keeps its texts for record()).
+// one. Takes the plan's envelopes (the plan keeps its texts and sizes for record()).
 ScriptCall script_call(std::string key, PatchPlan&& plan, std::chrono::seconds tombstone_ttl, bool tombstone);
 
 // What a taken script reply (judge_script_reply found no error) says became of the doc: 2 the patch
