@@ -363,6 +363,31 @@ TEST_CASE("gateway patches: a burst of patches to a slow client ends with the wh
     CHECK(held.patches + held.wholes < kVersions + 1);
 }
 
+TEST_CASE("gateway patches: a stream of two channels sends a patch under the stream's cursor") {
+    PatchSetup p;
+    const std::string other = "db:board:8";
+    p.writer.publish_whole(board(95), 0x100);
+    std::string other_doc = Writer::whole(board(50), 0x100);
+    other_doc.replace(other_doc.find(kChannel), kChannel.size(), other);
+    p.writer.redis->command({"SET", other, other_doc});
+    SseClient sse(p.port(), "/v1/sse?channel=" + kChannel + "&channel=" + other + "&patches=1");
+    Held held;
+    for (int i = 0; i < 2; ++i) {
+        auto e = sse.next();
+        REQUIRE(e);
+        CHECK(e->event == "doc");
+        if (e->data.find(kChannel) != std::string::npos) held.take_whole(e->data, version_text(0x100));
+    }
+    p.writer.wait_subscribed();
+    p.writer.publish_message(board(97), 0x200, Writer::patch(set_bob(97), 0x100, 0x200));
+    auto e = sse.next();
+    REQUIRE(e);
+    CHECK(e->event == "patch");
+    CHECK(e->id == version_text(0x200) + "," + version_text(0x100));
+    held.take_patch(e->data, version_text(0x200));
+    CHECK(held.doc == doc_text(p.writer.key()));
+}
+
 TEST_CASE("gateway patches: patches= takes 1 or 0") {
     PatchSetup p;
     SseClient bad(p.port(), "/v1/sse?channel=" + kChannel + "&patches=yes");

@@ -157,6 +157,33 @@ TEST_CASE("gateway patches: a patch that replaced another in the Inbox is not ap
     CHECK(f.hub.stats().replaced == 1);
 }
 
+TEST_CASE("gateway patches: one read at a time for patches it cannot use, and once more if it comes back older") {
+    Fixture f;
+    f.hub.receive(kChannel, patch_of(set_bob(97), 0x150, 0x200));  // a base never held
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);
+    // More arrive while the read is out: no second read now (which would supersede the first)...
+    f.hub.receive(kChannel, patch_of(set_bob(98), 0x250, 0x300));
+    f.settle();
+    f.hub.receive(kChannel, patch_of(set_bob(99), 0x350, 0x400));
+    f.settle();
+    CHECK(f.feed.reads.size() == 1);
+    // ...but the read answered before 0/400 was published: read once more.
+    f.feed.answer(whole(board(97), 0x200));
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);
+    f.feed.answer(whole(board(99), 0x400));
+    f.settle();
+    CHECK(f.feed.reads.empty());  // it has what the messages named: done
+    REQUIRE(f.client.docs.size() == 3);
+    CHECK(f.client.docs.back()->envelope == whole(board(99), 0x400));
+    // A read that answers the newest named needs no other, and a later patch applies on it.
+    f.hub.receive(kChannel, patch_of(set_bob(100), 0x400, 0x500));
+    f.settle();
+    CHECK(f.feed.reads.empty());
+    CHECK(f.client.docs.back()->envelope == whole(board(100), 0x500));
+}
+
 TEST_CASE("gateway patches: malformed patch messages and patches that do not apply read the key") {
     Fixture f;
     const std::vector<std::string> bad = {

@@ -128,6 +128,27 @@ TEST_CASE("gateway router: SSE and WebSocket requests are handed off, checked fi
     CHECK(ws.caller.refusal);
 }
 
+TEST_CASE("gateway router: patches= opts a stream in, and takes 1 or 0 only") {
+    Router r;
+    CHECK_FALSE(r.route(get("/v1/sse?channel=db:menu:1")).patches);
+    CHECK(r.route(get("/v1/sse?channel=db:menu:1&patches=1")).patches);
+    CHECK(r.route(get("/v1/sse?channel=db:menu:1&patches=true")).patches);
+    CHECK_FALSE(r.route(get("/v1/sse?channel=db:menu:1&patches=0")).patches);
+    auto bad = r.route(get("/v1/sse?channel=db:menu:1&patches=2"));
+    CHECK(bad.response.result_int() == 400);
+    CHECK(error_of(bad.response) == "bad_request");
+    auto upgrade = get("/v1/ws?patches=1");
+    upgrade.set(http::field::connection, "Upgrade");
+    upgrade.set(http::field::upgrade, "websocket");
+    upgrade.set(http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+    upgrade.set(http::field::sec_websocket_version, "13");
+    auto ws = r.route(upgrade);
+    CHECK(ws.kind == Routed::Kind::WebSocket);
+    CHECK(ws.patches);
+    upgrade.target("/v1/ws?patches=maybe");
+    CHECK(r.route(upgrade).response.result_int() == 400);
+}
+
 TEST_CASE("gateway router: a doc's answer, its ETag and Redis's errors") {
     ServerOptions options;
     auto doc = make_doc("db:menu:1", R"({"channel":"db:menu:1","doc":{"n":1},"generation":1,"lsn":"0/10"})");

@@ -344,7 +344,7 @@ DocPtr Hub::apply_received(const std::string& channel, Channel& state, const Doc
         log_debug("gateway", "a patch of " + channel.substr(0, 200) + " from " + format_version(*patch->base) +
                                  " found " + (state.latest ? state.latest->version_text : std::string("no doc")) +
                                  " held: reading the key");
-        reread(channel, state);
+        reread(channel, state, patch->version);
         return nullptr;
     }
     try {
@@ -354,13 +354,23 @@ DocPtr Hub::apply_received(const std::string& channel, Channel& state, const Doc
     } catch (const std::exception& e) {
         ++patches_refused_;
         warn_patch(channel, &state, std::string("a patch that does not apply to the doc held: ") + e.what());
-        reread(channel, state);
+        reread(channel, state, patch->version);
         return nullptr;
     }
 }
 
-void Hub::reread(const std::string& channel, Channel& state) {
-    if (state.sub == Sub::Subscribed) read_retained(channel, false);
+void Hub::reread(const std::string& channel, Channel& state, std::optional<DocVersion> wanted) {
+    if (state.sub != Sub::Subscribed) return;
+    if (state.rereading) {
+        // The read out may have been answered before this message was published (the key is
+        // written before the message goes out, so a read made after it is at least as new): its
+        // answer reads once more when it is older than this.
+        if (wanted && (!state.reread_for || *state.reread_for < *wanted)) state.reread_for = wanted;
+        return;
+    }
+    state.rereading = true;
+    state.reread_for.reset();
+    read_retained(channel, false);
 }
 
 void Hub::warn_patch(const std::string& channel, Channel* state, const std::string& why) {
@@ -391,6 +401,7 @@ void Hub::read_retained(const std::string& channel, bool announce) {
         asio::post(io_, [this, channel, ticket, announce, result = std::move(result)]() mutable {
             auto it = channels_.find(channel);
             if (it == channels_.end() || it->second.reads != ticket) return;  // gone, or read again since
+            it->second.rereading = false;
             if (!result.ok) {
                 // The subscription may be fine while a reader failed: read again shortly. When the
                 // subscriber fails too, its reconnect reads again anyway.
@@ -409,6 +420,12 @@ void Hub::read_retained(const std::string& channel, bool announce) {
             auto doc = make_doc(channel, std::move(*result.value));
             if (doc) offer(it->second, doc);
             if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
+            auto& state = it->second;
+            if (state.reread_for && (!state.latest || state.latest->version < *state.reread_for)) {
+                reread(channel, state);  // a message newer than the key was when read: read again
+            } else {
+                state.reread_for.reset();
+            }
         });
     });
 }

@@ -186,13 +186,21 @@ private:
         Sub sub = Sub::Probing;
         bool told = false;  // its followers were told it is deferred
         bool patch_warned = false;  // a refused patch of this channel was logged
+        // A read of the key for a message the hub could not use is out (see reread), and the
+        // newest version such a message named while it was out: a read that comes back older is
+        // made once more.
+        bool rereading = false;
+        std::optional<DocVersion> reread_for;
     };
     void offer(Channel& state, const DocPtr& doc);
     // The whole doc a received patch makes of the channel's latest, or nullptr when the hub does
     // not hold its base or it does not apply: the key is then read again (a whole doc).
     DocPtr apply_received(const std::string& channel, Channel& state, const DocPtr& patch);
-    // Reads a subscribed channel's key again (a probing or deferred one is read anyway).
-    void reread(const std::string& channel, Channel& state);
+    // Reads a subscribed channel's key again for a message it could not use, of version `wanted`
+    // when known (a probing or deferred channel is read anyway). One read at a time: messages
+    // failing faster than reads come back only raise `reread_for`, so reads are never superseded
+    // one after another without end (the channel would then stand still under a steady stream).
+    void reread(const std::string& channel, Channel& state, std::optional<DocVersion> wanted = std::nullopt);
     // Logs a refused patch message: once per channel, and at most one line a second.
     void warn_patch(const std::string& channel, Channel* state, const std::string& why);
     // The read before subscribing, and what follows from it.
