@@ -4,20 +4,20 @@
 # redis://, --live all) started once per mode and repetition on the same slot, alternately (on, off,
 # then off, on, ...), and bench-patch_worker_bench against each worker:
 #   board: $boards leaderboards of 300 scores (about 50 kB of JSON each, table entry), updates each
-#          adding to one score, 20 per second going round the boards;
+#          adding to one score, 40 per second going round the boards;
 #   item:  1 000 docs {"id","v"} (about 20 bytes: below --patch-min-bytes, so always sent whole),
 #          200 updates per second.
 # Per worker and kind: the worker's CPU per publish, its VmRSS and VmHWM, the bytes PUBLISHed per
 # publish (a pattern subscriber counts them, and checks each channel's doc built from the patches
 # against the key), then ranges over the repetitions and on/off ratios.
 #
-#   tests/bench/patch_worker.sh [repetitions (default 3)] [boards (default 40)] [updates per board run (default 300)]
+#   tests/bench/patch_worker.sh [repetitions (default 3)] [boards (default 40)] [updates per board run (default 600)]
 # Builds docsync-worker and bench-patch_worker_bench in build/bench (Release) and starts a throwaway
 # cluster (packaging/dev-cluster.sh). Not a timed test: figures depend on the machine.
 set -euo pipefail
 reps=${1:-3}
 boards=${2:-40}
-board_updates=${3:-300}
+board_updates=${3:-600}
 entries=${DOCSYNC_BENCH_ENTRIES:-300}
 items=1000
 item_updates=2000
@@ -85,7 +85,7 @@ run_worker() {
   done
   local status=0
   "$build/bench-patch_worker_bench" --redis-port "$redis_port" --dsn "host=$PGHOST port=$PGPORT dbname=$db user=${PGUSER:-postgres}" \
-    --slot "$slot" --worker-pid "$wpid" --kind board --docs "$boards" --updates "$board_updates" --rate 20 --label "$label" \
+    --slot "$slot" --worker-pid "$wpid" --kind board --docs "$boards" --updates "$board_updates" --rate 40 --label "$label" \
     | tee -a "$results" || status=1
   "$build/bench-patch_worker_bench" --redis-port "$redis_port" --dsn "host=$PGHOST port=$PGPORT dbname=$db user=${PGUSER:-postgres}" \
     --slot "$slot" --worker-pid "$wpid" --kind item --docs "$items" --updates "$item_updates" --rate 200 --label "$label" \
