@@ -8,6 +8,8 @@
 # delivery, and checks that every stream ends on the last doc (every 500th applies the patches itself).
 #
 #   tests/bench/patch_fanout.sh [streams (default 10000)] [publishes per block (default 10)] [rounds (default 3)]
+#   DOCSYNC_BENCH_PLAIN=1 tests/bench/patch_fanout.sh   (streams without patches=1: the gateway applies each
+#                                                        patch and sends them whole docs)
 #   DOCSYNC_BENCH_PIN=1 tests/bench/patch_fanout.sh   (as root: the gateway on CPU 1 under SCHED_FIFO
 #                                                      priority 10, the client on CPU 0)
 # Builds docsync-gateway and bench-patch_fanout_bench in build/bench (Release); no PostgreSQL. Not a
@@ -61,7 +63,7 @@ curl -fs "http://127.0.0.1:$port/healthz" >/dev/null || { echo "docsync-gateway 
 echo "$("$build/docsync-gateway" --version 2>/dev/null || echo docsync-gateway), Release, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start${gateway_wrap[*]:+; the gateway under ${gateway_wrap[*]}, the client under ${client_wrap[*]}}"
 status=0
 "${client_wrap[@]}" "$build/bench-patch_fanout_bench" --port "$port" --redis-port "$redis_port" --gateway-pid "$gpid" \
-  --clients "$clients" --publishes "$publishes" --rounds "$rounds" || status=$?
+  --clients "$clients" --publishes "$publishes" --rounds "$rounds" --ask-patches "$((1 - ${DOCSYNC_BENCH_PLAIN:-0}))" || status=$?
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 kill -0 "$gpid" 2>/dev/null || { echo "docsync-gateway exited during the run:" >&2; tail -n 20 "$tmp/gateway.log" >&2; exit 1; }
 if grep -q -E 'warning|error' "$tmp/gateway.log"; then

@@ -3,6 +3,7 @@
 //
 //   bench-patch_fanout_bench --port P --redis-port R --gateway-pid PID
 //                            [--clients 10000] [--entries 342] [--publishes 10] [--rounds 3] [--interval-ms 250]
+//                            [--ask-patches 1]
 //
 // One channel (db:bench:board) holds a leaderboard of --entries scores (342: about 50 kB). --clients
 // SSE streams follow it with patches=1, all open at once, each sent the retained doc first. Then
@@ -14,6 +15,9 @@
 //   - whole block: a sink without (--patches off): the key is SET and the message is the whole doc.
 // Each block starts with one publish that is not counted (after a whole block the patcher's last doc
 // is not the key's, so the script sends that one whole).
+// With --ask-patches 0 the streams do not ask for patches: in the patch blocks the gateway applies
+// each patch to its doc and sends them the whole doc, which measures what patches cost clients that
+// did not ask for them.
 // Between publishes every stream must have the new version (at most 10 s) and --interval-ms must
 // have passed. Per block: the bytes this process read from the streams (SSE framing included), the
 // gateway's CPU (utime + stime from /proc/PID/stat) over the deliveries (events of the block's
@@ -85,11 +89,12 @@ struct Counts {
 
 class Streams {
 public:
-    Streams(int port, std::size_t count, const std::map<DocVersion, Published>& published)
+    // `patches`: the streams ask for patches (patches=1).
+    Streams(int port, std::size_t count, bool patches, const std::map<DocVersion, Published>& published)
         : port_(port), streams_(count), published_(published) {
         epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
-        request_ = "GET /v1/sse?channel=" + kChannel +
-                   "&patches=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n";
+        request_ = "GET /v1/sse?channel=" + kChannel + (patches ? "&patches=1" : "") +
+                   " HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n";
         for (std::size_t i = 0; i < count; i += 500) streams_[i].keeps_text = true;
     }
     ~Streams() {
@@ -322,8 +327,8 @@ struct Block {
     std::size_t patch_events = 0, doc_events = 0;
 };
 
-int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entries, int publishes, int rounds,
-        int interval_ms) {
+int run(int port, int redis_port, pid_t gateway, std::size_t clients, bool ask_patches, int entries, int publishes,
+        int rounds, int interval_ms) {
     raise_descriptor_limit(clients + 64);
     auto address = docsync::publish::parse_redis_url("redis://127.0.0.1:" + std::to_string(redis_port));
     // The worker's Redis sink twice: with a patcher (--patches on) and without (--patches off).
@@ -340,12 +345,12 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
     patching.publish(kChannel, doc, version);
     published[version] = {doc, docsync::publish::make_envelope(kChannel, doc, version), {}, {}};
 
-    Streams streams(port, clients, published);
+    Streams streams(port, clients, ask_patches, published);
     auto t_open = steady_clock::now();
     streams.open(256, seconds(180));
-    std::printf("gateway pid %d: %zu SSE streams with patches=1 on %s, each sent the retained doc (%zu bytes of "
+    std::printf("gateway pid %d: %zu SSE streams %s on %s, each sent the retained doc (%zu bytes of "
                 "JSON, envelope %zu bytes) in %.1f s\n",
-                static_cast<int>(gateway), clients, kChannel.c_str(), doc.size(), published[version].whole.size(),
+                static_cast<int>(gateway), clients, ask_patches ? "with patches=1" : "without patches=1", kChannel.c_str(), doc.size(), published[version].whole.size(),
                 duration<double>(steady_clock::now() - t_open).count());
     auto settle = [&](milliseconds d) {
         auto until = steady_clock::now() + d;
@@ -469,7 +474,7 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, int entrie
 [[noreturn]] void usage(const char* argv0) {
     std::fprintf(stderr,
                  "usage: %s --port P --redis-port R --gateway-pid PID [--clients N] [--entries N] [--publishes N] "
-                 "[--rounds N] [--interval-ms MS]\n",
+                 "[--rounds N] [--interval-ms MS] [--ask-patches 1|0]\n",
                  argv0);
     std::exit(2);
 }
@@ -491,6 +496,7 @@ int main(int argc, char** argv) {
     try {
         return run(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
                    static_cast<pid_t>(num("gateway-pid", 0)), static_cast<std::size_t>(num("clients", 10000)),
+                   num("ask-patches", 1) != 0,
                    static_cast<int>(num("entries", 342)), static_cast<int>(num("publishes", 10)),
                    static_cast<int>(num("rounds", 3)), static_cast<int>(num("interval-ms", 250)));
     } catch (const std::exception& e) {
