@@ -36,7 +36,7 @@ bench_setup_db() {
 
 # Starts a private redis-server on a free loopback port; sets redis_port.
 # bench_item_table N: the table `item` (id, v) with N rows, granted to the reader, and the doc query
-# `item` (db:item:ID) watching it.
+# `item` (db:item:ID) watching it, and the reader role that computes it.
 bench_item_table() {
   psql -d "$db" <<SQL >/dev/null
 SET client_min_messages = error;
@@ -46,6 +46,9 @@ GRANT SELECT ON item TO $reader;
 SELECT docsync.define_query('item', \$\$SELECT jsonb_build_object('id', i.id, 'v', i.v) FROM item i WHERE i.id = \$1\$\$,
                             params => ARRAY['id']);
 SELECT docsync.watch('item', 'item', params => ARRAY['id']);
+-- grant_reader makes the reader roles of the definers that exist when it runs: again, now that the
+-- definition exists.
+SELECT docsync.grant_reader('$reader');
 SQL
 }
 
