@@ -89,7 +89,7 @@ public:
     // The sink's outcome for a planned doc (Redis): a taken doc replaces the entry unless the cache
     // already holds a newer version; a tombstone, a doc below min_bytes and a failure drop it. A doc
     // taken at the version the sink held (WholeSentEqual) is a base only when the entry already held
-    // it with the same text; otherwise the entry is dropped, so the next doc goes whole.
+    // it with the same text; otherwise the entry is marked (never a base), so the next doc goes whole.
     void record(const std::string& channel, const PatchPlan& plan, PatchOutcome outcome);
     // For a sink whose previous write of the channel is the base (JSONL), called in write order under
     // the sink's own lock: true when the patch may be written (the entry still holds the plan's base),
@@ -118,6 +118,7 @@ private:
 
     void drop(const std::string& channel) REQUIRES(mutex_);
     void put(const std::string& channel, const PatchPlan& plan) REQUIRES(mutex_);
+    void mark(const std::string& channel) REQUIRES(mutex_);  // never a base until a newer version
     void evict() REQUIRES(mutex_);
     void count(const PatchPlan& plan, bool patch_sent);
 
