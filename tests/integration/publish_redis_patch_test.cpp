@@ -4,8 +4,11 @@
 // the key after a random run of edits.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "patch/json_patch.hpp"
 #include "publish/patcher.hpp"
 #include "publish/redis_cluster_sink.hpp"
+#include "publish/redis_script.hpp"
 #include "publish/redis_sink.hpp"
 #include "redis/keys.hpp"
 #include "redis_server.hpp"
@@ -254,4 +258,94 @@ TEST_CASE("redis cluster patches: the same over SPUBLISH on the key's master") {
                          [&] { return reply_text(client->command({"GET", key}).get()); },
                          [&](const std::string& envelope) { client->command({"SET", key, envelope}); }, channel,
                          *options.patcher, 23, 150);
+}
+
+namespace {
+
+// A doc published at one version with two texts (a query without ORDER BY computed twice), the
+// cache entry of the first dropped in between (evicted here: the cache fits one entry): the script
+// answers 3 for the second, and the next version's message is the whole doc, since subscribers keep
+// the first text at that version (an equal version is not newer) and a patch from the second would
+// apply to the wrong base.
+void equal_version_after_drop(const std::function<void(const std::string&, const std::optional<std::string>&,
+                                                       DocVersion)>& publish,
+                              Listener& listener, const std::string& channel, Patcher& patcher) {
+    const std::string pad(2000, 'p');
+    auto text = [&](const std::string& items, int a) {
+        return R"({"a":)" + std::to_string(a) + R"(,"items":)" + items + R"(,"pad":")" + pad + "\"}";
+    };
+    publish(channel, text("[1,2]", 1), DocVersion{1, 0x100});
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
+    // Another channel's doc evicts this channel's entry.
+    publish("db:other:1", text("[0]", 0), DocVersion{1, 0x100});
+    REQUIRE(patcher.counters().cache_entries == 1);
+    publish(channel, text("[2,1]", 1), DocVersion{1, 0x100});
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
+    publish(channel, text("[2,1]", 2), DocVersion{1, 0x200});
+    auto message = listener.next();
+    auto head = docsync::publish::parse_envelope(message);
+    REQUIRE(head);
+    CHECK(head->version == DocVersion{1, 0x200});
+    CHECK_MESSAGE(!head->is_patch(), "a patch from the second text at 0/100, which subscribers lack: " << message);
+    // The whole doc makes a clean base again: the version after it is a patch.
+    publish(channel, text("[2,1]", 3), DocVersion{1, 0x300});
+    CHECK(docsync::publish::parse_envelope(listener.next())->is_patch());
+}
+
+}  // namespace
+
+TEST_CASE("redis patches: a version published again with another text after its entry was dropped is no base") {
+    docsync::testing::RedisServer redis;
+    docsync::publish::RedisSinkOptions options;
+    options.patcher = std::make_shared<Patcher>(PatcherOptions{4000, 64});
+    docsync::publish::RedisSink sink(redis.address(), options);
+    const std::string channel = "db:board:7";
+    Listener listener(redis.client(), "SUBSCRIBE", channel);
+    equal_version_after_drop([&](const std::string& c, const std::optional<std::string>& doc,
+                                 DocVersion v) { sink.publish(c, doc, v); },
+                             listener, channel, *options.patcher);
+}
+
+TEST_CASE("redis cluster patches: a version published again with another text after its entry was dropped is no base") {
+    docsync::testing::RedisTestCluster cluster(3);
+    docsync::publish::RedisSinkOptions options;
+    options.patcher = std::make_shared<Patcher>(PatcherOptions{4000, 64});
+    docsync::publish::RedisClusterSink sink(cluster.address(), options);
+    const std::string channel = "db:board:7";
+    const std::string key = docsync::publish::cluster_key(channel);
+    int owner = cluster.owner_of(docsync::publish::key_slot(key));
+    REQUIRE(owner >= 0);
+    Listener listener(cluster.node(owner).client(), "SSUBSCRIBE", key);
+    equal_version_after_drop([&](const std::string& c, const std::optional<std::string>& doc,
+                                 DocVersion v) { sink.publish(c, doc, v); },
+                             listener, channel, *options.patcher);
+}
+
+TEST_CASE("redis script: 3 for a doc taken at the version the key held, with no patch published") {
+    docsync::testing::RedisServer redis;
+    auto client = redis.client();
+    const std::string channel = "db:board:7";
+    Listener listener(redis.client(), "SUBSCRIBE", channel);
+    const char* script = docsync::publish::doc_script(docsync::publish::ScriptKind::Single);
+    auto run = [&](const std::string& doc, DocVersion version, std::optional<DocVersion> base) {
+        auto call = docsync::publish::script_call(channel, channel, doc, version, std::chrono::seconds(60));
+        if (base)
+            call.add_patch(docsync::publish::make_patch_envelope(channel, EnvelopeKind::JsonPatch, "[]", *base, version),
+                           *base);
+        auto reply = client->command(call.args(docsync::publish::ScriptKind::Single, script, true));
+        REQUIRE(reply->type == REDIS_REPLY_INTEGER);
+        return reply->integer;
+    };
+    CHECK(run(R"({"a":1})", DocVersion{1, 0x100}, std::nullopt) == 1);
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
+    CHECK(run(R"({"a":2})", DocVersion{1, 0x100}, std::nullopt) == 3);
+    // Taken: the key holds the second text and the whole doc went out.
+    CHECK(listener.next() ==
+          docsync::publish::make_envelope(channel, std::string(R"({"a":2})"), DocVersion{1, 0x100}));
+    // Even with a patch from the held version (no plan makes one), an equal version goes whole.
+    CHECK(run(R"({"a":3})", DocVersion{1, 0x100}, DocVersion{1, 0x100}) == 3);
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
+    CHECK(run(R"({"a":4})", DocVersion{1, 0x200}, DocVersion{1, 0x100}) == 2);
+    CHECK(docsync::publish::parse_envelope(listener.next())->is_patch());
+    CHECK(run(R"({"a":0})", DocVersion{1, 0x180}, std::nullopt) == 0);
 }

@@ -107,6 +107,60 @@ TEST_CASE("a version published with two texts is never a base; with one text twi
     CHECK(f.patcher.plan("db:a:1", doc(3), {1, 300}).patch);
 }
 
+TEST_CASE("a doc taken at the version the sink held is a base only when the entry held that very text") {
+    // The sink (Redis's script's 3) already held this version: readers that took it keep theirs.
+    Fixture f(PatcherOptions{4000, 64});
+    f.publish("db:a:1", doc(1), {1, 100});
+    f.publish("db:b:1", doc(1), {1, 100});  // evicts db:a:1's entry (one 2 kB entry fits)
+    REQUIRE(f.patcher.counters().cache_entries == 1);
+    // Another text at 1/100 while the entry is gone: readers may hold the first, so no base.
+    f.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+    auto plan = f.patcher.plan("db:a:1", doc(2), {1, 200});
+    CHECK_FALSE(plan.patch);
+    CHECK(plan.reason == PatchPlan::Reason::NoBase);
+    // The same after a failure, a doc below --patch-min-bytes and a tombstone dropped the entry.
+    for (int way = 0; way < 3; ++way) {
+        CAPTURE(way);
+        Fixture g(PatcherOptions{64ull << 20, 64});
+        if (way == 0) g.publish("db:a:1", doc(1), {1, 100}, PatchOutcome::Failed);
+        if (way == 1) g.publish("db:a:1", doc(1, 10), {1, 100});
+        if (way == 2) g.publish("db:a:1", std::nullopt, {1, 100});
+        g.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+        CHECK_FALSE(g.patcher.plan("db:a:1", doc(2), {1, 200}).patch);
+    }
+    // Equal to an older entry's version only in the sink: the entry knows not what readers hold.
+    Fixture h;
+    h.publish("db:a:1", doc(1), {1, 50});
+    h.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+    CHECK_FALSE(h.patcher.plan("db:a:1", doc(2), {1, 200}).patch);
+    // Another text while the entry holds the first: never a base, as before.
+    Fixture k;
+    k.publish("db:a:1", doc(1), {1, 100});
+    k.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+    CHECK_FALSE(k.patcher.plan("db:a:1", doc(2), {1, 200}).patch);
+    // Two threads: the sink took the first text (1) then the second (3), recorded the other way round.
+    Fixture m;
+    m.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+    m.publish("db:a:1", doc(1), {1, 100}, PatchOutcome::WholeSent);
+    CHECK_FALSE(m.patcher.plan("db:a:1", doc(2), {1, 200}).patch);
+    // A newer version makes a base again.
+    m.publish("db:a:1", doc(2), {1, 200});
+    CHECK(m.patcher.plan("db:a:1", doc(3), {1, 300}).patch);
+}
+
+TEST_CASE("the same text again at the version the entry holds keeps it a base") {
+    Fixture f;
+    f.publish("db:a:1", doc(1), {1, 100});
+    f.publish("db:a:1", doc(1), {1, 100}, PatchOutcome::WholeSentEqual);  // an audit's republish
+    auto plan = f.patcher.plan("db:a:1", doc(2), {1, 200});
+    REQUIRE(plan.patch);
+    CHECK(plan.base == DocVersion{1, 100});
+    // An entry already marked (two texts at its version) stays no base, whatever text comes again.
+    f.publish("db:a:1", doc(9), {1, 100}, PatchOutcome::WholeSentEqual);
+    f.publish("db:a:1", doc(1), {1, 100}, PatchOutcome::WholeSentEqual);
+    CHECK_FALSE(f.patcher.plan("db:a:1", doc(2), {1, 200}).patch);
+}
+
 TEST_CASE("docs below --patch-min-bytes are sent whole and leave no base behind") {
     Fixture f(PatcherOptions{64ull << 20, 500});
     auto small = f.publish("db:a:1", doc(1, 100), {1, 1});

@@ -115,6 +115,19 @@ void Patcher::record(const std::string& channel, const PatchPlan& plan, PatchOut
     // A doc taken after a newer one (two threads published the channel at once): the sink checked it
     // against what it holds, the cache keeps the newer one.
     if (it != index_.end() && older(plan.version, it->second->version)) return;
+    if (outcome == PatchOutcome::WholeSentEqual) {
+        // The sink already held this version: readers that took it keep the text they hold, which is
+        // this one only if the entry recorded every publish at this version and they were all this
+        // text. An entry dropped meanwhile (evicted, a failure, below min_bytes, a tombstone) or
+        // holding another text or an older version knows nothing of what readers hold: the entry
+        // becomes this doc marked, never a base, so that a publish at this version recorded after
+        // this one (two threads) cannot make it one either.
+        const bool known = it != index_.end() && !it->second->ambiguous && it->second->version == plan.version &&
+                           *it->second->text == *plan.text;
+        put(channel, plan);
+        if (!known) mark(channel);
+        return;
+    }
     put(channel, plan);
 }
 
@@ -176,6 +189,10 @@ void Patcher::put(const std::string& channel, const PatchPlan& plan) {
         index_.emplace(lru_.front().channel, lru_.begin());
     }
     evict();
+}
+
+void Patcher::mark(const std::string& channel) {
+    if (auto it = index_.find(channel); it != index_.end()) it->second->ambiguous = true;  // unless evicted
 }
 
 void Patcher::evict() {

@@ -59,6 +59,10 @@ struct PatchPlan {
 enum class PatchOutcome {
     PatchSent,  // taken, and the patch went out (the Redis script's 2)
     WholeSent,  // taken, the whole doc went out (1)
+    // Taken at a version equal to the one the sink held (3): the whole doc went out, and readers
+    // that hold that version keep what they hold, which may be another text. A base only when the
+    // entry holds this very text at this very version (every publish at it was recorded).
+    WholeSentEqual,
     Stale,      // refused: the sink holds a newer version (0); changes nothing
     Failed,     // a transient failure: what the sink holds is unknown, the entry is dropped
 };
@@ -83,7 +87,9 @@ public:
     // make_envelope does.
     PatchPlan plan(const std::string& channel, const std::optional<std::string>& doc, DocVersion version);
     // The sink's outcome for a planned doc (Redis): a taken doc replaces the entry unless the cache
-    // already holds a newer version; a tombstone, a doc below min_bytes and a failure drop it.
+    // already holds a newer version; a tombstone, a doc below min_bytes and a failure drop it. A doc
+    // taken at the version the sink held (WholeSentEqual) is a base only when the entry already held
+    // it with the same text; otherwise the entry is marked (never a base), so the next doc goes whole.
     void record(const std::string& channel, const PatchPlan& plan, PatchOutcome outcome);
     // For a sink whose previous write of the channel is the base (JSONL), called in write order under
     // the sink's own lock: true when the patch may be written (the entry still holds the plan's base),
@@ -112,6 +118,7 @@ private:
 
     void drop(const std::string& channel) REQUIRES(mutex_);
     void put(const std::string& channel, const PatchPlan& plan) REQUIRES(mutex_);
+    void mark(const std::string& channel) REQUIRES(mutex_);  // never a base until a newer version
     void evict() REQUIRES(mutex_);
     void count(const PatchPlan& plan, bool patch_sent);
 

@@ -17,15 +17,16 @@ namespace {
     "    ', not a docsync doc: the db: keys belong to docsync')\n"                            \
     "end\n"                                                                                   \
     "local new = {tonumber(ARGV[2]), tonumber(ARGV[3], 16), tonumber(ARGV[4], 16)}\n"         \
-    "local held = nil\n"                                                                      \
+    "local held, equal = nil, false\n"                                                        \
     "if kind == 'string' then\n"                                                              \
     "  local tail = redis.call('GETRANGE', KEYS[1], -100, -1)\n"                              \
     "  local g, h, l = string.match(tail, '\"generation\":(%d+),\"lsn\":\"(%x+)/(%x+)\"}$')\n" \
     "  if g then\n"                                                                           \
     "    local old = {tonumber(g), tonumber(h, 16), tonumber(l, 16)}\n"                       \
     "    held = old\n"                                                                        \
+    "    equal = true\n"                                                                      \
     "    for i = 1, 3 do\n"                                                                   \
-    "      if new[i] > old[i] then break end\n"                                               \
+    "      if new[i] > old[i] then equal = false break end\n"                                 \
     "      if new[i] < old[i] then return 0 end\n"                                            \
     "    end\n"                                                                               \
     "  end\n"                                                                                 \
@@ -36,7 +37,8 @@ namespace {
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])\n"                                  \
     "end\n"                                                                                   \
     "local message, sent = ARGV[1], 1\n"                                                      \
-    "if ARGV[6] and held and tonumber(ARGV[7]) == held[1] and tonumber(ARGV[8], 16) == held[2]\n" \
+    "if equal then sent = 3 end\n"                                                            \
+    "if ARGV[6] and not equal and held and tonumber(ARGV[7]) == held[1] and tonumber(ARGV[8], 16) == held[2]\n" \
     "    and tonumber(ARGV[9], 16) == held[3] then\n"                                         \
     "  message, sent = ARGV[6], 2\n"                                                          \
     "end\n"
@@ -112,6 +114,7 @@ std::optional<PatchOutcome> script_outcome(const Reply& reply) {
     if (kind_of(reply) != ReplyKind::Integer) return std::nullopt;
     if (reply->integer == 2) return PatchOutcome::PatchSent;
     if (reply->integer == 1) return PatchOutcome::WholeSent;
+    if (reply->integer == 3) return PatchOutcome::WholeSentEqual;
     return PatchOutcome::Stale;
 }
 

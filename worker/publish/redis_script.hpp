@@ -13,7 +13,11 @@
 // The key is always SET to the whole envelope; the message is the patch envelope only when the key
 // retained exactly the patch's base, so a subscriber that saw the previous message holds the base.
 // Returns 2 when the doc was retained and its patch published, 1 when the doc was retained and
-// published whole, 0 when a newer version was already retained (nothing written).
+// published whole over an older version (or no doc), 3 when it was retained and published whole at a
+// version equal to the one retained (a doc computed again with maybe another text: readers that hold
+// that version keep theirs, so the patcher takes it as a base only when it knows every text published
+// at it; no patch is ever published then), 0 when a newer version was already retained (nothing
+// written).
 //
 // The single-node script also raises docsync:max_generation and docsync:max_version (the highest
 // version ever retained, GENERATION/HI/LO with the LSN's halves in hex) and PUBLISHes. The cluster script
@@ -70,7 +74,8 @@ ScriptCall script_call(std::string key, const std::string& channel, const std::o
 ScriptCall script_call(std::string key, PatchPlan&& plan, std::chrono::seconds tombstone_ttl, bool tombstone);
 
 // What a taken script reply (judge_script_reply found no error) says became of the doc: 2 the patch
-// went out, 1 the whole doc, 0 stale; nullopt for a reply that is no integer.
+// went out, 1 the whole doc, 3 the whole doc at the version held, 0 stale; nullopt for a reply that
+// is no integer.
 std::optional<PatchOutcome> script_outcome(const Reply& reply);
 
 bool no_script(const Reply& reply);
