@@ -193,6 +193,10 @@ TEST_CASE("redis patches: the key holds the whole doc, the message a patch from 
     auto get_key = [&] { return reply_text(client->command({"GET", channel}).get()); };
 
     const std::string big(200, 'x');
+    // Where the key held no version (a new doc, or a key lost: readers may hold another text at the
+    // same version), the doc is no base yet: the script answers 3, and the next version goes whole.
+    sink.publish(channel, std::string(R"({"score":0,"pad":")") + big + "\"}", DocVersion{1, 0x80});
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
     sink.publish(channel, std::string(R"({"score":1,"pad":")") + big + "\"}", DocVersion{1, 0x100});
     CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());  // nothing to patch from
     sink.publish(channel, std::string(R"({"score":2,"pad":")") + big + "\"}", DocVersion{1, 0x200});
@@ -336,7 +340,8 @@ TEST_CASE("redis script: 3 for a doc taken at the version the key held, with no 
         REQUIRE(reply->type == REDIS_REPLY_INTEGER);
         return reply->integer;
     };
-    CHECK(run(R"({"a":1})", DocVersion{1, 0x100}, std::nullopt) == 1);
+    // A key that held no version: 3 too (readers may still hold a text at this version).
+    CHECK(run(R"({"a":1})", DocVersion{1, 0x100}, std::nullopt) == 3);
     CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
     CHECK(run(R"({"a":2})", DocVersion{1, 0x100}, std::nullopt) == 3);
     // Taken: the key holds the second text and the whole doc went out.
@@ -348,4 +353,7 @@ TEST_CASE("redis script: 3 for a doc taken at the version the key held, with no 
     CHECK(run(R"({"a":4})", DocVersion{1, 0x200}, DocVersion{1, 0x100}) == 2);
     CHECK(docsync::publish::parse_envelope(listener.next())->is_patch());
     CHECK(run(R"({"a":0})", DocVersion{1, 0x180}, std::nullopt) == 0);
+    // Over an older version, whole: 1.
+    CHECK(run(R"({"a":5})", DocVersion{1, 0x300}, std::nullopt) == 1);
+    CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
 }

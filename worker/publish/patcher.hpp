@@ -59,7 +59,8 @@ struct PatchPlan {
 enum class PatchOutcome {
     PatchSent,  // taken, and the patch went out (the Redis script's 2)
     WholeSent,  // taken, the whole doc went out (1)
-    // Taken at a version equal to the one the sink held (3): the whole doc went out, and readers
+    // Taken at a version equal to the one the sink held, or where it held none (3): the whole doc
+    // went out, and readers
     // that hold that version keep what they hold, which may be another text. A base only when the
     // entry holds this very text at this very version (every publish at it was recorded).
     WholeSentEqual,

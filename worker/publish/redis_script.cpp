@@ -37,7 +37,7 @@ namespace {
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])\n"                                  \
     "end\n"                                                                                   \
     "local message, sent = ARGV[1], 1\n"                                                      \
-    "if equal then sent = 3 end\n"                                                            \
+    "if equal or not held then sent = 3 end\n"                                               \
     "if ARGV[6] and not equal and held and tonumber(ARGV[7]) == held[1] and tonumber(ARGV[8], 16) == held[2]\n" \
     "    and tonumber(ARGV[9], 16) == held[3] then\n"                                         \
     "  message, sent = ARGV[6], 2\n"                                                          \

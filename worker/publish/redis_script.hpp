@@ -13,11 +13,12 @@
 // The key is always SET to the whole envelope; the message is the patch envelope only when the key
 // retained exactly the patch's base, so a subscriber that saw the previous message holds the base.
 // Returns 2 when the doc was retained and its patch published, 1 when the doc was retained and
-// published whole over an older version (or no doc), 3 when it was retained and published whole at a
-// version equal to the one retained (a doc computed again with maybe another text: readers that hold
-// that version keep theirs, so the patcher takes it as a base only when it knows every text published
-// at it; no patch is ever published then), 0 when a newer version was already retained (nothing
-// written).
+// published whole over an older version, 3 when it was retained and published whole at a version
+// equal to the one retained, or where the key held no version (a doc computed again with maybe
+// another text, or a key lost — flushed, expired — whose readers may still hold a text at this
+// version: they keep theirs, so the patcher takes it as a base only when it knows every text
+// published at it; no patch is ever published then), 0 when a newer version was already retained
+// (nothing written).
 //
 // The single-node script also raises docsync:max_generation and docsync:max_version (the highest
 // version ever retained, GENERATION/HI/LO with the LSN's halves in hex) and PUBLISHes. The cluster script
