@@ -112,6 +112,9 @@ private:
         {"q\\\"t", "q\"t"},     {"line\\n", "line\n"},  {"\\u001F", "\x1f"},  {"\\u0001", "\x01"},
         {"sl\\/sh", "sl/sh"},   {"\\\\", "\\"},         {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"},
         {"\xf0\x9f\x98\x80!", "\xf0\x9f\x98\x80!"},     {"tab\\t", "tab\t"},  {" ", " "},
+        // Other spellings of keys above: the same key to a reader, other text.
+        {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},     {"sl/sh", "sl/sh"},     {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+        {"\\u0069d", "id"},
     };
     static std::string decoded_key(const std::string& text) {
         for (const Key& k : kKeys)
@@ -175,6 +178,14 @@ private:
         }
     }
 
+    // Another text of the same key, or "" when the pool has none.
+    static std::string respelt(const std::string& text) {
+        std::string decoded = decoded_key(text);
+        for (const Key& k : kKeys)
+            if (k.decoded == decoded && k.text != text) return k.text;
+        return {};
+    }
+
     void containers(JsonValue& v, std::vector<JsonValue*>& out) {
         if (v.kind == JsonValue::Kind::Scalar) return;
         out.push_back(&v);
@@ -210,8 +221,12 @@ private:
                 case 5:  // reorder
                     if (ms.size() > 1) std::swap(ms[pick(ms.size())], ms[pick(ms.size())]);
                     break;
-                case 6:  // rename a key
-                    if (!ms.empty()) ms[pick(ms.size())].first = new_key(c);
+                case 6:  // rename a key, or spell it another way
+                    if (!ms.empty()) {
+                        std::string& key = ms[pick(ms.size())].first;
+                        std::string other = respelt(key);
+                        key = (chance(2) && !other.empty()) ? other : new_key(c);
+                    }
                     break;
                 case 7:  // a key twice (rare: an object no patch can address)
                     if (!options_.ordinary && !ms.empty() && chance(8)) {

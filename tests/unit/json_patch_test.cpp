@@ -150,6 +150,13 @@ TEST_CASE("JSON Pointer escapes: ~0, ~1, and keys written as PostgreSQL writes t
           "{\"q\\\"\\\\\\n\\u001f/\xc3\xa9\xc3\xa9\":1}");
     // The doc's own keys keep their escapes; they are matched decoded.
     CHECK(apply(R"({"\u00e9":1})", json_patch(R"([{"op":"replace","path":"/é","value":2}])")) == R"({"\u00e9":2})");
+    // A key spelt another way is another text: the object is replaced whole.
+    for (auto [x, y] : {std::pair{R"({"o":{"\u00e9":1},"p":2})", R"({"o":{"é":1},"p":2})"},
+                        std::pair{R"({"o":{"a":1,"\u00e9":1},"p":2})", R"({"o":{"a":1,"é":2},"p":2})"}}) {
+        auto q = diff(x, y);
+        REQUIRE(q);
+        CHECK(apply(x, *q) == y);
+    }
     // diff replaces the parent whole when a new key's text is not how apply writes it.
     std::string a = R"({"x":{"k":1}})", b = R"({"x":{"k":1,"\u00e9":2}})";
     auto p = diff(a, b);
@@ -294,13 +301,15 @@ TEST_CASE("diff returns the shorter form, JSON Patch on a tie, and merge patches
     p = diff(R"({"o":{"a":1,"c":3},"z":[1,2,3,4,5,6,7,8]})", R"({"o":{"a":1,"b":2,"c":3},"z":[1,2,3,4,5,6,7,8]})");
     REQUIRE(p);
     CHECK(p->text == R"([{"op":"replace","path":"/o","value":{"a":1,"b":2,"c":3}}])");
-    // Equal sizes: the JSON Patch.
-    docsync::patch::Tree ta(R"({"a":[1]})", "a"), tb(R"({"a":[2]})", "b");
+    // Equal sizes (42 bytes each): the JSON Patch.
+    std::string x = R"({"a":[1,"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]})", y = R"({"a":[2,"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]})";
+    docsync::patch::Tree ta(x, "a"), tb(y, "b");
     auto jp = docsync::patch::json_patch_between(ta, tb);
     auto mp = docsync::patch::merge_patch_between(ta, tb);
     REQUIRE(jp);
     REQUIRE(mp);
-    if (jp->size() == mp->size()) CHECK(diff(R"({"a":[1]})", R"({"a":[2]})")->form == Form::JsonPatch);
+    REQUIRE(jp->size() == mp->size());
+    CHECK(diff(x, y)->form == Form::JsonPatch);
 }
 
 TEST_CASE("objects with a key twice are replaced whole, or get no patch at the root") {

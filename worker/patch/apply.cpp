@@ -47,7 +47,7 @@ void expand(Value& v) {
     const Node& n = t.node(v.index);
     for (std::size_t c = Tree::first_child(v.index); c < n.after; c = t.node(c).after) {
         if (v.kind == Kind::Object)
-            v.members.push_back(Member{std::string(t.node(c).raw_key), std::string(t.node(c).key), span(t, c)});
+            v.members.push_back(Member{std::string(t.raw_key(c)), std::string(t.key(c)), span(t, c)});
         else
             v.items.push_back(span(t, c));
     }
@@ -162,13 +162,13 @@ private:
     std::optional<std::size_t> member(std::size_t c, std::string_view name) {
         std::optional<std::size_t> found;
         for (std::size_t m = Tree::first_child(c); m < patch_.node(c).after; m = patch_.node(m).after)
-            if (patch_.node(m).key == name) found = m;
+            if (patch_.key(m) == name) found = m;
         return found;
     }
 
     void operation(std::size_t n, std::size_t c) {
         index_ = n;
-        op_ = "?";
+        op_.assign(1, '?');  // until the operation's "op" is read
         path_.clear();
         if (patch_.node(c).kind != Kind::Object) fail("an operation must be an object");
         std::optional<std::string> path = string_member(c, "path");
@@ -358,12 +358,12 @@ void merge(ValuePtr& target, const Tree& patch, std::size_t p) {
     for (std::size_t c = Tree::first_child(p); c < patch.node(p).after; c = patch.node(c).after) {
         const Node& n = patch.node(c);
         if (n.kind == Kind::Null) {
-            std::erase_if(target->members, [&](const Member& m) { return m.key == n.key; });
+            std::erase_if(target->members, [&](const Member& m) { return m.key == patch.key(c); });
             continue;
         }
-        Member* m = find_member(*target, n.key);
+        Member* m = find_member(*target, patch.key(c));
         if (!m) {
-            target->members.push_back(Member{std::string(n.raw_key), std::string(n.key), nullptr});
+            target->members.push_back(Member{std::string(patch.raw_key(c)), std::string(patch.key(c)), nullptr});
             m = &target->members.back();
         }
         merge(m->value, patch, c);

@@ -27,7 +27,7 @@ Members members_of(const Tree& t, std::size_t i) {
     m.nodes.reserve(t.node(i).count);
     m.by_key.reserve(t.node(i).count);
     for (std::size_t c = Tree::first_child(i); c < t.node(i).after; c = t.node(c).after) {
-        if (!m.by_key.emplace(t.node(c).key, m.nodes.size()).second) m.repeated = true;
+        if (!m.by_key.emplace(t.key(c), m.nodes.size()).second) m.repeated = true;
         m.nodes.push_back(c);
     }
     return m;
@@ -50,7 +50,7 @@ Alignment align(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
     std::size_t last_a = 0;
     bool any_common = false;
     for (std::size_t c : mb.nodes) {
-        auto it = ma.by_key.find(b.node(c).key);
+        auto it = ma.by_key.find(b.key(c));
         if (it == ma.by_key.end()) {
             al.added.push_back(c);
             continue;
@@ -58,13 +58,13 @@ Alignment align(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
         if (!al.added.empty()) return al;               // a new key before one both hold
         if (any_common && it->second < last_a) return al;  // reordered
         std::size_t an = ma.nodes[it->second];
-        if (a.node(an).raw_key != b.node(c).raw_key) return al;  // same key, other escapes
+        if (a.raw_key(an) != b.raw_key(c)) return al;  // same key, other escapes
         any_common = true;
         last_a = it->second;
         al.common.emplace_back(an, c);
     }
     for (std::size_t c : ma.nodes)
-        if (!mb.by_key.count(a.node(c).key)) al.removed.push_back(c);
+        if (!mb.by_key.count(a.key(c))) al.removed.push_back(c);
     al.usable = true;
     return al;
 }
@@ -83,7 +83,14 @@ public:
         value(0, 0);
         return true;
     }
-    std::string text() const { return "[" + (out_.empty() ? std::string() : out_.substr(1)) + "]"; }
+    std::string text() const {
+        std::string text;
+        text.reserve(out_.size() + 2);
+        text += '[';
+        if (!out_.empty()) text.append(out_, 1);  // past the first operation's comma
+        text += ']';
+        return text;
+    }
 
 private:
     void value(std::size_t i, std::size_t j) {
@@ -103,21 +110,21 @@ private:
         if (!al.usable) return false;
         for (std::size_t c : al.added) {
             std::string escaped;
-            escape_string(b_.node(c).key, escaped);
-            if (escaped != b_.node(c).raw_key) return false;  // apply would write this key otherwise
+            escape_string(b_.key(c), escaped);
+            if (escaped != b_.raw_key(c)) return false;  // apply would write this key otherwise
         }
         for (std::size_t c : al.removed) {
-            std::size_t len = push(a_.node(c).key);
+            std::size_t len = push(a_.key(c));
             op("remove", nullptr);
             pop(len);
         }
         for (auto [p, q] : al.common) {
-            std::size_t len = push(a_.node(p).key);
+            std::size_t len = push(a_.key(p));
             value(p, q);
             pop(len);
         }
         for (std::size_t c : al.added) {
-            std::size_t len = push(b_.node(c).key);
+            std::size_t len = push(b_.key(c));
             op("add", &c);
             pop(len);
         }
@@ -246,7 +253,7 @@ private:
             if (!first) out_ += ',';
             first = false;
             out_ += '"';
-            out_.append(t.node(c).raw_key);
+            out_.append(t.raw_key(c));
             out_ += "\":";
         };
         for (std::size_t c : al.removed) {

@@ -22,7 +22,7 @@ public:
     void run() {
         enum class Want { Value, ValueOrClose, KeyOrClose, Key, CommaOrClose };
         Want want = Want::Value;
-        std::string_view raw_key, key;
+        Key key;
         for (;;) {
             skip_space();
             if (i_ == in_.size()) {
@@ -39,8 +39,8 @@ public:
                     }
                     [[fallthrough]];
                 case Want::Value:
-                    value(c, raw_key, key);
-                    raw_key = key = {};
+                    value(c, key);
+                    key = {};
                     want = (c == '{') ? Want::KeyOrClose : (c == '[') ? Want::ValueOrClose : Want::CommaOrClose;
                     continue;
                 case Want::KeyOrClose:
@@ -54,13 +54,13 @@ public:
                     if (c != '"') fail("expected a string key");
                     std::size_t start = i_;
                     bool escaped = string();
-                    raw_key = in_.substr(start + 1, i_ - start - 2);
+                    key.at = static_cast<std::uint32_t>(start + 1);
+                    key.size = static_cast<std::uint32_t>(i_ - start - 2);
+                    key.decoded = 0;
                     if (escaped) {
                         std::string& decoded = t_.decoded_.emplace_back();
-                        decode_string(raw_key, decoded);
-                        key = decoded;
-                    } else {
-                        key = raw_key;
+                        decode_string(in_.substr(key.at, key.size), decoded);
+                        key.decoded = static_cast<std::uint32_t>(t_.decoded_.size());
                     }
                     skip_space();
                     if (i_ == in_.size() || in_[i_] != ':') fail("expected ':' after a key");
@@ -87,6 +87,10 @@ public:
     }
 
 private:
+    struct Key {
+        std::uint32_t at = 0, size = 0, decoded = 0;
+    };
+
     [[noreturn]] void fail(const char* why) {
         throw Error(std::string(what_) + " is not valid JSON: " + why + " at byte " + std::to_string(i_));
     }
@@ -99,11 +103,12 @@ private:
     bool at(char c) const { return i_ < in_.size() && in_[i_] == c; }
     bool digit() const { return i_ < in_.size() && in_[i_] >= '0' && in_[i_] <= '9'; }
 
-    void value(char c, std::string_view raw_key, std::string_view key) {
+    void value(char c, Key key) {
         Node n;
-        n.begin = i_;
-        n.raw_key = raw_key;
-        n.key = key;
+        n.begin = static_cast<std::uint32_t>(i_);
+        n.key_at = key.at;
+        n.key_size = key.size;
+        n.decoded = key.decoded;
         n.depth = static_cast<std::uint16_t>(open_.size());
         if (!open_.empty()) ++t_.nodes_[open_.back()].count;
         if (c == '{' || c == '[') {
@@ -134,22 +139,27 @@ private:
         } else {
             fail("expected a value");
         }
-        n.end = i_;
-        n.after = t_.nodes_.size() + 1;
+        n.end = static_cast<std::uint32_t>(i_);
+        n.after = static_cast<std::uint32_t>(t_.nodes_.size() + 1);
         t_.nodes_.push_back(n);
     }
     void close() {
         Node& n = t_.nodes_[open_.back()];
         open_.pop_back();
         ++i_;
-        n.end = i_;
-        n.after = t_.nodes_.size();
+        n.end = static_cast<std::uint32_t>(i_);
+        n.after = static_cast<std::uint32_t>(t_.nodes_.size());
     }
     // A string at i_; returns whether it holds an escape.
     bool string() {
         ++i_;
         bool escaped = false;
         for (;;) {
+            // The common run of plain bytes first, in a tight loop.
+            const char* p = in_.data() + i_;
+            const char* end = in_.data() + in_.size();
+            while (p < end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) ++p;
+            i_ = static_cast<std::size_t>(p - in_.data());
             if (i_ >= in_.size()) fail("unterminated string");
             unsigned char c = static_cast<unsigned char>(in_[i_]);
             if (c == '"') {
@@ -207,7 +217,8 @@ private:
 };
 
 Tree::Tree(std::string_view text, std::string_view what, std::size_t max_depth) : text_(text) {
-    nodes_.reserve(text.size() / 8 + 1);
+    if (text.size() >= UINT32_MAX) throw Error(std::string(what) + " is longer than 4 GiB");
+    nodes_.reserve(text.size() / 8 + 16);
     TreeParser(*this, what, max_depth).run();
 }
 
@@ -232,7 +243,7 @@ void Tree::write(std::size_t i, std::string& out) const {
         if (k != i && !open.empty() && Tree::first_child(open.back()) != k) out += ',';
         if (!open.empty() && nodes_[open.back()].kind == Kind::Object) {
             out += '"';
-            out.append(n.raw_key);
+            out.append(raw_key(k));
             out += "\":";
         }
         if (n.kind == Kind::Array || n.kind == Kind::Object) {
@@ -373,9 +384,9 @@ bool same_at(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
         case Kind::Object: {
             // Keys of b by name (the last one of a repeated key wins, as most readers take it).
             std::unordered_map<std::string_view, std::size_t> theirs;
-            for (std::size_t q = Tree::first_child(j); q < y.after; q = b.node(q).after) theirs[b.node(q).key] = q;
+            for (std::size_t q = Tree::first_child(j); q < y.after; q = b.node(q).after) theirs[b.key(q)] = q;
             std::unordered_map<std::string_view, std::size_t> ours;
-            for (std::size_t p = Tree::first_child(i); p < x.after; p = a.node(p).after) ours[a.node(p).key] = p;
+            for (std::size_t p = Tree::first_child(i); p < x.after; p = a.node(p).after) ours[a.key(p)] = p;
             if (ours.size() != theirs.size()) return false;
             for (auto [key, p] : ours) {
                 auto it = theirs.find(key);
