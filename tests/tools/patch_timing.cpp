@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
         double p = median_us(rounds, [&] { (void)docsync::patch::apply(a, *patch); });
         std::cout << name << ": " << a.size() << " bytes, patch " << patch->text.size() << " bytes ("
                   << (patch->form == docsync::patch::Form::JsonPatch ? "JSON Patch" : "merge patch") << ") "
-                  << patch->text << "\n  diff " << d << " us, apply " << p << " us of CPU (median of " << rounds << ")\n";
+                  << patch->text << "\n  diff " << d << " us, apply " << p << " us of CPU (median of "
+                  << rounds << ")\n";
     }
     return 0;
 }

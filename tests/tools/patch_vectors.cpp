@@ -44,9 +44,10 @@ bool read_number(const char* text, std::uint64_t& out) {
     return *text != '\0' && *end == '\0';
 }
 
-void print(const std::string& base, const std::string& next, std::string_view form, const std::string& patch) {
-    std::cout << "{\"base\":" << base << ",\"next\":" << next << ",\"form\":\"" << form << "\",\"patch\":" << patch
-              << "}\n";
+void print(const std::string& base, const std::string& next, std::string_view form,
+           const std::string& patch) {
+    std::cout << "{\"base\":" << base << ",\"next\":" << next << ",\"form\":\"" << form
+              << "\",\"patch\":" << patch << "}\n";
 }
 
 }  // namespace
@@ -59,9 +60,12 @@ int main(int argc, char** argv) {
     bool all_forms = false;
     for (int i = 3; i < argc; ++i) {
         std::string_view arg = argv[i];
-        if (arg == "--ordinary") options.ordinary = true;
-        else if (arg == "--all-forms") all_forms = true;
-        else return usage();
+        if (arg == "--ordinary")
+            options.ordinary = true;
+        else if (arg == "--all-forms")
+            all_forms = true;
+        else
+            return usage();
     }
     docsync::testing::JsonGen gen(seed, options);
     docsync::testing::JsonValue doc = gen.doc();
@@ -75,7 +79,8 @@ int main(int argc, char** argv) {
         if (!all_forms) {
             auto patch = docsync::patch::diff(base, text);
             if (!patch) continue;
-            print(base, text, patch->form == docsync::patch::Form::JsonPatch ? "patch" : "merge", patch->text);
+            print(base, text, patch->form == docsync::patch::Form::JsonPatch ? "patch" : "merge",
+                  patch->text);
             ++printed;
             continue;
         }

@@ -20,7 +20,7 @@ namespace docsync::testing {
 struct JsonValue {
     enum class Kind { Scalar, Array, Object };
     Kind kind = Kind::Scalar;
-    std::string scalar;                                  // a scalar's JSON text
+    std::string scalar;                                      // a scalar's JSON text
     std::vector<std::pair<std::string, JsonValue>> members;  // key text as escaped (no quotes), value
     std::vector<JsonValue> items;
 
@@ -106,14 +106,30 @@ private:
         const char* decoded;
     };
     static constexpr Key kKeys[] = {
-        {"id", "id"},           {"name", "name"},       {"score", "score"},   {"items", "items"},
-        {"", ""},               {"a/b", "a/b"},         {"~", "~"},           {"m~0~1", "m~0~1"},
-        {"\\u00e9t\\u00e9", "\xc3\xa9t\xc3\xa9"},       {"caf\xc3\xa9", "caf\xc3\xa9"},
-        {"q\\\"t", "q\"t"},     {"line\\n", "line\n"},  {"\\u001F", "\x1f"},  {"\\u0001", "\x01"},
-        {"sl\\/sh", "sl/sh"},   {"\\\\", "\\"},         {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"},
-        {"\xf0\x9f\x98\x80!", "\xf0\x9f\x98\x80!"},     {"tab\\t", "tab\t"},  {" ", " "},
+        {"id", "id"},
+        {"name", "name"},
+        {"score", "score"},
+        {"items", "items"},
+        {"", ""},
+        {"a/b", "a/b"},
+        {"~", "~"},
+        {"m~0~1", "m~0~1"},
+        {"\\u00e9t\\u00e9", "\xc3\xa9t\xc3\xa9"},
+        {"caf\xc3\xa9", "caf\xc3\xa9"},
+        {"q\\\"t", "q\"t"},
+        {"line\\n", "line\n"},
+        {"\\u001F", "\x1f"},
+        {"\\u0001", "\x01"},
+        {"sl\\/sh", "sl/sh"},
+        {"\\\\", "\\"},
+        {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"},
+        {"\xf0\x9f\x98\x80!", "\xf0\x9f\x98\x80!"},
+        {"tab\\t", "tab\t"},
+        {" ", " "},
         // Other spellings of keys above: the same key to a reader, other text.
-        {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},     {"sl/sh", "sl/sh"},     {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+        {"\xc3\xa9t\xc3\xa9", "\xc3\xa9t\xc3\xa9"},
+        {"sl/sh", "sl/sh"},
+        {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
         {"\\u0069d", "id"},
     };
     static std::string decoded_key(const std::string& text) {
@@ -122,12 +138,15 @@ private:
         return text;  // generated keys k<n> need no decoding
     }
 
-    std::size_t pick(std::size_t n) { return n == 0 ? 0 : std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
+    std::size_t pick(std::size_t n) {
+        return n == 0 ? 0 : std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+    }
     bool chance(std::size_t one_in) { return pick(one_in) == 0; }
 
     std::string number() {
-        static const char* edges[] = {"-0", "0.0", "1.50", "1e400", "-1E-400", "123456789012345678901234567890",
-                                      "9007199254740993", "0", "-1", "2.5e-3", "1E+2", "-0.0"};
+        static const char* edges[] = {
+            "-0", "0.0", "1.50",   "1e400", "-1E-400", "123456789012345678901234567890", "9007199254740993",
+            "0",  "-1",  "2.5e-3", "1E+2",  "-0.0"};
         static const char* plain[] = {"0", "-1", "1.50", "9007199254740991", "0.0", "2.5e-3", "1E+2", "42"};
         if (chance(3)) {
             return options_.ordinary ? plain[pick(std::size(plain))] : edges[pick(std::size(edges))];
@@ -137,9 +156,24 @@ private:
         return std::to_string(v);
     }
     std::string string() {
-        static const char* pieces[] = {"abc", "\\u00e9", "\\ud83d\\ude00", "\xc3\xa9", "\xf0\x9f\x98\x80",
-                                       "\\\"", "\\\\", "\\n", "\\/", "\\u0001", "~", "/", " ", "x", "Z9",
-                                       "\\t", "\\u00E9", "\xe4\xb8\xad"};
+        static const char* pieces[] = {"abc",
+                                       "\\u00e9",
+                                       "\\ud83d\\ude00",
+                                       "\xc3\xa9",
+                                       "\xf0\x9f\x98\x80",
+                                       "\\\"",
+                                       "\\\\",
+                                       "\\n",
+                                       "\\/",
+                                       "\\u0001",
+                                       "~",
+                                       "/",
+                                       " ",
+                                       "x",
+                                       "Z9",
+                                       "\\t",
+                                       "\\u00E9",
+                                       "\xe4\xb8\xad"};
         std::string s = "\"";
         for (std::size_t n = pick(5); n > 0; --n) s += pieces[pick(std::size(pieces))];
         return s + "\"";
@@ -147,10 +181,20 @@ private:
     JsonValue scalar() {
         JsonValue v;
         switch (pick(6)) {
-            case 0: case 1: v.scalar = number(); break;
-            case 2: case 3: v.scalar = string(); break;
-            case 4: v.scalar = chance(2) ? "true" : "false"; break;
-            default: v.scalar = "null"; break;
+            case 0:
+            case 1:
+                v.scalar = number();
+                break;
+            case 2:
+            case 3:
+                v.scalar = string();
+                break;
+            case 4:
+                v.scalar = chance(2) ? "true" : "false";
+                break;
+            default:
+                v.scalar = "null";
+                break;
         }
         return v;
     }
@@ -163,8 +207,10 @@ private:
         v.kind = kind;
         std::size_t n = pick(options_.max_width + 1);
         for (std::size_t k = 0; k < n; ++k) {
-            if (kind == JsonValue::Kind::Array) v.items.push_back(value(depth + 1));
-            else v.members.emplace_back(new_key(v), value(depth + 1));
+            if (kind == JsonValue::Kind::Array)
+                v.items.push_back(value(depth + 1));
+            else
+                v.members.emplace_back(new_key(v), value(depth + 1));
         }
         return v;
     }
@@ -205,7 +251,8 @@ private:
         if (c.kind == JsonValue::Kind::Object) {
             auto& ms = c.members;
             switch (pick(9)) {
-                case 0: case 1:  // set a member (often a small change of a scalar)
+                case 0:
+                case 1:  // set a member (often a small change of a scalar)
                     if (!ms.empty()) ms[pick(ms.size())].second = chance(3) ? value(depth) : scalar();
                     break;
                 case 2:  // a new key at the end
@@ -237,15 +284,18 @@ private:
                     }
                     break;
                 default:  // the object becomes an array
-                    if (chance(3)) c = container(JsonValue::Kind::Array, depth);
-                    else if (!ms.empty()) ms[pick(ms.size())].second = value(depth);
+                    if (chance(3))
+                        c = container(JsonValue::Kind::Array, depth);
+                    else if (!ms.empty())
+                        ms[pick(ms.size())].second = value(depth);
                     break;
             }
             return;
         }
         auto& xs = c.items;
         switch (pick(8)) {
-            case 0: case 1:  // set an item
+            case 0:
+            case 1:  // set an item
                 if (!xs.empty()) xs[pick(xs.size())] = chance(3) ? value(depth) : scalar();
                 break;
             case 2:  // insert
@@ -259,7 +309,8 @@ private:
                     std::size_t from = pick(xs.size());
                     JsonValue moved = xs[from];
                     xs.erase(xs.begin() + static_cast<std::ptrdiff_t>(from));
-                    xs.insert(xs.begin() + static_cast<std::ptrdiff_t>(pick(xs.size() + 1)), std::move(moved));
+                    xs.insert(xs.begin() + static_cast<std::ptrdiff_t>(pick(xs.size() + 1)),
+                              std::move(moved));
                 }
                 break;
             case 5:  // reorder all
@@ -269,8 +320,10 @@ private:
                 for (std::size_t n = 1 + pick(3); n > 0; --n) xs.push_back(value(depth));
                 break;
             default:  // the array becomes an object
-                if (chance(3)) c = container(JsonValue::Kind::Object, depth);
-                else if (!xs.empty()) xs.erase(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(pick(xs.size()) + 1));
+                if (chance(3))
+                    c = container(JsonValue::Kind::Object, depth);
+                else if (!xs.empty())
+                    xs.erase(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(pick(xs.size()) + 1));
                 break;
         }
     }

@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -38,9 +37,12 @@ Patch merge_patch(std::string text) { return Patch{Form::MergePatch, std::move(t
 std::string token(const std::string& key) {
     std::string out;
     for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
+        if (c == '~')
+            out += "~0";
+        else if (c == '/')
+            out += "~1";
+        else
+            out += c;
     }
     return out;
 }
@@ -61,7 +63,8 @@ void pointers(const json& v, const std::string& at, std::vector<std::string>& ou
 std::optional<json> nlohmann_patch(json doc, const json& patch) {
     auto below_scalar = [&](const std::string& path) {
         json::json_pointer at(path);
-        return !at.empty() && doc.contains(at.parent_pointer()) && !doc.at(at.parent_pointer()).is_structured();
+        return !at.empty() && doc.contains(at.parent_pointer()) &&
+               !doc.at(at.parent_pointer()).is_structured();
     };
     for (json op : patch) {
         try {
@@ -158,10 +161,14 @@ TEST_CASE("random RFC 6902 operations: our apply and nlohmann agree on the resul
         auto any_path = [&] {
             std::string p = paths[rng() % paths.size()];
             switch (rng() % 6) {
-                case 0: return p + "/-";
-                case 1: return p + "/0";
-                case 2: return p + "/nope";
-                default: return p;
+                case 0:
+                    return p + "/-";
+                case 1:
+                    return p + "/0";
+                case 2:
+                    return p + "/nope";
+                default:
+                    return p;
             }
         };
         json patch = json::array();
@@ -170,7 +177,8 @@ TEST_CASE("random RFC 6902 operations: our apply and nlohmann agree on the resul
             if (op["op"] == "move" || op["op"] == "copy") op["from"] = paths[rng() % paths.size()];
             if (op["op"] == "add" || op["op"] == "replace") op["value"] = json::parse(gen.doc().text());
             if (op["op"] == "test") {
-                op["value"] = rng() % 2 ? json(nullptr) : doc.at(json::json_pointer(paths[rng() % paths.size()]));
+                op["value"] =
+                    rng() % 2 ? json(nullptr) : doc.at(json::json_pointer(paths[rng() % paths.size()]));
             }
             patch.push_back(op);
         }

@@ -2,8 +2,10 @@
 // expanded only along the paths the patch touches; everything else is written back as the span of
 // text it came from, so untouched parts keep their bytes.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "patch/json_patch.hpp"
@@ -19,11 +21,13 @@ using ValuePtr = std::unique_ptr<Value>;
 struct Member {
     std::string raw_key;  // as written between the quotes
     std::string key;      // decoded
-    ValuePtr value;
+    ValuePtr value;       // null once the member is removed (its place is kept: see Value)
 };
 
 // A value of the doc being patched: a span of a parsed text (the base's or the patch's) until an
-// operation needs its members or items, then those.
+// operation needs its members or items, then those. An object's removed members stay in place with
+// no value, and a large object gets an index by key (below), so that a patch of n operations on an
+// object of m members costs about n + m, not n * m.
 struct Value {
     const Tree* tree = nullptr;
     std::size_t index = 0;
@@ -31,7 +35,16 @@ struct Value {
     bool expanded = false;
     std::vector<Member> members;
     std::vector<ValuePtr> items;
+    std::unordered_map<std::string, std::size_t> by_key;  // decoded key -> its last member (when indexed)
+    bool indexed = false;
+    bool repeats = false;       // a key occurs twice (found when indexing)
+    std::uint32_t lookups = 0;  // by key, before the index was built
 };
+
+// An object is indexed at its kIndexAfter-th lookup by key, when it has more than kIndexFrom members:
+// a patch that changes one member of a large object scans it, one that changes many indexes it.
+constexpr std::size_t kIndexFrom = 16;
+constexpr std::uint32_t kIndexAfter = 4;
 
 ValuePtr span(const Tree& tree, std::size_t index) {
     auto v = std::make_unique<Value>();
@@ -57,14 +70,17 @@ void expand(Value& v) {
 // Recursion in the three walks below is bounded: a patched doc never nests deeper than kMaxDepth.
 void write(const Value& v, std::string& out) {
     if (!v.expanded) {
-        if (v.tree) v.tree->write(v.index, out);
-        else out += v.kind == Kind::Object ? "{}" : "[]";
+        if (v.tree)
+            v.tree->write(v.index, out);
+        else
+            out += v.kind == Kind::Object ? "{}" : "[]";
         return;
     }
     bool first = true;
     if (v.kind == Kind::Object) {
         out += '{';
         for (const Member& m : v.members) {
+            if (!m.value) continue;
             if (!first) out += ',';
             first = false;
             out += '"';
@@ -85,11 +101,61 @@ void write(const Value& v, std::string& out) {
 }
 
 std::size_t height(const Value& v) {
-    if (!v.expanded) return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
+    if (!v.expanded)
+        return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
     std::size_t most = 0;
-    for (const Member& m : v.members) most = std::max(most, height(*m.value));
+    for (const Member& m : v.members)
+        if (m.value) most = std::max(most, height(*m.value));
     for (const ValuePtr& item : v.items) most = std::max(most, height(*item));
     return most + 1;
+}
+
+// Takes the size of v's text (at most: a span's text may hold white space) from `budget`; false,
+// without walking further, once the budget is spent.
+bool take_size(const Value& v, std::size_t& budget) {
+    std::size_t own = 2;  // brackets (a scalar's span is counted below instead)
+    if (!v.expanded) own = v.tree ? v.tree->raw(v.index).size() : 2;
+    if (own > budget) return false;
+    budget -= own;
+    for (const Member& m : v.members) {
+        if (!m.value) continue;
+        std::size_t key = m.raw_key.size() + 4;  // quotes, colon, comma
+        if (key > budget) return false;
+        budget -= key;
+        if (!take_size(*m.value, budget)) return false;
+    }
+    for (const ValuePtr& item : v.items)
+        if (budget == 0 || !take_size(*item, --budget)) return false;
+    return true;
+}
+
+// Whether v equals value j of `tree` as JSON values (json_tree.hpp's same_value), without writing v
+// out: a `test` costs about the size of its own value, whatever the size of what it tests.
+bool same(const Value& v, const Tree& tree, std::size_t j) {
+    if (!v.expanded && v.tree) return same_value(*v.tree, v.index, tree, j);
+    const Node& n = tree.node(j);
+    if (v.kind != n.kind) return false;
+    if (v.kind == Kind::Array) {
+        if (v.items.size() != n.count) return false;
+        std::size_t c = Tree::first_child(j);
+        for (const ValuePtr& item : v.items) {
+            if (!same(*item, tree, c)) return false;
+            c = tree.node(c).after;
+        }
+        return true;
+    }
+    // Objects: by key, the last of a repeated key counting, in any order.
+    std::unordered_map<std::string_view, std::size_t> theirs;
+    for (std::size_t c = Tree::first_child(j); c < n.after; c = tree.node(c).after) theirs[tree.key(c)] = c;
+    std::unordered_map<std::string_view, const Value*> ours;
+    for (const Member& m : v.members)
+        if (m.value) ours[m.key] = m.value.get();
+    if (ours.size() != theirs.size()) return false;
+    for (auto [key, value] : ours) {
+        auto it = theirs.find(key);
+        if (it == theirs.end() || !same(*value, tree, it->second)) return false;
+    }
+    return true;
 }
 
 ValuePtr clone(const Value& v) {
@@ -98,7 +164,8 @@ ValuePtr clone(const Value& v) {
     c->index = v.index;
     c->kind = v.kind;
     c->expanded = v.expanded;
-    for (const Member& m : v.members) c->members.push_back(Member{m.raw_key, m.key, clone(*m.value)});
+    for (const Member& m : v.members)
+        if (m.value) c->members.push_back(Member{m.raw_key, m.key, clone(*m.value)});
     for (const ValuePtr& item : v.items) c->items.push_back(clone(*item));
     return c;
 }
@@ -110,17 +177,54 @@ ValuePtr empty_object() {
     return v;
 }
 
+void index_members(Value& object) {
+    if (object.indexed || object.members.size() <= kIndexFrom || ++object.lookups < kIndexAfter) return;
+    object.by_key.reserve(object.members.size());
+    for (std::size_t i = 0; i < object.members.size(); ++i) {
+        if (!object.members[i].value) continue;
+        auto [it, added] = object.by_key.insert_or_assign(object.members[i].key, i);
+        if (!added) object.repeats = true;
+    }
+    object.indexed = true;
+}
+
 // The last member named `key` (a repeated key reads as its last value).
 Member* find_member(Value& object, std::string_view key) {
+    index_members(object);
+    if (object.indexed) {
+        auto it = object.by_key.find(std::string(key));
+        return it == object.by_key.end() ? nullptr : &object.members[it->second];
+    }
     for (auto it = object.members.rbegin(); it != object.members.rend(); ++it)
-        if (it->key == key) return &*it;
+        if (it->value && it->key == key) return &*it;
     return nullptr;
+}
+
+// Appends a member after the last.
+void add_member(Value& object, std::string raw_key, std::string key, ValuePtr value) {
+    object.members.push_back(Member{std::move(raw_key), std::move(key), std::move(value)});
+    if (object.indexed) object.by_key.insert_or_assign(object.members.back().key, object.members.size() - 1);
+}
+
+// Removes every member named `key`; returns the value of the last one (null when there was none).
+ValuePtr remove_members(Value& object, std::string_view key) {
+    Member* last = find_member(object, key);
+    if (!last) return nullptr;
+    ValuePtr value = std::move(last->value);
+    if (object.indexed) object.by_key.erase(std::string(key));
+    if (!object.indexed || object.repeats) {
+        for (Member& m : object.members)
+            if (m.key == key) m.value.reset();
+    }
+    return value;
 }
 
 class JsonPatchApplier {
 public:
     JsonPatchApplier(std::unique_ptr<Tree> base, std::string_view patch_text)
-        : base_(std::move(base)), patch_(patch_text, "the JSON Patch", kMaxDepth + 2), root_(span(*base_, 0)) {}
+        : base_(std::move(base)),
+          patch_(patch_text, "the JSON Patch", kMaxDepth + 2),
+          root_(span(*base_, 0)) {}
 
     std::string run() {
         if (patch_.node(0).kind != Kind::Array) throw Error("the JSON Patch is not an array of operations");
@@ -190,7 +294,14 @@ private:
             std::optional<std::string> from = string_member(c, "from");
             if (!from) fail("it has no \"from\"");
             std::vector<std::string> source = parse_pointer(*from);
-            if (op_ == "copy") return add(tokens, clone(*resolve(source, *from)));
+            if (op_ == "copy") {
+                const Value& copied = *resolve(source, *from);
+                if (!take_size(copied, copy_budget_))
+                    fail(
+                        "the patch copies more than its base and itself hold together (a doc that doubles at "
+                        "each copy would exhaust memory)");
+                return add(tokens, clone(copied));
+            }
             if (*from == path_) {
                 resolve(source, *from);
                 return;
@@ -224,7 +335,8 @@ private:
     }
 
     // The index a token names in an array of `size` items (`end_ok`: the size itself, or "-").
-    std::size_t array_index(const std::string& token, std::size_t size, bool end_ok, std::string_view pointer) {
+    std::size_t array_index(const std::string& token, std::size_t size, bool end_ok,
+                            std::string_view pointer) {
         if (token == "-" && end_ok) return size;
         bool digits = !token.empty() && token.size() <= 18 &&
                       std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
@@ -232,7 +344,8 @@ private:
         if (!digits) fail(quoted(pointer) + ": \"" + token + "\" is not an array index");
         std::size_t k = std::stoull(token);
         if (k > size || (k == size && !end_ok))
-            fail(quoted(pointer) + ": index " + token + " is past the array's end (" + std::to_string(size) + " items)");
+            fail(quoted(pointer) + ": index " + token + " is past the array's end (" + std::to_string(size) +
+                 " items)");
         return k;
     }
 
@@ -286,7 +399,7 @@ private:
             }
             std::string raw;
             escape_string(last, raw);
-            parent->members.push_back(Member{std::move(raw), last, std::move(value)});
+            add_member(*parent, std::move(raw), last, std::move(value));
             return;
         }
         std::size_t k = array_index(last, parent->items.size(), true, path_);
@@ -314,10 +427,8 @@ private:
         if (tokens.empty()) fail("the whole doc cannot be removed");
         Value* parent = container(tokens, pointer);
         if (parent->kind == Kind::Object) {
-            Member* m = find_member(*parent, tokens.back());
-            if (!m) fail(quoted(pointer) + " does not exist");
-            ValuePtr value = std::move(m->value);
-            std::erase_if(parent->members, [&](const Member& x) { return x.key == tokens.back(); });
+            ValuePtr value = remove_members(*parent, tokens.back());
+            if (!value) fail(quoted(pointer) + " does not exist");
             return value;
         }
         std::size_t k = array_index(tokens.back(), parent->items.size(), false, pointer);
@@ -328,10 +439,7 @@ private:
     ValuePtr take(const std::vector<std::string>& tokens) { return take(tokens, path_); }
 
     void test(const std::vector<std::string>& tokens, std::size_t expected) {
-        std::string text;
-        write(*resolve(tokens), text);
-        Tree actual(text, "the tested value");
-        if (!same_value(actual, 0, patch_, expected)) {
+        if (!same(*resolve(tokens), patch_, expected)) {
             std::string want;
             patch_.write(expected, want);
             if (want.size() > 200) want = want.substr(0, 200) + "…";
@@ -342,6 +450,9 @@ private:
     std::unique_ptr<Tree> base_;
     Tree patch_;
     ValuePtr root_;
+    // What `copy` operations may still copy, in bytes: as much as the base and the patch hold. Every
+    // other operation grows the doc by at most the patch's own text.
+    std::size_t copy_budget_ = base_->text().size() + patch_.text().size();
     std::size_t index_ = 0;
     std::string op_;
     std::string path_;
@@ -358,15 +469,16 @@ void merge(ValuePtr& target, const Tree& patch, std::size_t p) {
     for (std::size_t c = Tree::first_child(p); c < patch.node(p).after; c = patch.node(c).after) {
         const Node& n = patch.node(c);
         if (n.kind == Kind::Null) {
-            std::erase_if(target->members, [&](const Member& m) { return m.key == patch.key(c); });
+            remove_members(*target, patch.key(c));
             continue;
         }
-        Member* m = find_member(*target, patch.key(c));
-        if (!m) {
-            target->members.push_back(Member{std::string(patch.raw_key(c)), std::string(patch.key(c)), nullptr});
-            m = &target->members.back();
+        if (Member* m = find_member(*target, patch.key(c))) {
+            merge(m->value, patch, c);
+            continue;
         }
-        merge(m->value, patch, c);
+        ValuePtr value;
+        merge(value, patch, c);
+        add_member(*target, std::string(patch.raw_key(c)), std::string(patch.key(c)), std::move(value));
     }
 }
 

@@ -38,9 +38,9 @@ Members members_of(const Tree& t, std::size_t i) {
 // comes after the last one both hold (a patch appends new keys at the end).
 struct Alignment {
     bool usable = false;
-    std::vector<std::size_t> removed;                           // a's nodes
-    std::vector<std::pair<std::size_t, std::size_t>> common;    // (a's node, b's node), in order
-    std::vector<std::size_t> added;                             // b's nodes, in order
+    std::vector<std::size_t> removed;                         // a's nodes
+    std::vector<std::pair<std::size_t, std::size_t>> common;  // (a's node, b's node), in order
+    std::vector<std::size_t> added;                           // b's nodes, in order
 };
 
 Alignment align(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
@@ -55,7 +55,7 @@ Alignment align(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
             al.added.push_back(c);
             continue;
         }
-        if (!al.added.empty()) return al;               // a new key before one both hold
+        if (!al.added.empty()) return al;                  // a new key before one both hold
         if (any_common && it->second < last_a) return al;  // reordered
         std::size_t an = ma.nodes[it->second];
         if (a.raw_key(an) != b.raw_key(c)) return al;  // same key, other escapes
@@ -77,7 +77,8 @@ public:
     // False when no patch reproduces b (an object at the root with a repeated key).
     bool run() {
         if (a_.raw(0) == b_.raw(0)) return true;
-        if (a_.node(0).kind == Kind::Object && b_.node(0).kind == Kind::Object && !align(a_, 0, b_, 0).usable) {
+        if (a_.node(0).kind == Kind::Object && b_.node(0).kind == Kind::Object &&
+            !align(a_, 0, b_, 0).usable) {
             if (members_of(a_, 0).repeated || members_of(b_, 0).repeated) return false;
         }
         value(0, 0);
@@ -133,8 +134,10 @@ private:
 
     bool array(std::size_t i, std::size_t j) {
         std::vector<std::size_t> xs, ys;
-        for (std::size_t c = Tree::first_child(i); c < a_.node(i).after; c = a_.node(c).after) xs.push_back(c);
-        for (std::size_t c = Tree::first_child(j); c < b_.node(j).after; c = b_.node(c).after) ys.push_back(c);
+        for (std::size_t c = Tree::first_child(i); c < a_.node(i).after; c = a_.node(c).after)
+            xs.push_back(c);
+        for (std::size_t c = Tree::first_child(j); c < b_.node(j).after; c = b_.node(c).after)
+            ys.push_back(c);
         std::size_t head = 0;
         while (head < xs.size() && head < ys.size() && a_.raw(xs[head]) == b_.raw(ys[head])) ++head;
         std::size_t tail = 0;
@@ -168,9 +171,12 @@ private:
         std::size_t len = path_.size();
         path_ += '/';
         for (char c : token) {
-            if (c == '~') path_ += "~0";
-            else if (c == '/') path_ += "~1";
-            else path_ += c;
+            if (c == '~')
+                path_ += "~0";
+            else if (c == '/')
+                path_ += "~1";
+            else
+                path_ += c;
         }
         return len;
     }

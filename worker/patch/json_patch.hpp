@@ -34,10 +34,11 @@ std::optional<Patch> diff(std::string_view from, std::string_view to);
 // `base` with `patch` applied, as compact JSON text. Takes any valid RFC 6902 patch (add, remove,
 // replace, move, copy, test) or RFC 7386 merge patch, not only what diff makes. Throws
 // docsync::Error naming the operation and the path when the patch does not apply (a path that does
-// not exist, a failed test, a malformed operation, a base deeper than kMaxDepth, a result that would
-// be). What the patch does not touch keeps the base's text; a new member goes last, its key written
-// as PostgreSQL's escape_json writes it (JSON Patch) or as the patch spells it (merge patch); keys
-// are matched decoded, a repeated key by its last occurrence (docs/patches.md, "What a patch is").
+// not exist, a failed test, a malformed operation, a base deeper than kMaxDepth or a result that
+// would be, `copy`s that together copy more bytes than the base and the patch hold). What the patch
+// does not touch keeps the base's text; a new member goes last, its key written as PostgreSQL's
+// escape_json writes it (JSON Patch) or as the patch spells it (merge patch); keys are matched
+// decoded, a repeated key by its last occurrence (docs/patches.md, "What a patch is").
 std::string apply(std::string_view base, const Patch& patch);
 
 }  // namespace docsync::patch

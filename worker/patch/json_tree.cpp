@@ -41,7 +41,9 @@ public:
                 case Want::Value:
                     value(c, key);
                     key = {};
-                    want = (c == '{') ? Want::KeyOrClose : (c == '[') ? Want::ValueOrClose : Want::CommaOrClose;
+                    want = (c == '{')   ? Want::KeyOrClose
+                           : (c == '[') ? Want::ValueOrClose
+                                        : Want::CommaOrClose;
                     continue;
                 case Want::KeyOrClose:
                     if (c == '}') {
@@ -179,7 +181,8 @@ private:
                 for (std::size_t k = i_ + 2; k < i_ + 6; ++k)
                     if (!std::isxdigit(static_cast<unsigned char>(in_[k]))) fail("a bad \\u escape");
                 i_ += 6;
-            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
                 i_ += 2;
             } else {
                 fail("a bad escape in a string");
@@ -225,7 +228,8 @@ Tree::Tree(std::string_view text, std::string_view what, std::size_t max_depth) 
 std::size_t Tree::height(std::size_t i) const {
     std::size_t top = nodes_[i].depth, most = top;
     for (std::size_t k = i; k < nodes_[i].after; ++k) {
-        std::size_t d = nodes_[k].depth + (nodes_[k].kind == Kind::Array || nodes_[k].kind == Kind::Object ? 1 : 0);
+        std::size_t d =
+            nodes_[k].depth + (nodes_[k].kind == Kind::Array || nodes_[k].kind == Kind::Object ? 1 : 0);
         if (d > most) most = d;
     }
     return most - top;
@@ -265,9 +269,12 @@ unsigned hex4(std::string_view s) {
     unsigned v = 0;
     for (char c : s.substr(0, 4)) {
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+        if (c >= '0' && c <= '9')
+            v |= static_cast<unsigned>(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= static_cast<unsigned>(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= static_cast<unsigned>(c - 'A' + 10);
     }
     return v;
 }
@@ -301,16 +308,27 @@ void decode_string(std::string_view raw, std::string& out) {
         }
         char e = raw[++i];
         switch (e) {
-            case 'b': out += '\b'; break;
-            case 'f': out += '\f'; break;
-            case 'n': out += '\n'; break;
-            case 'r': out += '\r'; break;
-            case 't': out += '\t'; break;
+            case 'b':
+                out += '\b';
+                break;
+            case 'f':
+                out += '\f';
+                break;
+            case 'n':
+                out += '\n';
+                break;
+            case 'r':
+                out += '\r';
+                break;
+            case 't':
+                out += '\t';
+                break;
             case 'u': {
                 if (i + 5 > raw.size()) return;
                 unsigned cp = hex4(raw.substr(i + 1));
                 i += 4;
-                if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < raw.size() && raw[i + 1] == '\\' && raw[i + 2] == 'u') {
+                if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < raw.size() && raw[i + 1] == '\\' &&
+                    raw[i + 2] == 'u') {
                     unsigned low = hex4(raw.substr(i + 3));
                     if (low >= 0xDC00 && low < 0xE000) {
                         cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
@@ -320,7 +338,9 @@ void decode_string(std::string_view raw, std::string& out) {
                 put_utf8(cp, out);
                 break;
             }
-            default: out += e; break;  // " \ /
+            default:
+                out += e;
+                break;  // " \ /
         }
     }
 }
@@ -329,13 +349,27 @@ void escape_string(std::string_view text, std::string& out) {
     static const char* hex = "0123456789abcdef";
     for (char c : text) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (static_cast<unsigned char>(c) < 0x20) {
                     out += "\\u00";
@@ -373,9 +407,14 @@ bool same_at(const Tree& a, std::size_t i, const Tree& b, std::size_t j) {
     const Node& y = b.node(j);
     if (x.kind != y.kind || x.count != y.count) return false;
     switch (x.kind) {
-        case Kind::Null: case Kind::True: case Kind::False: return true;
-        case Kind::Number: return same_number(a.raw(i), b.raw(j));
-        case Kind::String: return a.raw(i) == b.raw(j) || decoded(a, i) == decoded(b, j);
+        case Kind::Null:
+        case Kind::True:
+        case Kind::False:
+            return true;
+        case Kind::Number:
+            return same_number(a.raw(i), b.raw(j));
+        case Kind::String:
+            return a.raw(i) == b.raw(j) || decoded(a, i) == decoded(b, j);
         case Kind::Array:
             for (std::size_t p = Tree::first_child(i), q = Tree::first_child(j); p < x.after;
                  p = a.node(p).after, q = b.node(q).after)

@@ -26,14 +26,14 @@ enum class Kind : std::uint8_t { Null, False, True, Number, String, Array, Objec
 // 32 bytes: offsets are 32-bit (a text is at most 4 GiB; PostgreSQL's json is at most 1 GB).
 struct Node {
     Kind kind = Kind::Null;
-    std::uint16_t depth = 0;     // containers around this node (the root's is 0)
-    std::uint32_t count = 0;     // children (arrays, objects)
-    std::uint32_t begin = 0;     // the value's text: [begin, end)
+    std::uint16_t depth = 0;  // containers around this node (the root's is 0)
+    std::uint32_t count = 0;  // children (arrays, objects)
+    std::uint32_t begin = 0;  // the value's text: [begin, end)
     std::uint32_t end = 0;
-    std::uint32_t after = 0;     // the index past this node's subtree: its next sibling's, if any
-    std::uint32_t key_at = 0;    // in an object: the key's text between the quotes, as escaped
+    std::uint32_t after = 0;   // the index past this node's subtree: its next sibling's, if any
+    std::uint32_t key_at = 0;  // in an object: the key's text between the quotes, as escaped
     std::uint32_t key_size = 0;
-    std::uint32_t decoded = 0;   // in an object, when the key has escapes: 1 + its index in decoded_
+    std::uint32_t decoded = 0;  // in an object, when the key has escapes: 1 + its index in decoded_
 };
 
 class Tree {
@@ -53,7 +53,9 @@ public:
     }
     // The first child of container i (meaningful only when it has one); the next is node(c).after.
     // In an object: the key's text between the quotes as escaped, and the key decoded.
-    std::string_view raw_key(std::size_t i) const { return text_.substr(nodes_[i].key_at, nodes_[i].key_size); }
+    std::string_view raw_key(std::size_t i) const {
+        return text_.substr(nodes_[i].key_at, nodes_[i].key_size);
+    }
     std::string_view key(std::size_t i) const {
         return nodes_[i].decoded ? std::string_view(decoded_[nodes_[i].decoded - 1]) : raw_key(i);
     }
