@@ -51,7 +51,9 @@ DocPtr make_doc(const std::string& channel, std::string envelope) {
 
 std::string sse_data_lines(std::string_view text) {
     std::string lines;
-    if (text.find_first_of("\r\n") == std::string_view::npos) return lines;
+    // Two memchr scans: find_first_of tests each byte against the set, several times slower on a
+    // 50 kB doc, and every message pays this once.
+    if (text.find('\n') == std::string_view::npos && text.find('\r') == std::string_view::npos) return lines;
     // An event ends at its first blank line: each line of the text goes in a data line of its own
     // (the client joins them with LF, which JSON reads as the whitespace it was).
     lines.reserve(text.size() + 64);
