@@ -396,3 +396,39 @@ TEST_CASE("gateway patches: patches= takes 1 or 0") {
     SseClient off(p.port(), "/v1/sse?channel=" + kChannel + "&patches=0");
     CHECK(off.status() == 200);
 }
+
+TEST_CASE("gateway patches: a second text at the version held is never a patch's base") {
+    // Two computes of one version with different texts: the key holds the later; the next patch is
+    // made from it. The gateway must not apply that patch to the first text, nor send it to a
+    // client holding the first.
+    PatchSetup p;
+    std::string swapped = R"({"game":7,"scores":[{"player":"bob","score":95},{"player":"ann","score":1.50}],"note":"caf\u00e9 )" +
+                          std::string(2000, 'x') + "\"}";
+    p.writer.publish_whole(board(95), 0x100);
+    SseClient sse(p.port(), "/v1/sse?channel=" + kChannel + "&patches=1");
+    REQUIRE(sse.status() == 200);
+    auto first = sse.next();
+    REQUIRE(first);
+    CHECK(first->data == Writer::whole(board(95), 0x100));
+    p.writer.wait_subscribed();
+
+    p.writer.publish_whole(swapped, 0x100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::string next = swapped;
+    next.replace(next.find("95"), 2, "97");
+    p.writer.publish_message(next, 0x200, Writer::patch(R"([{"op":"replace","path":"/scores/0/score","value":97}])", 0x100, 0x200));
+    auto second = sse.next();
+    REQUIRE(second);
+    CHECK(second->event == "doc");  // whole: the client's 0/100 may be the other text
+    CHECK(second->id == version_text(0x200));
+    CHECK(second->data == p.writer.key());
+
+    // The gateway holds what Redis holds: a new subscriber and GET /v1/docs get it.
+    SseClient late(p.port(), "/v1/sse?channel=" + kChannel + "&patches=1");
+    auto held = late.next();
+    REQUIRE(held);
+    CHECK(held->data == p.writer.key());
+    CHECK(http_get(p.port(), "/v1/docs/" + kChannel).body == p.writer.key());
+    CHECK(health_count(p.port(), "patches_applied") == 0);
+    CHECK(health_count(p.port(), "patch_base_rereads") == 1);
+}

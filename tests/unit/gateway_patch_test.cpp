@@ -1,8 +1,9 @@
 // Patch messages at the gateway's hub, against a fake FeedPort (docs/patches.md): a patch whose
 // base the hub holds is applied to it byte for byte; one it cannot use (no base held, another base,
 // a patch that does not apply, a malformed message, one that replaced another in the Inbox) makes
-// it read the key again and never reaches a follower. And the Outbox's choice per client: the
-// patch only when the version the client holds is the patch's base.
+// it read the key again and never reaches a follower; a re-read asked for while one is out is never
+// dropped. A second text at one version replaces the held one and no patch applies on it. And the
+// Outbox's choice per client: the patch only when the version the client holds is the patch's base.
 #include <doctest/doctest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -71,14 +72,14 @@ std::string set_bob(int score) { return R"([{"op":"replace","path":"/scores/1/sc
 struct Fixture {
     boost::asio::io_context io;
     FakeFeed feed;
-    Hub hub{io, feed};
+    Hub hub;
     Recorder client;
     void settle() {
         io.restart();
         io.poll();
     }
     // Followed and subscribed, holding `doc` at 0/100.
-    Fixture() {
+    explicit Fixture(std::size_t max_queued_bytes = 64 * 1024 * 1024) : hub(io, feed, 100, max_queued_bytes) {
         hub.follow(kChannel, &client);
         feed.answer(whole(board(95), 0x100));
         settle();
@@ -244,4 +245,136 @@ TEST_CASE("gateway patches: a client gets the patch only when it holds its base"
     DocPtr grown = apply_patch(*tiny, *make_patch(kChannel, patch_of(R"([{"op":"add","path":"/-","value":2}])", 0x100, 0x200), why));
     CHECK(grown->envelope == whole("[1,2]", 0x200));
     CHECK_FALSE(grown->base);
+}
+
+TEST_CASE("gateway patches: a doc the Inbox cannot keep while a re-read is out reads the key once more") {
+    Fixture f(300);  // a board's envelope fits; one with a pad of 400 bytes does not
+    auto big = [](int bob, std::uint64_t lsn) {
+        return whole(R"({"bob":)" + std::to_string(bob) + R"(,"pad":")" + std::string(400, 'x') + "\"}", lsn);
+    };
+    f.hub.receive(kChannel, big(96, 0x200));  // overflows: the key is read instead
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);
+    // The read ran in Redis (it answers 0/200); then a newer doc, too big as well, is written and
+    // published: its read is asked for while the first is out, of no known version.
+    f.hub.receive(kChannel, big(97, 0x300));
+    f.settle();
+    CHECK(f.feed.reads.size() == 1);  // one read at a time
+    f.feed.answer(big(96, 0x200));
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);  // read once more: the first answer may predate 0/300
+    f.feed.answer(big(97, 0x300));
+    f.settle();
+    CHECK(f.feed.reads.empty());
+    REQUIRE_FALSE(f.client.docs.empty());
+    CHECK(f.client.docs.back()->envelope == big(97, 0x300));
+    CHECK(f.hub.stats().overflowed == 2);
+
+    // A malformed patch while a read is out is not dropped either.
+    f.hub.receive(kChannel, big(98, 0x400));
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);
+    f.hub.receive(kChannel, R"({"channel":"db:board:7","patch":[)");
+    f.settle();
+    f.feed.answer(big(98, 0x400));
+    f.settle();
+    REQUIRE(f.feed.reads.size() == 1);
+    f.feed.answer(big(99, 0x500));
+    f.settle();
+    CHECK(f.feed.reads.empty());
+    CHECK(f.client.docs.back()->envelope == big(99, 0x500));
+}
+
+namespace {
+// board(bob) with its scores in the other order: a second compute of one version with another text.
+std::string board_swapped(int bob) {
+    return R"({"game":7,"scores":[{"player":"bob","score":)" + std::to_string(bob) +
+           R"(},{"player":"ann","score":1.50}],"big":123456789012345678901234567890,"name":"caf\u00e9"})";
+}
+}  // namespace
+
+TEST_CASE("gateway patches: a second text at the held version replaces it and no patch applies on it") {
+    Fixture f;
+    f.hub.receive(kChannel, whole(board_swapped(95), 0x100));  // what the key holds now
+    f.settle();
+    REQUIRE(f.client.docs.size() == 2);
+    CHECK(f.client.docs.back()->envelope == whole(board_swapped(95), 0x100));
+    CHECK(f.client.docs.back()->retexted);
+    Recorder late;  // a new follower gets the text Redis holds
+    f.hub.follow(kChannel, &late);
+    REQUIRE(late.docs.size() == 1);
+    CHECK(late.docs.back()->envelope == whole(board_swapped(95), 0x100));
+    // The same text again is stale, not another replacement.
+    f.hub.receive(kChannel, whole(board_swapped(95), 0x100));
+    f.settle();
+    CHECK(f.client.docs.size() == 2);
+
+    // A patch from 0/100 (made from either text: the version cannot tell) is never applied: the key is read.
+    std::string swapped_set = R"([{"op":"replace","path":"/scores/0/score","value":97}])";
+    f.hub.receive(kChannel, patch_of(swapped_set, 0x100, 0x200));
+    f.settle();
+    CHECK(f.client.docs.size() == 2);
+    REQUIRE(f.feed.reads.size() == 1);
+    f.feed.answer(whole(board_swapped(97), 0x200));
+    f.settle();
+    REQUIRE(f.client.docs.size() == 3);
+    CHECK(f.client.docs.back()->envelope == whole(board_swapped(97), 0x200));
+    CHECK_FALSE(f.client.docs.back()->base);  // whole for every client
+    CHECK(f.hub.stats().patches_applied == 0);
+    CHECK(f.hub.stats().patch_base_rereads == 1);
+    // The doc read is an ordinary one: the next patch applies on it.
+    f.hub.receive(kChannel, patch_of(R"([{"op":"replace","path":"/scores/0/score","value":98}])", 0x200, 0x300));
+    f.settle();
+    CHECK(f.client.docs.back()->envelope == whole(board_swapped(98), 0x300));
+    CHECK(f.hub.stats().patches_applied == 1);
+    f.hub.unfollow(kChannel, &late);
+}
+
+TEST_CASE("gateway patches: a second text at one version in the Inbox, a LocalHub and an Outbox") {
+    DocPtr first = make_doc(kChannel, whole(board(95), 0x100));
+    DocPtr second = make_doc(kChannel, whole(board_swapped(95), 0x100));
+    REQUIRE(other_text(*second, *first));
+    CHECK_FALSE(other_text(*make_doc(kChannel, whole(board(95), 0x100)), *first));
+
+    Inbox inbox(1 << 20);  // the later text replaces the queued one; the same text does not
+    inbox.put(first);
+    inbox.put(make_doc(kChannel, whole(board(95), 0x100)));
+    CHECK(inbox.replaced() == 0);
+    inbox.put(second);
+    auto batch = inbox.take();
+    REQUIRE(batch.docs.size() == 1);
+    CHECK(batch.docs[0] == second);
+
+    // A LocalHub replaces its held doc with the hub's second text: its new followers get that.
+    Fixture f;
+    LocalHub local(f.io, f.io, f.hub);
+    Recorder near;
+    local.follow(kChannel, &near);
+    f.settle();
+    REQUIRE(near.docs.size() == 1);
+    f.hub.receive(kChannel, whole(board_swapped(95), 0x100));
+    f.settle();
+    REQUIRE(near.docs.size() == 2);
+    Recorder joined;
+    local.follow(kChannel, &joined);
+    REQUIRE(joined.docs.size() == 1);
+    CHECK(joined.docs.back()->envelope == whole(board_swapped(95), 0x100));
+    local.unfollow(kChannel, &near);
+    local.unfollow(kChannel, &joined);
+    f.settle();
+
+    // An Outbox: a client that was sent 0/100 is not sent it again (it gets the next version
+    // whole); one whose 0/100 still waits gets the second text instead.
+    auto retexted = std::make_shared<Doc>(*second);
+    retexted->retexted = true;
+    Outbox sent;
+    sent.add(kChannel, DocVersion{3, 0x100});
+    CHECK_FALSE(sent.offer(retexted));
+    Outbox waiting;
+    waiting.add(kChannel, std::nullopt);
+    REQUIRE(waiting.offer(first));
+    REQUIRE(waiting.offer(retexted));
+    bool patch = true;
+    CHECK(waiting.next(&patch) == retexted);
+    CHECK_FALSE(patch);
 }

@@ -34,6 +34,10 @@ std::optional<DocVersion> parse_version(std::string_view text) {
     return version;
 }
 
+bool other_text(const Doc& doc, const Doc& held) {
+    return doc.version == held.version && !doc.patch_only && !held.patch_only && doc.doc_text() != held.doc_text();
+}
+
 DocPtr make_doc(const std::string& channel, std::string envelope) {
     auto head = publish::parse_envelope(envelope);
     if (!head || head->channel != channel) {
@@ -79,56 +83,6 @@ void set_doc_forms(Doc& doc, std::string envelope, std::size_t doc_at, std::size
     doc.doc_at = doc_at;
     doc.doc_size = doc_size;
     doc.envelope = std::move(envelope);
-}
-
-bool Inbox::put(DocPtr doc) {
-    std::lock_guard lock(mutex_);
-    bool was_empty = docs_.empty() && reread_.empty();
-    if (auto it = at_.find(doc->channel); it != at_.end()) {
-        DocPtr& queued = docs_[it->second];
-        if (doc->version <= queued->version) return was_empty;
-        bytes_ = bytes_ - queued->bytes() + doc->bytes();
-        queued = std::move(doc);
-        ++replaced_;
-        return was_empty;
-    }
-    if (bytes_ + doc->bytes() > max_bytes_) {
-        ++overflowed_;
-        reread_.insert(doc->channel);
-        return was_empty;
-    }
-    bytes_ += doc->bytes();
-    at_.emplace(doc->channel, docs_.size());
-    docs_.push_back(std::move(doc));
-    return was_empty;
-}
-
-bool Inbox::reread(const std::string& channel) {
-    std::lock_guard lock(mutex_);
-    bool was_empty = docs_.empty() && reread_.empty();
-    reread_.insert(channel);
-    return was_empty;
-}
-
-Inbox::Batch Inbox::take() {
-    Batch batch;
-    std::lock_guard lock(mutex_);
-    batch.docs.swap(docs_);
-    batch.reread.assign(reread_.begin(), reread_.end());
-    reread_.clear();
-    at_.clear();
-    bytes_ = 0;
-    return batch;
-}
-
-std::uint64_t Inbox::replaced() const {
-    std::lock_guard lock(mutex_);
-    return replaced_;
-}
-
-std::uint64_t Inbox::overflowed() const {
-    std::lock_guard lock(mutex_);
-    return overflowed_;
 }
 
 Hub::Hub(asio::io_context& io, FeedPort& feed, unsigned warm_rate, std::size_t max_queued_bytes, std::size_t max_missing)
@@ -287,6 +241,19 @@ void Hub::unfollow(const std::string& channel, Follower* follower) {
 }
 
 void Hub::offer(Channel& state, const DocPtr& doc) {
+    if (state.latest && doc->version == state.latest->version && other_text(*doc, *state.latest)) {
+        // Two computes of one version with different texts, the later the one Redis holds: it
+        // replaces the held one, marked so that no patch is applied on either (a patch names its
+        // base by version alone). Followers holding the other text get the next version whole.
+        auto retexted = std::make_shared<Doc>(*doc);
+        retexted->retexted = true;
+        log_debug("gateway", "a second text of " + doc->channel.substr(0, 200) + " at " + doc->version_text +
+                                 ": no patch applies on it");
+        state.latest = std::move(retexted);
+        std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
+        for (auto* f : followers) f->on_doc(state.latest);
+        return;
+    }
     if (state.latest && doc->version <= state.latest->version) {
         ++stale_;
         return;
@@ -341,7 +308,7 @@ DocPtr Hub::apply_received(const std::string& channel, Channel& state, const Doc
     // Applied only to the very version it was made from. The Inbox keeps one message per channel,
     // so a patch that replaced another there (or one after a message Redis dropped) has a base the
     // hub never held: the key, written before the message was published, is at least as new.
-    if (!state.latest || state.latest->tombstone || state.latest->version != *patch->base) {
+    if (!state.latest || state.latest->tombstone || state.latest->retexted || state.latest->version != *patch->base) {
         ++patch_base_rereads_;
         log_debug("gateway", "a patch of " + channel.substr(0, 200) + " from " + format_version(*patch->base) +
                                  " found " + (state.latest ? state.latest->version_text : std::string("no doc")) +
@@ -367,11 +334,15 @@ void Hub::reread(const std::string& channel, Channel& state, std::optional<DocVe
         // The read out may have been answered before this message was published (the key is
         // written before the message goes out, so a read made after it is at least as new): its
         // answer reads once more when it is older than this.
-        if (wanted && (!state.reread_for || *state.reread_for < *wanted)) state.reread_for = wanted;
+        // A request of no known version (a message the Inbox could not keep, or not a patch at
+        // all) is never dropped: the key is read once more after the read out answers.
+        if (!wanted) state.reread_again = true;
+        else if (!state.reread_for || *state.reread_for < *wanted) state.reread_for = wanted;
         return;
     }
     state.rereading = true;
     state.reread_for.reset();
+    state.reread_again = false;
     read_retained(channel, false);
 }
 
@@ -415,15 +386,15 @@ void Hub::read_retained(const std::string& channel, bool announce) {
                 });
                 return;
             }
+            auto& state = it->second;
             if (!result.value) {
                 warm(channel);  // nothing retained: ask the worker to compute it
-                return;
+            } else {
+                auto doc = make_doc(channel, std::move(*result.value));
+                if (doc) offer(state, doc);
+                if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
             }
-            auto doc = make_doc(channel, std::move(*result.value));
-            if (doc) offer(it->second, doc);
-            if (announce) feed_.announce(channel, false);  // a subscriber: live at once, not at the next poll
-            auto& state = it->second;
-            if (state.reread_for && (!state.latest || state.latest->version < *state.reread_for)) {
+            if (state.reread_again || (state.reread_for && (!state.latest || state.latest->version < *state.reread_for))) {
                 reread(channel, state);  // a message newer than the key was when read: read again
             } else {
                 state.reread_for.reset();
@@ -570,7 +541,8 @@ void LocalHub::deliver(const DocPtr& doc) {
     auto it = channels_.find(doc->channel);
     if (it == channels_.end()) return;  // no follower left here
     auto& state = it->second;
-    if (state.latest && doc->version <= state.latest->version) return;
+    if (state.latest && doc->version <= state.latest->version && !(doc->retexted && other_text(*doc, *state.latest)))
+        return;
     state.latest = doc;
     std::vector<Follower*> followers(state.followers.begin(), state.followers.end());
     for (auto* f : followers) f->on_doc(doc);

@@ -12,8 +12,9 @@
 // subscription like any other. The last follower leaving unsubscribes.
 //
 // A doc is offered to the followers only when its version is above the newest one the hub holds for
-// the channel, so a late read or a replayed message never moves a channel back. After a Redis
-// outage every channel is subscribed and read again, so no channel ends on an old doc.
+// the channel, so a late read or a replayed message never moves a channel back; or, at an equal
+// version, when its doc text differs from the one held (then marked `retexted`, see Doc). After a
+// Redis outage every channel is subscribed and read again, so no channel ends on an old doc.
 
 #include <boost/asio/io_context.hpp>
 
@@ -49,6 +50,12 @@ struct Doc {
     std::string sse_lines;
     const std::string& sse_data() const { return sse_lines.empty() ? envelope : sse_lines; }
     std::size_t doc_at = 0, doc_size = 0;  // where the doc's JSON text lies in the envelope
+    std::string_view doc_text() const { return std::string_view(envelope).substr(doc_at, doc_size); }
+    // Redis published a second, different text at this version (two computes of one version; the
+    // script SETs on an equal version): this doc is the newer-received text, the one the key holds,
+    // and a version can no longer name the text a patch was made from. No patch is applied on it
+    // (a patch with this base reads the key: whole docs), and it replaces an equal version held.
+    bool retexted = false;
 
     // A version that came from Redis as a patch (docs/patches.md) keeps it for the clients that
     // hold its base (Outbox::next decides per client); all of these are empty otherwise.
@@ -72,6 +79,9 @@ using DocPtr = std::shared_ptr<const Doc>;
 // "G/X/Y" and back.
 std::string format_version(DocVersion version);
 std::optional<DocVersion> parse_version(std::string_view text);
+// Whether `doc` at the same version as `held` is another text of it (both whole docs): Redis
+// published two computes of one version, and the later (`doc`) is what the key holds.
+bool other_text(const Doc& doc, const Doc& held);
 // The Doc of an envelope read or received for `channel`; nullptr when it is not one (logged).
 DocPtr make_doc(const std::string& channel, std::string envelope);
 // Sets the whole doc's forms of `doc` (its channel, version and version_text set) from its
@@ -117,7 +127,9 @@ struct HubStats {
 class Inbox {
 public:
     explicit Inbox(std::size_t max_bytes) : max_bytes_(max_bytes) {}
-    // Queues `doc`; true when the queue was empty (the taker must be woken).
+    // Queues `doc`; true when the queue was empty (the taker must be woken). It replaces its
+    // channel's queued doc when newer, or at an equal version when both are whole docs whose texts
+    // differ (the later one is what Redis holds).
     bool put(DocPtr doc);
     // Queues a read of `channel`'s key instead of a doc (a message that could not be used); as put.
     bool reread(const std::string& channel);
@@ -191,6 +203,10 @@ private:
         // made once more.
         bool rereading = false;
         std::optional<DocVersion> reread_for;
+        // A re-read was asked for while one was out, for a message of no known version (one the
+        // Inbox could not keep, a malformed patch): the read out may have run before that message's
+        // doc was written, so the key is read once more when it answers, whatever it holds.
+        bool reread_again = false;
     };
     void offer(Channel& state, const DocPtr& doc);
     // The whole doc a received patch makes of the channel's latest, or nullptr when the hub does

@@ -29,7 +29,10 @@ bool Outbox::offer(const DocPtr& doc) {
     Slot* slot = find(doc->channel);
     if (!slot) return false;
     if (slot->floor && doc->version <= *slot->floor) return false;
-    if (slot->pending && doc->version <= slot->pending->version) return false;
+    // A second text at the pending version replaces it (the client has not had it yet); one at the
+    // floor does not go out: the client gets the next version whole (no patch applies on it).
+    if (slot->pending && doc->version <= slot->pending->version && !(doc->retexted && other_text(*doc, *slot->pending)))
+        return false;
     slot->pending = doc;
     if (!slot->queued) {
         slot->queued = true;

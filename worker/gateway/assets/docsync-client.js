@@ -31,7 +31,10 @@
  *
  * What a handler sees:
  * - Versions only move forward: a doc whose version (generation, then LSN as a 64-bit number) is
- *   at or below the last one delivered for its channel is dropped, across reconnects and gateways.
+ *   below the last one delivered for its channel is dropped, across reconnects and gateways; one
+ *   at that version is dropped too unless it is a whole doc whose value differs (deep-compared):
+ *   two computes of one version, the later the one the gateway holds, replaces the doc held and is
+ *   delivered again at that version (a patch from that version then applies to it).
  * - A reconnect resumes where the client stopped: WS re-subscribes each channel with `after` set to
  *   its last version; SSE passes the cursor (each channel's version) as `last-event-id`.
  * - A second handler of a channel gets the channel's current doc at once (asynchronously).
@@ -62,7 +65,10 @@
  *   getToken) is reported on `error` and tried again with the reconnect backoff; one refused
  *   otherwise (403, 400, 401 with a fixed token) is reported and dropped, and a 404 (no doc yet)
  *   ends it quietly. Applying never changes a value handed to a handler before: the new doc shares
- *   the untouched parts and copies every container on a changed path.
+ *   the untouched parts and copies every container on a changed path. The `copy` operations of one
+ *   patch copy at most as much as the base doc and the patch hold (their JSON length, about); a
+ *   patch that copies more is refused (bad_patch) and the whole doc read, never a doc that doubles
+ *   with each copy until memory runs out.
  * - Errors carry the gateway's codes, plus token_unavailable (getToken failed), bad_message (a
  *   message that is not JSON, a doc or a patch without a valid version), bad_patch (a patch that does
  *   not apply to its base) and, for a read of the whole doc, the gateway's code of its answer,
@@ -306,6 +312,32 @@
     return true;
   }
 
+  // jsonEqual for values from anywhere: one nested too deep for it counts as different.
+  function sameJson(a, b) {
+    try { return jsonEqual(a, b); } catch (e) { return false; }
+  }
+
+  // About the length of v's JSON text (strings and keys without their escapes), counted until it
+  // passes `limit`: what the value costs in memory, walked without recursion.
+  function jsonSize(v, limit) {
+    var size = 0, stack = [v];
+    while (stack.length) {
+      var x = stack.pop();
+      if (x === null || typeof x !== 'object') {
+        size += typeof x === 'string' ? x.length + 2 : String(x).length;
+      } else if (Array.isArray(x)) {
+        size += 2 + x.length;
+        for (var i = 0; i < x.length; i++) stack.push(x[i]);
+      } else {
+        var keys = Object.keys(x);
+        size += 2 + keys.length;
+        for (var j = 0; j < keys.length; j++) { size += keys[j].length + 3; stack.push(x[keys[j]]); }
+      }
+      if (size > limit) return size;
+    }
+    return size;
+  }
+
   // A JSON Pointer (RFC 6901) -> its reference tokens ('' -> [], the whole doc).
   function parsePointer(pointer) {
     if (typeof pointer !== 'string') throw patchError('a JSON Pointer is a string, not ' + JSON.stringify(pointer));
@@ -345,10 +377,26 @@
 
   // A JSON Patch applied with copy-on-write: `owned` holds the containers this call copied (and so
   // may change in place).
-  function Patcher(doc) {
+  function Patcher(doc, patch) {
     this.root = doc;
     this.owned = new Set();
+    this.base = doc;
+    this.patch = patch;
+    // What `copy` operations may still copy: as much as the base doc and the patch hold (counted
+    // by jsonSize when the first copy comes), as the gateway's applier allows. Each copy may
+    // double the doc, so a patch of a few hundred bytes could otherwise exhaust memory.
+    this.copyBudget = null;
   }
+
+  Patcher.prototype.takeCopy = function (value) {
+    if (this.copyBudget === null) this.copyBudget = jsonSize(this.base, Infinity) + jsonSize(this.patch, Infinity);
+    var size = jsonSize(value, this.copyBudget);
+    if (size > this.copyBudget) {
+      throw patchError('the copies would pass their budget: the copy operations of a patch copy at most as much as ' +
+                       'the base doc and the patch hold (a patch that copies more would exhaust memory)');
+    }
+    this.copyBudget -= size;
+  };
 
   Patcher.prototype.own = function (v) {
     if (this.owned.has(v)) return v;
@@ -440,7 +488,9 @@
           this.add(tokens, this.remove(from, op.from), op.path);
           break;
         case 'copy':  // a copy, not the same value twice: a later operation may change one in place
-          this.add(tokens, cloneJson(valueAt(this.root, from, op.from)), op.path);
+          var copied = valueAt(this.root, from, op.from);
+          this.takeCopy(copied);
+          this.add(tokens, cloneJson(copied), op.path);
           break;
         case 'test':
           if (!jsonEqual(valueAt(this.root, tokens, op.path), op.value)) {
@@ -461,7 +511,7 @@
   // left as it was.
   function applyJsonPatch(doc, patch) {
     if (!Array.isArray(patch)) throw patchError('a JSON Patch is an array of operations, not ' + JSON.stringify(patch));
-    var p = new Patcher(doc);
+    var p = new Patcher(doc, patch);
     for (var i = 0; i < patch.length; i++) p.apply(patch[i], i);
     return p.root;
   }
@@ -795,7 +845,13 @@
 
   // Hands `doc` at version v to the channel's handlers, unless it is not newer than the last one.
   DocsyncClient.prototype._hand = function (state, channel, v, doc, patched) {
-    if (state.last && compareVersions(v, state.last) <= 0) return false;  // not newer: already delivered
+    if (state.last) {
+      var order = compareVersions(v, state.last);
+      if (order < 0) return false;  // older: a newer one was delivered
+      // The version held: already delivered, unless it is a whole doc with another value (two
+      // computes of one version; the later is what the gateway holds), which replaces it.
+      if (order === 0 && (patched || !state.meta || sameJson(doc, state.doc))) return false;
+    }
     state.last = v;
     var meta = {
       channel: channel,
