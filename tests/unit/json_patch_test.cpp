@@ -4,6 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <new>
 #include <string>
 
 #include "common/error.hpp"
@@ -482,4 +488,85 @@ TEST_CASE("arrays: the common ends are kept, the middle is patched item by item 
         CHECK(p->text == c.patch);
         CHECK(apply(c.a, *p) == c.b);
     }
+}
+
+namespace {
+
+// The address space this process holds now (VmSize), in bytes.
+std::size_t address_space() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+    return 0;
+}
+
+// Runs `body` in a child whose address space may grow by at most `extra` bytes; its exit status
+// (0: done, 2: out of memory, 3: a check failed).
+template <class Body>
+int within_memory(std::size_t extra, Body body) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        rlimit limit{};
+        limit.rlim_cur = limit.rlim_max = address_space() + extra;
+        setrlimit(RLIMIT_AS, &limit);
+        try {
+            _exit(body() ? 0 : 3);
+        } catch (const std::bad_alloc&) {
+            _exit(2);
+        } catch (...) {
+            _exit(4);
+        }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("a long path over many changed items: diff's work and patch stay within the docs' size") {
+    // One 30 000-byte key over 8 000 items that all change: a patch op per item would write the
+    // path 8 000 times (240 MB); replacing the array whole costs the new doc's size.
+    const std::string key(30000, 'k');
+    std::string a = "{\"" + key + "\":[", b = a;
+    for (int k = 0; k < 8000; ++k) {
+        a += (k ? "," : "") + std::to_string(k);
+        b += (k ? "," : "") + std::to_string(k + 1);
+    }
+    a += "],\"n\":1}";
+    b += "],\"n\":2}";
+    int status = within_memory(64u << 20, [&] {
+        docsync::patch::Tree ta(a, "a"), tb(b, "b");
+        auto jp = docsync::patch::json_patch_between(ta, tb);
+        if (!jp || jp->size() > b.size() + 64 || apply(a, json_patch(*jp)) != b) return false;
+        auto p = diff(a, b);
+        return p && p->text.size() <= b.size() + 64 && apply(a, *p) == b;
+    });
+    CHECK(status == 0);
+
+    // Nested: each item an object whose one field changes, under the long key; the array is
+    // replaced whole (its items' ops would repeat the path), the other member is patched.
+    std::string c = "{\"" + key + "\":[", d = c;
+    for (int k = 0; k < 4000; ++k) {
+        c += std::string(k ? "," : "") + "{\"v\":" + std::to_string(k) + "}";
+        d += std::string(k ? "," : "") + "{\"v\":" + std::to_string(k + 1) + "}";
+    }
+    c += "],\"x\":\"" + std::string(200, 'a') + "\"}";
+    d += "],\"x\":\"" + std::string(200, 'b') + "\"}";
+    status = within_memory(64u << 20, [&] {
+        docsync::patch::Tree tc(c, "c"), td(d, "d");
+        auto jp = docsync::patch::json_patch_between(tc, td);
+        return jp && jp->size() <= d.size() + 64 && apply(c, json_patch(*jp)) == d;
+    });
+    CHECK(status == 0);
+
+    // A few changed items under the long path still get their own ops.
+    std::string e = a, f = a;
+    f.replace(f.find(",17,"), 4, ",71,");
+    auto p = diff(e, f);
+    REQUIRE(p);
+    CHECK(p->form == Form::JsonPatch);
+    CHECK(p->text.size() < key.size() + 100);
+    CHECK(apply(e, *p) == f);
 }

@@ -2,6 +2,8 @@
 // is none, what the sink's outcome does to the cache, and the memory bound.
 #include <doctest/doctest.h>
 
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,6 +217,26 @@ TEST_CASE("a patch not at most half the whole envelope is not sent") {
     CHECK(f.patcher.counters().whole_not_smaller == 1);
     // It is still the base of the next one.
     CHECK(f.patcher.plan("db:a:1", doc(3), {1, 3}).base_text);
+}
+
+TEST_CASE("a diff that runs out of memory (or throws anything else) sends the doc whole; the cache goes on") {
+    int calls = 0;
+    Patcher patcher({}, [&](std::string_view, std::string_view) -> std::optional<patch::Patch> {
+        if (++calls == 1) throw std::bad_alloc();
+        throw std::length_error("basic_string::_M_create");
+    });
+    patcher.record("db:board:7", patcher.plan("db:board:7", doc(1), {3, 100}), PatchOutcome::WholeSent);
+    for (int v = 2; v <= 3; ++v) {
+        PatchPlan plan;
+        REQUIRE_NOTHROW(plan = patcher.plan("db:board:7", doc(v), {3, 100u * v}));
+        CHECK_FALSE(plan.patch);
+        CHECK(plan.reason == PatchPlan::Reason::NotSmaller);
+        CHECK(plan.whole == docsync::publish::make_envelope("db:board:7", doc(v), {3, 100u * v}));
+        patcher.record("db:board:7", plan, PatchOutcome::WholeSent);
+    }
+    CHECK(calls == 2);
+    CHECK(patcher.counters().whole_not_smaller == 2);
+    CHECK(patcher.counters().cache_entries == 1);
 }
 
 TEST_CASE("the cache stays within --patch-memory, evicting the least recently published") {

@@ -1,5 +1,6 @@
 // diff(): the patch from one doc text to the next, in both forms, keeping bytes exact
 // (docs/internals.md, "Patches").
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -81,6 +82,8 @@ public:
             !align(a_, 0, b_, 0).usable) {
             if (members_of(a_, 0).repeated || members_of(b_, 0).repeated) return false;
         }
+        // The root's whole replace always fits: no limit above it.
+        limit_ = static_cast<std::size_t>(-1);
         value(0, 0);
         return true;
     }
@@ -94,15 +97,31 @@ public:
     }
 
 private:
+    // Thrown (and caught in value()) when the operations written for a subtree pass its limit.
+    struct OverLimit {};
+
+    // Writes the operations that turn a's node i into b's node j. A container's own operations are
+    // kept only while they cost less than replacing it whole: each op checks the limit before it is
+    // written, so a subtree stops as soon as it passes, however many changes it still holds, and
+    // what the writer holds never passes the whole replace of the root (docs/internals.md).
     void value(std::size_t i, std::size_t j) {
         if (a_.raw(i) == b_.raw(j)) return;
         Kind ka = a_.node(i).kind, kb = b_.node(j).kind;
         if (ka != kb || !is_container(ka)) return op("replace", &j);
         std::size_t mark = out_.size();
-        bool done = ka == Kind::Object ? object(i, j) : array(i, j);
-        if (!done || out_.size() - mark > op_size("replace", j)) {
+        std::size_t whole = op_size("replace", j);
+        std::size_t outer = limit_, path = path_.size();
+        limit_ = std::min(outer, mark + whole);
+        bool done = false;
+        try {
+            done = ka == Kind::Object ? object(i, j) : array(i, j);
+        } catch (const OverLimit&) {
+            path_.resize(path);
+        }
+        limit_ = outer;
+        if (!done) {
             out_.resize(mark);
-            op("replace", &j);
+            op("replace", &j);  // throws OverLimit when even this passes the limit above
         }
     }
 
@@ -166,7 +185,9 @@ private:
         return true;
     }
 
-    // Appends a reference token to the path; returns the length to pop back to.
+    // Appends a reference token to the path, which is kept escaped as it is written in an op (JSON
+    // Pointer's ~0 and ~1, then a JSON string's escapes, both byte by byte); returns the length to
+    // pop back to.
     std::size_t push(std::string_view token) {
         std::size_t len = path_.size();
         path_ += '/';
@@ -176,17 +197,21 @@ private:
             else if (c == '/')
                 path_ += "~1";
             else
-                path_ += c;
+                escape_string(std::string_view(&c, 1), path_);
         }
         return len;
     }
     void pop(std::size_t len) { path_.resize(len); }
 
+    // Appends one operation, or throws OverLimit when it would take the operations past limit_.
     void op(const char* name, const std::size_t* value) {
+        std::size_t size =
+            value ? op_size(name, *value) : kOpBytes + std::char_traits<char>::length(name) + path_.size();
+        if (size > limit_ || out_.size() > limit_ - size) throw OverLimit{};
         out_ += ",{\"op\":\"";
         out_ += name;
         out_ += "\",\"path\":\"";
-        escape_string(path_, out_);
+        out_ += path_;
         out_ += '"';
         if (value) {
             out_ += ",\"value\":";
@@ -194,20 +219,22 @@ private:
         }
         out_ += '}';
     }
-    std::size_t op_size(const char* name, std::size_t value) {
-        std::string path;
-        escape_string(path_, path);
-        std::size_t size = 30 + std::char_traits<char>::length(name) + path.size();
+    // The bytes op(name, &value) writes: the punctuation, the name, the path, the value.
+    std::size_t op_size(const char* name, std::size_t value) const {
+        std::size_t size = kOpBytes + std::char_traits<char>::length(name) + path_.size() + 9;
         if (b_.compact()) return size + b_.raw(value).size();
         std::string text;
         b_.write(value, text);
         return size + text.size();
     }
+    // ,{"op":"","path":""}
+    static constexpr std::size_t kOpBytes = 20;
 
     const Tree& a_;
     const Tree& b_;
-    std::string path_;
-    std::string out_;  // operations, each after a comma
+    std::string path_;       // escaped
+    std::string out_;        // operations, each after a comma
+    std::size_t limit_ = 0;  // the size out_ may reach
 };
 
 // Whether setting `to`'s value j through a merge patch gives its text back: not null, and when an

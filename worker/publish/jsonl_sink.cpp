@@ -447,11 +447,19 @@ std::optional<std::string> JsonlSink::lost_docs() {
     if (::stat(name_.c_str(), &by_name) != 0 || by_name.st_dev != dev_ || by_name.st_ino != ino_) {
         struct stat st {};
         int fd = open_locked(name_, st);
+        std::uint64_t size = 0;
+        try {
+            size = cut_to_whole_lines(fd, static_cast<std::uint64_t>(st.st_size), "the file now at that path");
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
         ::close(fd_);
         fd_ = fd;
         dev_ = st.st_dev;
         ino_ = st.st_ino;
-        size_ = static_cast<std::uint64_t>(st.st_size);
+        size_ = size;
+        torn_ = false;
         forget_lines();
         if (patcher_) patcher_->clear();  // the new file holds no base
         return "the JSONL sink file " + name_ + " was removed or replaced; writing to the file now at that path";
@@ -460,12 +468,49 @@ std::optional<std::string> JsonlSink::lost_docs() {
     if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_) {
         std::string why = "the JSONL sink file " + name_ + " shrank from " + std::to_string(size_) + " to " +
                           std::to_string(st.st_size) + " bytes";
-        size_ = static_cast<std::uint64_t>(st.st_size);
+        // Cut first: should it fail, the next call finds the file still shrunk and tries again.
+        size_ = cut_to_whole_lines(fd_, static_cast<std::uint64_t>(st.st_size), "the file shrank");
+        torn_ = false;
         forget_lines();
         if (patcher_) patcher_->clear();
         return why;
     }
     return std::nullopt;
+}
+
+std::uint64_t JsonlSink::cut_to_whole_lines(int fd, std::uint64_t size, const char* when) {
+    // The last newline, read backwards a block at a time.
+    std::uint64_t end = size, keep = 0;
+    char buf[1 << 16];
+    while (end > 0 && keep == 0) {
+        std::uint64_t from = end > sizeof buf ? end - sizeof buf : 0;
+        std::size_t want = static_cast<std::size_t>(end - from), got = 0;
+        while (got < want) {
+            ssize_t n = ::pread(fd, buf + got, want - got, static_cast<off_t>(from + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0)
+                throw Error("cannot read the JSONL sink file " + name_ + " to find its last whole line: " +
+                                (n < 0 ? errno_text(errno) : std::string("it shrank again while read")),
+                            {}, true);
+            got += static_cast<std::size_t>(n);
+        }
+        for (std::size_t i = want; i-- > 0;)
+            if (buf[i] == '\n') {
+                keep = from + i + 1;
+                break;
+            }
+        end = from;
+    }
+    if (keep == size) return size;
+    // A line cut short (the file was truncated inside it): what is appended next would continue it, so
+    // the partial line goes, durably, before any new line lands behind it.
+    if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0)
+        throw Error("cannot cut the incomplete last line of the JSONL sink file " + name_ + " (" + when +
+                        "): " + errno_text(errno) + "; make the file writable",
+                    {}, true);
+    log_warning("publish", "cut an incomplete last line (" + std::to_string(size - keep) + " bytes) from " + name_ +
+                               " (" + when + "), so that the next line written starts a line of its own");
+    return keep;
 }
 
 void JsonlSink::forget_lines() {

@@ -118,6 +118,10 @@ private:
     std::string claim_line(const std::string& channel, const PatchPlan& plan, bool& patch);
     // Under mutex_: the file was replaced or shrank, so no indexed place holds any more.
     void forget_lines();
+    // Under mutex_: cuts the file open as `fd`, `size` bytes long, back to its last newline (a line
+    // cut short would otherwise be continued by the next write); returns its new size. Logs a cut,
+    // naming `when`; throws (transient) when it cannot read or cut.
+    std::uint64_t cut_to_whole_lines(int fd, std::uint64_t size, const char* when);
     void write_line(const std::string& line);
     // A doc's line: its envelope and a newline.
     static std::string line_of(const std::string& channel, const std::optional<std::string>& doc, DocVersion version);

@@ -1,9 +1,15 @@
 // The cache of last-published docs and the patches made from it.
 #include "publish/patcher.hpp"
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <limits>
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace docsync::publish {
 
@@ -73,6 +79,19 @@ PatchPlan Patcher::plan(const std::string& channel, const std::optional<std::str
             made = differ_(*out.base_text, *out.text);
         } catch (const Error&) {
             made.reset();  // a base or doc the patch core will not take: sent whole
+        } catch (const std::exception& e) {
+            // Out of memory (std::bad_alloc) or another failure inside the diff: the doc is sent
+            // whole, which needs no more than the publish already holds. Logged once a minute at most.
+            made.reset();
+            static std::atomic<std::int64_t> logged_at{std::numeric_limits<std::int64_t>::min()};
+            const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count();
+            std::int64_t last = logged_at.load(std::memory_order_relaxed);
+            if ((last == std::numeric_limits<std::int64_t>::min() || now - last >= 60) &&
+                logged_at.compare_exchange_strong(last, now, std::memory_order_relaxed))
+                log_warning("publish", "could not make a patch for " + channel + " (" + e.what() +
+                                           "): the doc is sent whole (logged once a minute at most)");
         }
     }
     if (!made) {
