@@ -1,6 +1,7 @@
 // docsync-gateway tearing connections down: a WebSocket closed while it still handles a subscribe
 // is followed nowhere once freed (the hub never hands a doc to freed memory), a stream's end leaves
 // no follower behind, and a connection on a seat past --max-connections leaves no memory behind.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -146,11 +147,20 @@ TEST_CASE("gateway: connections past --max-connections leave no memory behind (/
         for (int i = 0; i < n; ++i) REQUIRE(http_get(s.gateway.port(), "/healthz").status == 200);
     };
     probes(2000);  // the allocator's pools and Asio's caches warm
-    long before = rss_kb(s.gateway.pid());
+    // Two rounds, the smaller growth counts: a leak grows RSS in both, while the allocator taking a
+    // fresh arena page run now and then (seen once at ~170 B per probe under load) grows one.
     constexpr int kProbes = 8000;
-    probes(kProbes);
-    long after = rss_kb(s.gateway.pid());
-    double per = (after - before) * 1024.0 / kProbes;
-    INFO("RSS " << before << " kB -> " << after << " kB: " << per << " bytes per connection");
+    double per = 1e9;
+    std::string rounds;
+    for (int round = 0; round < 2; ++round) {
+        long before = rss_kb(s.gateway.pid());
+        probes(kProbes);
+        long after = rss_kb(s.gateway.pid());
+        double grown = (after - before) * 1024.0 / kProbes;
+        rounds += " RSS " + std::to_string(before) + " kB -> " + std::to_string(after) + " kB: " +
+                  std::to_string(grown) + " bytes per connection;";
+        per = std::min(per, grown);
+    }
+    INFO(rounds);
     CHECK(per < 150);  // a record left per connection pinned ~600 bytes
 }
