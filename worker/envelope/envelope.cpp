@@ -1,13 +1,13 @@
 // Envelopes: validating, compacting and embedding doc JSON, and reading envelopes back.
 #include "envelope/envelope.hpp"
 
-#include <cctype>
-#include <optional>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/json_scan.hpp"
 
 namespace docsync::publish {
 
@@ -103,100 +103,46 @@ private:
         stack_.pop_back();
         copy(1);
     }
-    bool at(char c) const { return i_ < in_.size() && in_[i_] == c; }
-    bool digit() const { return i_ < in_.size() && in_[i_] >= '0' && in_[i_] <= '9'; }
-
     void scalar(char c) {
         if (c == '"') return string();
         if (c == '-' || (c >= '0' && c <= '9')) return number();
-        for (std::string_view literal : {"true", "false", "null"}) {
-            if (in_.substr(i_, literal.size()) == literal) return copy(literal.size());
-        }
+        if (auto lit = json_scan::literal(in_, i_); lit != json_scan::Literal::None)
+            return copy(json_scan::literal_size(lit));
         fail("expected a value");
     }
 
     void number() {
         std::size_t start = i_;
-        if (at('-')) ++i_;
-        if (at('0')) {
-            ++i_;
-        } else if (digit()) {
-            while (digit()) ++i_;
-        } else {
-            fail("expected a digit");
-        }
-        if (at('.')) {
-            ++i_;
-            if (!digit()) fail("expected a digit after '.'");
-            while (digit()) ++i_;
-        }
-        if (at('e') || at('E')) {
-            ++i_;
-            if (at('+') || at('-')) ++i_;
-            if (!digit()) fail("expected a digit in the exponent");
-            while (digit()) ++i_;
-        }
+        if (auto e = json_scan::number(in_, i_); e != json_scan::ScanError::None)
+            fail(json_scan::number_error_text(e));
         out_.append(in_.substr(start, i_ - start));
     }
 
     void string() {
-        std::size_t start = i_++;
-        for (;;) {
-            if (i_ >= in_.size()) fail("unterminated string");
-            auto c = static_cast<unsigned char>(in_[i_]);
-            if (c == '"') {
-                ++i_;
+        using json_scan::ScanError;
+        std::size_t start = i_;
+        switch (json_scan::string<true>(in_, i_).error) {
+            case ScanError::None:
                 break;
-            }
-            if (c < 0x20) fail("control character in a string (it must be escaped)");
-            if (c == '\\') {
+            case ScanError::ControlCharacter:
+                fail("control character in a string (it must be escaped)");
+            case ScanError::BadUtf8:
+                fail("invalid UTF-8");
+            case ScanError::Unterminated:
+                fail("unterminated string");
+            // Escape errors are reported at the byte after the backslash.
+            case ScanError::UnterminatedEscape:
                 ++i_;
-                if (i_ >= in_.size()) fail("unterminated string");
-                char e = in_[i_];
-                if (e == 'u') {
-                    for (int k = 1; k <= 4; ++k) {
-                        if (i_ + k >= in_.size() || !std::isxdigit(static_cast<unsigned char>(in_[i_ + k])))
-                            fail("\\u needs four hex digits");
-                    }
-                    i_ += 5;
-                } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-                           e == 't') {
-                    ++i_;
-                } else {
-                    fail("invalid escape in a string");
-                }
-                continue;
-            }
-            if (c < 0x80) {
+                fail("unterminated string");
+            case ScanError::ShortUnicodeEscape:
+            case ScanError::BadUnicodeEscape:
                 ++i_;
-                continue;
-            }
-            utf8(c);
+                fail("\\u needs four hex digits");
+            default:
+                ++i_;
+                fail("invalid escape in a string");
         }
         out_.append(in_.substr(start, i_ - start));
-    }
-
-    // One multi-byte UTF-8 sequence: no overlong forms, no surrogates, nothing above U+10FFFF.
-    void utf8(unsigned char lead) {
-        int extra;
-        std::uint32_t cp, min;
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            extra = 1, cp = lead & 0x1F, min = 0x80;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            extra = 2, cp = lead & 0x0F, min = 0x800;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            extra = 3, cp = lead & 0x07, min = 0x10000;
-        } else {
-            fail("invalid UTF-8");
-        }
-        for (int k = 1; k <= extra; ++k) {
-            if (i_ + k >= in_.size()) fail("invalid UTF-8");
-            auto b = static_cast<unsigned char>(in_[i_ + k]);
-            if ((b & 0xC0) != 0x80) fail("invalid UTF-8");
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("invalid UTF-8");
-        i_ += static_cast<std::size_t>(extra) + 1;
     }
 
     std::string_view in_;
@@ -229,24 +175,6 @@ void append_json_string(std::string& out, std::string_view text) {
         Compactor(std::string_view(out).substr(start)).run();  // validates the UTF-8
     } catch (const Error&) {
         throw Error("the channel " + std::string(text) + " is not valid UTF-8; docsync needs a UTF8 database");
-    }
-}
-
-void append_utf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
 }
 
@@ -287,7 +215,7 @@ std::optional<std::string> unescape_json_string(std::string_view token) {
                 } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
                     return std::nullopt;
                 }
-                append_utf8(out, cp);
+                json_scan::append_utf8(out, cp);
                 break;
             }
             default: out.push_back(e); break;  // " \ /

@@ -2,7 +2,6 @@
 // escaping, and semantic equality for the `test` operation.
 #include "patch/json_tree.hpp"
 
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/error.hpp"
+#include "common/json_scan.hpp"
 
 namespace docsync::patch {
 
@@ -102,9 +102,6 @@ private:
             t_.compact_ = false;
         }
     }
-    bool at(char c) const { return i_ < in_.size() && in_[i_] == c; }
-    bool digit() const { return i_ < in_.size() && in_[i_] >= '0' && in_[i_] <= '9'; }
-
     void value(char c, Key key) {
         Node n;
         n.begin = static_cast<std::uint32_t>(i_);
@@ -129,17 +126,13 @@ private:
         } else if (c == '-' || (c >= '0' && c <= '9')) {
             n.kind = Kind::Number;
             number();
-        } else if (in_.substr(i_, 4) == "true") {
-            n.kind = Kind::True;
-            i_ += 4;
-        } else if (in_.substr(i_, 5) == "false") {
-            n.kind = Kind::False;
-            i_ += 5;
-        } else if (in_.substr(i_, 4) == "null") {
-            n.kind = Kind::Null;
-            i_ += 4;
         } else {
-            fail("expected a value");
+            auto lit = json_scan::literal(in_, i_);
+            if (lit == json_scan::Literal::None) fail("expected a value");
+            n.kind = lit == json_scan::Literal::True    ? Kind::True
+                     : lit == json_scan::Literal::False ? Kind::False
+                                                        : Kind::Null;
+            i_ += json_scan::literal_size(lit);
         }
         n.end = static_cast<std::uint32_t>(i_);
         n.after = static_cast<std::uint32_t>(t_.nodes_.size() + 1);
@@ -152,63 +145,28 @@ private:
         n.end = static_cast<std::uint32_t>(i_);
         n.after = static_cast<std::uint32_t>(t_.nodes_.size());
     }
-    // A string at i_; returns whether it holds an escape.
+    // A string at i_; returns whether it holds an escape. Bytes of 0x80 and above pass unchecked.
     bool string() {
-        ++i_;
-        bool escaped = false;
-        for (;;) {
-            // The common run of plain bytes first, in a tight loop.
-            const char* p = in_.data() + i_;
-            const char* end = in_.data() + in_.size();
-            while (p < end && *p != '"' && *p != '\\' && static_cast<unsigned char>(*p) >= 0x20) ++p;
-            i_ = static_cast<std::size_t>(p - in_.data());
-            if (i_ >= in_.size()) fail("unterminated string");
-            unsigned char c = static_cast<unsigned char>(in_[i_]);
-            if (c == '"') {
-                ++i_;
-                return escaped;
-            }
-            if (c < 0x20) fail("a control character in a string");
-            if (c != '\\') {
-                ++i_;
-                continue;
-            }
-            escaped = true;
-            if (i_ + 1 >= in_.size()) fail("unterminated string");
-            char e = in_[i_ + 1];
-            if (e == 'u') {
-                if (i_ + 6 > in_.size()) fail("a short \\u escape");
-                for (std::size_t k = i_ + 2; k < i_ + 6; ++k)
-                    if (!std::isxdigit(static_cast<unsigned char>(in_[k]))) fail("a bad \\u escape");
-                i_ += 6;
-            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
-                       e == 't') {
-                i_ += 2;
-            } else {
+        using json_scan::ScanError;
+        json_scan::StringScan r = json_scan::string<false>(in_, i_);
+        switch (r.error) {
+            case ScanError::None:
+                return r.escaped;
+            case ScanError::ControlCharacter:
+                fail("a control character in a string");
+            case ScanError::ShortUnicodeEscape:
+                fail("a short \\u escape");
+            case ScanError::BadUnicodeEscape:
+                fail("a bad \\u escape");
+            case ScanError::BadEscape:
                 fail("a bad escape in a string");
-            }
+            default:
+                fail("unterminated string");
         }
     }
     void number() {
-        if (at('-')) ++i_;
-        if (at('0')) {
-            ++i_;
-        } else if (digit()) {
-            while (digit()) ++i_;
-        } else {
-            fail("expected a digit");
-        }
-        if (at('.')) {
-            ++i_;
-            if (!digit()) fail("expected a digit after '.'");
-            while (digit()) ++i_;
-        }
-        if (at('e') || at('E')) {
-            ++i_;
-            if (at('+') || at('-')) ++i_;
-            if (!digit()) fail("expected a digit in the exponent");
-            while (digit()) ++i_;
-        }
+        if (auto e = json_scan::number(in_, i_); e != json_scan::ScanError::None)
+            fail(json_scan::number_error_text(e));
     }
 
     Tree& t_;
@@ -279,24 +237,6 @@ unsigned hex4(std::string_view s) {
     return v;
 }
 
-void put_utf8(unsigned cp, std::string& out) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
 }  // namespace
 
 void decode_string(std::string_view raw, std::string& out) {
@@ -335,7 +275,7 @@ void decode_string(std::string_view raw, std::string& out) {
                         i += 6;
                     }
                 }
-                put_utf8(cp, out);
+                json_scan::append_utf8(out, cp);
                 break;
             }
             default:
