@@ -33,20 +33,19 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <rapidjson/document.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <rapidjson/document.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <csignal>
-#include <cstdarg>
 #include <chrono>
 #include <climits>
+#include <csignal>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "bench/process_stats.hpp"
 #include "bench/sample_doc.hpp"
 #include "publish/redis_sink.hpp"
@@ -323,16 +323,9 @@ private:
         if (s.state == Stream::closed) return;
         if (s.state == Stream::connecting) {
             if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
-            int err = 0;
-            socklen_t len = sizeof err;
-            ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            if (err) return fail(i, std::string("connect: ") + std::strerror(err));
-            if (::send(s.fd, request_.data(), request_.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request_.size()))
-                return fail(i, "the request did not go out in one write");
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.u32 = i;
-            ::epoll_ctl(epoll_, EPOLL_CTL_MOD, s.fd, &ev);
+            if (auto why = docsync::bench::send_request_when_connected(epoll_, s.fd, i, request_);
+                !why.empty())
+                return fail(i, why);
             s.state = Stream::header;
             return;
         }
@@ -881,27 +874,20 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);  // as docsync-worker: a closed socket is an error, not the end
     if (argc < 2) usage(argv[0]);
     std::string mode = argv[1];
-    std::map<std::string, std::string> opt;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (std::strncmp(argv[i], "--", 2) != 0) usage(argv[0]);
-        opt[argv[i] + 2] = argv[i + 1];
-    }
-    auto num = [&](const char* name, long fallback) {
-        auto it = opt.find(name);
-        return it == opt.end() ? fallback : std::atol(it->second.c_str());
-    };
+    docsync::bench::Options opt(argc, argv, 2, usage);
+    auto num = [&](const char* name, long fallback) { return opt.num(name, fallback); };
     try {
         if (mode == "fanout") {
-            if (!opt.count("port") || !opt.count("redis-port") || !opt.count("gateway-pid")) usage(argv[0]);
+            opt.require({"port", "redis-port", "gateway-pid"});
             return fanout(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
                           static_cast<pid_t>(num("gateway-pid", 0)), static_cast<std::size_t>(num("clients", 10000)),
                           static_cast<int>(num("publishes", 100)), static_cast<int>(num("interval-ms", 250)));
         }
         if (mode == "e2e") {
-            if (!opt.count("port") || !opt.count("redis-port") || !opt.count("dsn")) usage(argv[0]);
-            return e2e(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)), opt["dsn"],
-                       static_cast<int>(num("docs", 100)), static_cast<int>(num("rate", 200)),
-                       static_cast<int>(num("seconds", 20)));
+            opt.require({"port", "redis-port", "dsn"});
+            return e2e(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
+                       opt.text("dsn"), static_cast<int>(num("docs", 100)),
+                       static_cast<int>(num("rate", 200)), static_cast<int>(num("seconds", 20)));
         }
         usage(argv[0]);
     } catch (const std::exception& e) {

@@ -47,13 +47,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "bench/patch_common.hpp"
 #include "bench/process_stats.hpp"
 #include "bench/sample_doc.hpp"
 #include "envelope/envelope.hpp"
 #include "patch/json_patch.hpp"
-#include "publish/redis_sink.hpp"
 #include "publish/patcher.hpp"
+#include "publish/redis_sink.hpp"
 
 using namespace std::chrono;
 using docsync::DocVersion;
@@ -182,16 +183,9 @@ private:
         if (s.state == Stream::closed) return;
         if (s.state == Stream::connecting) {
             if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
-            int err = 0;
-            socklen_t len = sizeof err;
-            ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            if (err) return fail(i, std::string("connect: ") + std::strerror(err));
-            if (::send(s.fd, request_.data(), request_.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request_.size()))
-                return fail(i, "the request did not go out in one write");
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.u32 = i;
-            ::epoll_ctl(epoll_, EPOLL_CTL_MOD, s.fd, &ev);
+            if (auto why = docsync::bench::send_request_when_connected(epoll_, s.fd, i, request_);
+                !why.empty())
+                return fail(i, why);
             s.state = Stream::header;
             return;
         }
@@ -483,16 +477,9 @@ int run(int port, int redis_port, pid_t gateway, std::size_t clients, bool ask_p
 
 int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
-    std::map<std::string, std::string> opt;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strncmp(argv[i], "--", 2) != 0) usage(argv[0]);
-        opt[argv[i] + 2] = argv[i + 1];
-    }
-    if (!opt.count("port") || !opt.count("redis-port") || !opt.count("gateway-pid")) usage(argv[0]);
-    auto num = [&](const char* name, long fallback) {
-        auto it = opt.find(name);
-        return it == opt.end() ? fallback : std::atol(it->second.c_str());
-    };
+    docsync::bench::Options opt(argc, argv, 1, usage);
+    opt.require({"port", "redis-port", "gateway-pid"});
+    auto num = [&](const char* name, long fallback) { return opt.num(name, fallback); };
     try {
         return run(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
                    static_cast<pid_t>(num("gateway-pid", 0)), static_cast<std::size_t>(num("clients", 10000)),

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.hpp"
 #include "bench/patch_common.hpp"
 #include "bench/process_stats.hpp"
 #include "patch/json_patch.hpp"
@@ -279,21 +280,14 @@ int run(int redis_port, const std::string& dsn, const std::string& slot, pid_t w
 
 int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
-    std::map<std::string, std::string> opt;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::strncmp(argv[i], "--", 2) != 0) usage(argv[0]);
-        opt[argv[i] + 2] = argv[i + 1];
-    }
-    for (const char* need : {"redis-port", "dsn", "slot", "worker-pid", "kind", "docs"})
-        if (!opt.count(need)) usage(argv[0]);
-    auto num = [&](const char* name, long fallback) {
-        auto it = opt.find(name);
-        return it == opt.end() ? fallback : std::atol(it->second.c_str());
-    };
+    docsync::bench::Options opt(argc, argv, 1, usage);
+    opt.require({"redis-port", "dsn", "slot", "worker-pid", "kind", "docs"});
+    auto num = [&](const char* name, long fallback) { return opt.num(name, fallback); };
     try {
-        return run(static_cast<int>(num("redis-port", 0)), opt["dsn"], opt["slot"], static_cast<pid_t>(num("worker-pid", 0)),
-                   opt["kind"], static_cast<int>(num("docs", 0)), static_cast<int>(num("updates", 300)),
-                   static_cast<int>(num("rate", 20)), opt.count("label") ? opt["label"] : "run");
+        return run(static_cast<int>(num("redis-port", 0)), opt.text("dsn"), opt.text("slot"),
+                   static_cast<pid_t>(num("worker-pid", 0)), opt.text("kind"),
+                   static_cast<int>(num("docs", 0)), static_cast<int>(num("updates", 300)),
+                   static_cast<int>(num("rate", 20)), opt.text("label", "run"));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "benchmark failed: %s\n", e.what());
         return 1;
