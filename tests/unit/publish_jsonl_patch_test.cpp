@@ -16,6 +16,7 @@
 #include "patch/json_patch.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/patcher.hpp"
+#include "temp_files.hpp"
 
 namespace fs = std::filesystem;
 using docsync::DocVersion;
@@ -23,28 +24,10 @@ using docsync::publish::EnvelopeKind;
 using docsync::publish::JsonlSink;
 using docsync::publish::Patcher;
 using docsync::publish::PatcherOptions;
+using docsync::testing::read_lines;
+using docsync::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "docsync-patch-XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
-
-std::vector<std::string> read_lines(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-}
 
 std::shared_ptr<Patcher> patcher() { return std::make_shared<Patcher>(PatcherOptions{1 << 20, 64}); }
 
@@ -83,7 +66,7 @@ struct Reader {
 }  // namespace
 
 TEST_CASE("jsonl patches: the file holds patch lines only after their base's line, and reads back at open") {
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "docs.jsonl";
     {
         auto sink = JsonlSink::open_file(path.string(), patcher());
@@ -132,7 +115,7 @@ TEST_CASE("jsonl patches: the file holds patch lines only after their base's lin
 }
 
 TEST_CASE("jsonl patches: a patch line that does not follow its base leaves its channel retained, not held") {
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "docs.jsonl";
     const std::string patch = R"([{"op":"replace","path":"/score","value":2}])";
     {
@@ -175,7 +158,7 @@ TEST_CASE("jsonl patches: a patch line that does not follow its base leaves its 
 }
 
 TEST_CASE("jsonl patches: stdout writes a patch only after its base, restore and tombstones are whole") {
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "out.jsonl";
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     REQUIRE(fd >= 0);
@@ -205,7 +188,7 @@ TEST_CASE("jsonl patches: stdout writes a patch only after its base, restore and
 }
 
 TEST_CASE("jsonl: without a patcher every line is whole, as before") {
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());
     sink->publish("db:board:7", board(1), {1, 0x100});
@@ -214,7 +197,7 @@ TEST_CASE("jsonl: without a patcher every line is whole, as before") {
 }
 
 TEST_CASE("jsonl patches: a channel is written whole again once its whole line lies kMaxPatchSpan back") {
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string(), patcher());
     sink->publish("db:board:7", board(1), {1, 1});
@@ -237,7 +220,7 @@ TEST_CASE("jsonl patches: a version written again with another text is a base on
     // A doc computed twice at one version with different text, the cache entry of the first evicted
     // in between: a reader takes the later whole line (the later line wins), so the patch after it,
     // made from the later text, applies to what the reader holds; the file reads back the same.
-    TempDir dir;
+    TempDir dir("patch");
     const auto path = dir.path / "out.jsonl";
     auto other = [](int score) { return board(score, 8); };
     auto reordered = R"({"game":7,"score":1,"players":["bob","ann"],"note":")" + std::string(300, 'n') + "\"}";

@@ -12,32 +12,17 @@
 #include "envelope/envelope.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/patcher.hpp"
+#include "temp_files.hpp"
 
 namespace fs = std::filesystem;
 using docsync::DocVersion;
 using docsync::publish::JsonlSink;
 using docsync::publish::Patcher;
 using docsync::publish::PatcherOptions;
+using docsync::testing::read_all;
+using docsync::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "docsync-repair-XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // Every line of the file is an envelope, and the file ends with a newline.
 void check_whole_lines(const fs::path& path) {
@@ -67,7 +52,7 @@ std::string board(int score) {
 }  // namespace
 
 TEST_CASE("file sink: a file cut inside a line is cut back to its last newline before the next write") {
-    TempDir dir;
+    TempDir dir("repair");
     auto path = dir.path / "docs.jsonl";
     {
         auto sink = JsonlSink::open_file(path.string());
@@ -97,7 +82,7 @@ TEST_CASE("file sink: a file cut inside a line is cut back to its last newline b
 }
 
 TEST_CASE("file sink: a file cut inside its first line, or replaced by one ending mid-line, is repaired too") {
-    TempDir dir;
+    TempDir dir("repair");
     auto path = dir.path / "docs.jsonl";
     {
         auto sink = JsonlSink::open_file(path.string());
@@ -125,7 +110,7 @@ TEST_CASE("file sink: a file cut inside its first line, or replaced by one endin
 }
 
 TEST_CASE("file sink with patches: a patch line cut short is gone, and the channel is written whole after") {
-    TempDir dir;
+    TempDir dir("repair");
     auto path = dir.path / "docs.jsonl";
     auto patcher = std::make_shared<Patcher>(PatcherOptions{1 << 20, 64});
     {

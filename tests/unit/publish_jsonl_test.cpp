@@ -25,42 +25,17 @@
 #include "envelope/envelope.hpp"
 #include "publish/jsonl_sink.hpp"
 #include "publish/sink.hpp"
+#include "temp_files.hpp"
 
 namespace fs = std::filesystem;
 using docsync::DocVersion;
 using docsync::Error;
 using docsync::publish::JsonlSink;
+using docsync::testing::read_all;
+using docsync::testing::read_lines;
+using docsync::testing::TempDir;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed at scope end.
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "docsync-publish-XXXXXX").string();
-        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
-
-std::vector<std::string> read_lines(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::vector<std::string> lines;
-    std::string line;
-    while (std::getline(in, line)) lines.push_back(line);
-    return lines;
-}
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 // Throws the Error the callable throws and returns its message; fails the test when it does not throw.
 template <typename F>
@@ -148,7 +123,7 @@ TEST_CASE("a doc that is not one valid JSON value is refused with a clear, perma
 }
 
 TEST_CASE("file sink: lines from concurrent publishers are whole, valid JSON and all there, fsync'd in groups") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     constexpr int kThreads = 8, kPerThread = 300;
     std::uint64_t syncs = 0;
@@ -196,7 +171,7 @@ TEST_CASE("file sink: lines from concurrent publishers are whole, valid JSON and
 }
 
 TEST_CASE("file sink: publish_many writes every doc and waits for one fsync for them all") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());
     std::vector<std::string> channels;
@@ -217,7 +192,7 @@ TEST_CASE("file sink: publish_many writes every doc and waits for one fsync for 
 }
 
 TEST_CASE("file sink: an incomplete last line is cut at start and what the file holds is read back") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     {
         std::ofstream out(path, std::ios::binary);
@@ -251,7 +226,7 @@ TEST_CASE("file sink: an incomplete last line is cut at start and what the file 
 }
 
 TEST_CASE("file sink: read_back gives each channel's newest line, indexed at open and at every append") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     {
         std::ofstream out(path, std::ios::binary);
@@ -286,7 +261,7 @@ TEST_CASE("file sink: read_back gives each channel's newest line, indexed at ope
 }
 
 TEST_CASE("file sink: read_back sees a line changed in place, restore never writes behind a newer version") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());
     sink->publish("db:a:1", std::string("{\"x\":1}"), DocVersion{2, 0x20});
@@ -333,7 +308,7 @@ TEST_CASE("an envelope's doc and version are read back as the sink holds them") 
 }
 
 TEST_CASE("file sink: a file that holds something else is refused, naming the line") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "notes.txt";
     {
         std::ofstream out(path, std::ios::binary);
@@ -346,7 +321,7 @@ TEST_CASE("file sink: a file that holds something else is refused, naming the li
 }
 
 TEST_CASE("file sink: a missing directory or a read-only path is a clear startup error") {
-    TempDir dir;
+    TempDir dir("publish");
     auto missing = dir.path / "no" / "such" / "docs.jsonl";
     auto message = error_of([&] { JsonlSink::open_file(missing.string()); });
     CHECK(message.find(missing.string()) != std::string::npos);
@@ -371,7 +346,7 @@ TEST_CASE("file sink: a missing directory or a read-only path is a clear startup
 // A small tmpfs mounted under a temporary directory for a test's lifetime; `mounted` is false (and
 // the test is skipped) where mounting needs a privilege the test does not have.
 struct SmallTmpfs {
-    TempDir dir;
+    TempDir dir{"publish"};
     fs::path mnt = dir.path / "small";
     bool mounted = false;
     explicit SmallTmpfs(const char* size) {
@@ -432,7 +407,7 @@ TEST_CASE("file sink: a disk that fills up mid-stream leaves whole lines, and on
 }
 
 TEST_CASE("file sink: a second writer of the same file is refused, a truncated or replaced file is noticed") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     auto sink = JsonlSink::open_file(path.string());
     CHECK_THROWS_WITH_AS(JsonlSink::open_file(path.string()),
@@ -585,7 +560,7 @@ TEST_CASE("--live subscribers with a JSONL sink is refused with the fix") {
 }
 
 TEST_CASE("file sink: after kill -9 mid-stream every acknowledged doc is in the file, as whole lines") {
-    TempDir dir;
+    TempDir dir("publish");
     auto path = dir.path / "docs.jsonl";
     int acks[2];
     REQUIRE(::pipe(acks) == 0);
