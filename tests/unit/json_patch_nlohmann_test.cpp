@@ -89,63 +89,64 @@ std::optional<json> nlohmann_patch(json doc, const json& patch) {
     return doc;
 }
 
-}  // namespace
-
-TEST_CASE("nlohmann applies our patches, both forms, and gets the next version") {
-    std::size_t json_patches = 0, merge_patches = 0;
+// 100 random docs (seeds 1..100 times `seed_factor`) through 20 random edits each: step(a, b) for
+// the text of each version and of the next.
+template <typename Step>
+void each_edit(std::uint64_t seed_factor, Step&& step) {
     for (std::uint64_t seed = 1; seed <= 100; ++seed) {
-        JsonGen gen(seed, ordinary());
+        JsonGen gen(seed * seed_factor, ordinary());
         JsonValue doc = gen.doc();
         for (int v = 0; v < 20; ++v) {
             JsonValue next = doc;
             gen.edit(next);
             std::string a = doc.text(), b = next.text();
             doc = next;
-            if (a == b) continue;
-            CAPTURE(a);
-            CAPTURE(b);
-            docsync::patch::Tree ta(a, "a"), tb(b, "b");
-            ordered_json want = ordered_json::parse(b);
-            if (auto p = docsync::patch::json_patch_between(ta, tb)) {
-                CAPTURE(*p);
-                ++json_patches;
-                // Key order too: ordered_json compares members in order, and adds new keys last.
-                CHECK(ordered_json::parse(a).patch(ordered_json::parse(*p)) == want);
-            }
-            if (auto p = docsync::patch::merge_patch_between(ta, tb)) {
-                CAPTURE(*p);
-                ++merge_patches;
-                ordered_json got = ordered_json::parse(a);
-                got.merge_patch(ordered_json::parse(*p));
-                CHECK(got == want);
-            }
+            step(a, b);
         }
     }
+}
+
+}  // namespace
+
+TEST_CASE("nlohmann applies our patches, both forms, and gets the next version") {
+    std::size_t json_patches = 0, merge_patches = 0;
+    each_edit(1, [&](const std::string& a, const std::string& b) {
+        if (a == b) return;
+        CAPTURE(a);
+        CAPTURE(b);
+        docsync::patch::Tree ta(a, "a"), tb(b, "b");
+        ordered_json want = ordered_json::parse(b);
+        if (auto p = docsync::patch::json_patch_between(ta, tb)) {
+            CAPTURE(*p);
+            ++json_patches;
+            // Key order too: ordered_json compares members in order, and adds new keys last.
+            CHECK(ordered_json::parse(a).patch(ordered_json::parse(*p)) == want);
+        }
+        if (auto p = docsync::patch::merge_patch_between(ta, tb)) {
+            CAPTURE(*p);
+            ++merge_patches;
+            ordered_json got = ordered_json::parse(a);
+            got.merge_patch(ordered_json::parse(*p));
+            CHECK(got == want);
+        }
+    });
     CHECK(json_patches > 1500);
     CHECK(merge_patches > 800);
 }
 
 TEST_CASE("our apply takes nlohmann's diff and gives the next version") {
-    for (std::uint64_t seed = 1; seed <= 100; ++seed) {
-        JsonGen gen(seed * 7919, ordinary());
-        JsonValue doc = gen.doc();
-        for (int v = 0; v < 20; ++v) {
-            JsonValue next = doc;
-            gen.edit(next);
-            std::string a = doc.text(), b = next.text();
-            doc = next;
-            std::string theirs = json::diff(json::parse(a), json::parse(b)).dump();
-            CAPTURE(a);
-            CAPTURE(b);
-            CAPTURE(theirs);
-            CHECK(json::parse(patch::apply(a, json_patch(theirs))) == json::parse(b));
-            // And a merge patch of nlohmann's making: the next version with its nulls removed.
-            ordered_json merge = ordered_json::parse(b);
-            ordered_json expected = ordered_json::parse(a);
-            expected.merge_patch(merge);
-            CHECK(json::parse(patch::apply(a, merge_patch(merge.dump()))) == json::parse(expected.dump()));
-        }
-    }
+    each_edit(7919, [&](const std::string& a, const std::string& b) {
+        std::string theirs = json::diff(json::parse(a), json::parse(b)).dump();
+        CAPTURE(a);
+        CAPTURE(b);
+        CAPTURE(theirs);
+        CHECK(json::parse(patch::apply(a, json_patch(theirs))) == json::parse(b));
+        // And a merge patch of nlohmann's making: the next version with its nulls removed.
+        ordered_json merge = ordered_json::parse(b);
+        ordered_json expected = ordered_json::parse(a);
+        expected.merge_patch(merge);
+        CHECK(json::parse(patch::apply(a, merge_patch(merge.dump()))) == json::parse(expected.dump()));
+    });
 }
 
 TEST_CASE("random RFC 6902 operations: our apply and nlohmann agree on the result or on refusing") {
