@@ -7,43 +7,10 @@
 const { test, describe } = require('node:test');
 const assert = require('node:assert');
 const DocsyncClient = require('../../worker/gateway/assets/docsync-client.js');
-const { tick, until, FakeWebSocket, client, recorder } = require('./fakes.js');
+const {tick} = require('./fakes.js');
+const {C, V, lsn, wsDoc, wsPatch, wsClient} = require('./patch_fakes.js');
 
 const { applyJsonPatch } = DocsyncClient;
-
-const C = 'db:board:7';
-const V = (n) => `1/0/${n.toString(16).toUpperCase()}`;
-const lsn = (n) => `0/${n.toString(16).toUpperCase()}`;
-const wsDoc = (n, doc) => ({ type: 'doc', version: V(n), channel: C, doc, generation: 1, lsn: lsn(n) });
-const wsPatch = (base, n, patch) => ({
-  type: 'patch', version: V(n), base: V(base), channel: C, patch, base_generation: 1, base_lsn: lsn(base), generation: 1, lsn: lsn(n),
-});
-
-// A fetch answered by the test: each call waits for answer().
-function fakeFetch() {
-  const calls = [];
-  const fn = (url) => new Promise((resolve) => calls.push({ url, resolve }));
-  fn.calls = calls;
-  fn.answer = async (body) => {
-    await until(() => calls.some((c) => !c.done), 'a read');
-    const c = calls.find((x) => !x.done);
-    c.done = true;
-    c.resolve({ status: 200, ok: true, json: async () => body });
-    await tick(1);
-  };
-  return fn;
-}
-
-async function wsClient() {
-  const fetch = fakeFetch();
-  const c = client({ token: 'T', fetch });
-  const h = recorder();
-  c.subscribe(C, h);
-  await until(() => FakeWebSocket.all.length === 1, 'a socket');
-  const ws = FakeWebSocket.last();
-  ws.open();
-  return { c, h, ws, fetch };
-}
 
 describe('applyJsonPatch: the copy budget', () => {
   // 14 doublings: 1.6 MB from a doc of 100 bytes and a patch of 500 (40 would exhaust memory).
@@ -73,7 +40,7 @@ describe('applyJsonPatch: the copy budget', () => {
     for (let i = 0; i < 14; i++) ops.push({ op: 'copy', from: '', path: '/c' + i });
     ws.push(wsPatch(0x10, 0x20, ops));
     assert.deepStrictEqual(c.errors.map((e) => e.error), ['bad_patch']);
-    await fetch.answer({ channel: C, doc: { a: 'y' }, generation: 1, lsn: lsn(0x20) });
+    await fetch.answer(200, {channel: C, doc: {a: 'y'}, generation: 1, lsn: lsn(0x20)});
     assert.deepStrictEqual(h.versions(), [V(0x10), V(0x20)]);
     assert.deepStrictEqual(h.got[1].doc, { a: 'y' });
     c.close();
