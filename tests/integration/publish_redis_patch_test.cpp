@@ -180,16 +180,27 @@ void run_random_publishes(const std::function<void(const std::string&, DocVersio
     CHECK(patcher.counters().bytes_saved == saved);
 }
 
+// One Redis server, a sink publishing to it with patches on (a patch cache of kCacheBytes), a
+// subscriber to the channel db:board:7, and a client for the key.
+template <std::size_t kCacheBytes = (1 << 20)>
+struct RedisPatchSetup {
+    static docsync::publish::RedisSinkOptions patch_options() {
+        docsync::publish::RedisSinkOptions options;
+        options.patcher = std::make_shared<Patcher>(PatcherOptions{kCacheBytes, 64});
+        return options;
+    }
+    docsync::testing::RedisServer redis;
+    docsync::publish::RedisSinkOptions options = patch_options();
+    docsync::publish::RedisSink sink{redis.address(), options};
+    const std::string channel = "db:board:7";
+    Listener listener{redis.client(), "SUBSCRIBE", channel};
+    std::unique_ptr<RedisConnection> client = redis.client();
+};
+
 }  // namespace
 
-TEST_CASE("redis patches: the key holds the whole doc, the message a patch from the base it held") {
-    docsync::testing::RedisServer redis;
-    docsync::publish::RedisSinkOptions options;
-    options.patcher = std::make_shared<Patcher>(PatcherOptions{1 << 20, 64});
-    docsync::publish::RedisSink sink(redis.address(), options);
-    const std::string channel = "db:board:7";
-    Listener listener(redis.client(), "SUBSCRIBE", channel);
-    auto client = redis.client();
+TEST_CASE_FIXTURE(RedisPatchSetup<>,
+                  "redis patches: the key holds the whole doc, the message a patch from the base it held") {
     auto get_key = [&] { return reply_text(client->command({"GET", channel}).get()); };
 
     const std::string big(200, 'x');
@@ -233,14 +244,8 @@ TEST_CASE("redis patches: the key holds the whole doc, the message a patch from 
     CHECK_FALSE(docsync::publish::parse_envelope(listener.next())->is_patch());
 }
 
-TEST_CASE("redis patches: a subscriber rebuilding from the messages ends byte-identical to the key") {
-    docsync::testing::RedisServer redis;
-    docsync::publish::RedisSinkOptions options;
-    options.patcher = std::make_shared<Patcher>(PatcherOptions{1 << 20, 64});
-    docsync::publish::RedisSink sink(redis.address(), options);
-    const std::string channel = "db:board:7";
-    Listener listener(redis.client(), "SUBSCRIBE", channel);
-    auto client = redis.client();
+TEST_CASE_FIXTURE(RedisPatchSetup<>,
+                  "redis patches: a subscriber rebuilding from the messages ends byte-identical to the key") {
     run_random_publishes([&](const std::string& doc, DocVersion v) { sink.publish(channel, doc, v); }, listener,
                          [&] { return reply_text(client->command({"GET", channel}).get()); },
                          [&](const std::string& envelope) { client->command({"SET", channel, envelope}); }, channel,
@@ -298,13 +303,9 @@ void equal_version_after_drop(const std::function<void(const std::string&, const
 
 }  // namespace
 
-TEST_CASE("redis patches: a version published again with another text after its entry was dropped is no base") {
-    docsync::testing::RedisServer redis;
-    docsync::publish::RedisSinkOptions options;
-    options.patcher = std::make_shared<Patcher>(PatcherOptions{4000, 64});
-    docsync::publish::RedisSink sink(redis.address(), options);
-    const std::string channel = "db:board:7";
-    Listener listener(redis.client(), "SUBSCRIBE", channel);
+TEST_CASE_FIXTURE(
+    RedisPatchSetup<4000>,
+    "redis patches: a version published again with another text after its entry was dropped is no base") {
     equal_version_after_drop([&](const std::string& c, const std::optional<std::string>& doc,
                                  DocVersion v) { sink.publish(c, doc, v); },
                              listener, channel, *options.patcher);
