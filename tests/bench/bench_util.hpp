@@ -1,10 +1,14 @@
 #pragma once
 // What the benchmark programs (gateway_bench.cpp, patch_fanout_bench.cpp, patch_worker_bench.cpp)
 // share around their measurements: their `--name value` options, and the step that sends an SSE
-// stream's request once its non-blocking connect has finished.
+// stream's connect and its request.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +53,30 @@ class Options {
     Usage usage_;
     std::map<std::string, std::string> opt_;
 };
+
+// Starts a non-blocking TCP connect to 127.0.0.1:`port` and registers the descriptor with `epoll`
+// under `tag` for EPOLLOUT and EPOLLIN. Returns it, or -1 with `why` set (nothing left open).
+inline int connect_loopback(int epoll, int port, std::uint32_t tag, std::string& why) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        why = std::string("socket: ") + std::strerror(errno);
+        return -1;
+    }
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+        why = std::string("connect: ") + std::strerror(errno);
+        ::close(fd);
+        return -1;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLOUT | EPOLLIN;
+    ev.data.u32 = tag;
+    ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
+    return fd;
+}
 
 // `fd`, registered with `epoll` under `tag`, has finished its non-blocking connect (EPOLLOUT,
 // EPOLLERR or EPOLLHUP came): sends `request` in one write and rearms the descriptor for reading.

@@ -153,18 +153,9 @@ public:
 private:
     void start(std::size_t i) {
         Stream& s = streams_[i];
-        s.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s.fd < 0) return fail(i, std::string("socket: ") + std::strerror(errno));
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        addr.sin_port = htons(static_cast<std::uint16_t>(port_));
-        if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS)
-            return fail(i, std::string("connect: ") + std::strerror(errno));
-        epoll_event ev{};
-        ev.events = EPOLLOUT | EPOLLIN;
-        ev.data.u32 = static_cast<std::uint32_t>(i);
-        ::epoll_ctl(epoll_, EPOLL_CTL_ADD, s.fd, &ev);
+        std::string why;
+        s.fd = docsync::bench::connect_loopback(epoll_, port_, static_cast<std::uint32_t>(i), why);
+        if (s.fd < 0) fail(i, why);
     }
 
     void fail(std::size_t i, const std::string& why) {
@@ -479,13 +470,12 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     docsync::bench::Options opt(argc, argv, 1, usage);
     opt.require({"port", "redis-port", "gateway-pid"});
-    auto num = [&](const char* name, long fallback) { return opt.num(name, fallback); };
     try {
-        return run(static_cast<int>(num("port", 0)), static_cast<int>(num("redis-port", 0)),
-                   static_cast<pid_t>(num("gateway-pid", 0)), static_cast<std::size_t>(num("clients", 10000)),
-                   num("ask-patches", 1) != 0,
-                   static_cast<int>(num("entries", 342)), static_cast<int>(num("publishes", 10)),
-                   static_cast<int>(num("rounds", 3)), static_cast<int>(num("interval-ms", 250)));
+        return run(static_cast<int>(opt.num("port", 0)), static_cast<int>(opt.num("redis-port", 0)),
+                   static_cast<pid_t>(opt.num("gateway-pid", 0)),
+                   static_cast<std::size_t>(opt.num("clients", 10000)), opt.num("ask-patches", 1) != 0,
+                   static_cast<int>(opt.num("entries", 342)), static_cast<int>(opt.num("publishes", 10)),
+                   static_cast<int>(opt.num("rounds", 3)), static_cast<int>(opt.num("interval-ms", 250)));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "benchmark failed: %s\n", e.what());
         return 1;

@@ -282,12 +282,11 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     docsync::bench::Options opt(argc, argv, 1, usage);
     opt.require({"redis-port", "dsn", "slot", "worker-pid", "kind", "docs"});
-    auto num = [&](const char* name, long fallback) { return opt.num(name, fallback); };
     try {
-        return run(static_cast<int>(num("redis-port", 0)), opt.text("dsn"), opt.text("slot"),
-                   static_cast<pid_t>(num("worker-pid", 0)), opt.text("kind"),
-                   static_cast<int>(num("docs", 0)), static_cast<int>(num("updates", 300)),
-                   static_cast<int>(num("rate", 20)), opt.text("label", "run"));
+        return run(static_cast<int>(opt.num("redis-port", 0)), opt.text("dsn"), opt.text("slot"),
+                   static_cast<pid_t>(opt.num("worker-pid", 0)), opt.text("kind"),
+                   static_cast<int>(opt.num("docs", 0)), static_cast<int>(opt.num("updates", 300)),
+                   static_cast<int>(opt.num("rate", 20)), opt.text("label", "run"));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "benchmark failed: %s\n", e.what());
         return 1;
