@@ -180,21 +180,40 @@ void run_random_publishes(const std::function<void(const std::string&, DocVersio
     CHECK(patcher.counters().bytes_saved == saved);
 }
 
+docsync::publish::RedisSinkOptions patch_options(std::uint64_t cache_bytes) {
+    docsync::publish::RedisSinkOptions options;
+    options.patcher = std::make_shared<Patcher>(PatcherOptions{cache_bytes, 64});
+    return options;
+}
+
 // One Redis server, a sink publishing to it with patches on (a patch cache of kCacheBytes), a
 // subscriber to the channel db:board:7, and a client for the key.
-template <std::size_t kCacheBytes = (1 << 20)>
+template <std::uint64_t kCacheBytes = (1 << 20)>
 struct RedisPatchSetup {
-    static docsync::publish::RedisSinkOptions patch_options() {
-        docsync::publish::RedisSinkOptions options;
-        options.patcher = std::make_shared<Patcher>(PatcherOptions{kCacheBytes, 64});
-        return options;
-    }
     docsync::testing::RedisServer redis;
-    docsync::publish::RedisSinkOptions options = patch_options();
+    docsync::publish::RedisSinkOptions options = patch_options(kCacheBytes);
     docsync::publish::RedisSink sink{redis.address(), options};
     const std::string channel = "db:board:7";
     Listener listener{redis.client(), "SUBSCRIBE", channel};
     std::unique_ptr<RedisConnection> client = redis.client();
+};
+
+// The same on a cluster of three masters: the subscriber and the client on the master of the
+// channel's key.
+template <std::uint64_t kCacheBytes = (1 << 20)>
+struct RedisClusterPatchSetup {
+    static int known(int owner) {
+        REQUIRE(owner >= 0);
+        return owner;
+    }
+    docsync::testing::RedisTestCluster cluster{3};
+    docsync::publish::RedisSinkOptions options = patch_options(kCacheBytes);
+    docsync::publish::RedisClusterSink sink{cluster.address(), options};
+    const std::string channel = "db:board:7";
+    const std::string key = docsync::publish::cluster_key(channel);
+    int owner = known(cluster.owner_of(docsync::publish::key_slot(key)));
+    Listener listener{cluster.node(owner).client(), "SSUBSCRIBE", key};
+    std::unique_ptr<RedisConnection> client = cluster.node(owner).client();
 };
 
 }  // namespace
@@ -252,17 +271,8 @@ TEST_CASE_FIXTURE(RedisPatchSetup<>,
                          *options.patcher, 11, 200);
 }
 
-TEST_CASE("redis cluster patches: the same over SPUBLISH on the key's master") {
-    docsync::testing::RedisTestCluster cluster(3);
-    docsync::publish::RedisSinkOptions options;
-    options.patcher = std::make_shared<Patcher>(PatcherOptions{1 << 20, 64});
-    docsync::publish::RedisClusterSink sink(cluster.address(), options);
-    const std::string channel = "db:board:7";
-    const std::string key = docsync::publish::cluster_key(channel);
-    int owner = cluster.owner_of(docsync::publish::key_slot(key));
-    REQUIRE(owner >= 0);
-    Listener listener(cluster.node(owner).client(), "SSUBSCRIBE", key);
-    auto client = cluster.node(owner).client();
+TEST_CASE_FIXTURE(RedisClusterPatchSetup<>,
+                  "redis cluster patches: the same over SPUBLISH on the key's master") {
     run_random_publishes([&](const std::string& doc, DocVersion v) { sink.publish(channel, doc, v); }, listener,
                          [&] { return reply_text(client->command({"GET", key}).get()); },
                          [&](const std::string& envelope) { client->command({"SET", key, envelope}); }, channel,
@@ -311,16 +321,9 @@ TEST_CASE_FIXTURE(
                              listener, channel, *options.patcher);
 }
 
-TEST_CASE("redis cluster patches: a version published again with another text after its entry was dropped is no base") {
-    docsync::testing::RedisTestCluster cluster(3);
-    docsync::publish::RedisSinkOptions options;
-    options.patcher = std::make_shared<Patcher>(PatcherOptions{4000, 64});
-    docsync::publish::RedisClusterSink sink(cluster.address(), options);
-    const std::string channel = "db:board:7";
-    const std::string key = docsync::publish::cluster_key(channel);
-    int owner = cluster.owner_of(docsync::publish::key_slot(key));
-    REQUIRE(owner >= 0);
-    Listener listener(cluster.node(owner).client(), "SSUBSCRIBE", key);
+TEST_CASE_FIXTURE(RedisClusterPatchSetup<4000>,
+                  "redis cluster patches: a version published again with another text after its entry was "
+                  "dropped is no base") {
     equal_version_after_drop([&](const std::string& c, const std::optional<std::string>& doc,
                                  DocVersion v) { sink.publish(c, doc, v); },
                              listener, channel, *options.patcher);
