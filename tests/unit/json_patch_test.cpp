@@ -570,3 +570,37 @@ TEST_CASE("a long path over many changed items: diff's work and patch stay withi
     CHECK(p->text.size() < key.size() + 100);
     CHECK(apply(e, *p) == f);
 }
+
+TEST_CASE("a patch that would make apply work far past its size is refused, not run for seconds") {
+    // A hostile publisher's patch: thousands of operations on one large value. Each step (a node
+    // walked, an item shifted, a member scanned) is counted against 16 per byte of the texts.
+    auto array_doc = [](std::size_t items, const std::string& tail) {
+        std::string doc = "{\"a\":[";
+        for (std::size_t i = 0; i < items; ++i) doc += i ? ",0" : "0";
+        return doc + "]" + tail + "}";
+    };
+    auto ops = [](std::size_t n, const std::string& a, const std::string& b) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < n; ++i) out += std::string(i ? "," : "") + (i % 2 ? b : a);
+        return out + "]";
+    };
+    const std::string base = array_doc(200000, ",\"b\":0");
+    // moves of the array back and forth: each one walked the whole moved subtree
+    const std::string moves = ops(2000, R"({"op":"move","from":"/a","path":"/c"})", R"({"op":"move","from":"/c","path":"/a"})");
+    CHECK_THROWS_WITH_AS(apply(base, Patch{Form::JsonPatch, moves}), doctest::Contains("more work"), Error);
+    // removals at the front of a long array: each one shifted every item after it
+    const std::string removes = ops(2000, R"({"op":"remove","path":"/a/0"})", R"({"op":"remove","path":"/a/0"})");
+    CHECK_THROWS_WITH_AS(apply(base, Patch{Form::JsonPatch, removes}), doctest::Contains("more work"), Error);
+    // a merge patch removing members of an object with a key twice: each removal scanned them all
+    std::string object = "{\"k\":0";
+    for (int i = 0; i < 100000; ++i) object += ",\"m" + std::to_string(i) + "\":0";
+    object += ",\"k\":1}";
+    std::string merge = "{";
+    for (int i = 0; i < 2000; ++i) merge += std::string(i ? "," : "") + "\"m" + std::to_string(i) + "\":null";
+    merge += "}";
+    CHECK_THROWS_WITH_AS(apply(object, Patch{Form::MergePatch, merge}), doctest::Contains("more work"), Error);
+    // The same kinds of operations within the texts' size apply.
+    const std::string small = array_doc(2000, "");
+    const std::string fronts = ops(500, R"({"op":"remove","path":"/a/0"})", R"({"op":"remove","path":"/a/0"})");
+    CHECK(apply(small, Patch{Form::JsonPatch, fronts}) == array_doc(1500, ""));
+}

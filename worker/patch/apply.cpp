@@ -46,6 +46,28 @@ struct Value {
 constexpr std::size_t kIndexFrom = 16;
 constexpr std::uint32_t kIndexAfter = 4;
 
+// The work one patch may make apply do, in steps (a node walked, an array item shifted, a member
+// scanned): 16 per byte of the base and the patch, and a million more. Whatever the patch asks, apply
+// then costs time in proportion to the texts' size, so a small hostile patch (thousands of moves of a
+// large subtree, removals at the front of a long array) cannot hold its caller (the gateway's hub
+// thread) for seconds; diff's own patches stay far below it.
+class Work {
+public:
+    explicit Work(std::size_t bytes) : left_(16 * bytes + (std::size_t{1} << 20)) {}
+    // Takes `steps`; throws Spent once the work allowed is used up.
+    struct Spent {};
+    void spend(std::size_t steps) {
+        if (steps > left_) throw Spent{};
+        left_ -= steps;
+    }
+
+private:
+    std::size_t left_;
+};
+constexpr const char* kSpent =
+    "applying it would take more work than its size and its base's allow (a patch no diff makes: "
+    "thousands of operations on one large value)";
+
 ValuePtr span(const Tree& tree, std::size_t index) {
     auto v = std::make_unique<Value>();
     v->tree = &tree;
@@ -100,13 +122,18 @@ void write(const Value& v, std::string& out) {
     }
 }
 
-std::size_t height(const Value& v) {
-    if (!v.expanded)
-        return v.tree ? v.tree->height(v.index) : (v.kind == Kind::Array || v.kind == Kind::Object);
+// Walks every node below v: each one is a step of `work`.
+std::size_t height(const Value& v, Work& work) {
+    if (!v.expanded) {
+        if (!v.tree) return v.kind == Kind::Array || v.kind == Kind::Object;
+        work.spend(v.tree->node(v.index).after - v.index);
+        return v.tree->height(v.index);
+    }
+    work.spend(1 + v.members.size() + v.items.size());
     std::size_t most = 0;
     for (const Member& m : v.members)
-        if (m.value) most = std::max(most, height(*m.value));
-    for (const ValuePtr& item : v.items) most = std::max(most, height(*item));
+        if (m.value) most = std::max(most, height(*m.value, work));
+    for (const ValuePtr& item : v.items) most = std::max(most, height(*item, work));
     return most + 1;
 }
 
@@ -207,12 +234,13 @@ void add_member(Value& object, std::string raw_key, std::string key, ValuePtr va
 }
 
 // Removes every member named `key`; returns the value of the last one (null when there was none).
-ValuePtr remove_members(Value& object, std::string_view key) {
+ValuePtr remove_members(Value& object, std::string_view key, Work& work) {
     Member* last = find_member(object, key);
     if (!last) return nullptr;
     ValuePtr value = std::move(last->value);
     if (object.indexed) object.by_key.erase(std::string(key));
     if (!object.indexed || object.repeats) {
+        work.spend(object.members.size());
         for (Member& m : object.members)
             if (m.key == key) m.value.reset();
     }
@@ -271,6 +299,14 @@ private:
     }
 
     void operation(std::size_t n, std::size_t c) {
+        try {
+            run_operation(n, c);
+        } catch (const Work::Spent&) {
+            fail(kSpent);
+        }
+    }
+
+    void run_operation(std::size_t n, std::size_t c) {
         index_ = n;
         op_.assign(1, '?');  // until the operation's "op" is read
         path_.clear();
@@ -380,7 +416,7 @@ private:
     }
 
     void check_depth(const std::vector<std::string>& tokens, const Value& value) {
-        if (tokens.size() + height(value) > kMaxDepth)
+        if (tokens.size() + height(value, work_) > kMaxDepth)
             fail("the doc would nest deeper than " + std::to_string(kMaxDepth) + " arrays and objects");
     }
 
@@ -403,6 +439,7 @@ private:
             return;
         }
         std::size_t k = array_index(last, parent->items.size(), true, path_);
+        work_.spend(parent->items.size() - k);  // the items after it move up
         parent->items.insert(parent->items.begin() + static_cast<std::ptrdiff_t>(k), std::move(value));
     }
 
@@ -427,12 +464,13 @@ private:
         if (tokens.empty()) fail("the whole doc cannot be removed");
         Value* parent = container(tokens, pointer);
         if (parent->kind == Kind::Object) {
-            ValuePtr value = remove_members(*parent, tokens.back());
+            ValuePtr value = remove_members(*parent, tokens.back(), work_);
             if (!value) fail(quoted(pointer) + " does not exist");
             return value;
         }
         std::size_t k = array_index(tokens.back(), parent->items.size(), false, pointer);
         ValuePtr value = std::move(parent->items[k]);
+        work_.spend(parent->items.size() - k);  // the items after it move down
         parent->items.erase(parent->items.begin() + static_cast<std::ptrdiff_t>(k));
         return value;
     }
@@ -453,13 +491,14 @@ private:
     // What `copy` operations may still copy, in bytes: as much as the base and the patch hold. Every
     // other operation grows the doc by at most the patch's own text.
     std::size_t copy_budget_ = base_->text().size() + patch_.text().size();
+    Work work_{base_->text().size() + patch_.text().size()};
     std::size_t index_ = 0;
     std::string op_;
     std::string path_;
 };
 
 // RFC 7386, section 2. New members keep the patch's key text (the doc's own keys stay as they are).
-void merge(ValuePtr& target, const Tree& patch, std::size_t p) {
+void merge(ValuePtr& target, const Tree& patch, std::size_t p, Work& work) {
     if (patch.node(p).kind != Kind::Object) {
         target = span(patch, p);
         return;
@@ -469,15 +508,15 @@ void merge(ValuePtr& target, const Tree& patch, std::size_t p) {
     for (std::size_t c = Tree::first_child(p); c < patch.node(p).after; c = patch.node(c).after) {
         const Node& n = patch.node(c);
         if (n.kind == Kind::Null) {
-            remove_members(*target, patch.key(c));
+            remove_members(*target, patch.key(c), work);
             continue;
         }
         if (Member* m = find_member(*target, patch.key(c))) {
-            merge(m->value, patch, c);
+            merge(m->value, patch, c, work);
             continue;
         }
         ValuePtr value;
-        merge(value, patch, c);
+        merge(value, patch, c, work);
         add_member(*target, std::string(patch.raw_key(c)), std::string(patch.key(c)), std::move(value));
     }
 }
@@ -489,7 +528,12 @@ std::string apply(std::string_view base, const Patch& patch) {
     if (patch.form == Form::JsonPatch) return JsonPatchApplier(std::move(tree), patch.text).run();
     Tree merge_patch(patch.text, "the merge patch");
     ValuePtr root = span(*tree, 0);
-    merge(root, merge_patch, 0);
+    Work work(base.size() + patch.text.size());
+    try {
+        merge(root, merge_patch, 0, work);
+    } catch (const Work::Spent&) {
+        throw Error(std::string("the merge patch does not apply: ") + kSpent);
+    }
     std::string out;
     write(*root, out);
     return out;
