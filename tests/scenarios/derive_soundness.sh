@@ -51,6 +51,8 @@ fi
 python3 "$top/tests/tools/derive_gen.py" --seed "$seed" --queries "$nq" --txns "$nt" --out "$gen" "${gen_flags[@]}" ||
   fail "the generator failed"
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$gen/schema.sql" -f "$gen/check.sql" >/dev/null || fail "the schema did not load"
+# every query runs (define_query only prepares them): once each, for the params (1, 1)
+sql "SELECT count(chk.fresh(i, 1, 1)) FROM generate_series(1, $nq) i" >/dev/null || fail "a generated query does not run"
 sql "GRANT SELECT ON ALL TABLES IN SCHEMA public TO $manual_role"
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$gen/define_derived.sql" >/dev/null 2>"$tmp/derived.notices" ||
   fail "a derived definition failed: $(grep -m1 ERROR "$tmp/derived.notices")"   # empty with DERIVE_API=manual
