@@ -43,6 +43,13 @@ CREATE TABLE docsync.watch_defs (
   columns         name[] NOT NULL,
   keys_sql        text,
   allow_broadcast boolean NOT NULL DEFAULT false,
+  -- derived: made by define_query from the analysed query (replaced by a hand-written watch on its
+  -- table); manual: made by docsync.watch
+  origin          text NOT NULL DEFAULT 'manual' CHECK (origin IN ('manual', 'derived')),
+  -- every change of the table recomputes every live doc of the query (no key path)
+  broadcast       boolean NOT NULL DEFAULT false,
+  -- the columns of the table the query reads; null: all of them (a whole-row reference, or unknown)
+  read_columns    name[],
   defined_by      name NOT NULL DEFAULT current_user,
   defined_at      timestamptz NOT NULL DEFAULT now(),
   -- the search_path keys_sql was checked under, pinned for the watch's definer when it made the
