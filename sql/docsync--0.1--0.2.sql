@@ -184,7 +184,8 @@ DECLARE
   cols text[] := coalesce(params, keys_args, '{}');
   info record;
   gap record;
-  gapped boolean := false;
+  gaps jsonb := '[]';
+  g jsonb;
 BEGIN
   IF params IS NOT NULL THEN
     IF cardinality(params) <> cardinality(q.params) THEN
@@ -222,13 +223,9 @@ BEGIN
   -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
   -- must be logged, or a delete or an update of them cannot name the docs the old row fed
   FOR gap IN SELECT * FROM docsync.identity_gaps(rel, cols::name[]) LOOP
-    gapped := true;
-    IF on_gap = 'notice' THEN
-      RAISE NOTICE 'derived watch of docsync query "%" on %: column(s) % outside the REPLICA IDENTITY (%) of %',
-                   query, rel, array_to_string(gap.missing, ', '), gap.identity, gap.leaf
-        USING DETAIL = 'A delete, or an update that changes these columns, does not log their old values: such a change recomputes every live doc of the query (allow_broadcast).',
-              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL to name the old docs instead.', gap.leaf);
-    ELSIF on_gap = 'raise' THEN
+    gaps := gaps || jsonb_build_object('missing', array_to_string(gap.missing, ', '), 'identity', gap.identity,
+                                       'leaf', gap.leaf::text);
+    IF on_gap = 'raise' THEN
       RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
         USING ERRCODE = 'object_not_in_prerequisite_state',
               DETAIL = CASE WHEN params IS NULL
@@ -240,7 +237,16 @@ BEGIN
   END LOOP;
 
   PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, path, definer);
-  RETURN gapped;
+  -- named once the watch is known to be stored
+  IF on_gap = 'notice' THEN
+    FOR g IN SELECT * FROM jsonb_array_elements(gaps) LOOP
+      RAISE NOTICE 'derived watch of docsync query "%" on %: column(s) % outside the REPLICA IDENTITY (%) of %',
+                   query, rel, g->>'missing', g->>'identity', g->>'leaf'
+        USING DETAIL = 'A delete, or an update that changes these columns, does not log their old values: such a change recomputes every live doc of the query (allow_broadcast).',
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL to name the old docs instead.', g->>'leaf');
+    END LOOP;
+  END IF;
+  RETURN jsonb_array_length(gaps) > 0;
 END
 $$;
 
