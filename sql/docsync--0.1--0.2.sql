@@ -446,7 +446,6 @@ DECLARE
   rel regclass;
   cls pg_catalog.pg_class;
   nsp name;
-  gapped boolean;
   want jsonb := '[]';
   have jsonb;
 BEGIN
@@ -485,15 +484,15 @@ BEGIN
                              AND w.table_name = cls.relname
                              AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
                              AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
-    gapped := docsync.check_watch_def(q, rel, CASE WHEN d.kind = 'direct' THEN d.columns::text[] END,
-                                      CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
-                                      CASE WHEN d.kind = 'keys' THEN d.keys_args::text[] END,
-                                      definer, q.search_path, 'notice');
     want := want || jsonb_build_object(
       'table_schema', nsp, 'table_name', cls.relname,
       'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
       'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
-      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns, 'allow_broadcast', gapped);
+      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
+      'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                  WHEN 'keys' THEN d.keys_args
+                                                                                  ELSE '{}' END)),
+      'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
   END LOOP;
   SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
 
@@ -502,9 +501,20 @@ BEGIN
            'keys_sql', w.keys_sql, 'broadcast', w.broadcast, 'read_columns', w.read_columns,
            'allow_broadcast', w.allow_broadcast)), '[]') INTO have
     FROM docsync.watch_defs w WHERE w.query = q.name AND w.origin = 'derived';
-  IF have IS DISTINCT FROM want OR EXISTS (SELECT FROM docsync.watch_defs w
-                                            WHERE w.query = q.name AND w.origin = 'derived'
-                                              AND (w.defined_by <> q.defined_by OR w.search_path IS DISTINCT FROM q.search_path)) THEN
+  -- the same watches as stored (checked when they were made; docsync.refusal checks them again at
+  -- every load): nothing to write, so DDL that changes nothing for the query costs one analysis
+  IF have IS DISTINCT FROM (SELECT coalesce(jsonb_agg(DISTINCT x - 'rel' - 'kind' - 'keys_args'), '[]')
+                              FROM jsonb_array_elements(want) x)
+     OR EXISTS (SELECT FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND (w.defined_by <> q.defined_by OR w.search_path IS DISTINCT FROM q.search_path)) THEN
+    FOR d IN SELECT * FROM jsonb_to_recordset(want) AS x(rel oid, kind text, columns name[], keys_sql text,
+                                                         keys_args name[], table_schema name, table_name name)
+              ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql LOOP
+      PERFORM docsync.check_watch_def(q, d.rel::regclass, CASE WHEN d.kind = 'direct' THEN d.columns::text[] END,
+                                      d.keys_sql, CASE WHEN d.kind = 'keys' THEN d.keys_args::text[] END,
+                                      definer, q.search_path, 'notice');
+    END LOOP;
     DELETE FROM docsync.watch_defs w WHERE w.query = q.name AND w.origin = 'derived';
     INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, origin,
                                     broadcast, read_columns, defined_by, search_path)
