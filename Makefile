@@ -7,7 +7,7 @@
 # The worker is built with CMake (CMakeLists.txt).
 
 EXTENSION = docsync
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 
 MODULE_big = docsync
 OBJS = \

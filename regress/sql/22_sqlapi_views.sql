@@ -22,12 +22,12 @@ SELECT docsync.define_query('customer',
       'events', (SELECT count(*) FROM events e WHERE e.customer_id = c.id),
       'region', (SELECT r.region FROM customer_regions r WHERE r.id = c.id))
     FROM customers c WHERE c.id = $1$$,
-  params => ARRAY['customer_id']);
+  params => ARRAY['customer_id'], watches => 'manual');
 SELECT docsync.define_query('order',
   $$SELECT to_jsonb(o) || jsonb_build_object('items', (SELECT jsonb_agg(i) FROM "Odd Items" i WHERE i."Order Id" = o.id))
     FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id']);
-SELECT docsync.define_query('scratch', 'SELECT to_jsonb(s) FROM scratch s WHERE id = $1', params => ARRAY['id']);
+  params => ARRAY['order_id'], watches => 'manual');
+SELECT docsync.define_query('scratch', 'SELECT to_jsonb(s) FROM scratch s WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 
 -- nothing watched yet: every table a query reads is listed as a warning, views seen through
 SELECT name, params, watched_tables, unwatched_tables, warning FROM docsync.queries ORDER BY name;
