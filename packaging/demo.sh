@@ -113,6 +113,7 @@ done_ "ok (port $PGPORT), database shop"
 begin "creating the shop, its 'order' doc query and the worker's two roles"
 quiet psql -X -q -v ON_ERROR_STOP=1 -f packaging/demo/schema.sql || fail "packaging/demo/schema.sql failed"
 quiet psql -X -c "SELECT name, params, watched_tables FROM docsync.queries"
+quiet psql -X -c "SELECT \"table\", kind, origin, mapping FROM docsync.explain('order')"
 done_
 
 # A port nobody listens on, below the kernel's ephemeral range (as packaging/dev-cluster.sh picks).

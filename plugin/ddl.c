@@ -128,6 +128,34 @@ has_doc_queries(void)
 	return any_row("query_defs", NULL, NULL);
 }
 
+static void call_helper(const char *name, int nargs, Oid *types, Datum *args, bool *nulls);
+
+/* Whether a doc query row has derived watches. */
+static bool
+derived_query(Relation rel, TupleTableSlot *slot, const void *arg)
+{
+	AttrNumber	att = attnameAttNum(rel, "watches", false);
+	bool		isnull;
+	Datum		value;
+
+	if (att == InvalidAttrNumber)
+		return false;			/* an older definition table, mid-update */
+	value = slot_getattr(slot, att, &isnull);
+	return !isnull && strcmp(TextDatumGetCString(value), "derived") == 0;
+}
+
+/*
+ * DDL may change what a query with derived watches reads or how (a view redefined, a column
+ * retyped): docsync._rederive derives them again, in the DDL's transaction, so the watches the
+ * worker reloads at the generation are the ones the new catalog gives. Only while such a query exists.
+ */
+static void
+rederive(void)
+{
+	if (any_row("query_defs", derived_query, NULL))
+		call_helper("_rederive", 0, NULL, NULL, NULL);
+}
+
 /* A table's schema and name; either NULL matches any. */
 typedef struct TableName
 {
@@ -440,6 +468,9 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 
 		call_helper("_refreshed", 1, types, args, nulls);
 	}
+	/* a refresh changes rows, never what a query reads or how */
+	if (!IsA(trigger->parsetree, RefreshMatViewStmt))
+		rederive();
 	bump_generation();
 	PG_RETURN_NULL();
 }
@@ -497,7 +528,10 @@ docsync_on_sql_drop(PG_FUNCTION_ARGS)
 	}
 	event_objects_close(&objects);
 	if (persistent)
+	{
+		rederive();
 		bump_generation();
+	}
 	PG_RETURN_NULL();
 }
 

@@ -11,7 +11,9 @@ CREATE TABLE order_items (
 -- An item can move between orders: its old order must be named too, so log the whole old row.
 ALTER TABLE order_items REPLICA IDENTITY FULL;
 
--- "order 42 with its items": one JSON doc per order, channel db:order:<id>.
+-- "order 42 with its items": one JSON doc per order, channel db:order:<id>. Its watches are derived
+-- from the query: orders.id and order_items.order_id name the order directly, and a product change
+-- reaches every order that contains it through a generated reverse index (docsync.explain('order')).
 SELECT docsync.define_query('order', $$
   SELECT jsonb_build_object(
            'id', o.id, 'customer', o.customer, 'status', o.status,
@@ -24,13 +26,6 @@ SELECT docsync.define_query('order', $$
                       WHERE i.order_id = o.id))
     FROM orders o WHERE o.id = $1 $$,
   params => ARRAY['order_id']);
--- Direct mappings: the changed row names its order.
-SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
-SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
--- A reverse index: a product change reaches every order that contains it.
-SELECT docsync.watch('order', 'products',
-  keys_sql => $$SELECT DISTINCT order_id FROM order_items WHERE product_id = $1$$,
-  keys_args => ARRAY['id']);
 
 -- Roles, least privilege: one role streams the slot and reads definitions, one runs doc queries.
 CREATE ROLE docsync_repl LOGIN REPLICATION;

@@ -16,42 +16,42 @@ SELECT docsync.define_query('order',
   $$SELECT jsonb_build_object('id', o.id, 'status', o.status, 'items',
       (SELECT coalesce(jsonb_agg(i ORDER BY i.id), '[]') FROM order_items i WHERE i.order_id = o.id))
     FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id']);
+  params => ARRAY['order_id'], watches => 'manual');
 SELECT name, params, search_path FROM docsync.query_defs;
 -- a query without params, a domain over json, a search_path given explicitly
 CREATE DOMAIN shop.doc AS jsonb;
-SELECT docsync.define_query('orders.count', 'SELECT jsonb_build_object(''n'', count(*))::shop.doc FROM orders');
+SELECT docsync.define_query('orders.count', 'SELECT jsonb_build_object(''n'', count(*))::shop.doc FROM orders', watches => 'manual');
 SELECT docsync.define_query('q-json', 'SELECT json_build_object(''id'', $1::int)', params => ARRAY['id'],
-                            search_path => 'pg_catalog');
+                            search_path => 'pg_catalog', watches => 'manual');
 SELECT name, params, search_path FROM docsync.query_defs ORDER BY name;
 
 -- define_query refusals
-SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int)', params => ARRAY['order_id']);
-SELECT docsync.define_query('bad name', 'SELECT to_jsonb(1)');
-SELECT docsync.define_query('-x', 'SELECT to_jsonb(1)');
-SELECT docsync.define_query(repeat('x', 64), 'SELECT to_jsonb(1)');
-SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY['a:b']);
-SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'a']);
-SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY[['a'], ['b']]);
-SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)');
-SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY['a', 'b']);
-SELECT docsync.define_query('p', 'SELECT to_jsonb($2::int)', params => ARRAY['a', 'b']);
-SELECT docsync.define_query('p', 'SELECT to_jsonb(1), 2');
-SELECT docsync.define_query('p', 'SELECT ''x''::text');
-SELECT docsync.define_query('p', 'SELECT $1', params => ARRAY['a']);
-SELECT docsync.define_query('p', 'SELECT to_jsonb(o) FROM no_such_table o');
-SELECT docsync.define_query('p', 'SELEC 1');
-SELECT docsync.define_query('p', 'SELECT to_jsonb(1); SELECT to_jsonb(2)');
-SELECT docsync.define_query('p', 'DELETE FROM orders');
-SELECT docsync.define_query('p', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d');
-SELECT docsync.define_query('p', 'SELECT to_jsonb(o) FROM orders o FOR UPDATE');
-SELECT docsync.define_query('p', 'SELECT to_jsonb(1) INTO t');
-SELECT docsync.define_query('p', NULL);
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int)', params => ARRAY['order_id'], watches => 'manual');
+SELECT docsync.define_query('bad name', 'SELECT to_jsonb(1)', watches => 'manual');
+SELECT docsync.define_query('-x', 'SELECT to_jsonb(1)', watches => 'manual');
+SELECT docsync.define_query(repeat('x', 64), 'SELECT to_jsonb(1)', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY['a:b'], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'a'], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY[['a'], ['b']], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($1::int)', params => ARRAY['a', 'b'], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb($2::int)', params => ARRAY['a', 'b'], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb(1), 2', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT ''x''::text', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT $1', params => ARRAY['a'], watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb(o) FROM no_such_table o', watches => 'manual');
+SELECT docsync.define_query('p', 'SELEC 1', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb(1); SELECT to_jsonb(2)', watches => 'manual');
+SELECT docsync.define_query('p', 'DELETE FROM orders', watches => 'manual');
+SELECT docsync.define_query('p', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb(o) FROM orders o FOR UPDATE', watches => 'manual');
+SELECT docsync.define_query('p', 'SELECT to_jsonb(1) INTO t', watches => 'manual');
+SELECT docsync.define_query('p', NULL, watches => 'manual');
 SELECT count(*) AS still_three FROM docsync.query_defs;
 
 -- redefinition is explicit
 SELECT docsync.define_query('orders.count', 'SELECT jsonb_build_object(''count'', count(*)) FROM orders',
-                            or_replace => true);
+                            or_replace => true, watches => 'manual');
 SELECT sql FROM docsync.query_defs WHERE name = 'orders.count';
 
 -- watch: direct mappings
@@ -104,11 +104,11 @@ SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM orde
                      keys_args => ARRAY['name'], allow_broadcast => true) > 0 AS broadcast_accepted;
 SELECT docsync.unwatch('order', 'products', keys_sql => 'SELECT order_id FROM order_items WHERE product_id::text = $1');
 -- a doc query with params cannot be redefined to another count while watched
-SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'b'], or_replace => true);
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int + $2::int)', params => ARRAY['a', 'b'], or_replace => true, watches => 'manual');
 -- nor to a param type its watches' keys do not print alike
-SELECT docsync.define_query('order', 'SELECT to_jsonb($1::text)', params => ARRAY['order_id'], or_replace => true);
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::text)', params => ARRAY['order_id'], or_replace => true, watches => 'manual');
 SELECT docsync.define_query('q-json', 'SELECT json_build_object(''a'', $1::int, ''b'', $2::int)', params => ARRAY['a', 'b'],
-                            or_replace => true, search_path => 'pg_catalog');
+                            or_replace => true, search_path => 'pg_catalog', watches => 'manual');
 
 -- keys_sql is analysed with the doc query's search_path, not the caller's
 SET search_path = public;
@@ -136,7 +136,7 @@ SELECT name FROM docsync.query_defs ORDER BY name;
 CREATE ROLE regress_docsync_user;
 GRANT USAGE ON SCHEMA shop TO regress_docsync_user;
 SET ROLE regress_docsync_user;
-SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)');
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)', watches => 'manual');
 SELECT docsync.watch('order', 'orders', params => ARRAY['id'], allow_broadcast => true);
 SELECT docsync.unwatch('order', 'orders');
 SELECT docsync.drop_query('order');
@@ -147,7 +147,7 @@ RESET ROLE;
 GRANT USAGE ON SCHEMA docsync TO regress_docsync_user;
 SET ROLE regress_docsync_user;
 SELECT docsync.channel('order', '1');
-SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)');
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)', watches => 'manual');
 SELECT docsync.watch('order', 'orders', params => ARRAY['id'], allow_broadcast => true);
 SELECT docsync.unwatch('order', 'orders');
 SELECT docsync.drop_query('order');
@@ -157,11 +157,11 @@ REVOKE USAGE ON SCHEMA docsync FROM regress_docsync_user;
 GRANT docsync_admin TO regress_docsync_user;
 SET ROLE regress_docsync_user;
 -- a definer reads through its definitions only what it may read itself
-SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders');
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders', watches => 'manual');
 RESET ROLE;
 GRANT SELECT ON shop.orders TO regress_docsync_user;
 SET ROLE regress_docsync_user;
-SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders');
+SELECT docsync.define_query('mine', 'SELECT to_jsonb(count(*)) FROM shop.orders', watches => 'manual');
 SELECT docsync.watch('mine', 'orders', params => ARRAY[]::text[]) > 0 AS watched;
 SELECT name, defined_by FROM docsync.queries ORDER BY name;
 SELECT docsync.drop_query('mine');

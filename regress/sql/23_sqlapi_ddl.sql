@@ -21,7 +21,7 @@ CREATE FUNCTION pg_temp.bumped() RETURNS boolean LANGUAGE sql AS $$
   SELECT (SELECT generation FROM cur) > (SELECT g FROM old)
 $$;
 
-SELECT docsync.define_query('owner', 'SELECT to_jsonb(count(*)) FROM items WHERE owner_id = $1', params => ARRAY['owner_id']);
+SELECT docsync.define_query('owner', 'SELECT to_jsonb(count(*)) FROM items WHERE owner_id = $1', params => ARRAY['owner_id'], watches => 'manual');
 SELECT pg_temp.bumped() AS define_bumps;
 SELECT docsync.watch('owner', 'items', params => ARRAY['owner_id']) > 0;
 SELECT pg_temp.bumped() AS watch_bumps;
@@ -55,7 +55,7 @@ SELECT w ->> 'table' AS "table", w -> 'columns' AS columns
 -- the doc query still names the old table: docsync.queries says so
 SELECT name, warning FROM docsync.queries;
 SELECT docsync.define_query('owner', 'SELECT to_jsonb(count(*)) FROM things WHERE holder_id = $1',
-                            params => ARRAY['owner_id'], or_replace => true);
+                            params => ARRAY['owner_id'], or_replace => true, watches => 'manual');
 SELECT name, warning FROM docsync.queries;
 
 -- replica identity and indexes of a watched table, DDL on a partition of one

@@ -26,7 +26,7 @@ CREATE TABLE app.orders (id int PRIMARY KEY, customer_id int);
 CREATE TABLE app.customers (id int PRIMARY KEY, name text);
 CREATE TABLE app.secrets (id int PRIMARY KEY, s text);
 SELECT docsync.define_query('order', 'SELECT to_jsonb(o) FROM orders o WHERE id = $1', params => ARRAY['id'],
-                            search_path => 'app');
+                            search_path => 'app', watches => 'manual');
 SELECT docsync.watch('order', 'app.orders', params => ARRAY['id']) > 0;
 SELECT docsync.watch('order', 'app.customers',
   keys_sql => 'SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.id = $1',
@@ -58,7 +58,7 @@ CREATE VIEW app.prices AS SELECT id, price FROM app.products;
 CREATE TABLE app.stock (id int PRIMARY KEY, n int);
 CREATE VIEW app.stock_levels WITH (security_invoker = true) AS SELECT id, n FROM app.stock;
 SELECT docsync.define_query('product', 'SELECT jsonb_build_object(''price'', p.price, ''n'', s.n)
-  FROM prices p LEFT JOIN stock_levels s USING (id) WHERE p.id = $1', params => ARRAY['id'], search_path => 'app');
+  FROM prices p LEFT JOIN stock_levels s USING (id) WHERE p.id = $1', params => ARRAY['id'], search_path => 'app', watches => 'manual');
 SELECT docsync.watch('product', 'app.products', params => ARRAY['id']) > 0;
 SELECT docsync.grant_reader('regress_reader');
 SELECT has_table_privilege('docsync_reader_postgres', 'app.prices', 'SELECT') AS view,
@@ -110,7 +110,7 @@ SELECT docsync.plugin_tables() <> '' AS has_tables;
 SELECT docsync.advance_generation('regress_slot', '1', 1, 0, false) AS generation;
 SELECT generation > 0 AS readable FROM docsync.def_generation;
 SELECT * FROM app.orders;
-SELECT docsync.define_query('x', 'SELECT to_jsonb(1)');
+SELECT docsync.define_query('x', 'SELECT to_jsonb(1)', watches => 'manual');
 DELETE FROM docsync.worker_state;
 RESET ROLE;
 SELECT docsync.grant_replication('regress_no_such_role');

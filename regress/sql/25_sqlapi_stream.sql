@@ -8,9 +8,9 @@ CREATE TABLE st_orders (id int PRIMARY KEY, status text, note text, customer_id 
 CREATE TABLE st_other (id int PRIMARY KEY);
 SELECT 'init' FROM pg_create_logical_replication_slot('regress_sqlapi_stream', 'docsync');
 
-SELECT docsync.define_query('st', 'SELECT to_jsonb(o) FROM st_orders o WHERE id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('st', 'SELECT to_jsonb(o) FROM st_orders o WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('st', 'st_orders', params => ARRAY['id']) > 0;
-SELECT docsync.define_query('st.count', 'SELECT jsonb_build_object(''n'', count(*)) FROM st_orders');
+SELECT docsync.define_query('st.count', 'SELECT jsonb_build_object(''n'', count(*)) FROM st_orders', watches => 'manual');
 SELECT docsync.watch('st.count', 'st_orders', params => ARRAY[]::text[]) > 0;
 INSERT INTO st_orders VALUES (1, 'new', 'x', 7);
 INSERT INTO st_other VALUES (1);

@@ -14,30 +14,30 @@ CREATE TABLE "k"" ; DROP TABLE canary; --" ("ref""); DROP TABLE canary; --" int,
 CREATE TABLE ppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp (id int PRIMARY KEY);
 
 -- query names are channel segments: everything else is refused, saying what a name may hold
-SELECT docsync.define_query(E'\'; DROP TABLE canary; --', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query('x" , "y', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query(E'a\\b', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query('ünïcødé', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query('a:b', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query('50%', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query(E'tab\there', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query('', $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query(NULL, $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query(repeat('q', 64), $$SELECT '{}'::jsonb$$);
-SELECT docsync.define_query(repeat('q', 63), $$SELECT '{}'::jsonb$$);   -- the longest allowed
+SELECT docsync.define_query(E'\'; DROP TABLE canary; --', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query('x" , "y', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query(E'a\\b', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query('ünïcødé', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query('a:b', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query('50%', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query(E'tab\there', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query('', $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query(NULL, $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query(repeat('q', 64), $$SELECT '{}'::jsonb$$, watches => 'manual');
+SELECT docsync.define_query(repeat('q', 63), $$SELECT '{}'::jsonb$$, watches => 'manual');   -- the longest allowed
 SELECT docsync.drop_query(repeat('q', 63));
 
 -- param names likewise
-SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[E'\'; DROP TABLE canary; --']);
-SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY['x" , "y']);
-SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[E'a\\b']);
-SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[repeat('p', 64)]);
-SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[NULL]);
+SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[E'\'; DROP TABLE canary; --'], watches => 'manual');
+SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY['x" , "y'], watches => 'manual');
+SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[E'a\\b'], watches => 'manual');
+SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[repeat('p', 64)], watches => 'manual');
+SELECT docsync.define_query('p', $$SELECT jsonb_build_object('id', $1::int)$$, params => ARRAY[NULL], watches => 'manual');
 
 -- a doc query over the hostile table: the query text is the customer's own SQL, one statement
 SELECT docsync.define_query('h', $$SELECT to_jsonb(h) FROM "'; DROP TABLE canary; --" h WHERE "x"" , ""y" = $1$$,
-                            params => ARRAY['id']);
-SELECT docsync.define_query('h2', $$SELECT '{}'::jsonb; DROP TABLE canary$$);
+                            params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('h2', $$SELECT '{}'::jsonb; DROP TABLE canary$$, watches => 'manual');
 
 -- table names are SQL names: unquoted special characters are refused with the quoted spelling as the fix
 SELECT docsync.watch('h', E'\'; DROP TABLE canary; --', params => ARRAY['x" , "y']);

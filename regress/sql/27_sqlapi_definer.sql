@@ -24,11 +24,11 @@ GRANT SELECT (id) ON def.secrets TO regress_alice;
 SET ROLE regress_alice;
 -- a query that reads no table is fine, but a watch may not send columns its definer cannot read:
 -- their values would travel through channel names and doc params
-SELECT docsync.define_query('echo', 'SELECT to_jsonb($1::text)', params => ARRAY['v'], search_path => 'def');
+SELECT docsync.define_query('echo', 'SELECT to_jsonb($1::text)', params => ARRAY['v'], search_path => 'def', watches => 'manual');
 SELECT docsync.watch('echo', 'def.secrets', params => ARRAY['ssn'], allow_broadcast => true);
 -- a column-level grant allows exactly its columns
 SELECT docsync.define_query('order', 'SELECT to_jsonb(o) FROM orders o WHERE o.id = $1', params => ARRAY['id'],
-                            search_path => 'def');
+                            search_path => 'def', watches => 'manual');
 SELECT docsync.watch('order', 'def.secrets', params => ARRAY['id']) > 0 AS watched_granted_column;
 -- a keys query is checked as its definer too
 SELECT docsync.watch('order', 'def.secrets', keys_sql => 'SELECT s.owner_id FROM def.secrets s WHERE s.id = $1',
@@ -37,26 +37,26 @@ SELECT docsync.watch('order', 'def.orders',
   keys_sql => 'SELECT o.id FROM def.orders o JOIN pg_catalog.pg_authid a ON a.rolname = o.note WHERE o.id = $1',
   keys_args => ARRAY['id']);
 -- doc queries: a table, a column, the password catalog, a function without EXECUTE
-SELECT docsync.define_query('s1', 'SELECT to_jsonb(s) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('s2', 'SELECT to_jsonb(s.ssn) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('pw', 'SELECT jsonb_agg(jsonb_build_object(''r'', rolname, ''p'', rolpassword)) FROM pg_catalog.pg_authid');
-SELECT docsync.define_query('fn', 'SELECT to_jsonb(def.hidden($1::int))', params => ARRAY['id']);
+SELECT docsync.define_query('s1', 'SELECT to_jsonb(s) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('s2', 'SELECT to_jsonb(s.ssn) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('pw', 'SELECT jsonb_agg(jsonb_build_object(''r'', rolname, ''p'', rolpassword)) FROM pg_catalog.pg_authid', watches => 'manual');
+SELECT docsync.define_query('fn', 'SELECT to_jsonb(def.hidden($1::int))', params => ARRAY['id'], watches => 'manual');
 -- a view the definer may read is fine (its tables are read as the view's owner); the columns of the
 -- secret table behind it that the definer may read directly are fine too
-SELECT docsync.define_query('sv', 'SELECT to_jsonb(v) FROM def.secret_view v WHERE v.id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('s3', 'SELECT to_jsonb(s.id) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('sv', 'SELECT to_jsonb(v) FROM def.secret_view v WHERE v.id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('s3', 'SELECT to_jsonb(s.id) FROM def.secrets s WHERE s.id = $1', params => ARRAY['id'], watches => 'manual');
 -- row-level security that applies to the definer is refused, in a doc query and in a watch; a
 -- security_barrier view owned by a role it does not apply to is the way
-SELECT docsync.define_query('t1', 'SELECT to_jsonb(t) FROM def.tenants t WHERE t.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('t1', 'SELECT to_jsonb(t) FROM def.tenants t WHERE t.id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('echo', 'def.tenants', params => ARRAY['tenant'], allow_broadcast => true);
-SELECT docsync.define_query('t2', 'SELECT to_jsonb(t) FROM def.tenant_totals t WHERE t.tenant = $1', params => ARRAY['tenant']);
+SELECT docsync.define_query('t2', 'SELECT to_jsonb(t) FROM def.tenant_totals t WHERE t.tenant = $1', params => ARRAY['tenant'], watches => 'manual');
 SELECT name, defined_by, refused FROM docsync.queries ORDER BY name;
 
 -- the definition tables are written only through the API
 UPDATE docsync.query_defs SET sql = 'COPY (SELECT 1) TO STDOUT';
 INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns) VALUES ('echo', 'def', 'secrets', '{ssn}');
 DELETE FROM docsync.watch_defs;
-SELECT docsync._define_query('x', 'SELECT to_jsonb(1)', '{}', false, 'def');
+SELECT docsync._define_query('x', 'SELECT to_jsonb(1)', '{}', false, 'def', 'manual', false);
 SELECT docsync.check_definer('SELECT 1', NULL, 'postgres');
 SELECT docsync.api_caller();
 RESET ROLE;
@@ -84,7 +84,7 @@ SELECT has_table_privilege('docsync_reader_regress_alice', 'def.secrets', 'SELEC
        has_column_privilege('docsync_reader_regress_alice', 'def.secrets', 'id', 'SELECT') AS secrets_id,
        has_column_privilege('docsync_reader_regress_alice', 'def.secrets', 'ssn', 'SELECT') AS secrets_ssn;
 -- a superuser may define a query over pg_authid, but grant_reader never grants a system catalog
-SELECT docsync.define_query('pw', 'SELECT jsonb_agg(rolname) FROM pg_catalog.pg_authid');
+SELECT docsync.define_query('pw', 'SELECT jsonb_agg(rolname) FROM pg_catalog.pg_authid', watches => 'manual');
 SELECT docsync.grant_reader('regress_def_reader');
 SELECT has_table_privilege('docsync_reader_postgres', 'pg_catalog.pg_authid', 'SELECT') AS pg_authid;
 SELECT docsync.drop_query('pw');

@@ -41,22 +41,22 @@ SELECT result_collations FROM docsync.analyze_query('SELECT name, id, name COLLA
 -- refused at definition, naming the param and the collation, with the canonical-text route
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-SELECT docsync.define_query('bycol', 'SELECT jsonb_build_object(''n'', n) FROM people WHERE name = $1', params => ARRAY['name']);
+SELECT docsync.define_query('bycol', 'SELECT jsonb_build_object(''n'', n) FROM people WHERE name = $1', params => ARRAY['name'], watches => 'manual');
 \set VERBOSITY terse
-SELECT docsync.define_query('byq', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE name = $1 COLLATE ci', params => ARRAY['name']);
-SELECT docsync.define_query('bysub', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE id IN (SELECT id FROM people WHERE name = $1)', params => ARRAY['name']);
-SELECT docsync.define_query('bycte', 'WITH c AS (SELECT * FROM people WHERE (name, id) = ($1, $2)) SELECT to_jsonb(count(*)) FROM c', params => ARRAY['name', 'id']);
+SELECT docsync.define_query('byq', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE name = $1 COLLATE ci', params => ARRAY['name'], watches => 'manual');
+SELECT docsync.define_query('bysub', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE id IN (SELECT id FROM people WHERE name = $1)', params => ARRAY['name'], watches => 'manual');
+SELECT docsync.define_query('bycte', 'WITH c AS (SELECT * FROM people WHERE (name, id) = ($1, $2)) SELECT to_jsonb(count(*)) FROM c', params => ARRAY['name', 'id'], watches => 'manual');
 -- accepted: a deterministic collation, or the canonical text of the column
-SELECT docsync.define_query('exact', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE name = $1 COLLATE exact', params => ARRAY['name']);
-SELECT docsync.define_query('canon', 'SELECT to_jsonb(count(*)) FROM people WHERE lower(name::text) = $1::text COLLATE "C"', params => ARRAY['name']);
-SELECT docsync.define_query('byid', 'SELECT jsonb_build_object(''n'', n) FROM people WHERE id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('exact', 'SELECT jsonb_build_object(''n'', n) FROM plain WHERE name = $1 COLLATE exact', params => ARRAY['name'], watches => 'manual');
+SELECT docsync.define_query('canon', 'SELECT to_jsonb(count(*)) FROM people WHERE lower(name::text) = $1::text COLLATE "C"', params => ARRAY['name'], watches => 'manual');
+SELECT docsync.define_query('byid', 'SELECT jsonb_build_object(''n'', n) FROM people WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 
 -- a keys query giving the column under ci is refused; its canonical text is not
 SELECT docsync.watch('canon', 'people', keys_sql => 'SELECT name FROM people WHERE id = $1', keys_args => ARRAY['id']);
 SELECT docsync.watch('canon', 'people', keys_sql => 'SELECT lower(name::text) COLLATE "C" FROM people WHERE id = $1',
                      keys_args => ARRAY['id']) > 0 AS watched_canonical;
 -- a direct watch on the ci column is refused too
-SELECT docsync.define_query('bytext', 'SELECT to_jsonb(count(*)) FROM plain WHERE name = $1', params => ARRAY['name']);
+SELECT docsync.define_query('bytext', 'SELECT to_jsonb(count(*)) FROM plain WHERE name = $1', params => ARRAY['name'], watches => 'manual');
 SELECT docsync.watch('bytext', 'people', params => ARRAY['name']);
 
 SELECT name FROM docsync.query_defs WHERE name IN ('bycol', 'byq', 'bysub', 'bycte', 'exact', 'canon', 'byid', 'bytext') ORDER BY name;

@@ -35,34 +35,34 @@ ALTER TABLE acct REPLICA IDENTITY FULL;
 RESET client_min_messages;
 
 -- arrays of refused types
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numeric[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::float8[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::real[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::interval[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::citext[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::ci_text[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numrange[])', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numeric[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::float8[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::real[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::interval[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::citext[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::ci_text[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numrange[])', params => ARRAY['k'], watches => 'manual');
 -- composites with a refused attribute, at any depth
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::outer_pair)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair[])', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::scores)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::spans)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::mails)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::handles)', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::outer_pair)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair[])', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::scores)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::spans)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::mails)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::handles)', params => ARRAY['k'], watches => 'manual');
 -- a width-less bpchar attribute (and array attribute) keeps the blanks it was given
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::coded)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::codes)', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::coded)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::codes)', params => ARRAY['k'], watches => 'manual');
 -- ranges and multiranges over a refused subtype, or under a nondeterministic collation
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::floatrange)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::floatmultirange)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::cirange)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::charrange)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numrange)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::nummultirange)', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::floatrange)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::floatmultirange)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::cirange)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::charrange)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numrange)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::nummultirange)', params => ARRAY['k'], watches => 'manual');
 -- domains over any of them
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom[])', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair_dom[])', params => ARRAY['k'], watches => 'manual');
 SELECT name FROM docsync.query_defs WHERE name = 'k';
 -- a type nested deeper than the walk goes is refused rather than taken unchecked (composites cannot
 -- contain themselves; 40 levels of composites of composites stand in for a loop)
@@ -82,18 +82,18 @@ SELECT regexp_replace(docsync.key_type_problem('deep40'), '^(attribute "d" of ty
 -- the error in full: why, and a route that works for a key with parts
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair)', params => ARRAY['k']);
-SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numeric[])', params => ARRAY['k']);
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::pair)', params => ARRAY['k'], watches => 'manual');
+SELECT docsync.define_query('k', 'SELECT to_jsonb($1::numeric[])', params => ARRAY['k'], watches => 'manual');
 -- that route is accepted
 SELECT docsync.define_query('bypair', 'SELECT to_jsonb(count(*)) FROM acct a WHERE ROW((a.pq).name, trim_scale((a.pq).price))::text = $1::text',
-                            params => ARRAY['pq']);
+                            params => ARRAY['pq'], watches => 'manual');
 -- a watched column (a text[] under a nondeterministic collation, a composite): the route for a watch
 SELECT docsync.watch('bypair', 'acct', params => ARRAY['tags']);
 SELECT docsync.watch('bypair', 'acct', params => ARRAY['pq']);
 SELECT docsync.watch('bypair', 'acct', keys_sql => 'SELECT ROW(($1::nest.pair).name, trim_scale(($1::nest.pair).price))::text',
                      keys_args => ARRAY['pq']) > 0 AS watched_pair;
 -- a keys query returning such a type
-SELECT docsync.define_query('one', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT docsync.define_query('one', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('one', 'acct', keys_sql => 'SELECT ARRAY[id::numeric] FROM acct WHERE id = $1', keys_args => ARRAY['id']);
 \set VERBOSITY terse
 
@@ -103,12 +103,12 @@ SELECT docsync.watch('one', 'acct', keys_sql => 'SELECT ARRAY[id::numeric] FROM 
 SELECT docsync.define_query('ok', 'SELECT to_jsonb(ARRAY[$1::fixed::text, $2::plain::text, $3::nested_plain::text, $4::fixed[]::text,
                                    $5::bpchar::text, $6::bpchar[]::text, $7::int4range::text, $8::textrange::text, $9::mood[]::text,
                                    $10::cut::text, $11::int8multirange::text, $12::text[]::text])',
-                            params => ARRAY['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l']);
+                            params => ARRAY['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'], watches => 'manual');
 SELECT docsync.watch('ok', 'acct', keys_sql => $$SELECT fx, NULL::nest.plain, NULL::nest.nested_plain, ARRAY[fx], 'FR'::bpchar, '{FR}'::bpchar[],
                                                          '[1,2)'::int4range, NULL::nest.textrange, '{red}'::nest.mood[], NULL::nest.cut,
                                                          '{}'::int8multirange, '{a}'::text[] FROM acct WHERE id = $1$$,
                      keys_args => ARRAY['id']) > 0 AS watched_ok;
-SELECT docsync.define_query('byfixed', 'SELECT to_jsonb(count(*)) FROM acct WHERE fx = $1::fixed', params => ARRAY['fx']);
+SELECT docsync.define_query('byfixed', 'SELECT to_jsonb(count(*)) FROM acct WHERE fx = $1::fixed', params => ARRAY['fx'], watches => 'manual');
 SELECT docsync.watch('byfixed', 'acct', params => ARRAY['fx']) > 0 AS watched_fixed;
 SELECT name FROM docsync.queries WHERE name IN ('ok', 'byfixed', 'bypair') ORDER BY name;
 

@@ -15,11 +15,11 @@ CREATE TABLE named (id int PRIMARY KEY, name text NOT NULL, n int NOT NULL);
 ALTER TABLE named REPLICA IDENTITY FULL;
 CREATE TABLE coded (id int PRIMARY KEY, c code NOT NULL, n int NOT NULL);
 CREATE TABLE src (id int PRIMARY KEY, acc_id int NOT NULL, name text NOT NULL);
-SELECT docsync.define_query('acc', 'SELECT jsonb_build_object(''n'', n) FROM acc WHERE id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('acc', 'SELECT jsonb_build_object(''n'', n) FROM acc WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('acc', 'acc', params => ARRAY['id']) > 0 AS watched;
-SELECT docsync.define_query('named', 'SELECT jsonb_build_object(''n'', n) FROM named WHERE name = $1', params => ARRAY['name']);
-SELECT docsync.define_query('coded', 'SELECT jsonb_build_object(''n'', n) FROM coded WHERE c = $1::code', params => ARRAY['c']);
-SELECT docsync.define_query('bytext', 'SELECT to_jsonb($1::text)', params => ARRAY['name']);
+SELECT docsync.define_query('named', 'SELECT jsonb_build_object(''n'', n) FROM named WHERE name = $1', params => ARRAY['name'], watches => 'manual');
+SELECT docsync.define_query('coded', 'SELECT jsonb_build_object(''n'', n) FROM coded WHERE c = $1::code', params => ARRAY['c'], watches => 'manual');
+SELECT docsync.define_query('bytext', 'SELECT to_jsonb($1::text)', params => ARRAY['name'], watches => 'manual');
 SELECT docsync.watch('bytext', 'named', params => ARRAY['name']) > 0 AS watched_direct;
 SELECT docsync.watch('bytext', 'src', keys_sql => 'SELECT name FROM krecheck.src WHERE id = $1',
                      keys_args => ARRAY['id']) > 0 AS watched_keys;

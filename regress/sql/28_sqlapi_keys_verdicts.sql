@@ -41,15 +41,15 @@ SET search_path = kverd;
 CREATE TABLE items (id int PRIMARY KEY, attrs jsonb NOT NULL, area box NOT NULL, at point NOT NULL);
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-SELECT docsync.define_query('byattrs', 'SELECT to_jsonb(count(*)) FROM items WHERE attrs = $1', params => ARRAY['attrs']);
+SELECT docsync.define_query('byattrs', 'SELECT to_jsonb(count(*)) FROM items WHERE attrs = $1', params => ARRAY['attrs'], watches => 'manual');
 \set VERBOSITY terse
-SELECT docsync.define_query('byarea', 'SELECT to_jsonb(count(*)) FROM items WHERE area = $1', params => ARRAY['area']);
-SELECT docsync.define_query('byat', 'SELECT to_jsonb(count(*)) FROM items WHERE at ~= $1', params => ARRAY['at']);
-SELECT docsync.define_query('byattrs', 'SELECT to_jsonb(count(*)) FROM items WHERE attrs = ANY($1)', params => ARRAY['attrs']);
+SELECT docsync.define_query('byarea', 'SELECT to_jsonb(count(*)) FROM items WHERE area = $1', params => ARRAY['area'], watches => 'manual');
+SELECT docsync.define_query('byat', 'SELECT to_jsonb(count(*)) FROM items WHERE at ~= $1', params => ARRAY['at'], watches => 'manual');
+SELECT docsync.define_query('byattrs', 'SELECT to_jsonb(count(*)) FROM items WHERE attrs = ANY($1)', params => ARRAY['attrs'], watches => 'manual');
 -- the canonical route: a member of a canonical type
-SELECT docsync.define_query('bysize', 'SELECT to_jsonb(count(*)) FROM items WHERE (attrs->>''size'')::int = $1', params => ARRAY['size']);
+SELECT docsync.define_query('bysize', 'SELECT to_jsonb(count(*)) FROM items WHERE (attrs->>''size'')::int = $1', params => ARRAY['size'], watches => 'manual');
 -- a direct watch on a jsonb column: refused, with no canonical-text hint that would not be one
-SELECT docsync.define_query('bytext', 'SELECT to_jsonb($1::text)', params => ARRAY['k']);
+SELECT docsync.define_query('bytext', 'SELECT to_jsonb($1::text)', params => ARRAY['k'], watches => 'manual');
 SELECT docsync.watch('bytext', 'items', params => ARRAY['attrs']);
 
 -- a domain over bpchar without a width: as an array, refused (no pg_catalog key type, so the
@@ -62,13 +62,13 @@ CREATE TABLE ships (id int PRIMARY KEY, codes bp[] NOT NULL, again bp_again[] NO
                     dom bps NOT NULL, code bp NOT NULL);
 \set VERBOSITY default
 \set SHOW_CONTEXT never
-SELECT docsync.define_query('bycodes', 'SELECT to_jsonb(count(*)) FROM ships WHERE codes = $1', params => ARRAY['codes']);
+SELECT docsync.define_query('bycodes', 'SELECT to_jsonb(count(*)) FROM ships WHERE codes = $1', params => ARRAY['codes'], watches => 'manual');
 \set VERBOSITY terse
-SELECT docsync.define_query('byagain', 'SELECT to_jsonb(count(*)) FROM ships WHERE again = $1', params => ARRAY['again']);
+SELECT docsync.define_query('byagain', 'SELECT to_jsonb(count(*)) FROM ships WHERE again = $1', params => ARRAY['again'], watches => 'manual');
 SELECT '{FR}'::bp[] = '{"FR "}'::bp[] AS bp_array_equal;
-SELECT docsync.define_query('byfixed', 'SELECT to_jsonb(count(*)) FROM ships WHERE fixed = $1', params => ARRAY['fixed']);
-SELECT docsync.define_query('bydom', 'SELECT to_jsonb(count(*)) FROM ships WHERE dom = $1', params => ARRAY['dom']);
-SELECT docsync.define_query('bycode', 'SELECT to_jsonb(count(*)) FROM ships WHERE code = $1', params => ARRAY['code']);
+SELECT docsync.define_query('byfixed', 'SELECT to_jsonb(count(*)) FROM ships WHERE fixed = $1', params => ARRAY['fixed'], watches => 'manual');
+SELECT docsync.define_query('bydom', 'SELECT to_jsonb(count(*)) FROM ships WHERE dom = $1', params => ARRAY['dom'], watches => 'manual');
+SELECT docsync.define_query('bycode', 'SELECT to_jsonb(count(*)) FROM ships WHERE code = $1', params => ARRAY['code'], watches => 'manual');
 SELECT name, docsync.stored_key_types(name) FROM docsync.query_defs
  WHERE name IN ('byfixed', 'bydom', 'bycode') ORDER BY name;
 

@@ -13,7 +13,7 @@ CREATE TABLE owners (legacy int, id int PRIMARY KEY, owner_id int, name text);
 ALTER TABLE owners DROP COLUMN legacy;
 ALTER TABLE owners REPLICA IDENTITY FULL;
 SELECT docsync.define_query('own', 'SELECT to_jsonb(o) FROM guest.owners o WHERE o.id = $1 AND o.owner_id = $2',
-                            params => ARRAY['id', 'owner']);
+                            params => ARRAY['id', 'owner'], watches => 'manual');
 SELECT docsync.watch('own', 'owners', params => ARRAY['id', 'owner_id']) > 0 AS watched;
 SELECT table_schema, table_name, columns, attnums, problem FROM docsync.watches WHERE query = 'own';
 SELECT docsync.plugin_tables() LIKE '%' || 'guest.owners'::regclass::oid || '(2,3)%' AS option_names_id_and_owner_id;
@@ -38,7 +38,7 @@ SELECT columns FROM docsync.watches WHERE query = 'own';
 CREATE TABLE r1 (id int PRIMARY KEY);
 CREATE TABLE r2 (id int PRIMARY KEY, c int, d int);
 ALTER TABLE r2 REPLICA IDENTITY FULL;
-SELECT docsync.define_query('r', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT docsync.define_query('r', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('r', 'r1', params => ARRAY['id']) > 0 AS watched;
 SELECT docsync.watch('r', 'r2', params => ARRAY['c']) > 0 AS watched;
 SET session_replication_role = replica;

@@ -96,8 +96,8 @@ SELECT query, recomputes, permanent_failures, mean_compute_ms, last_error, last_
 
 -- docsync.queries shows a batched form a running worker set aside, and why; a stopped worker's
 -- report is not shown; once the worker runs the form again (its file no longer names it), batched
-SELECT docsync.define_query('customer', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
-SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int)', params => ARRAY['id']);
+SELECT docsync.define_query('customer', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('order', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], watches => 'manual');
 SELECT name, not_batched, batched, batch_set_aside FROM docsync.queries WHERE name IN ('customer', 'order') ORDER BY name;
 \! $FIXTURE --dir "$STATUS_DIR" --database "$DB" --slot regress_status_fresh --pid 1001 --live 12 --dirty 3 --received 100000 --acked 90000 --query 'order:10:2:5000:division by zero (SQLSTATE 22012)' --query 'customer:5:0:2100' --audit 40:2
 SELECT name, not_batched, batched, batch_set_aside FROM docsync.queries WHERE name IN ('customer', 'order') ORDER BY name;

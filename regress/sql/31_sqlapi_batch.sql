@@ -157,11 +157,11 @@ SELECT docsync.batch_sql('SELECT to_jsonb(x) FROM no_such_table x WHERE x.id = $
 
 -- worker_definitions(): each query's batched form in "batch_sql", each keys query's in
 -- "keys_batch_sql"; null for a query refused to the worker, and for one that no longer analyses
-SELECT docsync.define_query('b_owner', 'SELECT json_agg(tag ORDER BY id) FROM items WHERE owner = $1', params => ARRAY['owner']);
+SELECT docsync.define_query('b_owner', 'SELECT json_agg(tag ORDER BY id) FROM items WHERE owner = $1', params => ARRAY['owner'], watches => 'manual');
 SELECT docsync.watch('b_owner', 'items', keys_sql => 'SELECT owner FROM items WHERE id = $1', keys_args => ARRAY['id']) > 0 AS watched;
-SELECT docsync.define_query('b_all', 'SELECT json_agg(id ORDER BY id) FROM items');
+SELECT docsync.define_query('b_all', 'SELECT json_agg(id ORDER BY id) FROM items', watches => 'manual');
 CREATE TABLE gone (id int);
-SELECT docsync.define_query('b_gone', 'SELECT to_jsonb(count(*)) FROM gone WHERE id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('b_gone', 'SELECT to_jsonb(count(*)) FROM gone WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 DROP TABLE gone;
 INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
 VALUES ('b_ghost', 'SELECT to_jsonb($1::int)', '{id}', 'batch', 'regress_no_such_role');

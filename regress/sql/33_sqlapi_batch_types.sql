@@ -271,8 +271,8 @@ SELECT substring(docsync.batch_sql($q$SELECT to_jsonb(id) FROM orders AS U&"docs
                  FROM 'AS (docsync_batch[_0-9]*)\(') AS alias;
 
 -- docsync.queries says why a query's docs are computed one by one, doc and keys queries alike
-SELECT docsync.define_query('bt_arr', 'SELECT to_jsonb($1::int[])', params => ARRAY['ids']);
-SELECT docsync.define_query('bt_country', 'SELECT to_jsonb(c) FROM countries c WHERE c.code = $1', params => ARRAY['code']);
+SELECT docsync.define_query('bt_arr', 'SELECT to_jsonb($1::int[])', params => ARRAY['ids'], watches => 'manual');
+SELECT docsync.define_query('bt_country', 'SELECT to_jsonb(c) FROM countries c WHERE c.code = $1', params => ARRAY['code'], watches => 'manual');
 SELECT docsync.watch('bt_country', 'countries', params => ARRAY['code']) > 0 AS watched;
 CREATE TABLE shapes (b box, country char(2));
 ALTER TABLE shapes REPLICA IDENTITY FULL;
@@ -284,12 +284,12 @@ SELECT name, regexp_replace(not_batched, 'watch [0-9]+', 'watch N') AS not_batch
 -- grant_reader: the pool role may use the schema of a param type the batched form names, where the
 -- definer may (the query alone needs no name, its types inferred)
 CREATE ROLE regress_bt_reader LOGIN;
-SELECT docsync.define_query('bt_pair', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.pq = $1::bt_types.pair', params => ARRAY['pq']);
+SELECT docsync.define_query('bt_pair', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.pq = $1::bt_types.pair', params => ARRAY['pq'], watches => 'manual');
 SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
 -- what grant_reader grants may let a batched form a worker set aside run: the definitions reload
 -- (the worker tries the form again); a grant_reader that grants nothing new reloads nothing
 CREATE TABLE extras (id int PRIMARY KEY);
-SELECT docsync.define_query('bt_extra', 'SELECT to_jsonb(count(*)) FROM extras WHERE id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('bt_extra', 'SELECT to_jsonb(count(*)) FROM extras WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT generation AS gen_before FROM docsync.def_generation \gset
 SELECT g FROM docsync.grant_reader('regress_bt_reader') AS g ORDER BY 1;
 SELECT generation > :gen_before AS definitions_reloaded FROM docsync.def_generation;

@@ -34,7 +34,7 @@ GRANT SELECT ON public.regress_mallory_super TO PUBLIC;
 SET ROLE regress_mallory;
 CREATE FUNCTION m.to_regclass(text) RETURNS regclass LANGUAGE sql
   AS 'SELECT public.regress_escalate(); SELECT pg_catalog.to_regclass($1)';
-SELECT docsync.define_query('mi', 'SELECT to_jsonb(i) FROM m.items i WHERE i.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('mi', 'SELECT to_jsonb(i) FROM m.items i WHERE i.id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('mi', 'items', params => ARRAY['id'], search_path => 'm, pg_catalog') > 0 AS watched;
 SELECT docsync.watch('mi', 'nosuch', params => ARRAY['id'], search_path => 'm, pg_catalog');
 SELECT docsync.unwatch('mi', 'items', search_path => 'm, pg_catalog');
@@ -55,9 +55,9 @@ SET ROLE regress_temp_only;
 CREATE FUNCTION pg_temp.regress_check(int) RETURNS boolean LANGUAGE sql AS 'SELECT public.regress_escalate()';
 CREATE DOMAIN pg_temp.d AS int CHECK (pg_temp.regress_check(VALUE));
 --    define_query analysed as the extension's owner
-SELECT docsync.define_query('dom', $$SELECT to_jsonb(cardinality('{1}'::pg_temp.d[]))$$);
+SELECT docsync.define_query('dom', $$SELECT to_jsonb(cardinality('{1}'::pg_temp.d[]))$$, watches => 'manual');
 --    and a pg_temp search_path before other schemas is refused
-SELECT docsync.define_query('tmp', 'SELECT to_jsonb(1)', search_path => 'pg_temp, public');
+SELECT docsync.define_query('tmp', 'SELECT to_jsonb(1)', search_path => 'pg_temp, public', watches => 'manual');
 RESET ROLE;
 SELECT * FROM regress_mallory_super;
 ALTER ROLE regress_mallory NOSUPERUSER;
@@ -97,7 +97,7 @@ SET ROLE regress_mallory;
 CREATE FUNCTION m.note(int) RETURNS boolean LANGUAGE sql
   AS 'INSERT INTO public.regress_seen VALUES (current_user); SELECT true';
 CREATE DOMAIN m.d AS int CHECK (m.note(VALUE));
-SELECT docsync.define_query('noted', $$SELECT to_jsonb(cardinality('{1}'::m.d[]) + $1::int)$$, params => ARRAY['id']);
+SELECT docsync.define_query('noted', $$SELECT to_jsonb(cardinality('{1}'::m.d[]) + $1::int)$$, params => ARRAY['id'], watches => 'manual');
 RESET ROLE;
 SELECT docsync.watch('noted', 'm.items', params => ARRAY['id']) > 0 AS watched_by_a_superuser;
 SELECT DISTINCT who FROM public.regress_seen ORDER BY who;
@@ -142,13 +142,13 @@ INSERT INTO regress_mallory.bonus VALUES (1, 2);
 GRANT USAGE ON SCHEMA regress_mallory TO regress_pool;
 GRANT SELECT ON m.payroll, regress_mallory.bonus TO regress_pool;
 --    a. a schema the definer may not use, first on its path: checked m.payroll, ran hr.payroll
-SELECT docsync.define_query('v_path', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr, m');
+SELECT docsync.define_query('v_path', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr, m', watches => 'manual');
 --    b. a temporary table named like the secret one: checked pg_temp.payroll, ran m.payroll or hr's
 CREATE TEMP TABLE payroll (id int, salary int);
-SELECT docsync.define_query('v_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr');
+SELECT docsync.define_query('v_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr', watches => 'manual');
 DROP TABLE payroll;
 --    c. the default "$user", public: checked regress_mallory.bonus, ran public.bonus
-SELECT docsync.define_query('v_user', 'SELECT jsonb_agg(salary) FROM bonus', search_path => '"$user", public');
+SELECT docsync.define_query('v_user', 'SELECT jsonb_agg(salary) FROM bonus', search_path => '"$user", public', watches => 'manual');
 RESET ROLE;
 SELECT name, search_path, refused FROM docsync.queries WHERE name LIKE 'v\_%' ORDER BY name;
 SELECT pg_temp.run_as_pool('v_path') AS v_path, pg_temp.run_as_pool('v_user') AS v_user;
@@ -157,8 +157,8 @@ GRANT USAGE ON SCHEMA hr TO regress_mallory;
 GRANT SELECT ON hr.payroll TO regress_mallory;
 SET ROLE regress_mallory;
 SELECT docsync.define_query('v_revoked', 'SELECT jsonb_agg(salary) FROM payroll WHERE id = $1',
-                            params => ARRAY['id'], search_path => 'hr');
-SELECT docsync.define_query('v_keys', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], search_path => 'hr');
+                            params => ARRAY['id'], search_path => 'hr', watches => 'manual');
+SELECT docsync.define_query('v_keys', 'SELECT to_jsonb($1::int)', params => ARRAY['id'], search_path => 'hr', watches => 'manual');
 SELECT docsync.watch('v_keys', 'm.items',
                      keys_sql => 'SELECT id FROM payroll WHERE id = $1', keys_args => ARRAY['id']) > 0 AS keys_watched;
 RESET ROLE;

@@ -16,7 +16,7 @@ CREATE TABLE products (id int PRIMARY KEY, name text);
 BEGIN;
 SELECT docsync.define_query('whole', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id']);
+  params => ARRAY['order_id'], watches => 'manual');
 SELECT docsync.watch('whole', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT docsync.watch('whole', 'order_items', params => ARRAY['order_id']) > 0 AS watched;
 COMMIT;
@@ -25,7 +25,7 @@ COMMIT;
 BEGIN;
 SELECT docsync.define_query('forgot', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id']);
+  params => ARRAY['order_id'], watches => 'manual');
 SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT 'no notice before commit' AS checkpoint;
 COMMIT;
@@ -34,7 +34,7 @@ COMMIT;
 -- the first watch leaves order_items uncovered (named), the second completes it (silent)
 SELECT docsync.define_query('steps', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id']);
+  params => ARRAY['order_id'], watches => 'manual');
 SELECT docsync.watch('steps', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT docsync.watch('steps', 'order_items', params => ARRAY['order_id']) > 0 AS watched;
 
@@ -42,7 +42,7 @@ SELECT docsync.watch('steps', 'order_items', params => ARRAY['order_id']) > 0 AS
 SELECT docsync.define_query('steps', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id), 'p', (SELECT count(*) FROM products))
   FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id'], or_replace => true);
+  params => ARRAY['order_id'], or_replace => true, watches => 'manual');
 
 -- several changes to one query in a transaction: named once
 BEGIN;
@@ -50,7 +50,7 @@ SELECT docsync.unwatch('forgot', 'orders');
 SELECT docsync.watch('forgot', 'orders', params => ARRAY['id']) > 0 AS watched;
 SELECT docsync.define_query('forgot', $$SELECT jsonb_build_object('id', o.id, 'n',
   (SELECT count(*) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = $1$$,
-  params => ARRAY['order_id'], or_replace => true);
+  params => ARRAY['order_id'], or_replace => true, watches => 'manual');
 COMMIT;
 
 -- what the worker logs and docsync.status shows

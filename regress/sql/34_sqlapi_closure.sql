@@ -20,14 +20,14 @@ CREATE FUNCTION outer_plpgsql(int) RETURNS int LANGUAGE plpgsql AS 'BEGIN RETURN
 CREATE FUNCTION inner_atomic(int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT $1 * 2; END;
 CREATE FUNCTION outer_atomic(int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT inner_atomic($1); END;
 
-SELECT docsync.define_query('plain', 'SELECT to_jsonb(t.n) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('mood', 'SELECT to_jsonb(t.m) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('comp', 'SELECT to_jsonb(t.p) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('dom', 'SELECT to_jsonb(t.s) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('sorted', 'SELECT jsonb_agg(label ORDER BY label) FROM t WHERE id <> $1', params => ARRAY['id']);
-SELECT docsync.define_query('via_plpgsql', 'SELECT to_jsonb(outer_plpgsql(n)) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('via_atomic', 'SELECT to_jsonb(outer_atomic(n)) FROM t WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('tree', 'SELECT to_jsonb(count(*)) FROM parent WHERE id <> $1', params => ARRAY['id']);
+SELECT docsync.define_query('plain', 'SELECT to_jsonb(t.n) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('mood', 'SELECT to_jsonb(t.m) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('comp', 'SELECT to_jsonb(t.p) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('dom', 'SELECT to_jsonb(t.s) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('sorted', 'SELECT jsonb_agg(label ORDER BY label) FROM t WHERE id <> $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('via_plpgsql', 'SELECT to_jsonb(outer_plpgsql(n)) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('via_atomic', 'SELECT to_jsonb(outer_atomic(n)) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('tree', 'SELECT to_jsonb(count(*)) FROM parent WHERE id <> $1', params => ARRAY['id'], watches => 'manual');
 
 CREATE TEMP TABLE fp AS SELECT name, docsync.fingerprint(name) AS f FROM docsync.query_defs;
 CREATE TEMP TABLE gen AS SELECT generation AS g FROM docsync.def_generation;
@@ -92,12 +92,12 @@ CREATE POLICY everyone ON notes USING (true);
 CREATE TEXT SEARCH CONFIGURATION mycfg (COPY = simple);
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 SELECT docsync.define_query('shadow', 'SELECT to_jsonb(x.n::small) FROM t x WHERE x.id = $1', params => ARRAY['id'],
-                            search_path => 'early, closure');
-SELECT docsync.define_query('agg', 'SELECT to_jsonb(mysum(n)) FROM t WHERE id <> $1', params => ARRAY['id']);
-SELECT docsync.define_query('opaque', 'SELECT to_jsonb(side_v($1))', params => ARRAY['id']);
-SELECT docsync.define_query('mat', 'SELECT to_jsonb(m.n) FROM mv m WHERE m.id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('rls', 'SELECT jsonb_agg(body) FROM notes WHERE id <> $1', params => ARRAY['id']);
-SELECT docsync.define_query('ts', 'SELECT to_jsonb(to_tsvector(''mycfg'', label)) FROM t WHERE id = $1', params => ARRAY['id']);
+                            search_path => 'early, closure', watches => 'manual');
+SELECT docsync.define_query('agg', 'SELECT to_jsonb(mysum(n)) FROM t WHERE id <> $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('opaque', 'SELECT to_jsonb(side_v($1))', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('mat', 'SELECT to_jsonb(m.n) FROM mv m WHERE m.id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('rls', 'SELECT jsonb_agg(body) FROM notes WHERE id <> $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('ts', 'SELECT to_jsonb(to_tsvector(''mycfg'', label)) FROM t WHERE id = $1', params => ARRAY['id'], watches => 'manual');
 TRUNCATE fp;
 INSERT INTO fp SELECT name, docsync.fingerprint(name) FROM docsync.query_defs;
 UPDATE gen SET g = (SELECT generation FROM docsync.def_generation);

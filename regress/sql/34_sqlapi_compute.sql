@@ -24,8 +24,8 @@ CREATE SCHEMA regress_mal AUTHORIZATION regress_mal;
 CREATE ROLE regress_cpool LOGIN;
 
 SET ROLE regress_alice3;
-SELECT docsync.define_query('pay', 'SELECT jsonb_agg(salary) FROM hr.payroll WHERE id = $1', params => ARRAY['id']);
-SELECT docsync.define_query('pay2', 'SELECT jsonb_agg(salary) FROM public.payroll');
+SELECT docsync.define_query('pay', 'SELECT jsonb_agg(salary) FROM hr.payroll WHERE id = $1', params => ARRAY['id'], watches => 'manual');
+SELECT docsync.define_query('pay2', 'SELECT jsonb_agg(salary) FROM public.payroll', watches => 'manual');
 RESET ROLE;
 
 -- mal's decoys, named like the secret, and a function of its own that reads the secret
@@ -40,13 +40,13 @@ BEGIN
 END
 $$;
 -- every search_path form: default, "$user", schemas without USAGE first, pg_temp (refused)
-SELECT p AS search_path, docsync.define_query('mal' || n, 'SELECT jsonb_agg(salary) FROM payroll', search_path => p)
+SELECT p AS search_path, docsync.define_query('mal' || n, 'SELECT jsonb_agg(salary) FROM payroll', search_path => p, watches => 'manual')
   FROM unnest(ARRAY['"$user", public', '"$user"', 'hr, mm', 'hr, "$user", public', 'mm']) WITH ORDINALITY AS u(p, n);
 -- public.payroll, checked as mal, is refused
-SELECT docsync.define_query('mal_public', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'public, mm');
+SELECT docsync.define_query('mal_public', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'public, mm', watches => 'manual');
 CREATE TEMP TABLE payroll (id int, salary int);
-SELECT docsync.define_query('mal_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr');
-SELECT docsync.define_query('mal_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'pg_temp, mm');
+SELECT docsync.define_query('mal_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'hr', watches => 'manual');
+SELECT docsync.define_query('mal_temp', 'SELECT jsonb_agg(salary) FROM payroll', search_path => 'pg_temp, mm', watches => 'manual');
 DROP TABLE payroll;
 RESET ROLE;
 

@@ -17,7 +17,7 @@ GRANT SELECT ON own_app.salaries TO regress_mal;
 
 -- (1) another definer's text is analysed as that definer, never as the DBA calling the API
 SELECT docsync.define_query('own_dq', $$SELECT jsonb_build_object('t', total) FROM own_app.orders WHERE id = $1$$,
-                            ARRAY['id'], search_path => 'own_app');
+                            ARRAY['id'], search_path => 'own_app', watches => 'manual');
 SET ROLE regress_mal;
 CREATE TABLE own_m.k (id int PRIMARY KEY);
 CREATE FUNCTION own_m.pwn(int) RETURNS boolean LANGUAGE plpgsql AS $f$
@@ -31,10 +31,10 @@ CREATE DOMAIN own_m.d AS int CHECK (own_m.pwn(VALUE));
 SELECT docsync.watch('own_dq', 'own_m.k', keys_sql => $$SELECT $1::int + cardinality('{1}'::own_m.d[])$$,
                      keys_args => ARRAY['id'], search_path => 'own_m') > 0 AS mal_watches_the_dbas_query;
 SELECT docsync.define_query('own_mq', $$SELECT jsonb_build_object('x', cardinality('{1}'::own_m.d[]) + $1)$$,
-                            ARRAY['id'], search_path => 'own_m');
+                            ARRAY['id'], search_path => 'own_m', watches => 'manual');
 RESET ROLE;
 SELECT docsync.define_query('own_dq', $$SELECT jsonb_build_object('t', total, 'v', 2) FROM own_app.orders WHERE id = $1$$,
-                            ARRAY['id'], or_replace => true, search_path => 'own_app');
+                            ARRAY['id'], or_replace => true, search_path => 'own_app', watches => 'manual');
 SELECT rolsuper AS mal_super_after_redefine FROM pg_roles WHERE rolname = 'regress_mal';
 ALTER ROLE regress_mal NOSUPERUSER;
 SELECT docsync.watch('own_mq', 'own_app.ev', params => ARRAY['id'], search_path => 'own_app') > 0 AS dba_watches_mals_query;
@@ -57,7 +57,7 @@ CREATE TABLE own_vs.orders (code text PRIMARY KEY, total int);
 CREATE TABLE own_vs.items (id int PRIMARY KEY, code text);
 CREATE FUNCTION own_vs.code_of(i int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT code FROM own_vs.items WHERE id = i $$;
 SELECT docsync.define_query('own_vq', $$SELECT jsonb_build_object('total', (SELECT total FROM orders WHERE code = $1))$$,
-                            ARRAY['code'], search_path => 'own_vs');
+                            ARRAY['code'], search_path => 'own_vs', watches => 'manual');
 SELECT docsync.watch('own_vq', 'own_vs.orders', params => ARRAY['code'], search_path => 'own_vs') > 0 AS watched;
 SELECT docsync.watch('own_vq', 'own_vs.items', keys_sql => 'SELECT code_of($1)', keys_args => ARRAY['id'],
                      search_path => 'own_vs') > 0 AS watched;
@@ -67,7 +67,7 @@ RESET ROLE;
 SET ROLE regress_mal;
 CREATE FUNCTION own_m.code_of(i int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT 'stolen' $$;
 SELECT docsync.define_query('own_vq', $$SELECT jsonb_build_object('leak', $1::text)$$, ARRAY['code'],
-                            or_replace => true, search_path => 'own_m');
+                            or_replace => true, search_path => 'own_m', watches => 'manual');
 SELECT docsync.drop_query('own_vq');
 SELECT docsync.unwatch('own_vq', 'own_vs.orders');
 RESET ROLE;
@@ -85,7 +85,7 @@ SELECT docsync.watch('own_vq', 'own_m.k', keys_sql => 'SELECT code_of($1)', keys
 RESET ROLE;
 SET ROLE regress_vic;
 SELECT docsync.define_query('own_vq', $$SELECT jsonb_build_object('total', (SELECT total FROM own_vs.orders WHERE code = $1), 'v', 2)$$,
-                            ARRAY['code'], or_replace => true, search_path => 'own_vs, public');
+                            ARRAY['code'], or_replace => true, search_path => 'own_vs, public', watches => 'manual');
 RESET ROLE;
 SELECT w.table_name, w.defined_by, w.search_path FROM docsync.watches w WHERE w.query = 'own_vq' AND w.kind = 'keys' ORDER BY w.id;
 
@@ -110,7 +110,7 @@ RESET ROLE;
 SET ROLE regress_mal;
 CREATE TABLE own_m.t (id int PRIMARY KEY);
 SELECT docsync.define_query('own_pay', $$SELECT jsonb_build_object('n', count(*)) FROM own_app.salaries WHERE id = $1$$,
-                            ARRAY['id'], search_path => 'own_m');
+                            ARRAY['id'], search_path => 'own_m', watches => 'manual');
 SELECT docsync.watch('own_pay', 'own_m.t', params => ARRAY['id'], search_path => 'own_m') > 0 AS watched;
 RESET ROLE;
 SELECT stmt FROM docsync.grant_reader('regress_own_pool') AS g(stmt) ORDER BY 1;
@@ -126,7 +126,7 @@ SET ROLE regress_mal;
 CREATE FUNCTION own_m.peek() RETURNS text LANGUAGE plpgsql STABLE AS $f$
 DECLARE r text; BEGIN EXECUTE 'SELECT string_agg(pay::text, '','') FROM own_app.salaries' INTO r; RETURN r; END $f$;
 SELECT docsync.define_query('own_pay', $$SELECT jsonb_build_object('pay', own_m.peek()) FROM own_m.t WHERE id = $1$$,
-                            ARRAY['id'], or_replace => true, search_path => 'own_m');
+                            ARRAY['id'], or_replace => true, search_path => 'own_m', watches => 'manual');
 RESET ROLE;
 SELECT name, refused FROM docsync.queries WHERE name = 'own_pay';
 SELECT stmt FROM docsync.grant_reader('regress_own_pool') AS g(stmt) WHERE stmt LIKE 'REVOKE%' ORDER BY 1;

@@ -21,13 +21,13 @@ GRANT USAGE ON SCHEMA res_ops, res_opf, res_typ, res_col TO regress_rw;
 SET ROLE regress_rw;
 CREATE TABLE res_ws.t (id int PRIMARY KEY, name text);
 INSERT INTO res_ws.t VALUES (1, 'b'), (2, 'a');
-SELECT docsync.define_query('res_op', $$SELECT to_jsonb('id' || $1::int)$$, ARRAY['id'], search_path => 'res_ops, res_ws');
+SELECT docsync.define_query('res_op', $$SELECT to_jsonb('id' || $1::int)$$, ARRAY['id'], search_path => 'res_ops, res_ws', watches => 'manual');
 SELECT docsync.define_query('res_cmp', $$SELECT to_jsonb(count(*)) FROM t WHERE id <<< $1$$, ARRAY['id'],
-                            search_path => 'res_ops, res_ws');
+                            search_path => 'res_ops, res_ws', watches => 'manual');
 SELECT docsync.define_query('res_type', $$SELECT to_jsonb(name::code) FROM t WHERE id = $1$$, ARRAY['id'],
-                            search_path => 'res_typ, res_ws');
+                            search_path => 'res_typ, res_ws', watches => 'manual');
 SELECT docsync.define_query('res_coll', $$SELECT to_jsonb(max(name COLLATE c_copy)) FROM t WHERE id <= $1$$, ARRAY['id'],
-                            search_path => 'res_col, res_ws');
+                            search_path => 'res_col, res_ws', watches => 'manual');
 SELECT docsync.watch(q, 'res_ws.t', params => ARRAY['id'], search_path => 'res_ws') > 0 AS watched
   FROM unnest(ARRAY['res_op', 'res_cmp', 'res_type', 'res_coll']) q;
 RESET ROLE;

@@ -1,7 +1,7 @@
 -- sql/parts/01_schema.sql: the script's guard, the UTF-8 check and the docsync schema. The parts
--- of sql/parts/ are concatenated in name order into the install script docsync--0.1.sql by the
+-- of sql/parts/ are concatenated in name order into the install script docsync--0.2.sql by the
 -- Makefile; each opens with a comment like this one.
-/* docsync--0.1.sql: the docsync extension's schema, definitions and views. */
+/* docsync--0.2.sql: the docsync extension's schema, definitions and views. */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION docsync" to load this file. \quit

@@ -24,7 +24,15 @@ CREATE TABLE docsync.query_defs (
   params      text[] NOT NULL DEFAULT '{}',      -- names of $1, $2, …
   search_path text NOT NULL,                     -- in force at definition; set for each compute
   defined_by  name NOT NULL DEFAULT current_user,
-  defined_at  timestamptz NOT NULL DEFAULT now()
+  defined_at  timestamptz NOT NULL DEFAULT now(),
+  -- derived: define_query derives its watches from the analysed query (docsync.derive_watches) and
+  -- derives them again after DDL; manual: only docsync.watch makes them
+  watches     text NOT NULL DEFAULT 'manual' CHECK (watches IN ('manual', 'derived')),
+  -- accepted though it calls functions whose reads cannot be analysed (uncovered)
+  allow_uncovered boolean NOT NULL DEFAULT false,
+  -- why the watches could not be derived again after DDL (the previous ones were kept, and every
+  -- table they covered recomputes every live doc); null when they were
+  derive_problem text
 );
 COMMENT ON TABLE docsync.query_defs IS 'docsync doc queries (use docsync.define_query)';
 
@@ -43,6 +51,13 @@ CREATE TABLE docsync.watch_defs (
   columns         name[] NOT NULL,
   keys_sql        text,
   allow_broadcast boolean NOT NULL DEFAULT false,
+  -- derived: made by define_query from the analysed query (replaced by a hand-written watch on its
+  -- table); manual: made by docsync.watch
+  origin          text NOT NULL DEFAULT 'manual' CHECK (origin IN ('manual', 'derived')),
+  -- every change of the table recomputes every live doc of the query (no key path)
+  broadcast       boolean NOT NULL DEFAULT false,
+  -- the columns of the table the query reads; null: all of them (a whole-row reference, or unknown)
+  read_columns    name[],
   defined_by      name NOT NULL DEFAULT current_user,
   defined_at      timestamptz NOT NULL DEFAULT now(),
   -- the search_path keys_sql was checked under, pinned for the watch's definer when it made the

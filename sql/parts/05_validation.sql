@@ -43,8 +43,9 @@ BEGIN
 END
 $$;
 
--- analyze_query with the failure rephrased for the definition being made.
-CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text,
+-- analyze_query with the failure rephrased for the definition being made (as definer; null: the API
+-- caller).
+CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
   OUT param_collations regcollation[], OUT result_collations regcollation[])
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -53,7 +54,7 @@ DECLARE
 BEGIN
   SELECT a.param_types, a.result_types, a.relations, a.param_collations, a.result_collations
     INTO param_types, result_types, relations, param_collations, result_collations
-    FROM docsync.analyze_query(sql, search_path) a;
+    FROM docsync.analyze_query(sql, search_path, definer) a;
 EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
                           det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;

@@ -8,7 +8,8 @@
 -- docsync._<its name> with the same arguments as the extension's owner, and that implementation
 -- reads the caller from docsync.api_caller(), checks its rights and records it as the definer.
 
-CREATE FUNCTION docsync._define_query(name text, sql text, params text[], or_replace boolean, search_path text)
+CREATE FUNCTION docsync._define_query(name text, sql text, params text[], or_replace boolean, search_path text,
+                                      watches text, allow_uncovered boolean)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -25,6 +26,13 @@ BEGIN
   -- stored as the caller resolves it, so that what is checked is what runs (plugin/definer.c)
   path := docsync.pin_search_path(path);
   IF params IS NULL THEN params := '{}'; END IF;
+  IF watches IS NULL OR watches NOT IN ('derived', 'manual') THEN
+    RAISE EXCEPTION 'watches must be ''derived'' or ''manual'', not %', coalesce(quote_literal(watches), 'NULL')
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'derived: the watches are derived from the query (and again after DDL); manual: only docsync.watch makes them.',
+            HINT = 'Leave watches out to derive them, or pass watches => ''manual''.';
+  END IF;
+  allow_uncovered := coalesce(allow_uncovered, false);
   IF array_ndims(params) > 1 THEN
     RAISE EXCEPTION 'params must be a one-dimensional array'
       USING ERRCODE = 'invalid_parameter_value', DETAIL = 'params names $1, $2, … in order.',
@@ -83,6 +91,8 @@ BEGIN
   PERFORM docsync.check_query_rights(format('doc query "%s"', name), sql, path, caller);
 
   IF existing.name IS NOT NULL THEN
+    -- the derived watches are derived again below, from the new text (or dropped, for 'manual')
+    DELETE FROM docsync.watch_defs w WHERE w.query = _define_query.name AND w.origin = 'derived';
     IF cardinality(existing.params) <> cardinality(params) THEN
       SELECT count(*) INTO nwatches FROM docsync.watch_defs w WHERE w.query = _define_query.name;
       IF nwatches > 0 THEN
@@ -95,7 +105,8 @@ BEGIN
     END IF;
     UPDATE docsync.query_defs q
        SET sql = _define_query.sql, params = _define_query.params, search_path = path,
-           defined_by = caller::name, defined_at = now()
+           defined_by = caller::name, defined_at = now(), watches = _define_query.watches,
+           allow_uncovered = _define_query.allow_uncovered, derive_problem = NULL
      WHERE q.name = _define_query.name
     RETURNING * INTO existing;
     -- the definer's own keys queries resolve as its doc query does (docsync._watch); another
@@ -107,22 +118,28 @@ BEGIN
     PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by, w.search_path)
        FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
   ELSE
-    INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by)
-    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name)
+    INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by, watches, allow_uncovered)
+    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name, _define_query.watches,
+            _define_query.allow_uncovered)
     RETURNING * INTO existing;
+  END IF;
+  IF watches = 'derived' THEN
+    PERFORM docsync.derive_stored(existing);
   END IF;
   -- Tables the query reads that no watch covers are named at commit (docsync.notice_uncovered),
   -- once the watches that usually follow in the same transaction are in place.
 END
 $$;
 -- search_path defaults to the caller's (a default is evaluated in the calling statement).
+-- watches: 'derived' (derive them from the query, docsync.derive_stored) or 'manual'.
 CREATE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
                                      or_replace boolean DEFAULT false,
-                                     search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                     search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                     watches text DEFAULT 'derived', allow_uncovered boolean DEFAULT false)
 RETURNS void LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_api_call';
-COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text) IS
-  'define (or, with or_replace => true, redefine) a doc query';
+COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text, text, boolean) IS
+  'define (or, with or_replace => true, redefine) a doc query; its watches are derived from it unless watches => ''manual''';
 
 -- Resolves a table name for watch/unwatch as the caller, under its search_path, with a helpful error.
 CREATE FUNCTION docsync.resolve_table(tab text, path text) RETURNS regclass
@@ -231,8 +248,89 @@ BEGIN
 END
 $$;
 
+-- The checks every watch gets, hand-written (docsync._watch) or derived (docsync.derive_stored), as
+-- its definer under the search_path it is stored with: a direct watch (params: one column of rel per
+-- doc param) or a reverse index (keys_sql fed keys_args), or with both null a broadcast watch; the
+-- keys' types, the keys query's shape, the replica identity and the definer's rights. A mapped column
+-- outside the replica identity raises (on_gap 'raise'), is accepted ('accept': allow_broadcast) or
+-- raises a NOTICE naming the fix ('notice'); returns whether there was such a column.
+CREATE FUNCTION docsync.check_watch_def(q docsync.query_defs, rel regclass, params text[], keys_sql text,
+                                        keys_args text[], definer regrole, path text, on_gap text)
+RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  query text := q.name;
+  cols text[] := coalesce(params, keys_args, '{}');
+  info record;
+  gap record;
+  gaps jsonb := '[]';
+  g jsonb;
+BEGIN
+  IF params IS NOT NULL THEN
+    IF cardinality(params) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'watch of % supplies % column(s) but docsync query "%" takes % param(s)',
+                      rel, cardinality(params), query, cardinality(q.params)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
+              HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
+    END IF;
+    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL, definer::name, path);
+  ELSIF keys_sql IS NOT NULL THEN
+    IF cardinality(q.params) = 0 THEN
+      RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = 'Its only doc is the one without params.',
+              HINT = format('Use params => ARRAY[]::text[] to recompute that doc on every change of %s.', rel);
+    END IF;
+    info := docsync.analyze_for('keys_sql', keys_sql, path, definer);
+    IF cardinality(info.param_types) <> cardinality(keys_args) THEN
+      RAISE EXCEPTION 'keys_sql uses % parameter(s) but % keys_args were given',
+                      cardinality(info.param_types), cardinality(keys_args)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('keys_args => %s feeds keys_sql''s $1, $2, … in order.', keys_args),
+              HINT = 'Name one column of the changed row per keys_sql parameter, and use every parameter.';
+    END IF;
+    IF cardinality(info.result_types) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'keys_sql returns % column(s) but docsync query "%" takes % param(s)',
+                      cardinality(info.result_types), query, cardinality(q.params)
+        USING ERRCODE = 'datatype_mismatch',
+              DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
+              HINT = 'Select exactly one column per doc param.';
+    END IF;
+    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql, definer::name, path);
+  END IF;
+  -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
+  -- must be logged, or a delete or an update of them cannot name the docs the old row fed
+  FOR gap IN SELECT * FROM docsync.identity_gaps(rel, cols::name[]) LOOP
+    gaps := gaps || jsonb_build_object('missing', array_to_string(gap.missing, ', '), 'identity', gap.identity,
+                                       'leaf', gap.leaf::text);
+    IF on_gap = 'raise' THEN
+      RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = CASE WHEN params IS NULL
+                            THEN 'A delete, or an update that changes these columns, would not log their old values, so keys_sql could not look up the docs the old row fed.'
+                            ELSE 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.' END,
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL. Or pass allow_broadcast => true and accept the cost: every such change of %s then recomputes every live doc of query "%s", all of them, each time.',
+                            gap.leaf, rel, query);
+    END IF;
+  END LOOP;
+
+  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, path, definer);
+  -- named once the watch is known to be stored
+  IF on_gap = 'notice' THEN
+    FOR g IN SELECT * FROM jsonb_array_elements(gaps) LOOP
+      RAISE NOTICE 'derived watch of docsync query "%" on %: column(s) % outside the REPLICA IDENTITY (%) of %',
+                   query, rel, g->>'missing', g->>'identity', g->>'leaf'
+        USING DETAIL = 'A delete, or an update that changes these columns, does not log their old values: such a change recomputes every live doc of the query (allow_broadcast).',
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL to name the old docs instead.', g->>'leaf');
+    END LOOP;
+  END IF;
+  RETURN jsonb_array_length(gaps) > 0;
+END
+$$;
+
 CREATE FUNCTION docsync._watch(query text, "table" text, params text[], keys_sql text, keys_args text[],
-                               allow_broadcast boolean, search_path text)
+                               allow_broadcast boolean, search_path text, broadcast boolean)
 RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -243,8 +341,6 @@ DECLARE
   nsp name;
   cols text[];
   col text;
-  info record;
-  gap record;
   new_id bigint;
   path text;
 BEGIN
@@ -283,13 +379,20 @@ BEGIN
             HINT = format('Watch %s instead.', pg_partition_root(rel)::regclass);
   END IF;
 
-  IF (params IS NULL) = (keys_sql IS NULL) THEN
+  broadcast := coalesce(broadcast, false);
+  IF broadcast AND (params IS NOT NULL OR keys_sql IS NOT NULL OR keys_args IS NOT NULL) THEN
+    RAISE EXCEPTION 'a broadcast watch takes no params, keys_sql or keys_args'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'broadcast => true recomputes every live doc of the query on every change of the table: it names no doc.',
+            HINT = 'Drop params, keys_sql and keys_args, or drop broadcast => true to name the docs a change affects.';
+  END IF;
+  IF NOT broadcast AND (params IS NULL) = (keys_sql IS NULL) THEN
     RAISE EXCEPTION 'a watch takes either params or keys_sql'
       USING ERRCODE = 'invalid_parameter_value',
             DETAIL = 'params maps the changed row''s columns to the doc params directly; keys_sql looks the doc params up.',
-            HINT = 'Pass params => ARRAY[column, …], or keys_sql => ''SELECT …'' with keys_args => ARRAY[column, …].';
+            HINT = 'Pass params => ARRAY[column, …], or keys_sql => ''SELECT …'' with keys_args => ARRAY[column, …] (or broadcast => true when no key path exists).';
   END IF;
-  IF params IS NULL AND coalesce(cardinality(keys_args), 0) = 0 THEN
+  IF NOT broadcast AND params IS NULL AND coalesce(cardinality(keys_args), 0) = 0 THEN
     RAISE EXCEPTION 'keys_sql needs keys_args'
       USING ERRCODE = 'invalid_parameter_value',
             DETAIL = 'keys_args names the changed row''s columns that feed keys_sql''s $1, $2, …; a reverse index looks docs up from at least one of them.',
@@ -301,7 +404,7 @@ BEGIN
             DETAIL = 'A direct watch maps the changed row''s columns to the doc params with params alone.',
             HINT = 'Drop keys_args, or use keys_sql instead of params.';
   END IF;
-  cols := coalesce(params, keys_args);
+  cols := coalesce(params, keys_args, '{}');
   IF array_ndims(cols) > 1 THEN
     RAISE EXCEPTION 'column list must be one-dimensional'
       USING ERRCODE = 'invalid_parameter_value', DETAIL = format('Got %s.', cols),
@@ -319,58 +422,19 @@ BEGIN
     END IF;
   END LOOP;
 
-  IF params IS NOT NULL THEN
-    IF cardinality(params) <> cardinality(q.params) THEN
-      RAISE EXCEPTION 'watch of % supplies % column(s) but docsync query "%" takes % param(s)',
-                      rel, cardinality(params), query, cardinality(q.params)
-        USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
-              HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
-    END IF;
-    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL, caller::name, path);
-  ELSE
-    IF cardinality(q.params) = 0 THEN
-      RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
-        USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = 'Its only doc is the one without params.',
-              HINT = format('Use params => ARRAY[]::text[] to recompute that doc on every change of %s.', rel);
-    END IF;
-    info := docsync.analyze_for('keys_sql', keys_sql, path);
-    IF cardinality(info.param_types) <> cardinality(keys_args) THEN
-      RAISE EXCEPTION 'keys_sql uses % parameter(s) but % keys_args were given',
-                      cardinality(info.param_types), cardinality(keys_args)
-        USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = format('keys_args => %s feeds keys_sql''s $1, $2, … in order.', keys_args),
-              HINT = 'Name one column of the changed row per keys_sql parameter, and use every parameter.';
-    END IF;
-    IF cardinality(info.result_types) <> cardinality(q.params) THEN
-      RAISE EXCEPTION 'keys_sql returns % column(s) but docsync query "%" takes % param(s)',
-                      cardinality(info.result_types), query, cardinality(q.params)
-        USING ERRCODE = 'datatype_mismatch',
-              DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
-              HINT = 'Select exactly one column per doc param.';
-    END IF;
-    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql, caller::name, path);
+  PERFORM docsync.check_watch_def(q, rel, params, keys_sql, keys_args, caller, path,
+                                  CASE WHEN allow_broadcast THEN 'accept' ELSE 'raise' END);
+
+  -- a watch by hand replaces the derived ones of its table (docsync._unwatch derives them again);
+  -- only the query's definer (or a role that may act for it) replaces what was derived for it
+  IF pg_has_role(caller, docsync.definer_role(q.defined_by), 'MEMBER') THEN
+    DELETE FROM docsync.watch_defs w
+     WHERE w.query = _watch.query AND w.origin = 'derived' AND w.table_schema = nsp AND w.table_name = cls.relname;
   END IF;
-  -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
-  -- must be logged, or a delete or an update of them cannot name the docs the old row fed
-  FOR gap IN SELECT * FROM docsync.identity_gaps(rel, cols::name[]) LOOP
-    IF NOT allow_broadcast THEN
-      RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
-        USING ERRCODE = 'object_not_in_prerequisite_state',
-              DETAIL = CASE WHEN params IS NULL
-                            THEN 'A delete, or an update that changes these columns, would not log their old values, so keys_sql could not look up the docs the old row fed.'
-                            ELSE 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.' END,
-              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL. Or pass allow_broadcast => true and accept the cost: every such change of %s then recomputes every live doc of query "%s", all of them, each time.',
-                            gap.leaf, rel, query);
-    END IF;
-  END LOOP;
-
-  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, path, caller);
-
   IF EXISTS (SELECT FROM docsync.watch_defs w
               WHERE w.query = _watch.query AND w.table_schema = nsp AND w.table_name = cls.relname
-                AND w.columns = cols::name[] AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql) THEN
+                AND w.columns = cols::name[] AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql
+                AND w.broadcast = _watch.broadcast) THEN
     RAISE EXCEPTION 'docsync query "%" already watches % this way', query, rel
       USING ERRCODE = 'duplicate_object',
             DETAIL = 'An identical watch exists.',
@@ -378,9 +442,9 @@ BEGIN
   END IF;
 
   INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, defined_by,
-                                  search_path)
+                                  search_path, origin, broadcast)
   VALUES (_watch.query, nsp, cls.relname, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false),
-          caller::name, path)
+          caller::name, path, 'manual', _watch.broadcast)
   RETURNING id INTO new_id;
   RETURN new_id;
 END
@@ -388,11 +452,12 @@ $$;
 CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
                               keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
                               allow_broadcast boolean DEFAULT false,
-                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                              search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                              broadcast boolean DEFAULT false)
 RETURNS bigint LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_api_call';
-COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text) IS
-  'make changes of a table affect docs of a query: directly (params) or through a reverse index (keys_sql)';
+COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text, boolean) IS
+  'make changes of a table affect docs of a query: directly (params), through a reverse index (keys_sql) or every live doc (broadcast); replaces the derived watches of the table';
 
 -- Removes the watches ids of a query, each only by its definer (docsync.require_owner); returns how many.
 CREATE FUNCTION docsync.unwatch_ids(query text, ids bigint[]) RETURNS integer
@@ -431,8 +496,8 @@ BEGIN
       parts := NULL;
     END;
     IF cardinality(parts) IN (1, 2) THEN
-      ids := ARRAY(SELECT t.id FROM docsync.watch_targets t
-                    WHERE t.relid IS NULL AND t.query = _unwatch.query
+      ids := ARRAY(SELECT t.id FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                    WHERE t.relid IS NULL AND t.query = _unwatch.query AND d.origin = 'manual'
                       AND t.table_name = parts[cardinality(parts)] AND (cardinality(parts) = 1 OR t.table_schema = parts[1]));
       IF cardinality(ids) > 0 THEN
         RETURN docsync.unwatch_ids(query, ids);
@@ -440,11 +505,18 @@ BEGIN
     END IF;
   END;
   rel := coalesce(rel, docsync.resolve_table("table", search_path));
-  ids := ARRAY(SELECT t.id FROM docsync.watch_targets t
-                WHERE t.query = _unwatch.query AND t.relid = rel
+  ids := ARRAY(SELECT t.id FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                WHERE t.query = _unwatch.query AND t.relid = rel AND d.origin = 'manual'
                   AND (_unwatch.params IS NULL OR (t.keys_sql IS NULL AND t.columns = _unwatch.params::name[]))
                   AND (_unwatch.keys_sql IS NULL OR t.keys_sql = _unwatch.keys_sql));
   n := docsync.unwatch_ids(query, ids);
+  IF n = 0 AND EXISTS (SELECT FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                        WHERE t.query = _unwatch.query AND t.relid = rel AND d.origin = 'derived') THEN
+    RAISE EXCEPTION 'the watches of docsync query "%" on % are derived, not written by hand', query, rel
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'Derived watches follow the query: define_query made them, and DDL that changes the query makes them again.',
+            HINT = format('To replace them, watch %s by hand with docsync.watch(); to make every watch by hand, redefine the query with watches => ''manual''.', rel);
+  END IF;
   IF n = 0 THEN
     RAISE EXCEPTION 'docsync query "%" has no such watch of %', query, rel
       USING ERRCODE = 'undefined_object',
@@ -452,6 +524,8 @@ BEGIN
                           ELSE 'No watch of the query on this table has these params or this keys_sql.' END,
             HINT = 'See the watches in docsync.watches.';
   END IF;
+  -- the last watch by hand of a table of a query with derived watches: derive that table's again
+  PERFORM docsync.derive_stored(q) FROM docsync.query_defs q WHERE q.name = _unwatch.query AND q.watches = 'derived';
   RETURN n;
 END
 $$;

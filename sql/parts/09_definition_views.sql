@@ -59,6 +59,12 @@ CREATE VIEW docsync.queries AS
            WHEN chk.problem IS NOT NULL THEN
              format('the doc query no longer prepares (%s): fix it with docsync.define_query(%L, …, or_replace => true)',
                     chk.problem, q.name)
+           WHEN q.derive_problem IS NOT NULL THEN
+             format('its watches could not be derived again after DDL (%s): the previous ones are kept, and every change of %s recomputes every live doc; fix the cause, then redefine it with docsync.define_query(%L, …, or_replace => true)',
+                    q.derive_problem,
+                    (SELECT string_agg(DISTINCT format('%I.%I', w.table_schema, w.table_name), ', ')
+                       FROM docsync.watch_defs w WHERE w.query = q.name AND w.broadcast),
+                    q.name)
            WHEN EXISTS (SELECT FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL) THEN
              (SELECT format('a watch does not resolve, so changes it maps never reach the docs: %s',
                             string_agg(w.problem, '; ' ORDER BY w.id))
@@ -81,22 +87,27 @@ CREATE VIEW docsync.queries AS
          CASE WHEN b.set_aside IS NOT NULL THEN 'set aside'
               WHEN b.not_batched IS NOT NULL THEN 'not batched'
               ELSE 'batched' END AS batched,
-         b.set_aside AS batch_set_aside
+         b.set_aside AS batch_set_aside,
+         q.watches,
+         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid)
+                     FROM docsync.watch_targets w JOIN docsync.watch_defs d ON d.id = w.id
+                    WHERE w.query = q.name AND w.problem IS NULL AND d.broadcast), '{}') AS broadcast_tables
     FROM docsync.query_defs q
     CROSS JOIN LATERAL docsync.query_check(q) chk
     CROSS JOIN LATERAL (SELECT docsync.stored_batch_problem(q.name) AS not_batched,
                                (SELECT sa.why FROM set_aside sa WHERE sa.query = q.name) AS set_aside) b;
 COMMENT ON VIEW docsync.queries IS
-  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside)';
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside), whether its watches are derived or manual, and the tables whose every change recomputes every live doc (broadcast_tables)';
 
 CREATE VIEW docsync.watches AS
   SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
-         CASE WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
+         CASE WHEN d.broadcast THEN 'broadcast' WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
          w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at,
-         coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem, w.search_path
-    FROM docsync.watch_targets w;
+         coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem, w.search_path,
+         d.origin, d.read_columns
+    FROM docsync.watch_targets w JOIN docsync.watch_defs d ON d.id = w.id;
 COMMENT ON VIEW docsync.watches IS
-  'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve';
+  'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve; derived (origin) or hand-written, and the columns its query reads (null: all)';
 
 -- What keeps the server from decoding with docsync for a role without superuser: NULL when docsync
 -- is in output_plugin_libraries (split as the server splits it) or the server has no such setting;

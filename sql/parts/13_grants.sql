@@ -6,8 +6,8 @@
 -- roles get theirs from grant_replication; pg_monitor reads the status views (above).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
-  docsync.define_query(text, text, text[], boolean, text),
-  docsync.watch(text, text, text[], text, text[], boolean, text), docsync.unwatch(text, text, text[], text, text),
+  docsync.define_query(text, text, text[], boolean, text, text, boolean),
+  docsync.watch(text, text, text[], text, text[], boolean, text, boolean), docsync.unwatch(text, text, text[], text, text),
   docsync.drop_query(text)
   TO PUBLIC;
 GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
@@ -18,6 +18,8 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.ba
   docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),
   docsync.stored_path(text), docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
   docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
-  docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries()
+  docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(),
+  docsync.explain(text)
   TO docsync_admin;
+GRANT EXECUTE ON FUNCTION docsync.derive_watches(text, text, regrole) TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

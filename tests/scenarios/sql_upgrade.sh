@@ -5,7 +5,7 @@
 #   - every version the server offers reaches default_version by ALTER EXTENSION … UPDATE;
 #   - installing each older version and updating yields exactly the objects, definitions, grants and
 #     pg_dump registrations of a fresh install of default_version (catalog fingerprint below);
-#   - definitions made before an update survive it;
+#   - definitions made before an update survive it, a query keeping watches = 'manual';
 #   - a second database of the same cluster installs it while docsync_admin already exists, and a
 #     drop and re-create leaves the same fingerprint.
 # Needs a running server with this checkout's extension installed (packaging/dev-cluster.sh).
@@ -122,6 +122,10 @@ SQL
   fi
   psql_ -d "$db" -At -c "SELECT count(*) FROM docsync.watches WHERE query = 't'" | grep -qx 1 ||
     fail "definitions made in $v did not survive the update"
+  # a query defined before derived watches existed keeps exactly its hand-written watches
+  psql_ -d "$db" -At -c "SELECT watches || ' ' || (SELECT count(*) FROM docsync.watch_defs WHERE query = 't' AND origin = 'manual')
+                           FROM docsync.query_defs WHERE name = 't'" | grep -qx 'manual 1' ||
+    fail "a query defined in $v does not keep watches = 'manual' and its hand-written watch after the update"
   checked=$((checked + 1))
 done
 echo "sql_upgrade: ok (default $default_version, $checked older version(s) updated)"

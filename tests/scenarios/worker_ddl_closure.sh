@@ -42,7 +42,7 @@ sql "CREATE TABLE child (id int)"
 sql "INSERT INTO child SELECT generate_series(1, 3)"
 sql "CREATE FUNCTION inner_f(int) RETURNS int LANGUAGE sql AS 'SELECT \$1 + 1'"
 sql "CREATE FUNCTION outer_f(int) RETURNS int LANGUAGE plpgsql AS 'BEGIN RETURN inner_f(\$1); END'"
-sql "SELECT docsync.define_query('thing', \$q\$$(doc_sql '$1')\$q\$, params => ARRAY['id'])" >/dev/null 2>&1
+sql "SELECT docsync.define_query('thing', \$q\$$(doc_sql '$1')\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null 2>&1
 sql "SELECT docsync.watch('thing', 't', params => ARRAY['id'])" >/dev/null
 # The collation that orders 'a' and 'B' unlike the column's own.
 other=
@@ -75,7 +75,7 @@ declare -A case_sql=(
 )
 for q in "${!case_sql[@]}"; do
   path=; [ "$q" != shadow ] || path=", search_path => 'app, public'"
-  sql "SELECT docsync.define_query('$q', \$q\$${case_sql[$q]}\$q\$, params => ARRAY['id']$path)" >/dev/null 2>&1
+  sql "SELECT docsync.define_query('$q', \$q\$${case_sql[$q]}\$q\$, params => ARRAY['id']$path, watches => 'manual')" >/dev/null 2>&1
   sql "SELECT docsync.watch('$q', 'public.t', params => ARRAY['id'])" >/dev/null
 done
 # every table it reads watched: a query with an unwatched table is not the case here

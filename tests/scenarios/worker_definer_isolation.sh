@@ -42,18 +42,18 @@ sql "SET ROLE $vic;
      CREATE TABLE vs.orders (code text PRIMARY KEY, total int); INSERT INTO vs.orders VALUES ('A1', 10);
      CREATE TABLE vs.items (id int PRIMARY KEY, code text); INSERT INTO vs.items VALUES (1, 'A1');
      CREATE FUNCTION vs.code_of(i int) RETURNS text LANGUAGE sql STABLE AS \$\$ SELECT code FROM vs.items WHERE id = i \$\$;
-     SELECT docsync.define_query('vq', \$\$SELECT jsonb_build_object('total', (SELECT total FROM orders WHERE code = \$1), 'n', (SELECT count(*) FROM secret))\$\$, ARRAY['code'], search_path => 'vs');
+     SELECT docsync.define_query('vq', \$\$SELECT jsonb_build_object('total', (SELECT total FROM orders WHERE code = \$1), 'n', (SELECT count(*) FROM secret))\$\$, ARRAY['code'], search_path => 'vs', watches => 'manual');
      SELECT docsync.watch('vq', 'vs.orders', params => ARRAY['code'], search_path => 'vs');
      SELECT docsync.watch('vq', 'vs.items', keys_sql => 'SELECT code_of(\$1)', keys_args => ARRAY['id'], search_path => 'vs')" >/dev/null
 # mal: its own query, and one reading the salaries it may read for now
 sql "SET ROLE $mal;
      CREATE TABLE m.t (id int PRIMARY KEY); INSERT INTO m.t VALUES (1);
-     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('pay', (SELECT pay FROM app.salaries s WHERE s.id = t.id)) FROM m.t WHERE id = \$1\$\$, ARRAY['id'], search_path => 'm');
+     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('pay', (SELECT pay FROM app.salaries s WHERE s.id = t.id)) FROM m.t WHERE id = \$1\$\$, ARRAY['id'], search_path => 'm', watches => 'manual');
      SELECT docsync.watch('pay', 'm.t', params => ARRAY['id'], search_path => 'm')" >/dev/null
 # w: || resolved through ops
 sql "SET ROLE $w;
      CREATE TABLE ws.t (id int PRIMARY KEY);
-     SELECT docsync.define_query('wq', \$\$SELECT to_jsonb('id' || \$1::int)\$\$, ARRAY['id'], search_path => 'ops, ws');
+     SELECT docsync.define_query('wq', \$\$SELECT to_jsonb('id' || \$1::int)\$\$, ARRAY['id'], search_path => 'ops, ws', watches => 'manual');
      SELECT docsync.watch('wq', 'ws.t', params => ARRAY['id'], search_path => 'ws')" >/dev/null
 grant_reader
 sql "GRANT SELECT ON vs.items TO docsync_reader_$vic"  # what vs.code_of reads: function bodies are the DBA's to grant
@@ -63,7 +63,7 @@ start_worker
 sql "SET ROLE $mal; GRANT USAGE ON SCHEMA m TO PUBLIC;
      CREATE FUNCTION m.code_of(i int) RETURNS text LANGUAGE plpgsql STABLE AS \$f\$
        DECLARE r text; BEGIN EXECUTE 'SELECT current_user || '':'' || string_agg(s, '','') FROM vs.secret' INTO r; RETURN r; END \$f\$" >/dev/null
-if sql "SET ROLE $mal; SELECT docsync.define_query('vq', \$\$SELECT jsonb_build_object('leak', \$1::text)\$\$, ARRAY['code'], or_replace => true, search_path => 'm')" >/dev/null 2>"$tmp/redefine.err"; then
+if sql "SET ROLE $mal; SELECT docsync.define_query('vq', \$\$SELECT jsonb_build_object('leak', \$1::text)\$\$, ARRAY['code'], or_replace => true, search_path => 'm', watches => 'manual')" >/dev/null 2>"$tmp/redefine.err"; then
   fail "mal redefined vic's query"
 fi
 grep -q "permission denied to redefine docsync query \"vq\"" "$tmp/redefine.err" || fail "unexpected error: $(cat "$tmp/redefine.err")"
@@ -84,7 +84,7 @@ grep -q "no longer holds .* which its reader role" "$tmp/worker.log" || fail "th
 sql "SET ROLE $mal;
      CREATE FUNCTION m.peek() RETURNS text LANGUAGE plpgsql STABLE AS \$f\$
        DECLARE r text; BEGIN EXECUTE 'SELECT string_agg(pay::text, '','') FROM app.salaries' INTO r; RETURN r; END \$f\$;
-     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('pay', m.peek()) FROM m.t WHERE id = \$1\$\$, ARRAY['id'], or_replace => true, search_path => 'm')" >/dev/null
+     SELECT docsync.define_query('pay', \$\$SELECT jsonb_build_object('pay', m.peek()) FROM m.t WHERE id = \$1\$\$, ARRAY['id'], or_replace => true, search_path => 'm', watches => 'manual')" >/dev/null
 grant_reader
 [ "$(sql "SELECT has_table_privilege('docsync_reader_$mal', 'app.salaries', 'SELECT')")" = f ] ||
   fail "mal's reader role still holds SELECT on app.salaries"

@@ -28,7 +28,7 @@ sql "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)"
 sql "CREATE TABLE scribbles (id int)"
 sql "INSERT INTO t VALUES (1, 0), (2, 0)"
 define() {
-  sql "SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'])" >/dev/null
+  sql "SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
   sql "SELECT docsync.watch('$1', 't', params => ARRAY['id'])" >/dev/null
 }
 define good "SELECT jsonb_build_object('id', t.id, 'v', t.v) FROM t WHERE t.id = \$1"
@@ -41,7 +41,7 @@ define writes "SELECT jsonb_build_object('wrote', scribble(\$1::int))"
 define escapes "SELECT jsonb_build_object('ro', set_config('default_transaction_read_only', 'off', false), 'wrote', escape_and_scribble(\$1::int))"
 sql "CREATE TABLE slow (id int PRIMARY KEY, v int NOT NULL)"
 sql "INSERT INTO slow VALUES (1, 0)"
-sql "SELECT docsync.define_query('sleeps', \$q\$SELECT jsonb_build_object('id', \$1::int, 'slept', pg_sleep(4)::text)\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('sleeps', \$q\$SELECT jsonb_build_object('id', \$1::int, 'slept', pg_sleep(4)::text)\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 sql "SELECT docsync.watch('sleeps', 'slow', params => ARRAY['id'])" >/dev/null
 define tworows "SELECT jsonb_build_object('id', \$1::int, 'g', g) FROM generate_series(1, 2) g"
 define huge "SELECT jsonb_build_object('id', \$1::int, 'pad', repeat('x', 10 * 1024 * 1024))"
@@ -93,7 +93,7 @@ wait_for 20 "SELECT last_error LIKE '%sleeps%timed out%' AND transient_retries >
   fail "a timeout was recorded as a permanent outcome: $(stats)"
 [ -z "$(last_doc db:sleeps:1)" ] || fail "db:sleeps:1 was published: $(last_doc db:sleeps:1)"
 # Redefined to finish in time, the doc is published and the slot moves on.
-sql "SELECT docsync.define_query('sleeps', \$q\$SELECT jsonb_build_object('id', \$1::int, 'slept', pg_sleep(0.1)::text)\$q\$, params => ARRAY['id'], or_replace => true)" >/dev/null
+sql "SELECT docsync.define_query('sleeps', \$q\$SELECT jsonb_build_object('id', \$1::int, 'slept', pg_sleep(0.1)::text)\$q\$, params => ARRAY['id'], or_replace => true, watches => 'manual')" >/dev/null
 [ "$(sql "CALL docsync.wait_published('$held', '30s')")" = t ] || fail "after the redefinition the slot never passed $held"
 [ -n "$(last_doc db:sleeps:1)" ] || fail "after the redefinition db:sleeps:1 was not published"
 echo "a doc query past --statement-timeout held the slot until it was redefined"

@@ -37,11 +37,11 @@ sql "CREATE TABLE scribbles (id int)"
 sql "CREATE FUNCTION scribble(i int) RETURNS int LANGUAGE plpgsql AS \$f\$BEGIN INSERT INTO scribbles VALUES (i); RETURN i; END\$f\$"
 by_id="SELECT jsonb_build_object('id', t.id, 'v', t.v) FROM t WHERE t.id = \$1"
 define() { # NAME SQL: a doc query of one param, watched directly on t
-  sql "SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'])" >/dev/null
+  sql "SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
   sql "SELECT docsync.watch('$1', 't', params => ARRAY['id'])" >/dev/null
 }
 define_keys() { # NAME KEYS-SQL: the doc query by_id, reached from k through KEYS-SQL
-  sql "SELECT docsync.define_query('$1', \$q\$$by_id\$q\$, params => ARRAY['id'])" >/dev/null
+  sql "SELECT docsync.define_query('$1', \$q\$$by_id\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
   sql "SELECT docsync.watch('$1', 'k', keys_sql => \$q\$$2\$q\$, keys_args => ARRAY['t_id'])" >/dev/null
 }
 
@@ -66,11 +66,11 @@ else
 fi
 
 define_keys kwrites "SELECT scribble(\$1)"
-sql "SELECT docsync.define_query('ksleeps', \$q\$$by_id\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('ksleeps', \$q\$$by_id\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 sql "SELECT docsync.watch('ksleeps', 'ks', keys_sql => \$q\$SELECT \$1::int FROM pg_sleep(4)\$q\$, keys_args => ARRAY['t_id'])" >/dev/null
 define_keys khuge "SELECT g FROM generate_series(1, 200) g WHERE \$1::int IS NOT NULL"
 define_keys kwide "SELECT * FROM kv WHERE t_id = \$1"
-sql "SELECT docsync.define_query('kbadtype', \$q\$$by_id\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('kbadtype', \$q\$$by_id\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 if refused=$(sql "SELECT docsync.watch('kbadtype', 'k', keys_sql => \$q\$SELECT 'not a number' WHERE \$1::int IS NOT NULL\$q\$,
                                        keys_args => ARRAY['t_id'])" 2>&1); then
   fail "a keys query returning text for an integer param was accepted"

@@ -28,7 +28,7 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE ROLE $alice" -c "CREATE ROL
 sql "GRANT USAGE ON SCHEMA hr TO $alice; GRANT SELECT ON hr.payroll TO $alice; GRANT SELECT ON t TO $alice, $mal"
 sql "CREATE SCHEMA m AUTHORIZATION $mal"
 sql "SET ROLE $alice;
-     SELECT docsync.define_query('pay', 'SELECT jsonb_build_object(''salary'', p.salary, ''v'', t.v) FROM hr.payroll p JOIN t USING (id) WHERE t.id = \$1', params => ARRAY['id'], search_path => 'public');
+     SELECT docsync.define_query('pay', 'SELECT jsonb_build_object(''salary'', p.salary, ''v'', t.v) FROM hr.payroll p JOIN t USING (id) WHERE t.id = \$1', params => ARRAY['id'], search_path => 'public', watches => 'manual');
      SELECT docsync.watch('pay', 't', params => ARRAY['id'])" >/dev/null
 sql "SET ROLE $mal;
      CREATE FUNCTION m.peek() RETURNS text LANGUAGE plpgsql AS \$f\$BEGIN RETURN (SELECT string_agg(salary::text, ',') FROM hr.payroll); END\$f\$;
@@ -45,7 +45,7 @@ sql "SET ROLE $mal;
        END\$f\$;
      CREATE FUNCTION m.become() RETURNS text LANGUAGE plpgsql AS \$f\$BEGIN PERFORM set_config('role', 'docsync_reader_$alice', true); RETURN (SELECT string_agg(salary::text, ',') FROM hr.payroll); END\$f\$" >/dev/null
 define_mal() {
-  sql "SET ROLE $mal; SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'], search_path => 'm, public');
+  sql "SET ROLE $mal; SELECT docsync.define_query('$1', \$q\$$2\$q\$, params => ARRAY['id'], search_path => 'm, public', watches => 'manual');
        SELECT docsync.watch('$1', 't', params => ARRAY['id'])" >/dev/null
 }
 define_mal xml "SELECT to_jsonb(query_to_xml('SELECT * FROM hr.payroll', true, false, '')::text) FROM t WHERE id = \$1"

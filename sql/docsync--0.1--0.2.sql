@@ -1,0 +1,790 @@
+-- docsync 0.1 → 0.2: derived watches. define_query derives the watches of a query
+-- (watches => 'derived', its new default); definitions made before this update keep
+-- watches = 'manual', exactly as they were.
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION docsync UPDATE TO '0.2'" to load this file. \quit
+
+ALTER TABLE docsync.watch_defs
+  ADD COLUMN origin text NOT NULL DEFAULT 'manual' CHECK (origin IN ('manual', 'derived')),
+  ADD COLUMN broadcast boolean NOT NULL DEFAULT false,
+  ADD COLUMN read_columns name[];
+ALTER TABLE docsync.query_defs
+  ADD COLUMN watches text NOT NULL DEFAULT 'manual' CHECK (watches IN ('manual', 'derived')),
+  ADD COLUMN allow_uncovered boolean NOT NULL DEFAULT false,
+  ADD COLUMN derive_problem text;
+
+-- new arguments: the old signatures go
+DROP FUNCTION docsync.define_query(text, text, text[], boolean, text);
+DROP FUNCTION docsync._define_query(text, text, text[], boolean, text);
+DROP FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text);
+DROP FUNCTION docsync._watch(text, text, text[], text, text[], boolean, text);
+DROP FUNCTION docsync.analyze_for(text, text, text);
+
+CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text, definer regrole DEFAULT NULL,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
+  OUT param_collations regcollation[], OUT result_collations regcollation[])
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  state text; msg text; det text; hnt text;
+BEGIN
+  SELECT a.param_types, a.result_types, a.relations, a.param_collations, a.result_collations
+    INTO param_types, result_types, relations, param_collations, result_collations
+    FROM docsync.analyze_query(sql, search_path, definer) a;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                          det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+  RAISE EXCEPTION '% does not prepare: %', what, msg
+    USING ERRCODE = state,
+          DETAIL = coalesce(nullif(det, ''), format('The query was analysed with search_path = %s.', search_path)),
+          HINT = coalesce(nullif(hnt, ''),
+                          'Fix the query; PREPARE it by hand to check it (cast parameters whose type cannot be inferred, e.g. $1::int).');
+END
+$$;
+
+CREATE FUNCTION docsync._define_query(name text, sql text, params text[], or_replace boolean, search_path text,
+                                      watches text, allow_uncovered boolean)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  caller regrole := docsync.api_caller();
+  path text := _define_query.search_path;
+  info record;
+  existing docsync.query_defs;
+  p text;
+  rtype regtype;
+  nwatches bigint;
+BEGIN
+  PERFORM docsync.require_admin('define docsync queries');
+  PERFORM docsync.check_segment('docsync query name', name);
+  -- stored as the caller resolves it, so that what is checked is what runs (plugin/definer.c)
+  path := docsync.pin_search_path(path);
+  IF params IS NULL THEN params := '{}'; END IF;
+  IF watches IS NULL OR watches NOT IN ('derived', 'manual') THEN
+    RAISE EXCEPTION 'watches must be ''derived'' or ''manual'', not %', coalesce(quote_literal(watches), 'NULL')
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'derived: the watches are derived from the query (and again after DDL); manual: only docsync.watch makes them.',
+            HINT = 'Leave watches out to derive them, or pass watches => ''manual''.';
+  END IF;
+  allow_uncovered := coalesce(allow_uncovered, false);
+  IF array_ndims(params) > 1 THEN
+    RAISE EXCEPTION 'params must be a one-dimensional array'
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = 'params names $1, $2, … in order.',
+            HINT = 'Pass params => ARRAY[''order_id''].';
+  END IF;
+  FOREACH p IN ARRAY params LOOP
+    PERFORM docsync.check_segment('doc param name', p);
+  END LOOP;
+  IF (SELECT count(DISTINCT x) FROM unnest(params) x) <> cardinality(params) THEN
+    RAISE EXCEPTION 'duplicate doc param name in %', params
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Each param names one of $1, $2, … of the doc query.',
+            HINT = 'Give every param its own name.';
+  END IF;
+
+  SELECT * INTO existing FROM docsync.query_defs q WHERE q.name = _define_query.name FOR UPDATE;
+  IF FOUND AND NOT or_replace THEN
+    RAISE EXCEPTION 'docsync query "%" already exists', name
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'Redefining a query changes every doc it publishes, so it is never done silently.',
+            HINT = 'Pass or_replace => true to redefine it, or choose another name.';
+  END IF;
+  IF FOUND THEN
+    PERFORM docsync.require_owner('redefine', format('docsync query "%s"', name), existing.defined_by);
+  END IF;
+
+  IF sql IS NULL THEN
+    RAISE EXCEPTION 'doc query "%" must not be null', name
+      USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A doc query is one SELECT statement returning one JSON value.',
+            HINT = 'Pass the SELECT text.';
+  END IF;
+  info := docsync.analyze_for(format('doc query "%s"', name), sql, path);
+  IF cardinality(info.param_types) <> cardinality(params) THEN
+    RAISE EXCEPTION 'doc query "%" uses % parameter(s) but % param name(s) were declared',
+                    name, cardinality(info.param_types), cardinality(params)
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = format('The query references $1 … $%s; params => %s.', cardinality(info.param_types), params),
+            HINT = 'Declare one name per parameter, in $n order, and use every one in the query.';
+  END IF;
+  IF cardinality(info.result_types) <> 1 THEN
+    RAISE EXCEPTION 'doc query "%" returns % columns, not one', name, cardinality(info.result_types)
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc is one JSON value: the query returns exactly one json or jsonb column.',
+            HINT = 'Build the doc with jsonb_build_object(…) or to_jsonb(t) in a single column.';
+  END IF;
+  rtype := docsync.base_type(info.result_types[1]);
+  IF rtype NOT IN ('json'::regtype, 'jsonb'::regtype) THEN
+    RAISE EXCEPTION 'doc query "%" returns %, not json or jsonb', name, info.result_types[1]
+      USING ERRCODE = 'datatype_mismatch',
+            DETAIL = 'A doc is one JSON value.',
+            HINT = 'Wrap the result in to_jsonb(…) or build it with jsonb_build_object(…).';
+  END IF;
+  FOR i IN 1 .. cardinality(info.param_types) LOOP
+    PERFORM docsync.check_key_type(docsync.param_label(params[i], name, info.param_types[i], info.param_collations[i]),
+                                   info.param_types[i], info.param_collations[i]);
+  END LOOP;
+  PERFORM docsync.check_query_rights(format('doc query "%s"', name), sql, path, caller);
+
+  IF existing.name IS NOT NULL THEN
+    -- the derived watches are derived again below, from the new text (or dropped, for 'manual')
+    DELETE FROM docsync.watch_defs w WHERE w.query = _define_query.name AND w.origin = 'derived';
+    IF cardinality(existing.params) <> cardinality(params) THEN
+      SELECT count(*) INTO nwatches FROM docsync.watch_defs w WHERE w.query = _define_query.name;
+      IF nwatches > 0 THEN
+        RAISE EXCEPTION 'cannot change the number of params of docsync query "%" from % to % while it has % watch(es)',
+                        name, cardinality(existing.params), cardinality(params), nwatches
+          USING ERRCODE = 'object_in_use',
+                DETAIL = 'Each watch supplies one value per doc param.',
+                HINT = format('Remove its watches first: SELECT docsync.unwatch(%L, table) for each table in docsync.queries.', name);
+      END IF;
+    END IF;
+    UPDATE docsync.query_defs q
+       SET sql = _define_query.sql, params = _define_query.params, search_path = path,
+           defined_by = caller::name, defined_at = now(), watches = _define_query.watches,
+           allow_uncovered = _define_query.allow_uncovered, derive_problem = NULL
+     WHERE q.name = _define_query.name
+    RETURNING * INTO existing;
+    -- the definer's own keys queries resolve as its doc query does (docsync._watch); another
+    -- definer's keep the path they were made with
+    UPDATE docsync.watch_defs w SET search_path = path
+     WHERE w.query = _define_query.name AND w.defined_by = caller::name AND w.keys_sql IS NOT NULL
+       AND w.search_path IS DISTINCT FROM path;
+    -- the watches' keys must still have the (new) params' types
+    PERFORM docsync.check_watch_key_types(existing, w.relid, w.columns, w.keys_sql, w.defined_by, w.search_path)
+       FROM docsync.watch_targets w WHERE w.query = _define_query.name AND w.problem IS NULL ORDER BY w.id;
+  ELSE
+    INSERT INTO docsync.query_defs (name, sql, params, search_path, defined_by, watches, allow_uncovered)
+    VALUES (_define_query.name, _define_query.sql, _define_query.params, path, caller::name, _define_query.watches,
+            _define_query.allow_uncovered)
+    RETURNING * INTO existing;
+  END IF;
+  IF watches = 'derived' THEN
+    PERFORM docsync.derive_stored(existing);
+  END IF;
+  -- Tables the query reads that no watch covers are named at commit (docsync.notice_uncovered),
+  -- once the watches that usually follow in the same transaction are in place.
+END
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
+                                     or_replace boolean DEFAULT false,
+                                     search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                     watches text DEFAULT 'derived', allow_uncovered boolean DEFAULT false)
+RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
+
+COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text, text, boolean) IS
+  'define (or, with or_replace => true, redefine) a doc query; its watches are derived from it unless watches => ''manual''';
+
+CREATE FUNCTION docsync.check_watch_def(q docsync.query_defs, rel regclass, params text[], keys_sql text,
+                                        keys_args text[], definer regrole, path text, on_gap text)
+RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  query text := q.name;
+  cols text[] := coalesce(params, keys_args, '{}');
+  info record;
+  gap record;
+  gaps jsonb := '[]';
+  g jsonb;
+BEGIN
+  IF params IS NOT NULL THEN
+    IF cardinality(params) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'watch of % supplies % column(s) but docsync query "%" takes % param(s)',
+                      rel, cardinality(params), query, cardinality(q.params)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('Query "%s" takes params %s, in $n order.', query, q.params),
+              HINT = 'Name one column per doc param, in order; use keys_sql when the row does not hold them all.';
+    END IF;
+    PERFORM docsync.check_watch_key_types(q, rel, params::name[], NULL, definer::name, path);
+  ELSIF keys_sql IS NOT NULL THEN
+    IF cardinality(q.params) = 0 THEN
+      RAISE EXCEPTION 'docsync query "%" takes no params: keys_sql has nothing to look up', query
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = 'Its only doc is the one without params.',
+              HINT = format('Use params => ARRAY[]::text[] to recompute that doc on every change of %s.', rel);
+    END IF;
+    info := docsync.analyze_for('keys_sql', keys_sql, path, definer);
+    IF cardinality(info.param_types) <> cardinality(keys_args) THEN
+      RAISE EXCEPTION 'keys_sql uses % parameter(s) but % keys_args were given',
+                      cardinality(info.param_types), cardinality(keys_args)
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = format('keys_args => %s feeds keys_sql''s $1, $2, … in order.', keys_args),
+              HINT = 'Name one column of the changed row per keys_sql parameter, and use every parameter.';
+    END IF;
+    IF cardinality(info.result_types) <> cardinality(q.params) THEN
+      RAISE EXCEPTION 'keys_sql returns % column(s) but docsync query "%" takes % param(s)',
+                      cardinality(info.result_types), query, cardinality(q.params)
+        USING ERRCODE = 'datatype_mismatch',
+              DETAIL = format('Each row of keys_sql names one doc: its columns are the params %s, in order.', q.params),
+              HINT = 'Select exactly one column per doc param.';
+    END IF;
+    PERFORM docsync.check_watch_key_types(q, rel, NULL, keys_sql, definer::name, path);
+  END IF;
+  -- the changed row's old values of the mapped columns (params, or keys_args that feed keys_sql)
+  -- must be logged, or a delete or an update of them cannot name the docs the old row fed
+  FOR gap IN SELECT * FROM docsync.identity_gaps(rel, cols::name[]) LOOP
+    gaps := gaps || jsonb_build_object('missing', array_to_string(gap.missing, ', '), 'identity', gap.identity,
+                                       'leaf', gap.leaf::text);
+    IF on_gap = 'raise' THEN
+      RAISE EXCEPTION 'column(s) % of % outside its REPLICA IDENTITY (%)', array_to_string(gap.missing, ', '), gap.leaf, gap.identity
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = CASE WHEN params IS NULL
+                            THEN 'A delete, or an update that changes these columns, would not log their old values, so keys_sql could not look up the docs the old row fed.'
+                            ELSE 'A delete, or an update that changes these columns, would not log their old values, so the old doc could not be named.' END,
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL. Or pass allow_broadcast => true and accept the cost: every such change of %s then recomputes every live doc of query "%s", all of them, each time.',
+                            gap.leaf, rel, query);
+    END IF;
+  END LOOP;
+
+  PERFORM docsync.check_watch_rights(query, rel, cols::name[], keys_sql, path, definer);
+  -- named once the watch is known to be stored
+  IF on_gap = 'notice' THEN
+    FOR g IN SELECT * FROM jsonb_array_elements(gaps) LOOP
+      RAISE NOTICE 'derived watch of docsync query "%" on %: column(s) % outside the REPLICA IDENTITY (%) of %',
+                   query, rel, g->>'missing', g->>'identity', g->>'leaf'
+        USING DETAIL = 'A delete, or an update that changes these columns, does not log their old values: such a change recomputes every live doc of the query (allow_broadcast).',
+              HINT = format('Run ALTER TABLE %s REPLICA IDENTITY FULL to name the old docs instead.', g->>'leaf');
+    END LOOP;
+  END IF;
+  RETURN jsonb_array_length(gaps) > 0;
+END
+$$;
+
+CREATE FUNCTION docsync._watch(query text, "table" text, params text[], keys_sql text, keys_args text[],
+                               allow_broadcast boolean, search_path text, broadcast boolean)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  caller regrole := docsync.api_caller();
+  rel regclass;
+  q docsync.query_defs;
+  cls pg_catalog.pg_class;
+  nsp name;
+  cols text[];
+  col text;
+  new_id bigint;
+  path text;
+BEGIN
+  PERFORM docsync.require_admin('define docsync watches');
+  rel := docsync.resolve_table("table", search_path);
+
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = _watch.query FOR SHARE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', query
+      USING ERRCODE = 'undefined_object', DETAIL = 'A watch belongs to a doc query.',
+            HINT = 'Define it first with docsync.define_query(), or check the name in docsync.queries.';
+  END IF;
+  -- the search_path keys_sql is checked and run under, stored with the watch: its doc query's when
+  -- the query is the caller's own (its redefinitions carry it along), else the one the caller gave,
+  -- pinned for it; never a path another definer chose
+  path := CASE WHEN q.defined_by = caller::name THEN q.search_path ELSE docsync.pin_search_path(_watch.search_path) END;
+
+  SELECT * INTO cls FROM pg_class WHERE oid = rel;
+  nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
+  IF cls.relkind NOT IN ('r', 'p') THEN
+    RAISE EXCEPTION '% is not a table', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = 'Only changes of tables and partitioned tables are decoded.',
+            HINT = 'Watch the tables underneath the view or materialized view.';
+  END IF;
+  IF cls.relnamespace = 'docsync'::regnamespace OR cls.relpersistence = 't' THEN
+    RAISE EXCEPTION '% cannot be watched', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = 'docsync''s own tables and temporary tables are never watched.',
+            HINT = 'Watch a regular table.';
+  END IF;
+  IF cls.relispartition THEN
+    RAISE EXCEPTION '% is a partition', rel
+      USING ERRCODE = 'wrong_object_type',
+            DETAIL = format('Changes of partitions are reported as changes of their root %s.', pg_partition_root(rel)::regclass),
+            HINT = format('Watch %s instead.', pg_partition_root(rel)::regclass);
+  END IF;
+
+  broadcast := coalesce(broadcast, false);
+  IF broadcast AND (params IS NOT NULL OR keys_sql IS NOT NULL OR keys_args IS NOT NULL) THEN
+    RAISE EXCEPTION 'a broadcast watch takes no params, keys_sql or keys_args'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'broadcast => true recomputes every live doc of the query on every change of the table: it names no doc.',
+            HINT = 'Drop params, keys_sql and keys_args, or drop broadcast => true to name the docs a change affects.';
+  END IF;
+  IF NOT broadcast AND (params IS NULL) = (keys_sql IS NULL) THEN
+    RAISE EXCEPTION 'a watch takes either params or keys_sql'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'params maps the changed row''s columns to the doc params directly; keys_sql looks the doc params up.',
+            HINT = 'Pass params => ARRAY[column, …], or keys_sql => ''SELECT …'' with keys_args => ARRAY[column, …] (or broadcast => true when no key path exists).';
+  END IF;
+  IF NOT broadcast AND params IS NULL AND coalesce(cardinality(keys_args), 0) = 0 THEN
+    RAISE EXCEPTION 'keys_sql needs keys_args'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'keys_args names the changed row''s columns that feed keys_sql''s $1, $2, …; a reverse index looks docs up from at least one of them.',
+            HINT = 'Pass keys_args => ARRAY[column, …]; to recompute docs on any change of the table without a lookup, use a direct watch.';
+  END IF;
+  IF params IS NOT NULL AND keys_args IS NOT NULL THEN
+    RAISE EXCEPTION 'keys_args only goes with keys_sql'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'A direct watch maps the changed row''s columns to the doc params with params alone.',
+            HINT = 'Drop keys_args, or use keys_sql instead of params.';
+  END IF;
+  cols := coalesce(params, keys_args, '{}');
+  IF array_ndims(cols) > 1 THEN
+    RAISE EXCEPTION 'column list must be one-dimensional'
+      USING ERRCODE = 'invalid_parameter_value', DETAIL = format('Got %s.', cols),
+            HINT = 'Pass ARRAY[column, …].';
+  END IF;
+  FOREACH col IN ARRAY cols LOOP
+    IF col IS NULL OR NOT EXISTS (SELECT FROM pg_attribute a
+                                   WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped) THEN
+      RAISE EXCEPTION 'column "%" of table % does not exist', coalesce(col, 'NULL'), rel
+        USING ERRCODE = 'undefined_column',
+              DETAIL = format('Table %s has columns %s.', rel,
+                              (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) FROM pg_attribute a
+                                WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped)),
+              HINT = 'Name columns exactly as the table spells them.';
+    END IF;
+  END LOOP;
+
+  PERFORM docsync.check_watch_def(q, rel, params, keys_sql, keys_args, caller, path,
+                                  CASE WHEN allow_broadcast THEN 'accept' ELSE 'raise' END);
+
+  -- a watch by hand replaces the derived ones of its table (docsync._unwatch derives them again);
+  -- only the query's definer (or a role that may act for it) replaces what was derived for it
+  IF pg_has_role(caller, docsync.definer_role(q.defined_by), 'MEMBER') THEN
+    DELETE FROM docsync.watch_defs w
+     WHERE w.query = _watch.query AND w.origin = 'derived' AND w.table_schema = nsp AND w.table_name = cls.relname;
+  END IF;
+  IF EXISTS (SELECT FROM docsync.watch_defs w
+              WHERE w.query = _watch.query AND w.table_schema = nsp AND w.table_name = cls.relname
+                AND w.columns = cols::name[] AND w.keys_sql IS NOT DISTINCT FROM _watch.keys_sql
+                AND w.broadcast = _watch.broadcast) THEN
+    RAISE EXCEPTION 'docsync query "%" already watches % this way', query, rel
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'An identical watch exists.',
+            HINT = format('To change it, remove it with docsync.unwatch(%L, %L) first.', query, rel::text);
+  END IF;
+
+  INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, defined_by,
+                                  search_path, origin, broadcast)
+  VALUES (_watch.query, nsp, cls.relname, cols::name[], _watch.keys_sql, coalesce(_watch.allow_broadcast, false),
+          caller::name, path, 'manual', _watch.broadcast)
+  RETURNING id INTO new_id;
+  RETURN new_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
+                              keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
+                              allow_broadcast boolean DEFAULT false,
+                              search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                              broadcast boolean DEFAULT false)
+RETURNS bigint LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_api_call';
+
+COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text, boolean) IS
+  'make changes of a table affect docs of a query: directly (params), through a reverse index (keys_sql) or every live doc (broadcast); replaces the derived watches of the table';
+
+CREATE OR REPLACE FUNCTION docsync._unwatch(query text, "table" text, params text[], keys_sql text, search_path text)
+RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  ids bigint[];
+  rel regclass;
+  parts text[];
+  n integer;
+BEGIN
+  PERFORM docsync.require_admin('define docsync watches');
+  BEGIN
+    rel := docsync.resolve_table("table", search_path);
+  EXCEPTION WHEN undefined_table THEN
+    -- a watch whose table no longer exists (docsync.watches shows its problem) is named as it was
+    BEGIN
+      parts := parse_ident("table");
+    EXCEPTION WHEN OTHERS THEN
+      parts := NULL;
+    END;
+    IF cardinality(parts) IN (1, 2) THEN
+      ids := ARRAY(SELECT t.id FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                    WHERE t.relid IS NULL AND t.query = _unwatch.query AND d.origin = 'manual'
+                      AND t.table_name = parts[cardinality(parts)] AND (cardinality(parts) = 1 OR t.table_schema = parts[1]));
+      IF cardinality(ids) > 0 THEN
+        RETURN docsync.unwatch_ids(query, ids);
+      END IF;
+    END IF;
+  END;
+  rel := coalesce(rel, docsync.resolve_table("table", search_path));
+  ids := ARRAY(SELECT t.id FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                WHERE t.query = _unwatch.query AND t.relid = rel AND d.origin = 'manual'
+                  AND (_unwatch.params IS NULL OR (t.keys_sql IS NULL AND t.columns = _unwatch.params::name[]))
+                  AND (_unwatch.keys_sql IS NULL OR t.keys_sql = _unwatch.keys_sql));
+  n := docsync.unwatch_ids(query, ids);
+  IF n = 0 AND EXISTS (SELECT FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+                        WHERE t.query = _unwatch.query AND t.relid = rel AND d.origin = 'derived') THEN
+    RAISE EXCEPTION 'the watches of docsync query "%" on % are derived, not written by hand', query, rel
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'Derived watches follow the query: define_query made them, and DDL that changes the query makes them again.',
+            HINT = format('To replace them, watch %s by hand with docsync.watch(); to make every watch by hand, redefine the query with watches => ''manual''.', rel);
+  END IF;
+  IF n = 0 THEN
+    RAISE EXCEPTION 'docsync query "%" has no such watch of %', query, rel
+      USING ERRCODE = 'undefined_object',
+            DETAIL = CASE WHEN params IS NULL AND keys_sql IS NULL THEN 'No watch of the query names this table.'
+                          ELSE 'No watch of the query on this table has these params or this keys_sql.' END,
+            HINT = 'See the watches in docsync.watches.';
+  END IF;
+  -- the last watch by hand of a table of a query with derived watches: derive that table's again
+  PERFORM docsync.derive_stored(q) FROM docsync.query_defs q WHERE q.name = _unwatch.query AND q.watches = 'derived';
+  RETURN n;
+END
+$$;
+
+CREATE FUNCTION docsync.derive_stored(q docsync.query_defs) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  definer regrole := docsync.definer_role(q.defined_by);
+  found_rows jsonb;
+  uncovered text;
+  d record;
+  rel regclass;
+  cls pg_catalog.pg_class;
+  nsp name;
+  want jsonb := '[]';
+  have jsonb;
+BEGIN
+  SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
+    FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
+  SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
+    FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
+  IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
+    RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
+            HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
+  END IF;
+
+  FOR d IN
+    SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
+      FROM jsonb_to_recordset(found_rows)
+           AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
+                read_columns name[])
+     WHERE x.kind IN ('direct', 'keys', 'broadcast')
+     ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
+  LOOP
+    rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
+    CONTINUE WHEN rel IS NULL;
+    SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+    -- a partition read directly is watched as its root, whose changes the plugin reports
+    IF cls.relispartition THEN
+      rel := pg_partition_root(rel);
+      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+    END IF;
+    -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
+    CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
+    nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
+    CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
+                           WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
+                             AND w.table_name = cls.relname
+                             AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
+                             AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
+    want := want || jsonb_build_object(
+      'table_schema', nsp, 'table_name', cls.relname,
+      'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
+      'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
+      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
+      'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                  WHEN 'keys' THEN d.keys_args
+                                                                                  ELSE '{}' END)),
+      'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
+  END LOOP;
+  SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+
+  SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
+           'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
+           'keys_sql', w.keys_sql, 'broadcast', w.broadcast, 'read_columns', w.read_columns,
+           'allow_broadcast', w.allow_broadcast)), '[]') INTO have
+    FROM docsync.watch_defs w WHERE w.query = q.name AND w.origin = 'derived';
+  -- the same watches as stored (checked when they were made; docsync.refusal checks them again at
+  -- every load): nothing to write, so DDL that changes nothing for the query costs one analysis
+  IF have IS DISTINCT FROM (SELECT coalesce(jsonb_agg(DISTINCT x - 'rel' - 'kind' - 'keys_args'), '[]')
+                              FROM jsonb_array_elements(want) x)
+     OR EXISTS (SELECT FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND (w.defined_by <> q.defined_by OR w.search_path IS DISTINCT FROM q.search_path)) THEN
+    FOR d IN SELECT * FROM jsonb_to_recordset(want) AS x(rel oid, kind text, columns name[], keys_sql text,
+                                                         keys_args name[], table_schema name, table_name name)
+              ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql LOOP
+      PERFORM docsync.check_watch_def(q, d.rel::regclass, CASE WHEN d.kind = 'direct' THEN d.columns::text[] END,
+                                      d.keys_sql, CASE WHEN d.kind = 'keys' THEN d.keys_args::text[] END,
+                                      definer, q.search_path, 'notice');
+    END LOOP;
+    DELETE FROM docsync.watch_defs w WHERE w.query = q.name AND w.origin = 'derived';
+    INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, allow_broadcast, origin,
+                                    broadcast, read_columns, defined_by, search_path)
+    SELECT q.name, x.table_schema, x.table_name, x.columns, x.keys_sql, x.allow_broadcast, 'derived',
+           x.broadcast, x.read_columns, q.defined_by, q.search_path
+      FROM jsonb_to_recordset(want)
+           AS x(table_schema name, table_name name, columns name[], keys_sql text, broadcast boolean,
+                read_columns name[], allow_broadcast boolean)
+     ORDER BY x.table_schema, x.table_name, x.broadcast, x.columns, x.keys_sql;
+  END IF;
+  UPDATE docsync.query_defs x SET derive_problem = NULL WHERE x.name = q.name AND x.derive_problem IS NOT NULL;
+END
+$$;
+
+CREATE FUNCTION docsync._rederive() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
+DECLARE
+  q docsync.query_defs;
+  msg text;
+BEGIN
+  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
+    BEGIN
+      PERFORM docsync.derive_stored(q);
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+      BEGIN
+        UPDATE docsync.query_defs x SET derive_problem = msg
+         WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
+                                        read_columns, defined_by, search_path)
+        SELECT DISTINCT q.name, w.table_schema, w.table_name, '{}'::name[], NULL::text, 'derived', true,
+               NULL::name[], q.defined_by, q.search_path
+          FROM docsync.watch_defs w
+         WHERE w.query = q.name AND w.origin = 'derived'
+           AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
+           AND NOT EXISTS (SELECT FROM docsync.watch_defs b
+                            WHERE b.query = q.name AND b.origin = 'derived' AND b.broadcast
+                              AND b.table_schema = w.table_schema AND b.table_name = w.table_name);
+      EXCEPTION WHEN OTHERS THEN
+        NULL;   -- the worker refuses a query it cannot judge (docsync.refusal)
+      END;
+    END;
+  END LOOP;
+END
+$$;
+
+CREATE FUNCTION docsync.distinct_values(rel regclass, cols name[]) RETURNS float8
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  WITH t AS (
+    SELECT c.oid, c.relkind, n.nspname, c.relname,
+           CASE WHEN c.relkind = 'p'
+                THEN (SELECT sum(greatest(x.reltuples, 0)) FROM pg_partition_tree(c.oid) p
+                        JOIN pg_class x ON x.oid = p.relid WHERE p.isleaf)
+                WHEN c.reltuples >= 0 THEN c.reltuples END AS rows
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = rel),
+  v AS (
+    SELECT CASE
+             WHEN EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                           WHERE i.indrelid = t.oid AND i.indisunique AND i.indnkeyatts = 1 AND a.attname = u.col)
+               THEN greatest(t.rows, 1)
+             WHEN s.n_distinct > 0 THEN s.n_distinct
+             WHEN s.n_distinct < 0 THEN greatest(-s.n_distinct * t.rows, 1)
+           END AS d
+      FROM t CROSS JOIN unnest(cols) u(col)
+      LEFT JOIN pg_stats s ON s.schemaname = t.nspname AND s.tablename = t.relname AND s.attname = u.col
+                          AND s.inherited = (t.relkind = 'p'))
+  SELECT CASE WHEN t.rows IS NULL OR bool_or(v.d IS NULL) THEN NULL
+              ELSE least(round(exp(sum(ln(greatest(v.d, 1))))), greatest(t.rows, 1)) END
+    FROM t, v GROUP BY t.rows
+$$;
+
+CREATE FUNCTION docsync.rows_per_value(rel regclass, cols name[]) RETURNS float8
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE WHEN cardinality(cols) = 0 THEN greatest(r.rows, 1)
+              ELSE greatest(round(r.rows / docsync.distinct_values(rel, cols)), 1) END
+    FROM (SELECT CASE WHEN c.relkind = 'p'
+                      THEN (SELECT sum(greatest(x.reltuples, 0)) FROM pg_partition_tree(c.oid) p
+                              JOIN pg_class x ON x.oid = p.relid WHERE p.isleaf)
+                      WHEN c.reltuples >= 0 THEN c.reltuples END AS rows
+            FROM pg_class c WHERE c.oid = rel) r
+$$;
+
+CREATE FUNCTION docsync.missing_indexes(rel regclass, cols name[]) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT string_agg(format('CREATE INDEX ON %I.%I (%I)', n.nspname, c.relname, u.col), '; ' ORDER BY u.ord)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   CROSS JOIN unnest(cols) WITH ORDINALITY u(col, ord)
+   WHERE c.oid = rel
+     AND NOT EXISTS (SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                      WHERE i.indrelid = rel AND a.attname = u.col)
+$$;
+
+CREATE FUNCTION docsync.explain(query text)
+RETURNS TABLE ("table" regclass, kind text, origin text, mapping text, keys_sql text, read_columns name[],
+               doc_queries_per_change float8, why text, missing_index text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  derived jsonb := '[]';
+  lookups jsonb;
+  live float8;
+  w record;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = explain.query;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'docsync query "%" does not exist', query
+      USING ERRCODE = 'undefined_object', HINT = 'See the defined queries in docsync.queries.';
+  END IF;
+  BEGIN
+    SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO derived
+      FROM docsync.derive_watches(q.sql, q.search_path, docsync.definer_role(q.defined_by)) x;
+  EXCEPTION WHEN OTHERS THEN
+    derived := '[]';   -- why stays null: docsync.queries says why the query does not analyse
+  END;
+  live := CASE WHEN cardinality(q.params) = 0 THEN 1 ELSE (
+            SELECT max(docsync.distinct_values(t.relid, t.columns))
+              FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+             WHERE t.query = q.name AND t.relid IS NOT NULL AND t.keys_sql IS NULL AND NOT d.broadcast
+               AND cardinality(t.columns) = cardinality(q.params)) END;
+  FOR w IN
+    SELECT t.relid, t.table_schema, t.table_name, t.columns, t.keys_sql, t.defined_by, t.search_path,
+           d.origin, d.broadcast, d.read_columns,
+           CASE WHEN d.broadcast THEN 'broadcast' WHEN t.keys_sql IS NOT NULL THEN 'keys' ELSE 'direct' END AS kind
+      FROM docsync.watch_targets t JOIN docsync.watch_defs d ON d.id = t.id
+     WHERE t.query = q.name
+     ORDER BY t.table_schema, t.table_name, d.origin, d.broadcast, t.keys_sql NULLS FIRST, t.id
+  LOOP
+    "table" := w.relid;
+    kind := w.kind;
+    origin := w.origin;
+    keys_sql := w.keys_sql;
+    read_columns := w.read_columns;
+    why := CASE WHEN w.origin = 'manual' THEN 'written by hand with docsync.watch'
+                ELSE (SELECT string_agg(DISTINCT x.why, '; ')
+                        FROM jsonb_to_recordset(derived)
+                             AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text,
+                                  keys_args name[], why text)
+                       WHERE x.table_schema = w.table_schema AND x.table_name = w.table_name AND x.kind = w.kind
+                         AND (w.kind = 'broadcast' OR (w.kind = 'direct' AND x.columns = w.columns)
+                              OR (w.kind = 'keys' AND x.keys_sql = w.keys_sql))) END;
+    IF w.origin = 'derived' AND w.broadcast AND why IS NULL AND q.derive_problem IS NOT NULL THEN
+      why := format('kept while the watches cannot be derived again: %s', q.derive_problem);
+    END IF;
+    IF w.kind = 'direct' THEN
+      mapping := (SELECT string_agg(format('%I.%I → $%s', w.table_name, u.col, u.n), ', ' ORDER BY u.n)
+                    FROM unnest(w.columns) WITH ORDINALITY u(col, n));
+      doc_queries_per_change := CASE
+        WHEN cardinality(w.columns) = 0 THEN 1
+        WHEN w.columns <@ coalesce((SELECT array_agg(a.attname) FROM pg_index i
+                                      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                                     WHERE i.indrelid = w.relid AND i.indisprimary), '{}') THEN 1
+        ELSE 2 END;
+      missing_index := CASE WHEN cardinality(w.columns) > 0 THEN docsync.missing_indexes(w.relid, w.columns) END;
+    ELSIF w.kind = 'keys' THEN
+      mapping := format('%s → keys_sql → %s',
+                        (SELECT string_agg(format('%I.%I', w.table_name, c), ', ') FROM unnest(w.columns) c),
+                        (SELECT string_agg(format('$%s', n), ', ') FROM generate_series(1, cardinality(q.params)) n));
+      -- the keys query's own lookups: what derive_watches finds for its tables, keyed by its $n
+      BEGIN
+        SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO lookups
+          FROM docsync.derive_watches(w.keys_sql, w.search_path, docsync.definer_role(w.defined_by)) x
+         WHERE x.kind IN ('direct', 'keys');
+      EXCEPTION WHEN OTHERS THEN
+        lookups := NULL;
+      END;
+      SELECT CASE WHEN count(*) = 0 OR bool_or(r.v IS NULL) THEN NULL
+                  ELSE least(round(exp(sum(ln(r.v)))), coalesce(live, 'infinity')) END,
+             string_agg(r.missing, '; ' ORDER BY r.rel::text)
+        INTO doc_queries_per_change, missing_index
+        FROM (SELECT to_regclass(format('%I.%I', x.table_schema, x.table_name)) AS rel,
+                     docsync.rows_per_value(to_regclass(format('%I.%I', x.table_schema, x.table_name)),
+                                            CASE x.kind WHEN 'direct' THEN x.columns ELSE x.keys_args END) AS v,
+                     docsync.missing_indexes(to_regclass(format('%I.%I', x.table_schema, x.table_name)),
+                                             CASE x.kind WHEN 'direct' THEN x.columns ELSE x.keys_args END) AS missing
+                FROM jsonb_to_recordset(lookups)
+                     AS x(table_schema name, table_name name, kind text, columns name[], keys_args name[])) r;
+    ELSE
+      mapping := 'every change → every live doc';
+      doc_queries_per_change := live;
+      missing_index := NULL;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION docsync.explain(text) IS
+  'each watch of a doc query, derived or hand-written: its kind, mapping, keys query, columns read, estimated doc queries per change, why, and the indexes its lookups lack';
+
+CREATE OR REPLACE VIEW docsync.queries AS
+  WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
+  SELECT q.name,
+         q.params,
+         q.sql,
+         q.search_path,
+         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid) FROM docsync.watch_targets w
+                    WHERE w.query = q.name AND w.problem IS NULL), '{}') AS watched_tables,
+         chk.unwatched AS unwatched_tables,
+         CASE
+           WHEN chk.problem IS NOT NULL THEN
+             format('the doc query no longer prepares (%s): fix it with docsync.define_query(%L, …, or_replace => true)',
+                    chk.problem, q.name)
+           WHEN q.derive_problem IS NOT NULL THEN
+             format('its watches could not be derived again after DDL (%s): the previous ones are kept, and every change of %s recomputes every live doc; fix the cause, then redefine it with docsync.define_query(%L, …, or_replace => true)',
+                    q.derive_problem,
+                    (SELECT string_agg(DISTINCT format('%I.%I', w.table_schema, w.table_name), ', ')
+                       FROM docsync.watch_defs w WHERE w.query = q.name AND w.broadcast),
+                    q.name)
+           WHEN EXISTS (SELECT FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL) THEN
+             (SELECT format('a watch does not resolve, so changes it maps never reach the docs: %s',
+                            string_agg(w.problem, '; ' ORDER BY w.id))
+                FROM docsync.watch_targets w WHERE w.query = q.name AND w.problem IS NOT NULL)
+           WHEN EXISTS (SELECT FROM docsync.watch_defs w WHERE w.query = q.name AND w.defined_by <> q.defined_by
+                           AND docsync.watch_set_aside(w.id) IS NOT NULL) THEN
+             (SELECT format('another definer''s watch no longer checks and is set aside (its changes do not reach the docs): %s',
+                            string_agg(format('watch %s on %I.%I by %s: %s', w.id, w.table_schema, w.table_name,
+                                              quote_ident(w.defined_by), docsync.watch_set_aside(w.id)), '; ' ORDER BY w.id))
+                FROM docsync.watch_defs w WHERE w.query = q.name AND docsync.watch_set_aside(w.id) IS NOT NULL)
+           WHEN cardinality(chk.unwatched) > 0 THEN
+             format('reads %s, which no watch covers: its docs go stale when they change; watch them with docsync.watch(%L, …)',
+                    array_to_string(chk.unwatched, ', '), q.name)
+         END AS warning,
+         q.defined_by,
+         q.defined_at,
+         coalesce(docsync.refusal(q.name), docsync.reader_missing(q.name)) AS refused,
+         (SELECT rr.reader FROM docsync.reader_roles rr WHERE rr.definer = q.defined_by) AS reader_role,
+         b.not_batched,
+         CASE WHEN b.set_aside IS NOT NULL THEN 'set aside'
+              WHEN b.not_batched IS NOT NULL THEN 'not batched'
+              ELSE 'batched' END AS batched,
+         b.set_aside AS batch_set_aside,
+         q.watches,
+         coalesce((SELECT array_agg(DISTINCT w.relid ORDER BY w.relid)
+                     FROM docsync.watch_targets w JOIN docsync.watch_defs d ON d.id = w.id
+                    WHERE w.query = q.name AND w.problem IS NULL AND d.broadcast), '{}') AS broadcast_tables
+    FROM docsync.query_defs q
+    CROSS JOIN LATERAL docsync.query_check(q) chk
+    CROSS JOIN LATERAL (SELECT docsync.stored_batch_problem(q.name) AS not_batched,
+                               (SELECT sa.why FROM set_aside sa WHERE sa.query = q.name) AS set_aside) b;
+
+COMMENT ON VIEW docsync.queries IS
+  'one row per doc query, with its watched tables, what no watch covers, its definer, why the worker refuses it, the reader role its docs are computed as, why its docs are computed one by one (not_batched), and whether a running worker batches them (batched: batched, not batched or set aside; batch_set_aside: why a worker set its batched form aside), whether its watches are derived or manual, and the tables whose every change recomputes every live doc (broadcast_tables)';
+
+CREATE OR REPLACE VIEW docsync.watches AS
+  SELECT w.id, w.query, w.relid AS "table", w.table_schema, w.table_name,
+         CASE WHEN d.broadcast THEN 'broadcast' WHEN w.keys_sql IS NULL THEN 'direct' ELSE 'keys' END AS kind,
+         w.columns, w.attnums, w.keys_sql, w.allow_broadcast, w.defined_by, w.defined_at,
+         coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem, w.search_path,
+         d.origin, d.read_columns
+    FROM docsync.watch_targets w JOIN docsync.watch_defs d ON d.id = w.id;
+
+COMMENT ON VIEW docsync.watches IS
+  'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve; derived (origin) or hand-written, and the columns its query reads (null: all)';
+
+-- function privileges, as a fresh install sets them (sql/parts/13_grants.sql)
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
+  docsync.define_query(text, text, text[], boolean, text, text, boolean),
+  docsync.watch(text, text, text[], text, text[], boolean, text, boolean), docsync.unwatch(text, text, text[], text, text),
+  docsync.drop_query(text)
+  TO PUBLIC;
+GRANT EXECUTE ON PROCEDURE docsync.wait_published(pg_lsn, interval, name, boolean) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.batch_sql(text, text, regrole),
+  docsync.batch_problem(text, text, regrole), docsync.stored_batch_problem(text), docsync.batch_set_aside(),
+  docsync.pin_search_path(text, regrole, boolean),
+  docsync.query_check(docsync.query_defs), docsync.tables_read(text), docsync.stored_analysis(text, bigint),
+  docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint),
+  docsync.stored_path(text), docsync.identity_gaps(regclass, name[]), docsync.leaf_tables(regclass), docsync.identity_columns(regclass),
+  docsync.worker_definitions(), docsync.plugin_tables(), docsync.fingerprint(text),
+  docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(),
+  docsync.explain(text)
+  TO docsync_admin;
+GRANT SELECT ON docsync.watch_targets TO docsync_admin;
