@@ -6,6 +6,12 @@
   derive_gen.py --seed S --queries N --txns T --out DIR [--broadcast watch|keys] [--api derived|manual]
 
 writes into DIR:
+Besides the shapes the analysis ties (equalities through joins, sublinks, LATERAL, CTEs, views),
+the queries hold shapes whose equalities do not hold for every row that changes the doc: outer
+conjuncts over LIMIT, DISTINCT ON, window functions and aggregate outputs, LEFT and FULL joins'
+preserved sides, OR, an equality with an expression of the param or with a scalar subquery, NOT IN
+and <> ALL over nullable columns; and shapes where they do hold through a set operation.
+
   schema.sql    6-8 tables with foreign-key-like columns (no constraints, so no DML can fail), some
                 with REPLICA IDENTITY FULL, two views, seed rows;
   define.sql    each query twice: d<i> with the default (derived) watches and m<i> with a hand-written
@@ -221,7 +227,9 @@ class Gen:
 
     # --- pieces: each an expression giving jsonb ------------------------------------------------
     def piece(self, tie_to=None):
-        r = self.rnd.randrange(15)
+        r = self.rnd.randrange(19)
+        if r >= 15:
+            return self.trap()
         if r <= 2:  # a list
             frm, conds, occs = self.chain(tie_to)
             return "(SELECT coalesce(jsonb_agg(%s ORDER BY %s), '[]'::jsonb) FROM %s WHERE %s)" % (
@@ -297,6 +305,75 @@ class Gen:
         lhs, rhs = eq.split(" = ")
         return "(SELECT count(*) FROM %s WHERE %s AND %s IN (SELECT %s FROM %s %s WHERE %s))" % (
             frm, " AND ".join(conds), rhs, lhs, sub.table, sub.alias, self.filt(sub))
+
+    def trap(self):
+        """Shapes where an equality does not hold for every row that changes the doc, or holds through
+        what the rules leave out: each gets the watches the semantics need, broadcast where no key
+        path exists."""
+        s, rnd = self.schema, self.rnd
+        t = rnd.choice(s.tables)
+        fks = s.fks[t]
+        col = rnd.choice(s.int_columns(t))
+        r = rnd.randrange(11)
+        if r == 0:  # an outer conjunct on an aggregate's output, not a GROUP BY column
+            o = self.untied(t)
+            return ("(SELECT coalesce(jsonb_agg(g.c ORDER BY g.c), '[]'::jsonb) FROM (SELECT %s.%s AS c, count(*) AS n FROM %s %s "
+                    "GROUP BY %s.%s) g WHERE g.n = $1)") % (o.alias, col, t, o.alias, o.alias, col)
+        if r == 1:  # OR of equalities
+            o = self.untied(t)
+            return "(SELECT count(*) FROM %s %s WHERE (%s.%s = $1 OR %s.k = $1 + 1))" % (t, o.alias, o.alias, col, o.alias)
+        if r == 2:  # an equality with an expression of the param
+            o = self.untied(t)
+            return "(SELECT jsonb_agg(%s.id ORDER BY %s.id) FROM %s %s WHERE %s.%s = $1 + 1)" % (o.alias, o.alias, t, o.alias, o.alias, col)
+        if r == 3:  # UNION / EXCEPT in FROM, filtered outside: the filter holds for each branch's rows
+            t2 = rnd.choice(s.tables)
+            col2 = rnd.choice(s.int_columns(t2))
+            a, b = self.occ(t), self.occ(t2)
+            self.tie(a, 1, col)
+            self.tie(b, 1, col2)
+            op = rnd.choice(["UNION", "UNION ALL", "EXCEPT", "INTERSECT"])
+            return ("(SELECT jsonb_agg(u.v ORDER BY u.v) FROM (SELECT %s.%s AS c, %s.v FROM %s %s %s SELECT %s.%s, %s.v FROM %s %s) u "
+                    "WHERE u.c = $1)") % (a.alias, col, a.alias, t, a.alias, op, b.alias, col2, b.alias, t2, b.alias)
+        if r == 4:  # DISTINCT ON, filtered outside on another column: which row survives depends on all of them
+            o = self.untied(t)
+            return ("(SELECT jsonb_agg(d.id ORDER BY d.id) FROM (SELECT DISTINCT ON (%s.k) %s.id, %s.%s AS c FROM %s %s "
+                    "ORDER BY %s.k, %s.v DESC, %s.id) d WHERE d.c = $1)") % (o.alias, o.alias, o.alias, col, t, o.alias, o.alias, o.alias, o.alias)
+        if r == 5:  # a window function, filtered outside
+            o = self.untied(t)
+            return ("(SELECT jsonb_agg(w.rn ORDER BY w.id) FROM (SELECT %s.id, %s.%s AS c, row_number() OVER (ORDER BY %s.v, %s.id) AS rn "
+                    "FROM %s %s) w WHERE w.c = $1)") % (o.alias, o.alias, col, o.alias, o.alias, t, o.alias)
+        if r == 6 and fks:  # NOT IN over a column that may be NULL: one NULL empties every doc
+            fcol, parent = rnd.choice(fks)
+            o = self.occ(parent)
+            self.tie(o, 1, "k")
+            sub = self.untied(t)
+            return "(SELECT count(*) FROM %s %s WHERE %s.k = $1 AND %s.id NOT IN (SELECT %s.%s FROM %s %s WHERE %s.v > 2))" % (
+                parent, o.alias, o.alias, o.alias, sub.alias, fcol, t, sub.alias, sub.alias)
+        if r == 7 and s.children[t]:  # FULL JOIN: its ON holds for neither side
+            child, ccol = rnd.choice(s.children[t])
+            a, c = self.untied(t), self.untied(child)
+            return "(SELECT count(*) FROM %s %s FULL JOIN %s %s ON %s.%s = %s.id WHERE coalesce(%s.k, %s.k) = $1)" % (
+                t, a.alias, child, c.alias, c.alias, ccol, a.alias, a.alias, c.alias)
+        if r == 8:  # a column equal to a scalar subquery: nothing ties it
+            t2 = rnd.choice(s.tables)
+            col2 = rnd.choice(s.int_columns(t2))
+            o, y = self.untied(t), self.occ(t2)
+            self.tie(y, 1, col2)
+            return "(SELECT count(*) FROM %s %s WHERE %s.v = (SELECT max(%s.v) FROM %s %s WHERE %s.%s = $1))" % (
+                t, o.alias, o.alias, y.alias, t2, y.alias, y.alias, col2)
+        if r == 9 and fks:  # two rows of one table joined on a shared key
+            fcol, _ = rnd.choice(fks)
+            a = self.occ(t)
+            self.tie(a, 1, "id")
+            b = self.occ(t, a, fcol, fcol)
+            return "(SELECT jsonb_agg(%s.id ORDER BY %s.id) FROM %s %s JOIN %s %s ON %s.%s = %s.%s WHERE %s.id = $1)" % (
+                b.alias, b.alias, t, a.alias, t, b.alias, b.alias, fcol, a.alias, fcol, a.alias)
+        # <> ALL over a nullable column, as NOT IN
+        o = self.occ(t)
+        self.tie(o, 1, col)
+        c = self.untied(t)
+        return "(SELECT count(*) FROM %s %s WHERE %s.%s = $1 AND %s.k <> ALL (SELECT %s.v FROM %s %s WHERE %s.s = 'a'))" % (
+            t, o.alias, o.alias, col, o.alias, c.alias, t, c.alias, c.alias)
 
     def view_piece(self):
         if self.rnd.random() < 0.6:
