@@ -83,7 +83,9 @@ fi
 awk -F'\t' '{ n = split($2, d, " "); for (a = 1; a <= d[1]; a++) { if (n == 1) print "db:" $1 ":" a; else for (b = 1; b <= d[2]; b++) print "db:" $1 ":" a ":" b } }' \
   "$gen/domain.tsv" >"$tmp/warm"
 warm=$(wc -l <"$tmp/warm")
-DOCSYNC_WARM=$(cat "$tmp/warm") start_worker --audit-rate 0 --live all
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url=http://127.0.0.1:$port
+DOCSYNC_WARM=$(cat "$tmp/warm") start_worker --audit-rate 0 --live all --metrics-listen "127.0.0.1:$port"
 deadline=$((SECONDS + 120))
 until [ "$(jq -r .channel "$docs" 2>/dev/null | sort -u | wc -l)" -ge "$warm" ]; do
   [ $SECONDS -lt $deadline ] || fail "the worker did not publish the $warm warmed docs in 120 s ($(jq -r .channel "$docs" | sort -u | wc -l) so far)"
@@ -92,28 +94,26 @@ until [ "$(jq -r .channel "$docs" 2>/dev/null | sort -u | wc -l)" -ge "$warm" ];
 done
 echo "$warm docs live after $((SECONDS - started)) s"
 
-# counters: recomputes per set (docsync.query_stats) and statements per reader role (pg_stat_statements)
+# counters: docs recomputed per set (the worker's metrics) and statements per reader role
+# (pg_stat_statements; a doc statement returns jsonb, a keys statement does not)
+scrape() { curl -sf "$url/metrics" >"$1" || fail "GET $url/metrics failed"; }
 counters() {
-  sql "SELECT (SELECT coalesce(sum(recomputes), 0) FROM docsync.query_stats WHERE slot_name = '$slot' AND query LIKE 'd%'),
-              (SELECT coalesce(sum(recomputes), 0) FROM docsync.query_stats WHERE slot_name = '$slot' AND query LIKE 'm%'),
-              $(for r in "$derived_reader" "$manual_reader"; do
+  scrape "$tmp/metrics.$1"
+  awk '/^docsync_query_recomputes_total\{query="d[0-9]+"\}/ { d += $2 } /^docsync_query_recomputes_total\{query="m[0-9]+"\}/ { m += $2 }
+       /^docsync_changes_total / { c = $2 } END { printf "%d %d %d", d, m, c }' "$tmp/metrics.$1"
+  sql "SELECT $(for r in "$derived_reader" "$manual_reader"; do
                   for k in "LIKE" "NOT LIKE"; do
                     printf "(SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = '%s' AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.query %s '%%jsonb%%')," "$r" "$k"
                   done
-                done) 0"
+                done) 0" | tr '|' ' ' | sed 's/^/ /'
 }
-wait_status() { sleep 2.5; }  # docsync.query_stats is the status file, written every second (--status-interval 1s)
-changes() { sql "SELECT changes FROM docsync.status WHERE slot_name = '$slot'"; }
-
 # drain: every transaction committed so far is published.
 drain() {
   [ "$(sql "CALL docsync.wait_published(pg_current_wal_insert_lsn(), '${1:-120}s')")" = t ] ||
     fail "the worker did not publish everything in ${1:-120} s"
 }
 drain 60
-wait_status
-before=$(counters)
-changes_before=$(changes)
+before=$(counters before)
 
 # compare [NAME_PATTERN]: every live doc of the sink (the last line of its channel) against a fresh run;
 # writes the stale ones to $tmp/stale.tsv (channel, query, params, published, fresh).
@@ -174,31 +174,31 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$db" -f "$gen/txns.sql" >/dev/null || fail "th
 echo "applied ($((SECONDS - started)) s)"
 drain 300
 echo "drained ($((SECONDS - started)) s)"
-wait_status
-after=$(counters)
-changes_after=$(changes)
+after=$(counters after)
 if ! compare; then
   report_stale "$gen/txns.sql" >&2
   fail "$(wc -l <"$tmp/stale.tsv") live docs differ from a fresh run of their query (seed $seed)"
 fi
-failures=$(sql "SELECT coalesce(sum(permanent_failures), 0) FROM docsync.query_stats WHERE slot_name = '$slot'")
-[ "$failures" = 0 ] || fail "$failures computes failed: $(sql "SELECT string_agg(query || ': ' || last_error, '; ') FROM docsync.query_stats WHERE slot_name = '$slot' AND permanent_failures > 0")"
+failures=$(awk '/^docsync_query_permanent_failures_total\{/ && $2 > 0 { print }' "$tmp/metrics.after")
+[ -z "$failures" ] || fail "computes failed: $failures (see docsync.query_stats.last_error)"
 live=$(jq -r .channel "$docs" | sort -u | wc -l)
 echo "no stale doc: $live live docs equal a fresh run of their query after $nt transactions ($((SECONDS - started)) s)"
 
 # Costs per transaction and per row change, derived against hand-written.
-read -r -a b0 <<<"$(echo "$before" | tr '|' ' ')"
-read -r -a b1 <<<"$(echo "$after" | tr '|' ' ')"
-nchanges=$((changes_after - changes_before))
+read -r -a b0 <<<"$before"
+read -r -a b1 <<<"$after"
+nchanges=$((b1[2] - b0[2]))
 cost() { awk -v d="$1" -v n="$nt" -v c="$nchanges" 'BEGIN { printf "%.2f per transaction, %.3f per row change", d / n, (c > 0 ? d / c : 0) }'; }
-echo "row changes decoded: $nchanges"
-echo "docs recomputed (docsync.query_stats): derived $(cost $((b1[0] - b0[0]))), hand-written $(cost $((b1[1] - b0[1])))"
-echo "doc statements (pg_stat_statements): derived $(cost $((b1[2] - b0[2]))), hand-written $(cost $((b1[4] - b0[4])))"
-echo "keys statements (pg_stat_statements): derived $(cost $((b1[3] - b0[3]))), hand-written $(cost $((b1[5] - b0[5])))"
-sql "SELECT format('queries whose derived set recomputed more docs than the hand-written one: %s of %s', count(*) FILTER (WHERE d.recomputes > m.recomputes), count(*))
-       FROM docsync.query_stats d JOIN docsync.query_stats m ON m.slot_name = d.slot_name AND m.query = 'm' || substr(d.query, 2)
-      WHERE d.slot_name = '$slot' AND d.query LIKE 'd%'"
-
+echo "row changes decoded: $nchanges (docsync_changes_total)"
+echo "docs recomputed (docsync_query_recomputes_total): derived $(cost $((b1[0] - b0[0]))), hand-written $(cost $((b1[1] - b0[1])))"
+echo "doc statements (pg_stat_statements): derived $(cost $((b1[3] - b0[3]))), hand-written $(cost $((b1[5] - b0[5])))"
+echo "keys statements (pg_stat_statements): derived $(cost $((b1[4] - b0[4]))), hand-written $(cost $((b1[6] - b0[6])))"
+# per query: the ones whose derived watches recomputed more docs than the hand-written ones
+awk '/^docsync_query_recomputes_total\{query="[dm][0-9]+"\}/ { match($0, /query="[dm][0-9]+"/); q = substr($0, RSTART + 7, RLENGTH - 8); n[q] = $2 }
+     FILENAME ~ /before$/ { b[q] = n[q]; next }
+     END { for (q in n) if (q ~ /^d/) { m = "m" substr(q, 2); dd = n[q] - b[q]; mm = n[m] - b[m]; t++; if (dd > mm) { more++; extra += dd - mm } }
+           printf "queries whose derived watches recomputed more docs than the hand-written ones: %d of %d (%d docs more in all)\n", more, t, extra }' \
+  "$tmp/metrics.before" "$tmp/metrics.after"
 echo "the check must be able to fail: one $origin watch deleted"
 # A derived watch, the only one of its query on its table, and a change through that table that makes
 # a fresh run of one of the query's live docs differ from what the sink holds.
