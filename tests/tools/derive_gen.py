@@ -574,9 +574,9 @@ def txns(schema, rnd, state, n):
                 i = rnd.choice(ids)
                 j = fks.index(rnd.choice(fks))
                 col, parent = fks[j]
-                val = rnd.randint(1, max(max(state[parent] or [1]), D1))
+                val = None if rnd.random() < 0.06 else rnd.randint(1, max(max(state[parent] or [1]), D1))
                 rows[i][1 + j] = val
-                stmts.append("UPDATE %s SET %s = %d WHERE id = %d" % (t, col, val, i))
+                stmts.append("UPDATE %s SET %s = %s WHERE id = %d" % (t, col, lit(val), i))
             elif r < 0.68:  # a move: another k
                 i = rnd.choice(ids)
                 val = rnd.randint(1, KMAX)
@@ -600,9 +600,9 @@ def txns(schema, rnd, state, n):
                 stmts.append("UPDATE %s SET v = v + 1 WHERE %s = %d" % (t, col, val))
             else:
                 i = rnd.choice(ids)
-                v, s = rnd.randint(0, 20), rnd.choice("abcd")
+                v, s = None if rnd.random() < 0.05 else rnd.randint(0, 20), rnd.choice("abcd")
                 rows[i][-2], rows[i][-1] = v, s
-                stmts.append("UPDATE %s SET v = %d, s = %s WHERE id = %d" % (t, v, q(s), i))
+                stmts.append("UPDATE %s SET v = %s, s = %s WHERE id = %d" % (t, lit(v), q(s), i))
         top = max([top] + [max(rows) for rows in state.values() if rows])
         body = "BEGIN; " + "; ".join(stmts) + "; COMMIT;"
         out.append("-- txn %d\n%s" % (k, body))
