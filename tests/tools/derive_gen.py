@@ -230,10 +230,11 @@ class Gen:
         r = self.rnd.randrange(19)
         if r >= 15:
             return self.trap()
-        if r <= 2:  # a list
+        if r <= 2:  # a list, of some columns or of whole rows
             frm, conds, occs = self.chain(tie_to)
+            obj = "to_jsonb(%s)" % occs[-1].alias if self.rnd.random() < 0.25 else self.obj(occs)
             return "(SELECT coalesce(jsonb_agg(%s ORDER BY %s), '[]'::jsonb) FROM %s WHERE %s)" % (
-                self.obj(occs), self.ids(occs), frm, " AND ".join(conds))
+                obj, self.ids(occs), frm, " AND ".join(conds))
         if r == 3:  # aggregates without GROUP BY
             frm, conds, occs = self.chain(tie_to)
             return "(SELECT jsonb_build_object('n', count(*), 's', sum(%s.v), 'm', max(%s.k)) FROM %s WHERE %s)" % (
@@ -245,6 +246,9 @@ class Gen:
         if r == 5:  # ORDER BY ... LIMIT over a tied block
             frm, conds, occs = self.chain(tie_to)
             a = occs[0].alias
+            if self.rnd.random() < 0.4:  # a column read only by the ORDER BY
+                return ("(SELECT coalesce(jsonb_agg(t.id ORDER BY t.id), '[]'::jsonb) FROM (SELECT %s.id FROM %s WHERE %s "
+                        "ORDER BY %s.s DESC, %s.id LIMIT %d) t)") % (a, frm, " AND ".join(conds), a, a, self.rnd.randint(1, 4))
             return ("(SELECT coalesce(jsonb_agg(t.id ORDER BY t.v DESC, t.id), '[]'::jsonb) FROM (SELECT %s.id, %s.v FROM %s WHERE %s "
                     "ORDER BY %s.v DESC, %s.id LIMIT %d) t)") % (a, a, frm, " AND ".join(conds), a, a, self.rnd.randint(1, 4))
         if r == 6:  # top-N without a param, or an outer conjunct over a LIMIT: no key path
