@@ -8,12 +8,13 @@
 writes into DIR:
 Besides the shapes the analysis ties (equalities through joins, sublinks, LATERAL, CTEs, views),
 the queries hold shapes whose equalities do not hold for every row that changes the doc: outer
-conjuncts over LIMIT, DISTINCT ON, window functions and aggregate outputs, LEFT and FULL joins'
+conjuncts over LIMIT (in a subquery, two levels down, a CTE, a view, a LATERAL subquery), OFFSET,
+DISTINCT ON, window functions and aggregate outputs, LEFT and FULL joins'
 preserved sides, OR, an equality with an expression of the param or with a scalar subquery, NOT IN
 and <> ALL over nullable columns; and shapes where they do hold through a set operation.
 
   schema.sql    6-8 tables with foreign-key-like columns (no constraints, so no DML can fail), some
-                with REPLICA IDENTITY FULL, two views, seed rows;
+                with REPLICA IDENTITY FULL, three views, seed rows;
   define.sql    each query twice: d<i> with the default (derived) watches and m<i> with a hand-written
                 set that is sound by construction (the generator built the query, so it knows the
                 key path of every table it reads); plus chk.d<i>(...), a SQL function of the same
@@ -88,6 +89,9 @@ def views(schema):
         "FROM items i JOIN products p ON p.id = i.product_id",
         {"id": ("items", "id"), "order_id": ("items", "order_id"), "product_id": ("items", "product_id"),
          "v": ("items", "v"), "product_s": ("products", "s"), "product_v": ("products", "v")})
+    out["v_top_items"] = (
+        "SELECT i.id, i.order_id, i.v FROM items i ORDER BY i.v DESC NULLS LAST, i.id LIMIT 10",
+        {"id": ("items", "id"), "order_id": ("items", "order_id"), "v": ("items", "v")})
     out["v_order_totals"] = (
         "SELECT o.customer_id, count(*) AS n, sum(o.v) AS total FROM orders o GROUP BY o.customer_id",
         {"customer_id": ("orders", "customer_id")})
@@ -318,7 +322,28 @@ class Gen:
         t = rnd.choice(s.tables)
         fks = s.fks[t]
         col = rnd.choice(s.int_columns(t))
-        r = rnd.randrange(11)
+        r = rnd.randrange(16)
+        if r == 11:  # a LIMIT two levels down, filtered at the top
+            o = self.untied(t)
+            return ("(SELECT jsonb_agg(b.id ORDER BY b.id) FROM (SELECT a.id, a.c FROM (SELECT %s.id, %s.%s AS c FROM %s %s "
+                    "ORDER BY %s.v, %s.id LIMIT 8) a) b WHERE b.c = $1)") % (o.alias, o.alias, col, t, o.alias, o.alias, o.alias)
+        if r == 12 and s.children[t]:  # LATERAL under LIMIT filtered by the outer block, not by its own conjuncts
+            child, ccol = rnd.choice(s.children[t])
+            a, c = self.occ(t), self.untied(child)
+            self.tie(a, 1, "id")
+            return ("(SELECT jsonb_agg(l.id ORDER BY l.id) FROM %s %s, LATERAL (SELECT %s.id, %s.%s AS c FROM %s %s ORDER BY %s.v, %s.id LIMIT 5) l "
+                    "WHERE l.c = %s.id AND %s.id = $1)") % (t, a.alias, c.alias, c.alias, ccol, child, c.alias, c.alias, c.alias, a.alias, a.alias)
+        if r == 13:  # OFFSET
+            o = self.untied(t)
+            return ("(SELECT jsonb_agg(x.id ORDER BY x.id) FROM (SELECT %s.id, %s.%s AS c FROM %s %s ORDER BY %s.v, %s.id OFFSET 3) x "
+                    "WHERE x.c = $1)") % (o.alias, o.alias, col, t, o.alias, o.alias, o.alias)
+        if r == 14:  # a CTE with LIMIT, filtered outside
+            o = self.untied(t)
+            return ("(WITH c AS (SELECT %s.id, %s.%s AS c FROM %s %s ORDER BY %s.v DESC, %s.id LIMIT 6) "
+                    "SELECT jsonb_agg(c.id ORDER BY c.id) FROM c WHERE c.c = $1)") % (o.alias, o.alias, col, t, o.alias, o.alias, o.alias)
+        if r == 15:  # the view with LIMIT, filtered outside
+            self.untied("items")
+            return "(SELECT jsonb_agg(w.id ORDER BY w.id) FROM v_top_items w WHERE w.order_id = $1)"
         if r == 0:  # an outer conjunct on an aggregate's output, not a GROUP BY column
             o = self.untied(t)
             return ("(SELECT coalesce(jsonb_agg(g.c ORDER BY g.c), '[]'::jsonb) FROM (SELECT %s.%s AS c, count(*) AS n FROM %s %s "
