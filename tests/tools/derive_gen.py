@@ -5,29 +5,31 @@
 
   derive_gen.py --seed S --queries N --txns T --out DIR [--broadcast watch|keys] [--api derived|manual]
 
-writes into DIR:
 Besides the shapes the analysis ties (equalities through joins, sublinks, LATERAL, CTEs, views),
 the queries hold shapes whose equalities do not hold for every row that changes the doc: outer
 conjuncts over LIMIT (in a subquery, two levels down, a CTE, a view, a LATERAL subquery), OFFSET,
-DISTINCT ON, window functions and aggregate outputs, LEFT and FULL joins'
-preserved sides, OR, an equality with an expression of the param or with a scalar subquery, NOT IN
-and <> ALL over nullable columns; and shapes where they do hold through a set operation.
+DISTINCT ON, window functions and aggregate outputs; LEFT and FULL joins' preserved sides; OR; an
+equality with an expression of the param or with a scalar subquery; NOT IN and <> ALL over nullable
+columns; and shapes where they do hold through a set operation. For each query the generator knows a
+sound hand-written watch set: it built the query, so it knows the key path of every table it reads,
+and it broadcasts where there is none.
 
-  schema.sql    6-8 tables with foreign-key-like columns (no constraints, so no DML can fail), some
-                with REPLICA IDENTITY FULL, three views, seed rows;
-  define.sql    each query twice: d<i> with the default (derived) watches and m<i> with a hand-written
-                set that is sound by construction (the generator built the query, so it knows the
-                key path of every table it reads); plus chk.d<i>(...), a SQL function of the same
-                text for the comparison;
-  queries.tsv   name, params, sql (one line each);
-  domain.tsv    name, the values of each param that name a live doc (the docs warmed at start);
-  manual.tsv    name, table, kind (direct/keys/broadcast), how (columns or keys query);
-  txns.sql      T transactions of 1-5 statements, one per line, each preceded by "-- txn N";
-  txns.tsv      N, the tables it writes, its text (for reports).
+It writes into DIR:
+  schema.sql          6-8 tables with foreign-key-like columns (no constraints, so no DML can fail),
+                      some with REPLICA IDENTITY FULL, three views, seed rows;
+  check.sql           chk.q<i>(params): each query as a SQL function, and chk.fresh(i, a, b) calling it;
+  define_derived.sql  d<i>: each query with the watches define_query derives (the default);
+  define_manual.sql   m<i>: each query again with watches => 'manual' and its hand-written watches;
+  queries.tsv         name, i, sql (one line each);
+  domain.tsv          name, the number of values of each param warmed (1..n): the docs made live;
+  manual.tsv          name, table, kind (direct/keys/broadcast), columns or keys query;
+  tables.tsv          table, replica identity (full/default);
+  txns.sql            T transactions of 1-5 statements, each a line after "-- txn N";
+  txns.tsv            N, the tables it writes, its text (for reports).
 
---broadcast keys writes a hand-written "broadcast" as a keys query naming every doc of the domain;
---api manual defines only the m<i> (no derivation, no watches argument: a server without derived
-watches), which checks the harness and the hand-written sets alone.
+--broadcast keys writes a hand-written broadcast as a keys query naming every key the workload can
+write; --api manual writes no d<i> and no watches argument (a server without derived watches), which
+checks the harness and the hand-written sets alone.
 """
 
 import argparse
