@@ -14,12 +14,12 @@
 #   changes its docs through that table, and the comparison must find the stale doc; the watch is
 #   restored and the doc converges again.
 # Prints the seed (replay with DERIVE_SEED=…), the mix of direct, keys and broadcast watches
-# derived, and per transaction the docs recomputed (docsync.query_stats) and the doc and keys
-# statements run (pg_stat_statements, by the definers' reader roles) for the derived set and the
-# hand-written set.
-# DERIVE_QUERIES (40) × DERIVE_TXNS (300) takes about a minute and a half on 2 cores; the full size is
-# DERIVE_QUERIES=200 DERIVE_TXNS=1000. A cluster of its own (lib/own_cluster.bash); needs
-# DOCSYNC_WORKER.
+# derived, and per transaction and per row change the docs recomputed (the worker's metrics,
+# docsync_query_recomputes_total) and the doc and keys statements run (pg_stat_statements, by the
+# definers' reader roles) for the derived set and the hand-written set.
+# DERIVE_QUERIES (40) × DERIVE_TXNS (300) takes 30-45 s on 2 cores; the full size,
+# DERIVE_QUERIES=200 DERIVE_TXNS=1000, about 6 minutes. A cluster of its own
+# (lib/own_cluster.bash); needs DOCSYNC_WORKER.
 set -euo pipefail
 test_name=derive
 # shellcheck source=lib/own_cluster.bash
