@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Derived watches never leave a doc stale (invariant 2), on generated queries and DML:
-#   tests/tools/derive_gen.py writes a schema (6-8 tables, some REPLICA IDENTITY FULL, two views),
+#   tests/tools/derive_gen.py writes a schema (6-8 tables, some REPLICA IDENTITY FULL, three views),
 #   DERIVE_QUERIES random doc queries (joins, LEFT joins, sublinks, aggregates, GROUP BY, LIMIT,
 #   CTEs, views, UNION, ranges, LATERAL; one or two params) and DERIVE_TXNS random transactions of
 #   1-5 inserts, deletes and updates that move rows between docs and change join keys. Each query
