@@ -61,7 +61,9 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "SET ROLE $manual_role" -f "$gen/defin
 grant_reader
 derived_reader=$(sql "SELECT reader FROM docsync.reader_roles WHERE definer = current_user")
 manual_reader=$(sql "SELECT reader FROM docsync.reader_roles WHERE definer = '$manual_role'")
-[ -n "$manual_reader" ] && { [ "$api" = manual ] || [ -n "$derived_reader" ]; } || fail "grant_reader made no reader role for a definer"
+if [ -z "$manual_reader" ] || { [ "$api" = derived ] && [ -z "$derived_reader" ]; }; then
+  fail "grant_reader made no reader role for a definer"
+fi
 
 # The mix of watches derived, and the hand-written one beside it.
 mix() {
@@ -150,9 +152,9 @@ history() {
     "$txns" | psql -X -q -At -F$'\t' -d "$replay_db" >"$tmp/replay.tsv" 2>&1
 }
 report_stale() {
-  local txns=$1 channel q a b doc fresh
+  local txns=$1 channel q doc fresh
   history "$txns" || true
-  while IFS=$'\t' read -r channel q a b doc fresh; do
+  while IFS=$'\t' read -r channel q _ _ doc fresh; do
     echo "STALE $channel"
     echo "  query $q: $(awk -F'\t' -v q="$q" '$1 == q { print $3 }' "$gen/queries.tsv")"
     echo "  published: $doc"
