@@ -17,6 +17,10 @@ OBJS = \
 	plugin/ddl.o \
 	plugin/decode.o \
 	plugin/definer.o \
+	plugin/derive.o \
+	plugin/derive_path.o \
+	plugin/derive_terms.o \
+	plugin/derive_walk.o \
 	plugin/options.o \
 	plugin/reader.o \
 	plugin/relcolumns.o \

@@ -39,6 +39,17 @@ AS 'MODULE_PATHNAME', 'docsync_check_definer';
 COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
 
+-- The watches docsync derives for a doc query (plugin/derive.c), analysed as definer like
+-- analyze_query: one row per table occurrence (direct, keys or broadcast, deduplicated) and one per
+-- function whose body it cannot see (uncovered). No SET search_path, as analyze_query.
+CREATE FUNCTION docsync.derive_watches(sql text, search_path text, definer regrole)
+RETURNS TABLE (table_schema name, table_name name, kind text, columns name[], keys_sql text,
+               keys_args name[], read_columns name[], why text)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_derive_watches';
+COMMENT ON FUNCTION docsync.derive_watches(text, text, regrole) IS
+  'the watches derived for a doc query: per table occurrence its cheapest sound kind (direct, keys, broadcast) and the columns read; uncovered rows name functions whose bodies cannot be analysed';
+
 -- No SET search_path: like analyze_query, a null search_path means the caller's.
 CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
 RETURNS text LANGUAGE c VOLATILE

@@ -21,4 +21,5 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.ba
   docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(),
   docsync.explain(text)
   TO docsync_admin;
+GRANT EXECUTE ON FUNCTION docsync.derive_watches(text, text, regrole) TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

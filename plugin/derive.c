@@ -1,0 +1,454 @@
+/*-------------------------------------------------------------------------
+ *
+ * derive.c
+ *		docsync.derive_watches(): the watches docsync derives for a doc query, one row per table
+ *		occurrence (deduplicated) with its cheapest sound kind (direct, keys or broadcast), the
+ *		columns the query reads of the table, and one row per function the analysis cannot see
+ *		into (uncovered). The query is parsed, analysed and rewritten as its definer under its
+ *		search_path (definer.c, sqlapi.c's docsync_analyze_select), never planned or run; the walk is
+ *		derive_walk.c's, the choice of kind derive_path.c's. Here: the entry point, the functions a
+ *		query calls (a SQL function's body is analysed for the tables it reads; any other language
+ *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), and the
+ *		subtransactions that let an analysis fail without failing the derivation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "definer.h"
+#include "executor/functions.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "rewrite/rewriteHandler.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/resowner.h"
+#include "utils/syscache.h"
+
+#include "derive.h"
+
+PG_FUNCTION_INFO_V1(docsync_derive_watches);
+
+/* How deep SQL functions' bodies are followed into the functions they call. */
+#define DERIVE_MAX_BODY_DEPTH 8
+
+/* pg_catalog's functions that run SQL text given as an argument: what they read is unknowable. */
+static const char *const runs_sql_text[] = {
+	"query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml",
+	"cursor_to_xmlschema", "table_to_xml", "table_to_xmlschema", "table_to_xml_and_xmlschema",
+	"database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
+	"schema_to_xml", "schema_to_xmlschema", "schema_to_xml_and_xmlschema", "ts_stat",
+	NULL
+};
+
+static void
+add_uncovered(DeriveState *state, Oid funcid, const char *why)
+{
+	DeriveUncovered *u = palloc0(sizeof(DeriveUncovered));
+
+	u->funcid = funcid;
+	u->why = why;
+	state->uncovered = lappend(state->uncovered, u);
+}
+
+/*
+ * Runs fn(arg) in a subtransaction: returns NULL, or the message of the error it raised (rolled
+ * back, so the derivation goes on).
+ */
+static char *
+try_in_subtransaction(void (*fn) (void *), void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char	   *volatile message = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		message = edata->message;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return message;
+}
+
+typedef struct BodyWork
+{
+	DeriveState *state;
+	Oid			funcid;
+	const char *name;
+} BodyWork;
+
+/* Analyses a SQL function's body as the functions executor would, and walks what it reads. */
+static void
+walk_sql_body(void *arg)
+{
+	BodyWork   *work = (BodyWork *) arg;
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(work->funcid));
+	Datum		datum;
+	bool		isnull;
+	List	   *queries = NIL;
+	ListCell   *lc;
+	int			guc_level = NewGUCNestLevel();
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for function %u", work->funcid);
+	/* the body's names resolve under the function's own settings (SET search_path) */
+	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_proconfig, &isnull);
+	if (!isnull)
+		ProcessGUCArray(DatumGetArrayTypeP(datum), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE);
+	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosqlbody, &isnull);
+	if (!isnull)
+	{
+		Node	   *body = stringToNode(TextDatumGetCString(datum));
+		List	   *stored = IsA(body, List) ? linitial_node(List, (List *) body) : list_make1(body);
+
+		foreach(lc, stored)
+		{
+			Query	   *parsetree = lfirst_node(Query, lc);
+
+			AcquireRewriteLocks(parsetree, true, false);
+			queries = list_concat(queries, pg_rewrite_query(parsetree));
+		}
+	}
+	else
+	{
+		char	   *src;
+		SQLFunctionParseInfoPtr pinfo = prepare_sql_fn_parse_info(tuple, NULL, InvalidOid);
+
+		datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosrc, &isnull);
+		if (isnull)
+			elog(ERROR, "null prosrc for function %u", work->funcid);
+		src = TextDatumGetCString(datum);
+		foreach(lc, pg_parse_query(src))
+			queries = list_concat(queries,
+								  pg_analyze_and_rewrite_withcb(lfirst_node(RawStmt, lc), src,
+																(ParserSetupHook) sql_fn_parser_setup,
+																pinfo, NULL));
+	}
+	ReleaseSysCache(tuple);
+	foreach(lc, queries)
+		docsync_derive_walk_body(work->state, lfirst_node(Query, lc), work->name);
+	AtEOXact_GUC(true, guc_level);
+}
+
+/*
+ * Checks one function the query calls (directly, through an operator, a type's I/O, a view, a
+ * policy, or another SQL function's body).
+ */
+void
+docsync_derive_check_function(DeriveState *state, Oid funcid)
+{
+	HeapTuple	tuple;
+	Form_pg_proc proc;
+	Oid			nsp,
+				lang;
+	char		kind;
+	const char *name;
+	int			i;
+
+	if (list_member_oid(state->functions_seen, funcid))
+		return;
+	state->functions_seen = lappend_oid(state->functions_seen, funcid);
+	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
+	if (!HeapTupleIsValid(tuple))
+		return;
+	proc = (Form_pg_proc) GETSTRUCT(tuple);
+	nsp = proc->pronamespace;
+	lang = proc->prolang;
+	kind = proc->prokind;
+	ReleaseSysCache(tuple);
+	name = format_procedure(funcid);
+
+	if (nsp == PG_CATALOG_NAMESPACE)
+	{
+		const char *proname = get_func_name(funcid);
+
+		for (i = 0; runs_sql_text[i] != NULL; i++)
+			if (strcmp(proname, runs_sql_text[i]) == 0)
+				add_uncovered(state, funcid, psprintf("%s (language %s) runs SQL text docsync cannot see",
+													  name, get_language_name(lang, false)));
+		return;
+	}
+	if (kind == PROKIND_AGGREGATE)
+	{
+		/* an aggregate runs its support functions */
+		HeapTuple	agg = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(funcid));
+
+		if (HeapTupleIsValid(agg))
+		{
+			Form_pg_aggregate form = (Form_pg_aggregate) GETSTRUCT(agg);
+			Oid			support[] = {form->aggtransfn, form->aggfinalfn, form->aggcombinefn,
+				form->aggserialfn, form->aggdeserialfn, form->aggmtransfn, form->aggminvtransfn,
+			form->aggmfinalfn};
+
+			ReleaseSysCache(agg);
+			for (i = 0; i < (int) lengthof(support); i++)
+				if (OidIsValid(support[i]))
+					docsync_derive_check_function(state, support[i]);
+		}
+		return;
+	}
+	if (lang == SQLlanguageId)
+	{
+		BodyWork	work = {state, funcid, name};
+		char	   *error;
+
+		if (state->depth >= DERIVE_MAX_BODY_DEPTH)
+		{
+			add_uncovered(state, funcid, psprintf("%s (language sql) is nested more than %d SQL functions deep",
+												  name, DERIVE_MAX_BODY_DEPTH));
+			return;
+		}
+		state->depth++;
+		error = try_in_subtransaction(walk_sql_body, &work);
+		state->depth--;
+		if (error != NULL)
+			add_uncovered(state, funcid, psprintf("%s (language sql): its body does not analyse on its own: %s",
+												  name, error));
+		return;
+	}
+	add_uncovered(state, funcid, psprintf("%s (language %s): docsync cannot see what its body reads",
+										  name, get_language_name(lang, false)));
+}
+
+typedef struct ParseWork
+{
+	const char *sql;
+} ParseWork;
+
+static void
+parse_keys_sql(void *arg)
+{
+	Oid		   *types = NULL;
+	int			ntypes = 0;
+
+	(void) docsync_analyze_select(GetUserId(), ((ParseWork *) arg)->sql, NULL, &types, &ntypes, NULL);
+}
+
+/* Whether a generated keys query parses and analyses (as the current user, the definer). */
+bool
+docsync_derive_sql_parses(const char *sql)
+{
+	ParseWork	work = {sql};
+
+	return try_in_subtransaction(parse_keys_sql, &work) == NULL;
+}
+
+static Datum
+names_array(List *names)
+{
+	Datum	   *datums = palloc(sizeof(Datum) * Max(list_length(names), 1));
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, names)
+	{
+		Name		name = palloc0(NAMEDATALEN);
+
+		namestrcpy(name, (char *) lfirst(lc));
+		datums[n++] = NameGetDatum(name);
+	}
+	return PointerGetDatum(construct_array(datums, n, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR));
+}
+
+static bool
+string_lists_equal(List *a, List *b)
+{
+	ListCell   *la,
+			   *lb;
+
+	if (list_length(a) != list_length(b))
+		return false;
+	forboth(la, a, lb, b)
+		if (strcmp((char *) lfirst(la), (char *) lfirst(lb)) != 0)
+		return false;
+	return true;
+}
+
+static bool
+rows_equal(DeriveRow *a, DeriveRow *b)
+{
+	return a->relid == b->relid && strcmp(a->kind, b->kind) == 0 &&
+		string_lists_equal(a->columns, b->columns) && string_lists_equal(a->keys_args, b->keys_args) &&
+		((a->keys_sql == NULL && b->keys_sql == NULL) ||
+		 (a->keys_sql != NULL && b->keys_sql != NULL && strcmp(a->keys_sql, b->keys_sql) == 0));
+}
+
+/* The names of the columns of a table the query reads, or NULL (all). */
+static List *
+read_columns(DeriveState *state, Oid relid, bool *all)
+{
+	ListCell   *lc;
+	List	   *names = NIL;
+
+	*all = true;
+	foreach(lc, state->reads)
+	{
+		DeriveRead *read = (DeriveRead *) lfirst(lc);
+		int			m = -1;
+
+		if (read->relid != relid)
+			continue;
+		*all = read->all;
+		while ((m = bms_next_member(read->columns, m)) >= 0)
+			names = lappend(names, get_attname(relid, m + FirstLowInvalidHeapAttributeNumber, false));
+	}
+	return names;
+}
+
+/* Derives the watches of one analysed query, as the current user (the definer). */
+static List *
+derive(DeriveState *state, Query *query)
+{
+	List	   *rows = NIL;
+	ListCell   *lc;
+
+	docsync_derive_walk(state, query);
+	foreach(lc, state->occs)
+	{
+		DeriveOcc  *occ = (DeriveOcc *) lfirst(lc);
+		DeriveRow  *row;
+		ListCell   *seen;
+		bool		dup = false;
+
+		if (!occ->placed)
+			continue;
+		row = docsync_derive_classify(state, occ);
+		foreach(seen, rows)
+			dup = dup || rows_equal((DeriveRow *) lfirst(seen), row);
+		if (!dup)
+			rows = lappend(rows, row);
+	}
+	foreach(lc, state->uncovered)
+	{
+		DeriveUncovered *u = (DeriveUncovered *) lfirst(lc);
+		DeriveRow  *row = palloc0(sizeof(DeriveRow));
+
+		row->kind = "uncovered";
+		row->why = (char *) u->why;
+		rows = lappend(rows, row);
+	}
+	return rows;
+}
+
+/*
+ * docsync.derive_watches(sql text, search_path text, definer regrole)
+ *   RETURNS TABLE (table_schema name, table_name name, kind text, columns name[], keys_sql text,
+ *                  keys_args name[], read_columns name[], why text)
+ *
+ * columns: the direct mapping (one column per param, in $n order), '{}' for broadcast, null for keys
+ * and uncovered; keys_args: the changed row's columns a keys query takes as $1…; read_columns: the
+ * table's columns the query reads anywhere, null for all of them.
+ */
+Datum
+docsync_derive_watches(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			definer = docsync_text_role(fcinfo, 2);
+	char	   *path;
+	MemoryContext work,
+				old;
+	DeriveState state;
+	Oid		   *param_types = NULL;
+	int			nparams = 0;
+	Query	   *query;
+	DocsyncDefinerSave save;
+	List	   *volatile rows = NIL;
+	ListCell   *lc;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query text must not be null"),
+				 errdetail("A docsync doc query is one SELECT statement."),
+				 errhint("Pass the query text.")));
+	InitMaterializedSRF(fcinfo, 0);
+	path = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	work = AllocSetContextCreate(CurrentMemoryContext, "docsync derive_watches", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(work);
+
+	query = docsync_analyze_select(definer, text_to_cstring(PG_GETARG_TEXT_PP(0)), path,
+								   &param_types, &nparams, NULL);
+	memset(&state, 0, sizeof(state));
+	state.nparams = nparams;
+	docsync_definer_enter(definer, path, &save);
+	PG_TRY();
+	{
+		rows = derive(&state, query);
+	}
+	PG_CATCH();
+	{
+		docsync_definer_leave(&save, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	docsync_definer_leave(&save, true);
+
+	foreach(lc, rows)
+	{
+		DeriveRow  *row = (DeriveRow *) lfirst(lc);
+		Datum		values[8];
+		bool		nulls[8] = {true, true, false, true, true, true, true, false};
+
+		values[2] = CStringGetTextDatum(row->kind);
+		values[7] = CStringGetTextDatum(row->why);
+		if (OidIsValid(row->relid))
+		{
+			bool		all;
+			List	   *cols = read_columns(&state, row->relid, &all);
+
+			values[0] = DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(get_rel_namespace(row->relid))));
+			values[1] = DirectFunctionCall1(namein, CStringGetDatum(get_rel_name(row->relid)));
+			nulls[0] = nulls[1] = false;
+			if (!all)
+			{
+				values[6] = names_array(cols);
+				nulls[6] = false;
+			}
+		}
+		if (strcmp(row->kind, "direct") == 0 || strcmp(row->kind, "broadcast") == 0)
+		{
+			values[3] = names_array(row->columns);
+			nulls[3] = false;
+		}
+		if (row->keys_sql != NULL)
+		{
+			values[4] = CStringGetTextDatum(row->keys_sql);
+			values[5] = names_array(row->keys_args);
+			nulls[4] = nulls[5] = false;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(work);
+	return (Datum) 0;
+}

@@ -1,0 +1,125 @@
+/*-------------------------------------------------------------------------
+ *
+ * derive.h
+ *		The analysis behind derived watches (docsync.derive_watches): the relation occurrences of a
+ *		rewritten query, the equalities that hold for each one's contributing rows (derive_walk.c),
+ *		and from them each occurrence's cheapest sound watch (derive_path.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DOCSYNC_DERIVE_H
+#define DOCSYNC_DERIVE_H
+
+#include "nodes/bitmapset.h"
+#include "nodes/parsenodes.h"
+#include "nodes/pg_list.h"
+
+/* One reference to a table in the query tree (a range table entry), with what is known of its rows. */
+typedef struct DeriveOcc
+{
+	int			id;				/* 0-based, in order of discovery */
+	RangeTblEntry *rte;			/* identity: the entry in the rewritten query tree */
+	Oid			relid;
+	const char *alias;			/* the name the query gives it (for why) */
+	bool		placed;			/* reached by the join tree walk (its equalities are known) */
+	List	   *edges;			/* DeriveEdge *: the equalities every contributing row satisfies */
+	const char *broadcast_why;	/* non-null: broadcast whatever the equalities say, for this reason */
+} DeriveOcc;
+
+/* One side of an equality: a column of an occurrence, a doc param, or something else (opaque). */
+typedef enum DeriveTermKind
+{
+	DERIVE_OPAQUE,
+	DERIVE_PARAM,
+	DERIVE_COLUMN
+} DeriveTermKind;
+
+typedef struct DeriveTerm
+{
+	DeriveTermKind kind;
+	int			param;			/* DERIVE_PARAM: $n */
+	DeriveOcc  *occ;			/* DERIVE_COLUMN */
+	AttrNumber	attno;
+	Oid			type;			/* the column's type (DERIVE_COLUMN) */
+	List	   *via;			/* RangeTblEntry *: subqueries and CTEs the column came out of */
+} DeriveTerm;
+
+/* left = right under a btree equality operator. */
+typedef struct DeriveEdge
+{
+	DeriveTerm	left;
+	DeriveTerm	right;
+	Oid			opno;
+} DeriveEdge;
+
+/* What one table of the query is read for (all occurrences and function bodies together). */
+typedef struct DeriveRead
+{
+	Oid			relid;
+	Bitmapset  *columns;		/* attnos, offset by FirstLowInvalidHeapAttributeNumber */
+	bool		all;			/* a whole-row or system column reference: every column */
+} DeriveRead;
+
+/* A function the analysis cannot see into. */
+typedef struct DeriveUncovered
+{
+	Oid			funcid;
+	const char *why;
+} DeriveUncovered;
+
+typedef struct DeriveState
+{
+	int			nparams;
+	List	   *occs;			/* DeriveOcc *, in order of discovery */
+	List	   *reads;			/* DeriveRead * */
+	List	   *uncovered;		/* DeriveUncovered * */
+	List	   *functions_seen; /* OIDs of the functions checked already */
+	const char *in_function;	/* while walking a SQL function's body: its name */
+	int			depth;			/* nesting of function bodies */
+} DeriveState;
+
+/* One derived watch (or uncovered function), as docsync.derive_watches returns it. */
+typedef struct DeriveRow
+{
+	Oid			relid;			/* InvalidOid for an uncovered function */
+	const char *kind;			/* direct, keys, broadcast, uncovered */
+	List	   *columns;		/* char *: direct mapping, one per param */
+	char	   *keys_sql;
+	List	   *keys_args;		/* char * */
+	char	   *why;
+} DeriveRow;
+
+/* The state of one walk (derive_walk.c) that the equalities (derive_terms.c) read. */
+typedef struct DeriveWalk
+{
+	DeriveState *state;
+	List	   *stack;			/* Query *, outermost first: the levels a Var's varlevelsup counts */
+	List	   *held;			/* DeriveEdge *: what holds for every row of the block being scanned */
+	const char *broadcast_why;	/* set inside a recursive CTE or a function's body */
+	bool		body;			/* walking a function's body: its params are not the doc's */
+	List	   *ctes_walked;	/* CommonTableExpr * walked already */
+} DeriveWalk;
+
+/* derive_terms.c */
+extern Query *docsync_derive_level_query(List *stack, Index levelsup);
+extern List *docsync_derive_stack_up(List *stack, Index levelsup);
+extern DeriveOcc *docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte);
+extern CommonTableExpr *docsync_derive_find_cte(List *stack, RangeTblEntry *rte, List **owner_stack);
+extern bool docsync_derive_cte_transparent(CommonTableExpr *cte);
+extern void docsync_derive_conjunct_edges(DeriveWalk *ctx, List *stack, Node *qual, Query *sublink,
+										  List **edges);
+extern List *docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte);
+extern List *docsync_derive_inner_edges(DeriveWalk *ctx, List *stack, Node *jtnode);
+
+/* derive_walk.c */
+extern void docsync_derive_walk(DeriveState *state, Query *query);
+extern void docsync_derive_walk_body(DeriveState *state, Query *query, const char *function);
+
+/* derive_path.c */
+extern DeriveRow *docsync_derive_classify(DeriveState *state, DeriveOcc *occ);
+
+/* derive.c */
+extern void docsync_derive_check_function(DeriveState *state, Oid funcid);
+extern bool docsync_derive_sql_parses(const char *sql);
+
+#endif							/* DOCSYNC_DERIVE_H */

@@ -1,0 +1,346 @@
+/*-------------------------------------------------------------------------
+ *
+ * derive_terms.c
+ *		The equalities behind derived watches: what a column reference is (a table occurrence's
+ *		column, found through subqueries, CTEs referenced once and join aliases; a doc param; or
+ *		something else), which conjuncts are btree equalities between such terms (mergejoinable,
+ *		under a deterministic collation, through binary-compatible relabels only), and what holds
+ *		for every row a join tree node or a query block outputs:
+ *		- an inner join's ON and WHERE hold for all its rows; a LEFT JOIN's rows only satisfy what
+ *		  holds for its preserved side's, a FULL JOIN's nothing;
+ *		- an EXISTS / IN (SELECT …) conjunct has a witness row satisfying the sublink's own
+ *		  conjuncts, so those hold too, and IN adds outer = output;
+ *		- a block that aggregates without GROUP BY (or with grouping sets), or a set operation,
+ *		  guarantees nothing about its tables' rows.
+ *		derive_walk.c decides which of these hold for which occurrence.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parsetree.h"
+#include "utils/lsyscache.h"
+
+#include "derive.h"
+
+static void term_of(DeriveWalk *ctx, List *stack, Node *expr, Query *sublink, DeriveTerm *term);
+static List *query_inner_edges(DeriveWalk *ctx, List *stack, Query *query);
+
+Query *
+docsync_derive_level_query(List *stack, Index levelsup)
+{
+	int			n = list_length(stack) - 1 - (int) levelsup;
+
+	return n >= 0 ? (Query *) list_nth(stack, n) : NULL;
+}
+
+/* The stack as seen from levelsup levels up. */
+List *
+docsync_derive_stack_up(List *stack, Index levelsup)
+{
+	int			n = list_length(stack) - (int) levelsup;
+
+	return n > 0 ? list_truncate(list_copy(stack), n) : NIL;
+}
+
+DeriveOcc *
+docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte)
+{
+	ListCell   *lc;
+	DeriveOcc  *occ;
+
+	foreach(lc, state->occs)
+	{
+		occ = (DeriveOcc *) lfirst(lc);
+		if (occ->rte == rte)
+			return occ;
+	}
+	occ = palloc0(sizeof(DeriveOcc));
+	occ->id = list_length(state->occs);
+	occ->rte = rte;
+	occ->relid = rte->relid;
+	occ->alias = (rte->eref != NULL && rte->eref->aliasname != NULL) ? rte->eref->aliasname
+		: get_rel_name(rte->relid);
+	state->occs = lappend(state->occs, occ);
+	return occ;
+}
+
+/* The CTE an RTE_CTE entry of the query at the top of stack names, with the stack of its owner. */
+CommonTableExpr *
+docsync_derive_find_cte(List *stack, RangeTblEntry *rte, List **owner_stack)
+{
+	Query	   *owner = docsync_derive_level_query(stack, rte->ctelevelsup);
+	ListCell   *lc;
+
+	if (owner == NULL)
+		return NULL;
+	foreach(lc, owner->cteList)
+	{
+		CommonTableExpr *cte = lfirst_node(CommonTableExpr, lc);
+
+		if (strcmp(cte->ctename, rte->ctename) == 0)
+		{
+			*owner_stack = docsync_derive_stack_up(stack, rte->ctelevelsup);
+			return IsA(cte->ctequery, Query) ? cte : NULL;
+		}
+	}
+	return NULL;
+}
+
+/* A CTE whose output columns are its rows' columns: referenced once, not recursive. */
+bool
+docsync_derive_cte_transparent(CommonTableExpr *cte)
+{
+	return cte != NULL && !cte->cterecursive && cte->cterefcount == 1 &&
+		((Query *) cte->ctequery)->commandType == CMD_SELECT &&
+		((Query *) cte->ctequery)->setOperations == NULL;
+}
+
+/* Resolves a Var to the table column it is, through subqueries, CTEs and join aliases. */
+static void
+resolve_var(DeriveWalk *ctx, List *stack, Var *var, DeriveTerm *term)
+{
+	Query	   *query = docsync_derive_level_query(stack, var->varlevelsup);
+	RangeTblEntry *rte;
+	List	   *upper;
+
+	check_stack_depth();
+	term->kind = DERIVE_OPAQUE;
+	if (query == NULL || var->varno < 1 || var->varno > list_length(query->rtable) || var->varattno <= 0)
+		return;
+	rte = rt_fetch(var->varno, query->rtable);
+	upper = docsync_derive_stack_up(stack, var->varlevelsup);
+	switch (rte->rtekind)
+	{
+		case RTE_RELATION:
+			term->kind = DERIVE_COLUMN;
+			term->occ = docsync_derive_occurrence(ctx->state, rte);
+			term->attno = var->varattno;
+			term->type = var->vartype;
+			break;
+		case RTE_SUBQUERY:
+			if (rte->subquery != NULL && rte->subquery->setOperations == NULL)
+			{
+				TargetEntry *tle = get_tle_by_resno(rte->subquery->targetList, var->varattno);
+
+				if (tle != NULL)
+				{
+					term_of(ctx, lappend(upper, rte->subquery), (Node *) tle->expr, NULL, term);
+					term->via = lappend(term->via, rte);
+				}
+			}
+			break;
+		case RTE_CTE:
+			{
+				List	   *owner = NIL;
+				CommonTableExpr *cte = docsync_derive_find_cte(upper, rte, &owner);
+
+				if (docsync_derive_cte_transparent(cte))
+				{
+					Query	   *cteq = (Query *) cte->ctequery;
+					TargetEntry *tle = get_tle_by_resno(cteq->targetList, var->varattno);
+
+					if (tle != NULL)
+					{
+						term_of(ctx, lappend(owner, cteq), (Node *) tle->expr, NULL, term);
+						term->via = lappend(term->via, rte);
+					}
+				}
+				break;
+			}
+		case RTE_JOIN:
+			if (var->varattno <= list_length(rte->joinaliasvars))
+				term_of(ctx, upper, (Node *) list_nth(rte->joinaliasvars, var->varattno - 1), NULL, term);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * The term an expression is: a column, a doc param, or (anything else) opaque. sublink: the query of
+ * the sublink whose test this expression is part of (its PARAM_SUBLINK params are its output).
+ */
+static void
+term_of(DeriveWalk *ctx, List *stack, Node *expr, Query *sublink, DeriveTerm *term)
+{
+	memset(term, 0, sizeof(DeriveTerm));
+	term->kind = DERIVE_OPAQUE;
+	while (expr != NULL && IsA(expr, RelabelType))
+		expr = (Node *) ((RelabelType *) expr)->arg;
+	if (expr == NULL)
+		return;
+	if (IsA(expr, Var))
+		resolve_var(ctx, stack, (Var *) expr, term);
+	else if (IsA(expr, Param))
+	{
+		Param	   *param = (Param *) expr;
+
+		if (param->paramkind == PARAM_EXTERN && !ctx->body &&
+			param->paramid >= 1 && param->paramid <= ctx->state->nparams)
+		{
+			term->kind = DERIVE_PARAM;
+			term->param = param->paramid;
+		}
+		else if (param->paramkind == PARAM_SUBLINK && sublink != NULL)
+		{
+			TargetEntry *tle = get_tle_by_resno(sublink->targetList, param->paramid);
+
+			/* a set operation's output columns are no one branch's */
+			if (tle != NULL && !tle->resjunk && sublink->setOperations == NULL)
+				term_of(ctx, lappend(list_copy(stack), sublink), (Node *) tle->expr, NULL, term);
+		}
+	}
+}
+
+/* Adds left = right when the operator is a btree equality under a deterministic collation. */
+static void
+add_equality(DeriveWalk *ctx, List *stack, OpExpr *op, Query *sublink, List **edges)
+{
+	DeriveEdge *edge;
+
+	if (list_length(op->args) != 2 || get_mergejoin_opfamilies(op->opno) == NIL)
+		return;
+	if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
+		return;
+	edge = palloc0(sizeof(DeriveEdge));
+	term_of(ctx, stack, (Node *) linitial(op->args), sublink, &edge->left);
+	term_of(ctx, stack, (Node *) lsecond(op->args), sublink, &edge->right);
+	if (edge->left.kind == DERIVE_OPAQUE || edge->right.kind == DERIVE_OPAQUE ||
+		(edge->left.kind == DERIVE_PARAM && edge->right.kind == DERIVE_PARAM))
+		return;
+	edge->opno = op->opno;
+	*edges = lappend(*edges, edge);
+}
+
+/* The equalities among the top-level AND conjuncts of a qual (sublink: as in add_equality). */
+void
+docsync_derive_conjunct_edges(DeriveWalk *ctx, List *stack, Node *qual, Query *sublink, List **edges)
+{
+	check_stack_depth();
+	if (qual == NULL || ctx->body)
+		return;
+	if (IsA(qual, List))
+	{
+		ListCell   *lc;
+
+		foreach(lc, (List *) qual)
+			docsync_derive_conjunct_edges(ctx, stack, (Node *) lfirst(lc), sublink, edges);
+	}
+	else if (is_andclause(qual))
+		docsync_derive_conjunct_edges(ctx, stack, (Node *) ((BoolExpr *) qual)->args, sublink, edges);
+	else if (IsA(qual, OpExpr))
+		add_equality(ctx, stack, (OpExpr *) qual, sublink, edges);
+	else if (IsA(qual, SubLink) && sublink == NULL)
+	{
+		SubLink    *link = (SubLink *) qual;
+		Query	   *sub = (Query *) link->subselect;
+
+		if (sub == NULL || !IsA(sub, Query) ||
+			(link->subLinkType != ANY_SUBLINK && link->subLinkType != EXISTS_SUBLINK))
+			return;
+		/* outer IN (SELECT output …): outer = output holds on both sides */
+		if (link->subLinkType == ANY_SUBLINK)
+			docsync_derive_conjunct_edges(ctx, stack, link->testexpr, sub, edges);
+		/*
+		 * A row passes EXISTS / IN only with a row of the sublink as witness, and that row satisfies
+		 * the sublink's own conjuncts: they hold for the outer rows too (as for an inner join).
+		 */
+		*edges = list_concat(*edges, query_inner_edges(ctx, stack, sub));
+	}
+}
+
+/* The edges whose columns do not come out of a given subquery or CTE reference. */
+List *
+docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte)
+{
+	List	   *kept = NIL;
+	ListCell   *lc;
+
+	foreach(lc, edges)
+	{
+		DeriveEdge *edge = (DeriveEdge *) lfirst(lc);
+
+		if (!list_member_ptr(edge->left.via, rte) && !list_member_ptr(edge->right.via, rte))
+			kept = lappend(kept, edge);
+	}
+	return kept;
+}
+
+/*
+ * What holds for every row a query block outputs, each of which stands for rows of its tables that
+ * satisfy its conjuncts. Not so for an aggregate without GROUP BY (its one row exists with no input
+ * row) nor grouping sets (the empty set), nor a set operation.
+ */
+static List *
+query_inner_edges(DeriveWalk *ctx, List *stack, Query *query)
+{
+	if (query == NULL || query->setOperations != NULL || query->jointree == NULL ||
+		query->groupingSets != NIL ||
+		(query->groupClause == NIL && (query->hasAggs || query->havingQual != NULL)))
+		return NIL;
+	return docsync_derive_inner_edges(ctx, lappend(list_copy(stack), query), (Node *) query->jointree);
+}
+
+/* What holds for every row a join tree node outputs (the top of stack is its query). */
+List *
+docsync_derive_inner_edges(DeriveWalk *ctx, List *stack, Node *jtnode)
+{
+	List	   *edges = NIL;
+	Query	   *query = (Query *) llast(stack);
+
+	check_stack_depth();
+	if (jtnode == NULL)
+		return NIL;
+	if (IsA(jtnode, RangeTblRef))
+	{
+		int			rtindex = ((RangeTblRef *) jtnode)->rtindex;
+		RangeTblEntry *rte;
+
+		if (rtindex < 1 || rtindex > list_length(query->rtable))
+			return NIL;
+		rte = rt_fetch(rtindex, query->rtable);
+		if (rte->rtekind == RTE_SUBQUERY)
+			return query_inner_edges(ctx, stack, rte->subquery);
+		if (rte->rtekind == RTE_CTE)
+		{
+			List	   *owner = NIL;
+			CommonTableExpr *cte = docsync_derive_find_cte(stack, rte, &owner);
+
+			if (docsync_derive_cte_transparent(cte))
+				return query_inner_edges(ctx, owner, (Query *) cte->ctequery);
+		}
+		return NIL;
+	}
+	if (IsA(jtnode, FromExpr))
+	{
+		FromExpr   *from = (FromExpr *) jtnode;
+		ListCell   *lc;
+
+		docsync_derive_conjunct_edges(ctx, stack, from->quals, NULL, &edges);
+		foreach(lc, from->fromlist)
+			edges = list_concat(edges, docsync_derive_inner_edges(ctx, stack, (Node *) lfirst(lc)));
+		return edges;
+	}
+	if (IsA(jtnode, JoinExpr))
+	{
+		JoinExpr   *join = (JoinExpr *) jtnode;
+
+		switch (join->jointype)
+		{
+			case JOIN_INNER:
+				docsync_derive_conjunct_edges(ctx, stack, join->quals, NULL, &edges);
+				edges = list_concat(edges, docsync_derive_inner_edges(ctx, stack, join->larg));
+				return list_concat(edges, docsync_derive_inner_edges(ctx, stack, join->rarg));
+			case JOIN_LEFT:
+				return docsync_derive_inner_edges(ctx, stack, join->larg);
+			case JOIN_RIGHT:
+				return docsync_derive_inner_edges(ctx, stack, join->rarg);
+			default:
+				return NIL;
+		}
+	}
+	return NIL;
+}

@@ -1,0 +1,326 @@
+/*-------------------------------------------------------------------------
+ *
+ * derive_walk.c
+ *		The walk behind derived watches: every table occurrence of a rewritten query (views expanded,
+ *		subqueries, CTEs, sublinks, set operation branches, policies' quals, SQL functions' bodies),
+ *		the columns the query reads of each table, the functions it calls, and, per occurrence, which
+ *		of the equalities derive_terms.c finds hold for every row it contributes:
+ *		- WHERE and an inner join's ON hold for the relations below and beside them; a LEFT JOIN's
+ *		  ON for its nullable side only (with what holds for every row of its preserved side), a
+ *		  FULL JOIN's for neither;
+ *		- a subquery in FROM (a view, a CTE referenced once) receives the conjuncts around it unless
+ *		  a LIMIT/OFFSET, window function, DISTINCT ON or grouping sets decide which of its rows
+ *		  count: then only those that do not go through its output columns (a LATERAL subquery's
+ *		  outer references, say), besides its own;
+ *		- a sublink's relations get its own conjuncts and what holds for every row of its block;
+ *		- set operation branches are walked each on its own; a CTE referenced more than once
+ *		  with its own conjuncts only; a recursive CTE's tables and a SQL function body's are
+ *		  marked broadcast.
+ *		derive_path.c turns the equalities into watches.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/sysattr.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parsetree.h"
+#include "utils/lsyscache.h"
+
+#include "derive.h"
+
+static void walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited);
+
+/*
+ * Whether the conjuncts around a subquery hold for its rows: none of its own clauses decides which
+ * rows count by looking at others.
+ */
+static bool
+subquery_passes(Query *sub)
+{
+	return sub->setOperations == NULL && sub->limitCount == NULL && sub->limitOffset == NULL &&
+		!sub->hasWindowFuncs && !sub->hasDistinctOn && sub->groupingSets == NIL;
+}
+
+/* Walks a subquery in FROM (or a CTE reference) with what holds around it. */
+static void
+place_subquery(DeriveWalk *ctx, List *outer, Query *sub, RangeTblEntry *rte, List *held)
+{
+	walk_query(ctx, outer, sub, subquery_passes(sub) ? held : docsync_derive_edges_not_via(held, rte));
+}
+
+/* Gives every occurrence under a join tree node what holds for its rows (held: around the node). */
+static void
+place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
+{
+	Query	   *query = (Query *) llast(stack);
+
+	check_stack_depth();
+	if (jtnode == NULL)
+		return;
+	if (IsA(jtnode, RangeTblRef))
+	{
+		int			rtindex = ((RangeTblRef *) jtnode)->rtindex;
+		RangeTblEntry *rte;
+
+		if (rtindex < 1 || rtindex > list_length(query->rtable))
+			return;
+		rte = rt_fetch(rtindex, query->rtable);
+		if (rte->rtekind == RTE_RELATION)
+		{
+			DeriveOcc  *occ = docsync_derive_occurrence(ctx->state, rte);
+
+			if (!occ->placed)
+			{
+				occ->placed = true;
+				occ->edges = list_copy(held);
+				occ->broadcast_why = ctx->broadcast_why;
+			}
+		}
+		else if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
+			place_subquery(ctx, stack, rte->subquery, rte, held);
+		else if (rte->rtekind == RTE_CTE)
+		{
+			List	   *owner = NIL;
+			CommonTableExpr *cte = docsync_derive_find_cte(stack, rte, &owner);
+			const char *save = ctx->broadcast_why;
+
+			if (cte == NULL || list_member_ptr(ctx->ctes_walked, cte))
+				return;
+			ctx->ctes_walked = lappend(ctx->ctes_walked, cte);
+			if (cte->cterecursive && ctx->broadcast_why == NULL)
+				ctx->broadcast_why = psprintf("it is read by the recursive CTE %s", cte->ctename);
+			if (docsync_derive_cte_transparent(cte))
+				place_subquery(ctx, owner, (Query *) cte->ctequery, rte, held);
+			else
+				walk_query(ctx, owner, (Query *) cte->ctequery, NIL);
+			ctx->broadcast_why = save;
+		}
+		return;
+	}
+	if (IsA(jtnode, FromExpr))
+	{
+		FromExpr   *from = (FromExpr *) jtnode;
+		List	   *where = NIL;
+		ListCell   *lc;
+
+		docsync_derive_conjunct_edges(ctx, stack, from->quals, NULL, &where);
+		foreach(lc, from->fromlist)
+		{
+			List	   *mine = list_concat(list_copy(held), where);
+			ListCell   *other;
+
+			foreach(other, from->fromlist)
+				if (other != lc)
+					mine = list_concat(mine, docsync_derive_inner_edges(ctx, stack, (Node *) lfirst(other)));
+			place(ctx, stack, (Node *) lfirst(lc), mine);
+		}
+		return;
+	}
+	if (IsA(jtnode, JoinExpr))
+	{
+		JoinExpr   *join = (JoinExpr *) jtnode;
+		List	   *on = NIL;
+
+		docsync_derive_conjunct_edges(ctx, stack, join->quals, NULL, &on);
+		switch (join->jointype)
+		{
+			case JOIN_INNER:
+				place(ctx, stack, join->larg,
+					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+				place(ctx, stack, join->rarg,
+					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+				break;
+			case JOIN_LEFT:
+				place(ctx, stack, join->larg, held);
+				place(ctx, stack, join->rarg,
+					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+				break;
+			case JOIN_RIGHT:
+				place(ctx, stack, join->rarg, held);
+				place(ctx, stack, join->larg,
+					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+				break;
+			default:
+				place(ctx, stack, join->larg, held);
+				place(ctx, stack, join->rarg, held);
+				break;
+		}
+	}
+}
+
+/*
+ * Records that the query reads a table and, when column, its column attno (0, a whole-row
+ * reference, or a system column: all of them).
+ */
+static void
+record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno)
+{
+	DeriveRead *read = NULL;
+	ListCell   *lc;
+
+	foreach(lc, state->reads)
+	{
+		if (((DeriveRead *) lfirst(lc))->relid == relid)
+			read = (DeriveRead *) lfirst(lc);
+	}
+	if (read == NULL)
+	{
+		read = palloc0(sizeof(DeriveRead));
+		read->relid = relid;
+		state->reads = lappend(state->reads, read);
+	}
+	if (!column)
+		return;
+	if (attno <= 0)
+		read->all = true;
+	else
+		read->columns = bms_add_member(read->columns, attno - FirstLowInvalidHeapAttributeNumber);
+}
+
+static bool
+check_function_cb(Oid funcid, void *context)
+{
+	docsync_derive_check_function(((DeriveWalk *) context)->state, funcid);
+	return false;
+}
+
+/*
+ * Scans the expressions of the block at the top of ctx->stack: columns read, functions called,
+ * sublinks (walked as queries with what holds for every row of the block).
+ */
+static bool
+scan_walker(Node *node, void *context)
+{
+	DeriveWalk    *ctx = (DeriveWalk *) context;
+
+	if (node == NULL)
+		return false;
+	check_stack_depth();
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+		Query	   *query = docsync_derive_level_query(ctx->stack, var->varlevelsup);
+		RangeTblEntry *rte;
+
+		if (query == NULL || var->varno < 1 || var->varno > list_length(query->rtable))
+			return false;
+		rte = rt_fetch(var->varno, query->rtable);
+		if (rte->rtekind == RTE_RELATION)
+			record_read(ctx->state, rte->relid, true, var->varattno);
+		else if (rte->rtekind == RTE_JOIN)
+		{
+			/* a join's column is a column of one of its sides (or a COALESCE of both) */
+			List	   *save = ctx->stack;
+			Node	   *what = (Node *) rte->joinaliasvars;
+
+			if (var->varattno > 0 && var->varattno <= list_length(rte->joinaliasvars))
+				what = (Node *) list_nth(rte->joinaliasvars, var->varattno - 1);
+			ctx->stack = docsync_derive_stack_up(save, var->varlevelsup);
+			(void) scan_walker(what, context);
+			ctx->stack = save;
+		}
+		return false;
+	}
+	if (IsA(node, SubLink))
+	{
+		SubLink    *link = (SubLink *) node;
+
+		(void) scan_walker(link->testexpr, context);
+		if (link->subselect != NULL && IsA(link->subselect, Query))
+			walk_query(ctx, ctx->stack, (Query *) link->subselect, ctx->held);
+		return false;
+	}
+	if (IsA(node, Query))
+		return false;			/* subqueries in FROM and CTEs are walked from the join tree */
+	(void) check_functions_in_node(node, check_function_cb, context);
+	return expression_tree_walker(node, scan_walker, context);
+}
+
+static void
+scan_query(DeriveWalk *ctx, List *stack, Query *query, List *held)
+{
+	List	   *save_stack = ctx->stack;
+	List	   *save_held = ctx->held;
+
+	ctx->stack = stack;
+	ctx->held = held;
+	(void) query_tree_walker(query, scan_walker, ctx,
+							 QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_CTE_SUBQUERIES | QTW_IGNORE_JOINALIASES);
+	ctx->stack = save_stack;
+	ctx->held = save_held;
+}
+
+/* Walks one query block below the levels outer, with what holds for all its rows from outside. */
+static void
+walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited)
+{
+	List	   *stack;
+	List	   *held;
+	ListCell   *lc;
+
+	check_stack_depth();
+	if (query == NULL)
+		return;
+	stack = lappend(list_copy(outer), query);
+	if (query->setOperations != NULL)
+	{
+		/* each branch on its own; what holds from outside (correlation) holds for each */
+		foreach(lc, query->rtable)
+		{
+			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+			if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
+				walk_query(ctx, stack, rte->subquery, docsync_derive_edges_not_via(inherited, rte));
+		}
+		scan_query(ctx, stack, query, inherited);
+		return;
+	}
+	if (query->jointree != NULL)
+		place(ctx, stack, (Node *) query->jointree, inherited);
+	held = list_concat(list_copy(inherited), docsync_derive_inner_edges(ctx, stack, (Node *) query->jointree));
+	scan_query(ctx, stack, query, held);
+
+	/* a table in the range table but not the join tree: read, but how is unknown */
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+		DeriveOcc  *occ;
+
+		if (rte->rtekind != RTE_RELATION || get_rel_relkind(rte->relid) == RELKIND_VIEW)
+			continue;
+		occ = docsync_derive_occurrence(ctx->state, rte);
+		if (!occ->placed)
+		{
+			occ->placed = true;
+			occ->broadcast_why = ctx->broadcast_why != NULL ? ctx->broadcast_why
+				: "the analysis does not see how its rows are joined";
+		}
+		record_read(ctx->state, rte->relid, false, InvalidAttrNumber);
+	}
+}
+
+void
+docsync_derive_walk(DeriveState *state, Query *query)
+{
+	DeriveWalk		ctx;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.state = state;
+	walk_query(&ctx, NIL, query, NIL);
+}
+
+/* The body of a SQL function: what it reads is broadcast (its arguments are not traced). */
+void
+docsync_derive_walk_body(DeriveState *state, Query *query, const char *function)
+{
+	DeriveWalk		ctx;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.state = state;
+	ctx.body = true;
+	ctx.broadcast_why = psprintf("it is read by the function %s, whose arguments are not traced", function);
+	walk_query(&ctx, NIL, query, NIL);
+}

@@ -1,0 +1,162 @@
+-- docsync.derive_watches: the watches derived for a doc query, from PostgreSQL's own analysis of it.
+-- Per table occurrence the cheapest sound kind: direct (a chain of equalities that every
+-- contributing row satisfies ties a column to each param), keys (a join path through such
+-- equalities reaches a table that is direct), broadcast (no key path, saying why); plus one
+-- uncovered row per function whose body the analysis cannot see into.
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET synchronous_commit = on;
+
+CREATE SCHEMA drv;
+SET search_path = drv;
+CREATE TABLE customers (id int PRIMARY KEY, name text, region text, referrer_id int);
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, status text, placed_at timestamptz);
+CREATE TABLE products (id int PRIMARY KEY, name text, price numeric);
+CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL, product_id int NOT NULL, qty int);
+CREATE VIEW order_lines AS
+  SELECT i.order_id, p.name, i.qty FROM order_items i JOIN products p ON p.id = i.product_id;
+CREATE FUNCTION order_total(int) RETURNS numeric LANGUAGE plpgsql STABLE
+  AS $$BEGIN RETURN (SELECT sum(i.qty * p.price) FROM order_items i JOIN products p ON p.id = i.product_id
+                      WHERE i.order_id = $1); END$$;
+CREATE FUNCTION product_name(int) RETURNS text LANGUAGE sql STABLE
+  AS 'SELECT name FROM drv.products WHERE id = $1';
+CREATE FUNCTION region_of(c int) RETURNS text LANGUAGE sql STABLE
+  BEGIN ATOMIC SELECT region FROM drv.customers WHERE id = c; END;
+
+-- d(sql): the derived rows, in a stable order
+CREATE FUNCTION d(sql text) RETURNS TABLE (tbl name, kind text, columns name[], keys_sql text,
+                                           keys_args name[], read_columns name[], why text)
+LANGUAGE sql AS $$
+  SELECT table_name, kind, columns, keys_sql, keys_args, read_columns, why
+    FROM docsync.derive_watches(sql, 'drv', NULL)
+   ORDER BY table_name NULLS LAST, kind, why
+$$;
+
+-- the order doc: orders and order_items direct, products through order_items (keys)
+SELECT * FROM d($$SELECT jsonb_build_object('id', o.id, 'items',
+    (SELECT jsonb_agg(jsonb_build_object('p', p.name, 'q', i.qty))
+       FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = o.id))
+  FROM orders o WHERE o.id = $1$$);
+
+-- a multi-hop reverse index: a customer's doc reads products through order_items and orders
+SELECT * FROM d($$SELECT jsonb_build_object('name', c.name, 'bought',
+    (SELECT jsonb_agg(p.name) FROM orders o JOIN order_items i ON i.order_id = o.id
+       JOIN products p ON p.id = i.product_id WHERE o.customer_id = c.id))
+  FROM customers c WHERE c.id = $1$$);
+
+-- LEFT JOIN: its ON ties the nullable side to the preserved side, never the other way
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+  WHERE c.id = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
+  FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND c.id = $1$$);
+-- RIGHT JOIN is the mirror image
+SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
+  FROM orders o RIGHT JOIN customers c ON o.customer_id = c.id AND c.id = $1$$);
+-- FULL JOIN: its ON holds for neither side
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM customers c FULL JOIN orders o ON o.customer_id = c.id
+  WHERE c.id = $1$$);
+
+-- OR, a range predicate and a function of a column give nothing; another filter beside an equality
+-- changes nothing
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM orders o WHERE o.id = $1 OR o.customer_id = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM orders o WHERE o.id >= $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM orders o WHERE abs(o.customer_id) = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM orders o WHERE o.customer_id = $1 AND o.placed_at > now() - interval '1 day'$$);
+
+-- an aggregate over a whole table; GROUP BY columns let the outer conjuncts through, aggregates do not
+SELECT * FROM d($$SELECT jsonb_build_object('name', c.name, 'all_orders', (SELECT count(*) FROM orders))
+  FROM customers c WHERE c.id = $1$$);
+SELECT * FROM d($$SELECT to_jsonb(s) FROM (SELECT o.customer_id, count(*) AS n FROM orders o
+  GROUP BY o.customer_id) s WHERE s.customer_id = $1$$);
+SELECT * FROM d($$SELECT to_jsonb(s) FROM (SELECT o.status, count(*) AS n FROM orders o
+  GROUP BY o.status) s WHERE s.n = $1$$);
+-- a LATERAL count has a row even for a product without items of the order: every product is in every
+-- doc, so nothing ties products to the order (while an item still reaches the doc of its order)
+SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('p', p.name, 'n', s.n)) FROM products p
+  CROSS JOIN LATERAL (SELECT count(*) AS n FROM order_items i
+                      WHERE i.product_id = p.id AND i.order_id = $1) s$$);
+-- … whereas grouped, a row stands for items that exist
+SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('p', p.name, 'n', s.n)) FROM products p
+  CROSS JOIN LATERAL (SELECT i.order_id, count(*) AS n FROM order_items i
+                      WHERE i.product_id = p.id AND i.order_id = $1 GROUP BY i.order_id) s$$);
+
+-- top-N: a LIMIT decides which rows count by looking at the others, unless it is per outer row
+SELECT * FROM d($$SELECT jsonb_agg(s.id) FROM (SELECT o.id, o.customer_id FROM orders o
+  ORDER BY o.placed_at DESC LIMIT 10) s WHERE s.customer_id = $1$$);
+SELECT * FROM d($$SELECT jsonb_build_object('name', c.name, 'recent', jsonb_agg(r.id)) FROM customers c
+  CROSS JOIN LATERAL (SELECT o.id FROM orders o WHERE o.customer_id = c.id
+                      ORDER BY o.placed_at DESC LIMIT 3) r
+  WHERE c.id = $1 GROUP BY c.name$$);
+SELECT * FROM d($$SELECT jsonb_agg(s.id) FROM (SELECT DISTINCT ON (o.customer_id) o.id, o.customer_id
+  FROM orders o ORDER BY o.customer_id, o.placed_at DESC) s WHERE s.customer_id = $1$$);
+
+-- sublinks: EXISTS, NOT EXISTS, IN (outer = output, and the sublink's conjuncts through its witness)
+SELECT * FROM d($$SELECT to_jsonb(c.name) FROM customers c WHERE c.id = $1
+  AND EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'open')$$);
+SELECT * FROM d($$SELECT to_jsonb(c.name) FROM customers c WHERE c.id = $1
+  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)$$);
+SELECT * FROM d($$SELECT jsonb_agg(p.name) FROM products p
+  WHERE p.id IN (SELECT i.product_id FROM order_items i WHERE i.order_id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(p.name) FROM products p
+  WHERE p.id NOT IN (SELECT i.product_id FROM order_items i WHERE i.order_id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(p.name) FROM products p
+  WHERE p.id IN (SELECT i.product_id FROM order_items i UNION SELECT o.id FROM orders o) AND p.id = $1$$);
+
+-- CTEs: like subqueries; one referenced twice keeps its own conjuncts only; a recursive one: broadcast
+SELECT * FROM d($$WITH open AS (SELECT o.id, o.customer_id FROM orders o WHERE o.status = 'open')
+  SELECT jsonb_agg(x.id) FROM open x WHERE x.customer_id = $1$$);
+SELECT * FROM d($$WITH mine AS (SELECT o.id, o.customer_id FROM orders o)
+  SELECT jsonb_agg(a.id) FROM mine a, mine b WHERE a.customer_id = $1 AND b.id = a.id$$);
+SELECT * FROM d($$WITH RECURSIVE chain(id) AS (SELECT c.id FROM customers c WHERE c.id = $1
+    UNION SELECT c.id FROM customers c JOIN chain ON c.referrer_id = chain.id)
+  SELECT jsonb_agg(id) FROM chain$$);
+
+-- UNION branches each on their own; an outer conjunct on a UNION's output reaches no branch
+SELECT * FROM d($$SELECT to_jsonb(c.name) FROM customers c WHERE c.id = $1
+  UNION ALL SELECT to_jsonb(p.name) FROM products p WHERE p.id = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(u.id) FROM (SELECT o.customer_id AS id FROM orders o
+  UNION SELECT c.id FROM customers c) u WHERE u.id = $1$$);
+
+-- a view is seen through: its tables and the join inside it
+SELECT * FROM d($$SELECT jsonb_agg(l) FROM order_lines l WHERE l.order_id = $1$$);
+
+-- no params: the one doc reads every row; whole-row references read every column (null)
+SELECT * FROM d($$SELECT jsonb_agg(p) FROM products p$$);
+
+-- two params: a table tied to both is direct on both, in $n order; one tied to a single param is not
+SELECT * FROM d($$SELECT jsonb_agg(i.qty) FROM order_items i WHERE i.product_id = $2 AND i.order_id = $1$$);
+SELECT * FROM d($$SELECT jsonb_build_object('o', o.status, 'p', p.name) FROM orders o, products p
+  WHERE o.id = $1 AND p.id = $2$$);
+-- … unless a join path reaches a table tied to both
+SELECT * FROM d($$SELECT jsonb_build_object('o', o.status, 'q', i.qty) FROM orders o
+  JOIN order_items i ON i.order_id = o.id WHERE o.id = $1 AND i.product_id = $2$$);
+
+-- two occurrences with the same watch: one row
+SELECT * FROM d($$SELECT to_jsonb(o.status) FROM orders o WHERE o.id = $1
+  AND EXISTS (SELECT 1 FROM orders o2 WHERE o2.id = $1 AND o2.status = 'open')$$);
+
+-- a self-join: one row per occurrence
+SELECT * FROM d($$SELECT jsonb_agg(prev.id) FROM orders o JOIN orders prev
+  ON prev.customer_id = o.customer_id AND prev.id <> o.id WHERE o.id = $1$$);
+
+-- functions: a plpgsql body is uncovered; a SQL body is analysed and the tables it reads broadcast;
+-- pg_catalog functions that run SQL text are uncovered
+SELECT * FROM d($$SELECT jsonb_build_object('total', order_total(o.id)) FROM orders o WHERE o.id = $1$$);
+SELECT * FROM d($$SELECT jsonb_build_object('p', product_name(i.product_id), 'r', region_of(1))
+  FROM order_items i WHERE i.order_id = $1$$);
+SELECT * FROM d($$SELECT to_jsonb(query_to_xml('SELECT 1', true, false, '')::text) FROM orders o WHERE o.id = $1$$);
+
+-- the query is analysed as the definer: who may not act as it is refused, as by analyze_query
+CREATE ROLE regress_drv;
+GRANT docsync_admin TO regress_drv;
+GRANT USAGE ON SCHEMA drv TO regress_drv;
+SET ROLE regress_drv;
+SELECT * FROM docsync.derive_watches('SELECT 1', 'drv', 'postgres');
+-- its own text: what analyze_query refuses is refused
+SELECT count(*) FROM docsync.derive_watches('SELECT 1 FROM no_such_table', 'drv', NULL);
+SELECT count(*) FROM docsync.derive_watches('DELETE FROM orders', 'drv', NULL);
+RESET ROLE;
+
+RESET search_path;
+DROP SCHEMA drv CASCADE;
+DROP ROLE regress_drv;
