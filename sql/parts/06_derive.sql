@@ -110,14 +110,16 @@ $$;
 -- the watches of every query with watches = 'derived' again, as each one's definer. When unsure,
 -- recompute: a query whose watches cannot be derived now (it no longer analyses, a lock is held
 -- elsewhere past lock_timeout, a function became uncovered, its definer may no longer read a table)
--- keeps its derived watches and gets a derived broadcast watch on every table they covered, and
--- docsync.queries reports why (query_defs.derive_problem) until DDL or a redefinition derives them.
+-- keeps its derived watches and gets a derived broadcast watch on every table they covered and on
+-- every table it reads now that no watch covers and its definer may read, and docsync.queries
+-- reports why (query_defs.derive_problem) until DDL or a redefinition derives them.
 -- Never raises: the DDL is a customer's, and must not fail because of docsync.
 CREATE FUNCTION docsync._rederive() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   q docsync.query_defs;
   msg text;
+  reads regclass[];
 BEGIN
   FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
     BEGIN
@@ -127,16 +129,28 @@ BEGIN
       BEGIN
         UPDATE docsync.query_defs x SET derive_problem = msg
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        BEGIN
+          -- the tables it reads now that no watch covers, when it still analyses, and its definer
+          -- may read them (a watch its definer may not read would refuse the whole query)
+          reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
+                          WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
+                            AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
+        EXCEPTION WHEN OTHERS THEN
+          reads := '{}';
+        END;
         INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
                                         read_columns, defined_by, search_path)
-        SELECT DISTINCT q.name, w.table_schema, w.table_name, '{}'::name[], NULL::text, 'derived', true,
+        SELECT DISTINCT q.name, t.nspname, t.relname, '{}'::name[], NULL::text, 'derived', true,
                NULL::name[], q.defined_by, q.search_path
-          FROM docsync.watch_defs w
-         WHERE w.query = q.name AND w.origin = 'derived'
-           AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
-           AND NOT EXISTS (SELECT FROM docsync.watch_defs b
+          FROM (SELECT w.table_schema AS nspname, w.table_name AS relname FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
+                UNION
+                SELECT n.nspname, c.relname FROM unnest(reads) r JOIN pg_class c ON c.oid = r
+                  JOIN pg_namespace n ON n.oid = c.relnamespace) t
+         WHERE NOT EXISTS (SELECT FROM docsync.watch_defs b
                             WHERE b.query = q.name AND b.origin = 'derived' AND b.broadcast
-                              AND b.table_schema = w.table_schema AND b.table_name = w.table_name);
+                              AND b.table_schema = t.nspname AND b.table_name = t.relname);
       EXCEPTION WHEN OTHERS THEN
         NULL;   -- the worker refuses a query it cannot judge (docsync.refusal)
       END;
