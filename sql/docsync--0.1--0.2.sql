@@ -21,6 +21,15 @@ DROP FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text);
 DROP FUNCTION docsync._watch(text, text, text[], text, text[], boolean, text);
 DROP FUNCTION docsync.analyze_for(text, text, text);
 
+CREATE FUNCTION docsync.derive_watches(sql text, search_path text, definer regrole)
+RETURNS TABLE (table_schema name, table_name name, kind text, columns name[], keys_sql text,
+               keys_args name[], read_columns name[], why text)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_derive_watches';
+
+COMMENT ON FUNCTION docsync.derive_watches(text, text, regrole) IS
+  'the watches derived for a doc query: per table occurrence its cheapest sound kind (direct, keys, broadcast) and the columns read; uncovered rows name functions whose bodies cannot be analysed';
+
 CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
   OUT param_collations regcollation[], OUT result_collations regcollation[])
@@ -534,6 +543,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms
 DECLARE
   q docsync.query_defs;
   msg text;
+  reads regclass[];
 BEGIN
   FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
     BEGIN
@@ -543,16 +553,28 @@ BEGIN
       BEGIN
         UPDATE docsync.query_defs x SET derive_problem = msg
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        BEGIN
+          -- the tables it reads now that no watch covers, when it still analyses, and its definer
+          -- may read them (a watch its definer may not read would refuse the whole query)
+          reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
+                          WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
+                            AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
+        EXCEPTION WHEN OTHERS THEN
+          reads := '{}';
+        END;
         INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
                                         read_columns, defined_by, search_path)
-        SELECT DISTINCT q.name, w.table_schema, w.table_name, '{}'::name[], NULL::text, 'derived', true,
+        SELECT DISTINCT q.name, t.nspname, t.relname, '{}'::name[], NULL::text, 'derived', true,
                NULL::name[], q.defined_by, q.search_path
-          FROM docsync.watch_defs w
-         WHERE w.query = q.name AND w.origin = 'derived'
-           AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
-           AND NOT EXISTS (SELECT FROM docsync.watch_defs b
+          FROM (SELECT w.table_schema AS nspname, w.table_name AS relname FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
+                UNION
+                SELECT n.nspname, c.relname FROM unnest(reads) r JOIN pg_class c ON c.oid = r
+                  JOIN pg_namespace n ON n.oid = c.relnamespace) t
+         WHERE NOT EXISTS (SELECT FROM docsync.watch_defs b
                             WHERE b.query = q.name AND b.origin = 'derived' AND b.broadcast
-                              AND b.table_schema = w.table_schema AND b.table_name = w.table_name);
+                              AND b.table_schema = t.nspname AND b.table_name = t.relname);
       EXCEPTION WHEN OTHERS THEN
         NULL;   -- the worker refuses a query it cannot judge (docsync.refusal)
       END;
@@ -787,4 +809,5 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.ba
   docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(),
   docsync.explain(text)
   TO docsync_admin;
+GRANT EXECUTE ON FUNCTION docsync.derive_watches(text, text, regrole) TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;
