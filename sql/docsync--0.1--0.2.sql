@@ -457,53 +457,64 @@ DECLARE
   nsp name;
   want jsonb := '[]';
   have jsonb;
+  found text;
 BEGIN
-  SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
-    FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
-  SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
-    FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
-  IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
-    RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
-      USING ERRCODE = 'feature_not_supported',
-            DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
-            HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
-  END IF;
-
-  FOR d IN
-    SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
-      FROM jsonb_to_recordset(found_rows)
-           AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
-                read_columns name[])
-     WHERE x.kind IN ('direct', 'keys', 'broadcast')
-     ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
-  LOOP
-    rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
-    CONTINUE WHEN rel IS NULL;
-    SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
-    -- a partition read directly is watched as its root, whose changes the plugin reports
-    IF cls.relispartition THEN
-      rel := pg_partition_root(rel);
-      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+  -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
+  -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
+  -- derives again) must not hold those locks to its commit, where another session's DDL on those
+  -- tables would wait for it. The checks below, when the watches changed, lock what they read.
+  BEGIN
+    SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
+      FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
+    SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
+      FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
+    IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
+      RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
+              HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
     END IF;
-    -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
-    CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
-    nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
-    CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
-                           WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
-                             AND w.table_name = cls.relname
-                             AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
-                             AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
-    want := want || jsonb_build_object(
-      'table_schema', nsp, 'table_name', cls.relname,
-      'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
-      'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
-      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
-      'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
-                                                                                  WHEN 'keys' THEN d.keys_args
-                                                                                  ELSE '{}' END)),
-      'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
-  END LOOP;
-  SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+
+    FOR d IN
+      SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
+        FROM jsonb_to_recordset(found_rows)
+             AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
+                  read_columns name[])
+       WHERE x.kind IN ('direct', 'keys', 'broadcast')
+       ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
+    LOOP
+      rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
+      CONTINUE WHEN rel IS NULL;
+      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      -- a partition read directly is watched as its root, whose changes the plugin reports
+      IF cls.relispartition THEN
+        rel := pg_partition_root(rel);
+        SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      END IF;
+      -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
+      CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
+      nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
+      CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
+                             WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
+                               AND w.table_name = cls.relname
+                               AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
+                               AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
+      want := want || jsonb_build_object(
+        'table_schema', nsp, 'table_name', cls.relname,
+        'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
+        'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
+        'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
+        'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                    WHEN 'keys' THEN d.keys_args
+                                                                                    ELSE '{}' END)),
+        'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
+    END LOOP;
+    SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+    RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
+  EXCEPTION WHEN SQLSTATE 'DSY01' THEN
+    GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
+    want := found::jsonb;
+  END;
 
   SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
            'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
@@ -555,12 +566,18 @@ BEGIN
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
         BEGIN
           -- the tables it reads now that no watch covers, when it still analyses, and its definer
-          -- may read them (a watch its definer may not read would refuse the whole query)
+          -- may read them (a watch its definer may not read would refuse the whole query); found,
+          -- like derive_stored's, in a subtransaction rolled back so as to release its locks
           reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
                           WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
                             AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
-        EXCEPTION WHEN OTHERS THEN
-          reads := '{}';
+          RAISE EXCEPTION 'docsync: read' USING ERRCODE = 'DSY01', DETAIL = reads::oid[]::text;
+        EXCEPTION
+          WHEN SQLSTATE 'DSY01' THEN
+            GET STACKED DIAGNOSTICS msg = PG_EXCEPTION_DETAIL;
+            reads := msg::oid[]::regclass[];
+          WHEN OTHERS THEN
+            reads := '{}';
         END;
         INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
                                         read_columns, defined_by, search_path)
