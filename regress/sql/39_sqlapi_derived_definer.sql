@@ -36,6 +36,19 @@ SELECT docsync.define_query('notes', 'SELECT to_jsonb(n) FROM order_notes n WHER
                             search_path => 'ddef');
 SELECT table_name, kind, origin, columns, defined_by FROM docsync.watches WHERE query = 'notes' ORDER BY table_name, kind;
 RESET ROLE;
+-- another definer's watch on the query's table adds to its derived watches, never replaces them
+CREATE ROLE regress_dbob;
+GRANT docsync_admin TO regress_dbob;
+GRANT USAGE ON SCHEMA ddef TO regress_dbob;
+GRANT SELECT ON ddef.orders TO regress_dbob;
+SET ROLE regress_dbob;
+SELECT docsync.watch('notes', 'ddef.orders', params => ARRAY['id'], search_path => 'ddef');
+SELECT docsync.watch('notes', 'ddef.orders', keys_sql => 'SELECT o.id FROM ddef.orders o WHERE o.id = $1',
+                     keys_args => ARRAY['id'], search_path => 'ddef') > 0 AS watched;
+SELECT table_name, kind, origin, defined_by FROM docsync.watches WHERE query = 'notes' ORDER BY table_name, kind, origin;
+SELECT docsync.unwatch('notes', 'ddef.orders');
+RESET ROLE;
+SELECT table_name, kind, origin, defined_by FROM docsync.watches WHERE query = 'notes' ORDER BY table_name, kind, origin;
 
 -- the migration's author derives them again, as the query's definer: a watch the definer may not
 -- read is refused as it would be at define_query; the previous watches are kept, every table they
@@ -101,4 +114,4 @@ SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 SET client_min_messages = warning;
 DROP SCHEMA ddef, "Odd ""Schema""", app, evil CASCADE;
 RESET client_min_messages;
-DROP ROLE regress_dalice;
+DROP ROLE regress_dalice, regress_dbob;

@@ -95,6 +95,8 @@ SELECT docsync.watch('audited', 'audit_log', broadcast => true);
 SELECT docsync.watch('audited', 'audit_log', params => ARRAY['id'], broadcast => true);
 SELECT * FROM dw.shown('audited');
 SELECT name, watches, broadcast_tables FROM docsync.queries WHERE name = 'audited';
+-- explain shows the hand-written watch too; a broadcast costs the live docs (the distinct orders)
+SELECT "table", kind, origin, mapping, doc_queries_per_change, why FROM docsync.explain('audited') ORDER BY "table"::text;
 
 -- a watch by hand replaces the derived ones of its table; unwatch derives them again
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT i.order_id FROM dw.order_items i WHERE i.product_id = $1',
