@@ -20,6 +20,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -339,8 +340,11 @@ derive(DeriveState *state, Query *query)
 		DeriveRow  *row;
 		ListCell   *seen;
 		bool		dup = false;
+		char		relkind = get_rel_relkind(occ->relid);
 
-		if (!occ->placed)
+		/* what changes can be decoded: tables, partitioned tables, matviews, foreign tables */
+		if (!occ->placed || (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
+							 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE))
 			continue;
 		row = docsync_derive_classify(state, occ);
 		foreach(seen, rows)

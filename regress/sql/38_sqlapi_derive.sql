@@ -146,6 +146,29 @@ SELECT * FROM d($$SELECT jsonb_build_object('p', product_name(i.product_id), 'r'
   FROM order_items i WHERE i.order_id = $1$$);
 SELECT * FROM d($$SELECT to_jsonb(query_to_xml('SELECT 1', true, false, '')::text) FROM orders o WHERE o.id = $1$$);
 
+-- a user aggregate runs its support functions; a SQL body that does not analyse on its own (a
+-- polymorphic argument) is uncovered, saying why
+CREATE FUNCTION add_pl(int, int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN $1 + $2; END';
+CREATE AGGREGATE total_pl(int) (sfunc = add_pl, stype = int, initcond = '0');
+CREATE FUNCTION same(anyelement) RETURNS anyelement LANGUAGE sql IMMUTABLE AS 'SELECT $1';
+SELECT * FROM d($$SELECT to_jsonb(total_pl(i.qty)) FROM order_items i WHERE i.order_id = same($1::int)$$);
+SELECT * FROM d($$SELECT to_jsonb(total_pl(i.qty)) FROM order_items i WHERE i.order_id = $1$$);
+
+-- a join on two columns: a keys query with two args
+SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b
+  ON b.order_id = a.order_id AND b.product_id = a.product_id WHERE a.id = $1$$);
+
+-- a CTE no one references is never run; a sequence's changes are never decoded: no rows for them
+CREATE SEQUENCE drv_seq;
+SELECT * FROM d($$WITH unused AS (SELECT * FROM products) SELECT to_jsonb(s.last_value)
+  FROM drv_seq s WHERE $1::int = 1$$);
+
+-- deep nesting costs work about linear in the query's size
+SET statement_timeout = '20s';
+SELECT tbl, kind, columns FROM d(repeat('SELECT id, customer_id FROM (', 1500) ||
+  'SELECT id, customer_id FROM orders WHERE customer_id = $1' || repeat(') x', 1500));
+RESET statement_timeout;
+
 -- the query is analysed as the definer: who may not act as it is refused, as by analyze_query
 CREATE ROLE regress_drv;
 GRANT docsync_admin TO regress_drv;
