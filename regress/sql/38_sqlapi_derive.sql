@@ -146,6 +146,29 @@ SELECT * FROM d($$SELECT jsonb_build_object('p', product_name(i.product_id), 'r'
   FROM order_items i WHERE i.order_id = $1$$);
 SELECT * FROM d($$SELECT to_jsonb(query_to_xml('SELECT 1', true, false, '')::text) FROM orders o WHERE o.id = $1$$);
 
+-- equality under a nondeterministic collation ties nothing: 'Ann' = 'ann', yet they name two docs
+CREATE COLLATION drv.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE people (id int PRIMARY KEY, name text COLLATE ci, team int);
+SELECT * FROM d($$SELECT jsonb_agg(p.id) FROM people p WHERE p.name = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(p.id) FROM people p WHERE p.name = $1 AND p.team = $2$$);
+
+-- a policy's quals are walked like the query's own: the tables and functions they use
+CREATE TABLE members (team int, who name);
+CREATE FUNCTION team_open(int) RETURNS boolean LANGUAGE plpgsql STABLE AS 'BEGIN RETURN true; END';
+ALTER TABLE people ENABLE ROW LEVEL SECURITY;
+CREATE POLICY mine ON people
+  USING (EXISTS (SELECT 1 FROM members m WHERE m.team = people.team AND m.who = current_user) AND team_open(team));
+CREATE ROLE regress_drv_rls;
+GRANT docsync_admin TO regress_drv_rls;
+GRANT USAGE ON SCHEMA drv TO regress_drv_rls;
+GRANT SELECT ON people, members TO regress_drv_rls;
+SET ROLE regress_drv_rls;
+SELECT * FROM d($$SELECT jsonb_agg(p.name) FROM people p WHERE p.team = $1$$);
+RESET ROLE;
+REVOKE ALL ON people, members FROM regress_drv_rls;
+REVOKE USAGE ON SCHEMA drv FROM regress_drv_rls;
+DROP ROLE regress_drv_rls;
+
 -- a user aggregate runs its support functions; a SQL body that does not analyse on its own (a
 -- polymorphic argument) is uncovered, saying why
 CREATE FUNCTION add_pl(int, int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN $1 + $2; END';
