@@ -176,7 +176,7 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 	const char *name;
 	int			i;
 
-	if (list_member_oid(state->functions_seen, funcid))
+	if (!OidIsValid(funcid) || list_member_oid(state->functions_seen, funcid))
 		return;
 	state->functions_seen = lappend_oid(state->functions_seen, funcid);
 	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));

@@ -239,14 +239,40 @@ scan_walker(Node *node, void *context)
 	return expression_tree_walker(node, scan_walker, context);
 }
 
+/* The functions behind the operators a block sorts, groups, partitions or deduplicates with. */
+static void
+check_clause_operators(DeriveWalk *ctx, List *clauses)
+{
+	ListCell   *lc;
+
+	foreach(lc, clauses)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+
+		if (OidIsValid(sgc->sortop))
+			docsync_derive_check_function(ctx->state, get_opcode(sgc->sortop));
+		if (OidIsValid(sgc->eqop))
+			docsync_derive_check_function(ctx->state, get_opcode(sgc->eqop));
+	}
+}
+
 static void
 scan_query(DeriveWalk *ctx, DeriveLevel *stack, Query *query, List *held)
 {
 	DeriveLevel *save_stack = ctx->stack;
 	List	   *save_held = ctx->held;
+	ListCell   *lc;
 
 	ctx->stack = stack;
 	ctx->held = held;
+	check_clause_operators(ctx, query->sortClause);
+	check_clause_operators(ctx, query->groupClause);
+	check_clause_operators(ctx, query->distinctClause);
+	foreach(lc, query->windowClause)
+	{
+		check_clause_operators(ctx, lfirst_node(WindowClause, lc)->partitionClause);
+		check_clause_operators(ctx, lfirst_node(WindowClause, lc)->orderClause);
+	}
 	(void) query_tree_walker(query, scan_walker, ctx,
 							 QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_CTE_SUBQUERIES | QTW_IGNORE_JOINALIASES);
 	ctx->stack = save_stack;

@@ -177,6 +177,23 @@ CREATE FUNCTION same(anyelement) RETURNS anyelement LANGUAGE sql IMMUTABLE AS 'S
 SELECT * FROM d($$SELECT to_jsonb(total_pl(i.qty)) FROM order_items i WHERE i.order_id = same($1::int)$$);
 SELECT * FROM d($$SELECT to_jsonb(total_pl(i.qty)) FROM order_items i WHERE i.order_id = $1$$);
 
+-- the operator an ORDER BY … USING sorts with is a function the query calls
+CREATE FUNCTION rev_lt(int, int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN $1 > $2; END';
+CREATE FUNCTION rev_le(int, int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 >= $2';
+CREATE FUNCTION rev_eq(int, int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 = $2';
+CREATE FUNCTION rev_ge(int, int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 <= $2';
+CREATE FUNCTION rev_gt(int, int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 < $2';
+CREATE FUNCTION rev_cmp(int, int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT btint4cmp($2, $1)';
+CREATE OPERATOR <<< (function = rev_lt, leftarg = int, rightarg = int);
+CREATE OPERATOR <<= (function = rev_le, leftarg = int, rightarg = int);
+CREATE OPERATOR === (function = rev_eq, leftarg = int, rightarg = int);
+CREATE OPERATOR >>= (function = rev_ge, leftarg = int, rightarg = int);
+CREATE OPERATOR >>> (function = rev_gt, leftarg = int, rightarg = int);
+CREATE OPERATOR CLASS rev_ops FOR TYPE int USING btree AS
+  OPERATOR 1 <<<, OPERATOR 2 <<=, OPERATOR 3 ===, OPERATOR 4 >>=, OPERATOR 5 >>>, FUNCTION 1 rev_cmp(int, int);
+SELECT * FROM d($$SELECT jsonb_agg(i.qty ORDER BY i.qty) FROM (SELECT qty FROM order_items
+  WHERE order_id = $1 ORDER BY qty USING <<< LIMIT 3) i$$);
+
 -- a join on two columns: a keys query with two args
 SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b
   ON b.order_id = a.order_id AND b.product_id = a.product_id WHERE a.id = $1$$);
