@@ -94,6 +94,21 @@ SELECT w - 'relid' AS watch, (w ->> 'relid')::oid::regclass AS relid, jsonb_type
   FROM jsonb_array_elements(docsync.worker_definitions() -> 'watches') w
  ORDER BY w ->> 'query', w ->> 'table', w::text;
 
+-- read_columns and broadcast (as define_query stores derived watches): the worker gets the columns
+-- read with their attnums, the plugin's option adds them to the mapping columns; a column that no
+-- longer resolves makes the whole list null (every column read), and adds nothing to the option
+UPDATE docsync.watch_defs SET read_columns = '{status,id,status}' WHERE query = 'order' AND table_name = 'orders';
+UPDATE docsync.watch_defs SET read_columns = '{v,gone}' WHERE query = 'scratch';
+UPDATE docsync.watch_defs SET broadcast = true, columns = '{}', read_columns = '{}'
+ WHERE query = 'customer' AND table_name = 'events';
+SELECT w ->> 'query' AS query, w ->> 'table' AS "table", w -> 'columns' AS columns, w -> 'broadcast' AS broadcast,
+       w -> 'read_columns' AS read_columns
+  FROM jsonb_array_elements(docsync.worker_definitions() -> 'watches') w
+ ORDER BY w ->> 'query', w ->> 'table', w::text;
+SELECT regexp_replace(docsync.plugin_tables(), '[0-9]{4,}', 'OID', 'g') AS plugin_tables_shape;
+SELECT docsync.plugin_tables() LIKE '%' || 'fx.orders'::regclass::oid || '(1,2,3)%' AS orders_adds_status,
+       docsync.plugin_tables() LIKE '%' || 'fx.scratch'::regclass::oid || '(1)%' AS scratch_adds_nothing;
+
 -- clean up
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 SELECT docsync.plugin_tables() = '' AS nothing_watched,

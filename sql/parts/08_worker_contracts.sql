@@ -414,8 +414,10 @@ COMMENT ON FUNCTION docsync.stored_key_types(text) IS
 -- Watches are resolved by name in this database; those that do not resolve are left out of
 -- "watches" and listed in "unresolved" with the problem, for the worker to report; "uncovered"
 -- names the queries that read a table no watch covers, for the worker to log. A reverse-index
--- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. refusal() runs
--- once per query.
+-- watch carries "keys_batch_sql", the batched form of its keys query, null likewise. Every watch
+-- carries "broadcast" (each change of its table recomputes every live doc of the query) and
+-- "read_columns", the columns of its table the query reads as {"name", "attnum"} (null: all of them),
+-- so the worker skips an UPDATE none of them changed. refusal() runs once per query.
 -- Why the worker cannot compute a query's docs with its definers' rights yet, or NULL: the definer of
 -- the query or of one of its keys queries has no reader role (grant_reader makes them).
 CREATE FUNCTION docsync.reader_missing(query text) RETURNS text
@@ -460,9 +462,21 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
                           'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
                                                  THEN docsync.stored_batch_sql(w.query, w.id) END,
                           'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
-                          'allow_broadcast', w.allow_broadcast) ORDER BY w.query, w.id)
+                          'allow_broadcast', w.allow_broadcast, 'broadcast', d.broadcast,
+                          'read_columns', rc.cols) ORDER BY w.query, w.id)
                          FROM docsync.watch_targets w
+                         JOIN docsync.watch_defs d ON d.id = w.id
                          JOIN qs q ON q.name = w.query
+                         CROSS JOIN LATERAL (
+                           -- the columns the query reads, resolved: null when read_columns is null (every
+                           -- column) or one no longer resolves (dropped or renamed unseen): the watch then
+                           -- counts every column as read, which never skips a change it needs
+                           SELECT CASE WHEN d.read_columns IS NOT NULL AND coalesce(bool_and(a.attnum IS NOT NULL), true) THEN
+                                    coalesce(jsonb_agg(jsonb_build_object('name', a.attname, 'attnum', a.attnum) ORDER BY a.attnum)
+                                               FILTER (WHERE a.attnum IS NOT NULL), '[]') END AS cols
+                             FROM (SELECT DISTINCT u.col FROM unnest(d.read_columns) AS u(col)) u
+                             LEFT JOIN pg_attribute a
+                               ON a.attrelid = w.relid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped) rc
                          JOIN pg_class c ON c.oid = w.relid
                          JOIN pg_namespace n ON n.oid = c.relnamespace
                          CROSS JOIN LATERAL (
@@ -485,9 +499,23 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(string_agg(e.entry, ',' ORDER BY e.relid), '')
     FROM (SELECT r.relid,
                  r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
-                                                      FROM (SELECT DISTINCT unnest(w.attnums) AS n
+                                                      FROM (SELECT unnest(w.attnums) AS n
                                                               FROM docsync.watch_targets w
-                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL) a) || ')', '') AS entry
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                            UNION
+                                                            -- and the columns its queries read, as the worker
+                                                            -- has them: none when one no longer resolves
+                                                            SELECT a.attnum
+                                                              FROM docsync.watch_targets w
+                                                              JOIN docsync.watch_defs d ON d.id = w.id
+                                                              JOIN pg_attribute a
+                                                                ON a.attrelid = w.relid AND a.attname = ANY (d.read_columns)
+                                                               AND a.attnum > 0 AND NOT a.attisdropped
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                               AND NOT EXISTS (SELECT FROM unnest(d.read_columns) AS u(col)
+                                                                                WHERE NOT EXISTS (SELECT FROM pg_attribute x
+                                                                                                   WHERE x.attrelid = w.relid AND x.attname = u.col
+                                                                                                     AND x.attnum > 0 AND NOT x.attisdropped))) a) || ')', '') AS entry
             FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
 $$;
 COMMENT ON FUNCTION docsync.plugin_tables() IS

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     Engine engine(runner, publisher, clock, options, [&](std::uint64_t) { ++completed; });
     engine.load_definitions(parse_definitions(R"({"generation":1,"queries":[{"name":"order","sql":"SELECT 1",
         "params":["id"],"search_path":"public"}],"watches":[{"query":"order","relid":16384,"schema":"public",
-        "table":"orders","columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})"));
+        "table":"orders","columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false,"broadcast":false,"read_columns":null}]})"));
     RelationRecord rel;
     rel.relid = 16384;
     rel.schema = "public";

@@ -100,7 +100,7 @@ std::string definitions_json(const std::string& relid, const std::vector<std::pa
         q += R"({"name":")" + name + R"(","sql":")" + json_escaped(sql) + R"(","params":["id"],"search_path":"exec_e")" +
              batch + "}";
         w += R"({"query":")" + name + R"(","relid":)" + relid +
-             R"(,"schema":"exec_e","table":"t","columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false})";
+             R"(,"schema":"exec_e","table":"t","columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false,"broadcast":false,"read_columns":null})";
     }
     return R"({"generation":1,"queries":[)" + q + R"(],"watches":[)" + w + "]}";
 }

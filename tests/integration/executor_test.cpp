@@ -367,7 +367,7 @@ TEST_CASE("definitions are read from the extension, with a clear error when it i
             SELECT '{"generation": 2, "queries": [{"name": "order", "sql": "SELECT 1", "params": ["id"],
               "search_path": "public"}], "watches": [{"query": "order", "relid": 16384, "schema": "public",
               "table": "orders", "columns": [{"name": "id", "attnum": 1}], "keys_sql": null, "keys_args": [],
-              "allow_broadcast": false}]}'::jsonb $$)");
+              "allow_broadcast": false, "broadcast": false, "read_columns": null}]}'::jsonb $$)");
         auto defs = read_definitions(other, pg::deadline_in(10s));
         CHECK(defs.generation == 2);
         CHECK(plugin_tables(defs) == "16384(1)");

@@ -16,13 +16,13 @@ const char* kContractB = R"({"generation": 7,
               "search_path": "public"}],
  "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
               "columns": [{"name": "id", "attnum": 1}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null},
              {"query": "order", "relid": 16400, "schema": "public", "table": "products",
               "columns": [], "keys_sql": "SELECT DISTINCT order_id FROM order_items WHERE product_id = $1",
-              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false},
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null},
              {"query": "order", "relid": 16390, "schema": "public", "table": "order_items",
               "columns": [{"name": "order_id", "attnum": 3}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": true}]})";
+              "keys_sql": null, "keys_args": [], "allow_broadcast": true, "broadcast": false, "read_columns": null}]})";
 
 std::string error_of(const std::string& json) {
     try {
@@ -79,7 +79,7 @@ TEST_CASE("the reader roles a query and a keys query run as are read when presen
       "watches": [
         {"query": "a", "relid": 16384, "schema": "app", "table": "t", "columns": [],
          "keys_sql": "SELECT id FROM t WHERE id = $1", "keys_reader_role": "docsync_reader_bob",
-         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})J");
+         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})J");
     CHECK(d.queries[0].reader_role == "docsync_reader_alice");
     CHECK(d.queries[1].reader_role.empty());
     REQUIRE(d.watches.size() == 1);
@@ -95,9 +95,9 @@ TEST_CASE("a keys query runs under its watch's search_path, never its doc query'
       "watches": [
         {"query": "a", "relid": 16384, "schema": "app", "table": "t", "columns": [],
          "keys_sql": "SELECT code_of($1)", "keys_search_path": "vs, pg_temp",
-         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false},
+         "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null},
         {"query": "a", "relid": 16385, "schema": "app", "table": "u", "columns": [],
-         "keys_sql": "SELECT code_of($1)", "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})J";
+         "keys_sql": "SELECT code_of($1)", "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})J";
     Definitions d = parse_definitions(doc);
     REQUIRE(d.watches.size() == 2);
     CHECK(d.watches[0].keys_search_path == "vs, pg_temp");
@@ -144,19 +144,19 @@ TEST_CASE("malformed definitions are refused with an error naming the problem") 
     CHECK(error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":[1],"search_path":""}],"watches":[]})")
               .find("params") != std::string::npos);
     auto unknown_query = error_of(R"({"generation":1,"queries":[],"watches":[{"query":"ghost","relid":1,
-        "schema":"s","table":"t","columns":[],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+        "schema":"s","table":"t","columns":[],"keys_sql":null,"keys_args":[],"allow_broadcast":false,"broadcast":false,"read_columns":null}]})");
     CHECK(unknown_query.find("watches[0]") != std::string::npos);
     CHECK(unknown_query.find("\"ghost\"") != std::string::npos);
     auto wrong_count = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":["p","q"],
         "search_path":"public"}],"watches":[{"query":"a","relid":5,"schema":"s","table":"t",
-        "columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+        "columns":[{"name":"id","attnum":1}],"keys_sql":null,"keys_args":[],"allow_broadcast":false,"broadcast":false,"read_columns":null}]})");
     CHECK(wrong_count.find("needs 2 columns") != std::string::npos);
     auto duplicate = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":[],"search_path":""},
         {"name":"a","sql":"y","params":[],"search_path":""}],"watches":[]})");
     CHECK(duplicate.find("defined twice") != std::string::npos);
     auto bad_attnum = error_of(R"({"generation":1,"queries":[{"name":"a","sql":"x","params":["p"],
         "search_path":"public"}],"watches":[{"query":"a","relid":5,"schema":"s","table":"t",
-        "columns":[{"name":"id","attnum":0}],"keys_sql":null,"keys_args":[],"allow_broadcast":false}]})");
+        "columns":[{"name":"id","attnum":0}],"keys_sql":null,"keys_args":[],"allow_broadcast":false,"broadcast":false,"read_columns":null}]})");
     CHECK(bad_attnum.find("attnum") != std::string::npos);
 }
 

@@ -22,13 +22,13 @@ inline const char* kDefinitions = R"({"generation": 3,
               "search_path": "public"}],
  "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
               "columns": [{"name": "id", "attnum": 1}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null},
              {"query": "order", "relid": 16390, "schema": "public", "table": "order_items",
               "columns": [{"name": "order_id", "attnum": 2}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": true},
+              "keys_sql": null, "keys_args": [], "allow_broadcast": true, "broadcast": false, "read_columns": null},
              {"query": "order", "relid": 16400, "schema": "public", "table": "products",
               "columns": [], "keys_sql": "SELECT DISTINCT order_id FROM order_items WHERE product_id = $1",
-              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})";
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})";
 
 inline RelationRecord relation(Oid relid, std::string schema, std::string name, std::vector<std::pair<int, std::string>> cols) {
     RelationRecord r;

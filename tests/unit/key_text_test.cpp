@@ -126,7 +126,7 @@ const char* kTypedDefinitions = R"({"generation": 4,
               "search_path": "public", "key_types": ["uuid"]}],
  "watches": [{"query": "order", "relid": 16384, "schema": "public", "table": "orders",
               "columns": [{"name": "id", "attnum": 1}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": false}]})";
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})";
 
 }  // namespace
 
@@ -353,10 +353,10 @@ const char* kCountryDefinitions = R"({"generation": 5,
               "search_path": "public", "key_types": ["bpchar"]}],
  "watches": [{"query": "country", "relid": 16600, "schema": "public", "table": "countries",
               "columns": [{"name": "code", "attnum": 1}],
-              "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+              "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null},
              {"query": "country", "relid": 16610, "schema": "public", "table": "cities",
               "columns": [], "keys_sql": "SELECT country FROM cities WHERE id = $1",
-              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false}]})";
+              "keys_args": [{"name": "id", "attnum": 1}], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})";
 
 }  // namespace
 

@@ -61,14 +61,14 @@ TEST_CASE("the plugin parses the worker's tables option into the watched relids 
                   {"name": "b", "sql": "x", "params": [], "search_path": "public"}],
       "watches": [
         {"query": "a", "relid": 4294967295, "schema": "s", "table": "big", "columns": [{"name": "c", "attnum": 1600}],
-         "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+         "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null},
         {"query": "a", "relid": 16390, "schema": "s", "table": "t", "columns": [{"name": "z", "attnum": 12}],
-         "keys_sql": null, "keys_args": [], "allow_broadcast": false},
+         "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null},
         {"query": "a", "relid": 16390, "schema": "s", "table": "t", "columns": [],
          "keys_sql": "SELECT 1 WHERE $1 = $2", "keys_args": [{"name": "y", "attnum": 2}, {"name": "z", "attnum": 12}],
-         "allow_broadcast": false},
+         "allow_broadcast": false, "broadcast": false, "read_columns": null},
         {"query": "b", "relid": 16384, "schema": "s", "table": "u", "columns": [],
-         "keys_sql": null, "keys_args": [], "allow_broadcast": false}]})");
+         "keys_sql": null, "keys_args": [], "allow_broadcast": false, "broadcast": false, "read_columns": null}]})");
     std::string tables = plugin_tables(d);
     Parsed p = parse(tables);
     REQUIRE_MESSAGE(p.ok, tables, " fails at ", p.error_offset, ": expected ", p.expected);

@@ -158,10 +158,23 @@ Definitions parse_definitions(std::string_view json) {
         // never the pool session's own path: a keys query without one resolves in pg_catalog alone
         if (watch.keys_search_path.empty()) watch.keys_search_path = "pg_catalog, pg_temp";
         if (!watch.reverse() && !watch.keys_batch_sql.empty()) fail(at, "a direct watch must have no \"keys_batch_sql\"");
-        const Value& broadcast = member(w, "allow_broadcast", at);
-        if (!broadcast.IsBool()) fail(at, "\"allow_broadcast\" must be a boolean");
-        watch.allow_broadcast = broadcast.GetBool();
-        if (watch.reverse()) {
+        const Value& allow_broadcast = member(w, "allow_broadcast", at);
+        if (!allow_broadcast.IsBool()) fail(at, "\"allow_broadcast\" must be a boolean");
+        watch.allow_broadcast = allow_broadcast.GetBool();
+        const Value& broadcast = member(w, "broadcast", at);
+        if (!broadcast.IsBool()) fail(at, "\"broadcast\" must be a boolean");
+        watch.broadcast = broadcast.GetBool();
+        if (member(w, "read_columns", at).IsNull()) {
+            watch.read_columns.reset();
+        } else {
+            if (!w["read_columns"].IsArray()) fail(at, "\"read_columns\" must be an array or null");
+            watch.read_columns = columns_member(w, "read_columns", at);
+        }
+        if (watch.broadcast) {
+            if (watch.reverse()) fail(at, "a broadcast watch must have no \"keys_sql\"");
+            if (!watch.columns.empty()) fail(at, "a broadcast watch must have empty \"columns\"");
+            if (!watch.keys_args.empty()) fail(at, "a broadcast watch must have empty \"keys_args\"");
+        } else if (watch.reverse()) {
             if (!watch.columns.empty()) fail(at, "a reverse-index watch (keys_sql) must have empty \"columns\"");
             if (watch.keys_args.empty()) fail(at, "a reverse-index watch needs at least one \"keys_args\" column");
         } else {
@@ -207,6 +220,8 @@ std::string plugin_tables(const Definitions& definitions) {
         auto& columns = tables[w.relid];
         for (const auto& c : w.columns) columns.insert(c.attnum);
         for (const auto& c : w.keys_args) columns.insert(c.attnum);
+        if (w.read_columns)
+            for (const auto& c : *w.read_columns) columns.insert(c.attnum);
     }
     std::string out;
     for (const auto& [relid, columns] : tables) {

@@ -22,7 +22,11 @@ struct WatchColumn {
 // How changes to one table reach the docs of one query.
 //   direct:        `columns` are the doc params in $n order, `keys_sql` is empty;
 //   reverse index: `keys_sql` runs with `keys_args` (the changed row's columns) as $1…, and each row
-//                  it returns is one doc's params in order.
+//                  it returns is one doc's params in order;
+//   broadcast:     no columns and no keys query: every change of the table recomputes every live doc
+//                  of the query.
+// `read_columns` are the columns of the table the query reads (nullopt: all of them): an UPDATE that
+// leaves each of them, and the watch's own columns, unchanged cannot change the watch's docs.
 struct Watch {
     std::string query;
     std::uint32_t relid = 0;
@@ -33,6 +37,8 @@ struct Watch {
     std::vector<WatchColumn> keys_args;
     std::string keys_batch_sql;  // keys_sql for many key values at once (DocQuery::batch_sql); may be empty
     bool allow_broadcast = false;
+    bool broadcast = false;
+    std::optional<std::vector<WatchColumn>> read_columns;
     std::string keys_reader_role;  // the role keys_sql runs as (DocQuery::reader_role); may be empty
     // The search_path keys_sql runs under: pinned for the watch's definer when it made the watch,
     // never the doc query's (whose definer may be another role). Missing: pg_catalog alone.
@@ -64,8 +70,10 @@ struct Definitions {
 Definitions parse_definitions(std::string_view json);
 
 // The plugin's `tables` option (contract A) for these definitions: `relid(attnum,…)` entries, the
-// union of the columns every watch of a table uses, in ascending relid and attnum order. Empty when
-// nothing is watched.
+// union of the columns every watch of a table uses (its columns, keys_args and read_columns; a watch
+// whose read_columns is nullopt adds only its own columns, since none of its changes is skipped), in
+// ascending relid and attnum order; a table none of whose watches names a column gets no list (every
+// column). Empty when nothing is watched.
 std::string plugin_tables(const Definitions& definitions);
 
 }  // namespace docsync

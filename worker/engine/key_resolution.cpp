@@ -69,6 +69,23 @@ Key old_key(const WatchPlan& plan, const std::vector<Value>& old_values, bool up
     return Key::Known;
 }
 
+// Whether an UPDATE left the value at `position` as it was: logged SAME in the old tuple, or an
+// unchanged out-of-line value (TOAST) in the new one. UNKNOWN (not logged) may have changed.
+bool unchanged(const ChangeRecord& change, int position) {
+    if (position < 0) return false;
+    auto p = static_cast<std::size_t>(position);
+    if (p < change.old_values.size() && change.old_values[p].kind == ValueKind::Same) return true;
+    return p < change.new_values.size() && change.new_values[p].kind == ValueKind::Toast;
+}
+
+// Whether `change` is an UPDATE that cannot change the docs of the watch `plan`.
+bool reads_nothing_changed(const WatchPlan& plan, const ChangeRecord& change) {
+    if (change.op != ChangeOp::Update || !plan.read_positions) return false;
+    for (int position : *plan.read_positions)
+        if (!unchanged(change, position)) return false;
+    return true;
+}
+
 }  // namespace
 
 void ChangePlans::describe(const RelationRecord& relation, const Catalog& catalog) {
@@ -91,16 +108,24 @@ void ChangePlans::rebuild(const Catalog& catalog) {
         wp.watch = static_cast<std::uint16_t>(w);
         wp.query = catalog.at(watch.query);
         wp.reverse = watch.reverse();
+        wp.broadcast = watch.broadcast;
         const auto& columns = watch.reverse() ? watch.keys_args : watch.columns;
         auto rel = relations_.find(watch.relid);
-        for (const auto& column : columns) {
+        auto position_of = [&](const WatchColumn& column) {
             int position = -1;
             if (rel != relations_.end()) {
                 const auto& rc = rel->second.columns;
                 for (std::size_t i = 0; i < rc.size(); ++i)
                     if (rc[i].attnum == column.attnum && !rc[i].missing) position = static_cast<int>(i);
             }
-            wp.positions.push_back(position);
+            return position;
+        };
+        for (const auto& column : columns) wp.positions.push_back(position_of(column));
+        if (watch.read_columns) {
+            // a moved row reaches other docs: the mapping columns count as read too
+            std::vector<int> read = wp.positions;
+            for (const auto& column : *watch.read_columns) read.push_back(position_of(column));
+            wp.read_positions = std::move(read);
         }
         plan.watches.push_back(std::move(wp));
     }
@@ -114,6 +139,11 @@ const RelPlan* ChangePlans::find(std::uint32_t relid) const {
 void resolve_change(const RelPlan& plan, const ChangeRecord& change, KeyTargets& targets) {
     SqlArgs key_new, key_old;
     for (const WatchPlan& wp : plan.watches) {
+        if (reads_nothing_changed(wp, change)) continue;
+        if (wp.broadcast) {
+            targets.broadcast(wp.query);
+            continue;
+        }
         bool update = change.op == ChangeOp::Update;
         bool has_new = change.op != ChangeOp::Delete;
         bool has_old = change.op != ChangeOp::Insert;

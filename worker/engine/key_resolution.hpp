@@ -9,6 +9,7 @@
 // RELATION record describes a table anew and when the definitions change.
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -23,7 +24,11 @@ struct WatchPlan {
     std::uint16_t watch = 0;
     std::uint16_t query = 0;
     bool reverse = false;
+    bool broadcast = false;      // every change names every live doc of the query
     std::vector<int> positions;  // -1: the relation has no such column (values unknown)
+    // The positions of the columns the query reads, its own `positions` included, when it names
+    // them (Watch::read_columns); nullopt: it may read any column, and every UPDATE reaches it.
+    std::optional<std::vector<int>> read_positions;
 };
 
 struct RelPlan {
@@ -60,7 +65,9 @@ protected:
 };
 
 // Tells `targets` every key `change` names under `plan`: the new row's and, when it differs, the
-// old row's.
+// old row's; a broadcast watch names every live doc of its query. An UPDATE that leaves every column
+// a watch reads unchanged (SAME in the old tuple, or an unchanged out-of-line value in the new one;
+// never UNKNOWN) names nothing for that watch: it cannot change its docs.
 void resolve_change(const RelPlan& plan, const ChangeRecord& change, KeyTargets& targets);
 // A TRUNCATE of the table: every key of every watch is unknown.
 void resolve_truncate(const RelPlan& plan, KeyTargets& targets);
