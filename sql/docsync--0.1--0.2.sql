@@ -743,6 +743,89 @@ $$;
 COMMENT ON FUNCTION docsync.explain(text) IS
   'each watch of a doc query, derived or hand-written: its kind, mapping, keys query, columns read, estimated doc queries per change, why, and the indexes its lookups lack';
 
+CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  WITH qs AS (
+    SELECT q.*, coalesce(r.refused, docsync.reader_missing(q.name)) AS refused, rr.reader AS reader_role
+      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused)
+      LEFT JOIN docsync.reader_roles rr ON rr.definer = q.defined_by)
+  SELECT jsonb_build_object(
+    'generation', (SELECT generation FROM docsync.def_generation),
+    'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
+                          'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
+                          'fingerprint', docsync.fingerprint(q.name),
+                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END,
+                          'key_types', docsync.stored_key_types(q.name))
+                          ORDER BY q.name)
+                         FROM qs q), '[]'),
+    'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
+                          'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
+                          'keys_sql', w.keys_sql,
+                          'keys_search_path', CASE WHEN w.keys_sql IS NOT NULL THEN w.search_path END,
+                          'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
+                                                   THEN (SELECT rr.reader FROM docsync.reader_roles rr
+                                                          WHERE rr.definer = w.defined_by) END,
+                          'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
+                                                 THEN docsync.stored_batch_sql(w.query, w.id) END,
+                          'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
+                          'allow_broadcast', w.allow_broadcast, 'broadcast', d.broadcast,
+                          'read_columns', rc.cols) ORDER BY w.query, w.id)
+                         FROM docsync.watch_targets w
+                         JOIN docsync.watch_defs d ON d.id = w.id
+                         JOIN qs q ON q.name = w.query
+                         CROSS JOIN LATERAL (
+                           -- the columns the query reads, resolved: null when read_columns is null (every
+                           -- column) or one no longer resolves (dropped or renamed unseen): the watch then
+                           -- counts every column as read, which never skips a change it needs
+                           SELECT CASE WHEN d.read_columns IS NOT NULL AND coalesce(bool_and(a.attnum IS NOT NULL), true) THEN
+                                    coalesce(jsonb_agg(jsonb_build_object('name', a.attname, 'attnum', a.attnum) ORDER BY a.attnum)
+                                               FILTER (WHERE a.attnum IS NOT NULL), '[]') END AS cols
+                             FROM (SELECT DISTINCT u.col FROM unnest(d.read_columns) AS u(col)) u
+                             LEFT JOIN pg_attribute a
+                               ON a.attrelid = w.relid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped) rc
+                         JOIN pg_class c ON c.oid = w.relid
+                         JOIN pg_namespace n ON n.oid = c.relnamespace
+                         CROSS JOIN LATERAL (
+                           SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
+                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m
+                        CROSS JOIN LATERAL docsync.watch_set_aside(w.id) AS a(problem)
+                        WHERE w.problem IS NULL AND a.problem IS NULL), '[]'),
+    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', p.problem)
+                                             ORDER BY w.query, w.id)
+                              FROM docsync.watch_targets w
+                              CROSS JOIN LATERAL (SELECT coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem) p
+                             WHERE p.problem IS NOT NULL), '[]'),
+    'uncovered', coalesce((SELECT jsonb_agg(jsonb_build_object('query', u.query, 'message', u.message) ORDER BY u.query)
+                             FROM docsync.uncovered_queries() u), '[]'))
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.plugin_tables() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(string_agg(e.entry, ',' ORDER BY e.relid), '')
+    FROM (SELECT r.relid,
+                 r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
+                                                      FROM (SELECT unnest(w.attnums) AS n
+                                                              FROM docsync.watch_targets w
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                            UNION
+                                                            -- and the columns its queries read, as the worker
+                                                            -- has them: none when one no longer resolves
+                                                            SELECT a.attnum
+                                                              FROM docsync.watch_targets w
+                                                              JOIN docsync.watch_defs d ON d.id = w.id
+                                                              JOIN pg_attribute a
+                                                                ON a.attrelid = w.relid AND a.attname = ANY (d.read_columns)
+                                                               AND a.attnum > 0 AND NOT a.attisdropped
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                               AND NOT EXISTS (SELECT FROM unnest(d.read_columns) AS u(col)
+                                                                                WHERE NOT EXISTS (SELECT FROM pg_attribute x
+                                                                                                   WHERE x.attrelid = w.relid AND x.attname = u.col
+                                                                                                     AND x.attnum > 0 AND NOT x.attisdropped))) a) || ')', '') AS entry
+            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
+$$;
+
 CREATE OR REPLACE VIEW docsync.queries AS
   WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
   SELECT q.name,
@@ -807,105 +890,6 @@ CREATE OR REPLACE VIEW docsync.watches AS
 
 COMMENT ON VIEW docsync.watches IS
   'one row per watch, resolved by name: its table and the columns'' attnums, or the problem when they do not resolve; derived (origin) or hand-written, and the columns its query reads (null: all)';
-
--- The watches docsync derives for a doc query (plugin/derive.c), analysed as definer like
--- analyze_query: one row per table occurrence (direct, keys or broadcast, deduplicated) and one per
--- function whose body it cannot see (uncovered). No SET search_path, as analyze_query.
-CREATE FUNCTION docsync.derive_watches(sql text, search_path text, definer regrole)
-RETURNS TABLE (table_schema name, table_name name, kind text, columns name[], keys_sql text,
-               keys_args name[], read_columns name[], why text)
-LANGUAGE c VOLATILE
-AS 'MODULE_PATHNAME', 'docsync_derive_watches';
-COMMENT ON FUNCTION docsync.derive_watches(text, text, regrole) IS
-  'the watches derived for a doc query: per table occurrence its cheapest sound kind (direct, keys, broadcast) and the columns read; uncovered rows name functions whose bodies cannot be analysed';
-
--- the worker's contracts (sql/parts/08_worker_contracts.sql): each watch's broadcast and
--- read_columns, and the columns read in the plugin's tables option
-CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-  WITH qs AS (
-    SELECT q.*, coalesce(r.refused, docsync.reader_missing(q.name)) AS refused, rr.reader AS reader_role
-      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused)
-      LEFT JOIN docsync.reader_roles rr ON rr.definer = q.defined_by)
-  SELECT jsonb_build_object(
-    'generation', (SELECT generation FROM docsync.def_generation),
-    'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
-                          'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
-                          'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
-                          'fingerprint', docsync.fingerprint(q.name),
-                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END,
-                          'key_types', docsync.stored_key_types(q.name))
-                          ORDER BY q.name)
-                         FROM qs q), '[]'),
-    'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
-                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
-                          'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
-                          'keys_sql', w.keys_sql,
-                          'keys_search_path', CASE WHEN w.keys_sql IS NOT NULL THEN w.search_path END,
-                          'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
-                                                   THEN (SELECT rr.reader FROM docsync.reader_roles rr
-                                                          WHERE rr.definer = w.defined_by) END,
-                          'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
-                                                 THEN docsync.stored_batch_sql(w.query, w.id) END,
-                          'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
-                          'allow_broadcast', w.allow_broadcast, 'broadcast', d.broadcast,
-                          'read_columns', rc.cols) ORDER BY w.query, w.id)
-                         FROM docsync.watch_targets w
-                         JOIN docsync.watch_defs d ON d.id = w.id
-                         JOIN qs q ON q.name = w.query
-                         CROSS JOIN LATERAL (
-                           -- the columns the query reads, resolved: null when read_columns is null (every
-                           -- column) or one no longer resolves (dropped or renamed unseen): the watch then
-                           -- counts every column as read, which never skips a change it needs
-                           SELECT CASE WHEN d.read_columns IS NOT NULL AND coalesce(bool_and(a.attnum IS NOT NULL), true) THEN
-                                    coalesce(jsonb_agg(jsonb_build_object('name', a.attname, 'attnum', a.attnum) ORDER BY a.attnum)
-                                               FILTER (WHERE a.attnum IS NOT NULL), '[]') END AS cols
-                             FROM (SELECT DISTINCT u.col FROM unnest(d.read_columns) AS u(col)) u
-                             LEFT JOIN pg_attribute a
-                               ON a.attrelid = w.relid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped) rc
-                         JOIN pg_class c ON c.oid = w.relid
-                         JOIN pg_namespace n ON n.oid = c.relnamespace
-                         CROSS JOIN LATERAL (
-                           SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
-                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m
-                        CROSS JOIN LATERAL docsync.watch_set_aside(w.id) AS a(problem)
-                        WHERE w.problem IS NULL AND a.problem IS NULL), '[]'),
-    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', p.problem)
-                                             ORDER BY w.query, w.id)
-                              FROM docsync.watch_targets w
-                              CROSS JOIN LATERAL (SELECT coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem) p
-                             WHERE p.problem IS NOT NULL), '[]'),
-    'uncovered', coalesce((SELECT jsonb_agg(jsonb_build_object('query', u.query, 'message', u.message) ORDER BY u.query)
-                             FROM docsync.uncovered_queries() u), '[]'))
-$$;
-COMMENT ON FUNCTION docsync.worker_definitions() IS 'all definitions as one jsonb, for docsync-worker';
-
-CREATE OR REPLACE FUNCTION docsync.plugin_tables() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT coalesce(string_agg(e.entry, ',' ORDER BY e.relid), '')
-    FROM (SELECT r.relid,
-                 r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
-                                                      FROM (SELECT unnest(w.attnums) AS n
-                                                              FROM docsync.watch_targets w
-                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
-                                                            UNION
-                                                            -- and the columns its queries read, as the worker
-                                                            -- has them: none when one no longer resolves
-                                                            SELECT a.attnum
-                                                              FROM docsync.watch_targets w
-                                                              JOIN docsync.watch_defs d ON d.id = w.id
-                                                              JOIN pg_attribute a
-                                                                ON a.attrelid = w.relid AND a.attname = ANY (d.read_columns)
-                                                               AND a.attnum > 0 AND NOT a.attisdropped
-                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
-                                                               AND NOT EXISTS (SELECT FROM unnest(d.read_columns) AS u(col)
-                                                                                WHERE NOT EXISTS (SELECT FROM pg_attribute x
-                                                                                                   WHERE x.attrelid = w.relid AND x.attname = u.col
-                                                                                                     AND x.attnum > 0 AND NOT x.attisdropped))) a) || ')', '') AS entry
-            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
-$$;
-COMMENT ON FUNCTION docsync.plugin_tables() IS
-  'the output plugin''s tables option for the current definitions: OID(attnum,…) entries';
 
 -- function privileges, as a fresh install sets them (sql/parts/13_grants.sql)
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
