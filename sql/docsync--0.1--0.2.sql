@@ -12,7 +12,8 @@ ALTER TABLE docsync.watch_defs
 ALTER TABLE docsync.query_defs
   ADD COLUMN watches text NOT NULL DEFAULT 'manual' CHECK (watches IN ('manual', 'derived')),
   ADD COLUMN allow_uncovered boolean NOT NULL DEFAULT false,
-  ADD COLUMN derive_problem text;
+  ADD COLUMN derive_problem text,
+  ADD COLUMN derived_from regclass[];
 
 -- new arguments: the old signatures go
 DROP FUNCTION docsync.define_query(text, text, text[], boolean, text);
@@ -458,6 +459,7 @@ DECLARE
   want jsonb := '[]';
   have jsonb;
   found text;
+  derived_rels regclass[];
 BEGIN
   -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
   -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
@@ -504,17 +506,26 @@ BEGIN
         'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
         'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
         'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
-        'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
-                                                                                    WHEN 'keys' THEN d.keys_args
-                                                                                    ELSE '{}' END)),
+        -- docsync.identity_gaps, cheaper for a plain table (this runs in migrations)
+        'allow_broadcast', CASE WHEN d.kind = 'broadcast' THEN false
+                                WHEN cls.relkind = 'r' THEN cls.relreplident <> 'f' AND NOT (
+                                  CASE d.kind WHEN 'direct' THEN d.columns ELSE d.keys_args END
+                                    <@ docsync.identity_columns(rel))
+                                ELSE EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                                ELSE d.keys_args END)) END,
         'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
     END LOOP;
     SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+    -- what DDL must touch to change them (docsync._rederive)
+    want := jsonb_build_object('watches', want, 'from',
+      (SELECT to_jsonb(dep.relations) FROM docsync.query_depends(q.sql, q.search_path, definer) dep));
     RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
   EXCEPTION WHEN SQLSTATE 'DSY01' THEN
     GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
     want := found::jsonb;
   END;
+  derived_rels := ARRAY(SELECT r::oid::regclass FROM jsonb_array_elements_text(want->'from') r);
+  want := want->'watches';
 
   SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
            'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
@@ -545,18 +556,20 @@ BEGIN
                 read_columns name[], allow_broadcast boolean)
      ORDER BY x.table_schema, x.table_name, x.broadcast, x.columns, x.keys_sql;
   END IF;
-  UPDATE docsync.query_defs x SET derive_problem = NULL WHERE x.name = q.name AND x.derive_problem IS NOT NULL;
+  UPDATE docsync.query_defs x SET derive_problem = NULL, derived_from = derived_rels
+   WHERE x.name = q.name
+     AND (x.derive_problem IS NOT NULL OR x.derived_from IS DISTINCT FROM derived_rels);
 END
 $$;
 
-CREATE FUNCTION docsync._rederive() RETURNS void
+CREATE FUNCTION docsync._rederive(queries text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   q docsync.query_defs;
   msg text;
   reads regclass[];
 BEGIN
-  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
+  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' AND x.name = ANY (queries) ORDER BY x.name LOOP
     BEGIN
       PERFORM docsync.derive_stored(q);
     EXCEPTION WHEN OTHERS THEN

@@ -128,9 +128,18 @@ SELECT * FROM dw.shown('viewed');
 CREATE OR REPLACE VIEW order_view AS
   SELECT o.id, o.customer_id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id;
 SELECT * FROM dw.shown('viewed');
--- DDL that changes nothing the query reads leaves its watches as they were (same ids)
+-- DDL that touches nothing a query was derived from derives nothing: no SQL of docsync's runs for it
 SELECT array_agg(id ORDER BY id) AS ids INTO TEMP before FROM docsync.watch_defs WHERE query = 'viewed';
+BEGIN;
+SET LOCAL track_functions = 'all';
 CREATE TABLE unrelated (id int PRIMARY KEY);
+ALTER TABLE unrelated ADD COLUMN v int;
+SELECT count(*) AS rederived FROM pg_stat_xact_user_functions WHERE schemaname = 'docsync' AND funcname = '_rederive';
+-- DDL on a table it was derived from derives the queries that read it, once per statement; the same
+-- watches are derived, so none is written again (same ids)
+ALTER TABLE customers ADD COLUMN since date;
+SELECT calls AS rederived FROM pg_stat_xact_user_functions WHERE schemaname = 'docsync' AND funcname = '_rederive';
+COMMIT;
 SELECT (SELECT array_agg(id ORDER BY id) FROM docsync.watch_defs WHERE query = 'viewed') = ids AS unchanged FROM before;
 
 -- when unsure, recompute: a query whose watches cannot be derived after DDL keeps them, and every

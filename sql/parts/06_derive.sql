@@ -26,6 +26,7 @@ DECLARE
   want jsonb := '[]';
   have jsonb;
   found text;
+  derived_rels regclass[];
 BEGIN
   -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
   -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
@@ -72,17 +73,26 @@ BEGIN
         'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
         'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
         'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
-        'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
-                                                                                    WHEN 'keys' THEN d.keys_args
-                                                                                    ELSE '{}' END)),
+        -- docsync.identity_gaps, cheaper for a plain table (this runs in migrations)
+        'allow_broadcast', CASE WHEN d.kind = 'broadcast' THEN false
+                                WHEN cls.relkind = 'r' THEN cls.relreplident <> 'f' AND NOT (
+                                  CASE d.kind WHEN 'direct' THEN d.columns ELSE d.keys_args END
+                                    <@ docsync.identity_columns(rel))
+                                ELSE EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                                ELSE d.keys_args END)) END,
         'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
     END LOOP;
     SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+    -- what DDL must touch to change them (docsync._rederive)
+    want := jsonb_build_object('watches', want, 'from',
+      (SELECT to_jsonb(dep.relations) FROM docsync.query_depends(q.sql, q.search_path, definer) dep));
     RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
   EXCEPTION WHEN SQLSTATE 'DSY01' THEN
     GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
     want := found::jsonb;
   END;
+  derived_rels := ARRAY(SELECT r::oid::regclass FROM jsonb_array_elements_text(want->'from') r);
+  want := want->'watches';
 
   SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
            'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
@@ -113,26 +123,29 @@ BEGIN
                 read_columns name[], allow_broadcast boolean)
      ORDER BY x.table_schema, x.table_name, x.broadcast, x.columns, x.keys_sql;
   END IF;
-  UPDATE docsync.query_defs x SET derive_problem = NULL WHERE x.name = q.name AND x.derive_problem IS NOT NULL;
+  UPDATE docsync.query_defs x SET derive_problem = NULL, derived_from = derived_rels
+   WHERE x.name = q.name
+     AND (x.derive_problem IS NOT NULL OR x.derived_from IS DISTINCT FROM derived_rels);
 END
 $$;
 
 -- After DDL (plugin/ddl.c calls it as the extension's owner, before raising the generation): derives
--- the watches of every query with watches = 'derived' again, as each one's definer. When unsure,
+-- the watches of the queries named (those with derived watches that the DDL may change: see
+-- query_defs.derived_from) again, as each one's definer. When unsure,
 -- recompute: a query whose watches cannot be derived now (it no longer analyses, a lock is held
 -- elsewhere past lock_timeout, a function became uncovered, its definer may no longer read a table)
 -- keeps its derived watches and gets a derived broadcast watch on every table they covered and on
 -- every table it reads now that no watch covers and its definer may read, and docsync.queries
 -- reports why (query_defs.derive_problem) until DDL or a redefinition derives them.
 -- Never raises: the DDL is a customer's, and must not fail because of docsync.
-CREATE FUNCTION docsync._rederive() RETURNS void
+CREATE FUNCTION docsync._rederive(queries text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   q docsync.query_defs;
   msg text;
   reads regclass[];
 BEGIN
-  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
+  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' AND x.name = ANY (queries) ORDER BY x.name LOOP
     BEGIN
       PERFORM docsync.derive_stored(q);
     EXCEPTION WHEN OTHERS THEN
