@@ -23,6 +23,7 @@ typedef struct DeriveOcc
 	const char *alias;			/* the name the query gives it (for why) */
 	bool		placed;			/* reached by the join tree walk (its equalities are known) */
 	List	   *edges;			/* DeriveEdge *: the equalities every contributing row satisfies */
+	List	   *notes;			/* char *: why conditions around it did not reach it (for why) */
 	const char *broadcast_why;	/* non-null: broadcast whatever the equalities say, for this reason */
 } DeriveOcc;
 
@@ -106,6 +107,7 @@ typedef struct DeriveWalk
 	bool		body;			/* walking a function's body: its params are not the doc's */
 	List	   *ctes_walked;	/* CommonTableExpr * walked already */
 	List	   *walked;			/* Query * walked already */
+	List	   *notes;			/* char *: the notes an occurrence placed now gets */
 	List	   *inner_queries;	/* Query *: blocks whose inner edges are known … */
 	List	   *inner_results;	/* … and those edges (List * of DeriveEdge *) */
 } DeriveWalk;

@@ -27,11 +27,13 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/parsetree.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 #include "derive.h"
 
 static void walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
+static void place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held);
 
 /*
  * Whether the conjuncts around a subquery hold for its rows: none of its own clauses decides which
@@ -44,11 +46,67 @@ subquery_passes(Query *sub)
 		!sub->hasWindowFuncs && !sub->hasDistinctOn && sub->groupingSets == NIL;
 }
 
+/* What keeps the conditions around a subquery from its rows, for why. */
+static const char *
+subquery_stop(Query *sub)
+{
+	if (sub->setOperations != NULL)
+		return "is a set operation";
+	if (sub->limitCount != NULL || sub->limitOffset != NULL)
+		return "has LIMIT or OFFSET";
+	if (sub->hasWindowFuncs)
+		return "computes window functions";
+	if (sub->hasDistinctOn)
+		return "has DISTINCT ON";
+	return "groups by grouping sets";
+}
+
+/* Places or walks with a reason (for why) that conditions around did not reach. */
+static void
+push_note(DeriveWalk *ctx, const char *note)
+{
+	ctx->notes = lappend(ctx->notes, (void *) note);
+}
+
+static void
+pop_note(DeriveWalk *ctx)
+{
+	ctx->notes = list_delete_last(ctx->notes);
+}
+
 /* Walks a subquery in FROM (or a CTE reference) with what holds around it. */
 static void
 place_subquery(DeriveWalk *ctx, DeriveLevel *outer, Query *sub, RangeTblEntry *rte, List *held)
 {
-	walk_query(ctx, outer, sub, subquery_passes(sub) ? held : docsync_derive_edges_not_via(held, rte));
+	List	   *kept;
+
+	if (subquery_passes(sub))
+	{
+		walk_query(ctx, outer, sub, held);
+		return;
+	}
+	kept = docsync_derive_edges_not_via(held, rte);
+	/* a set operation's output columns are no column of its tables: never an edge to drop */
+	if (list_length(kept) == list_length(held) && sub->setOperations == NULL)
+	{
+		walk_query(ctx, outer, sub, held);
+		return;
+	}
+	push_note(ctx, psprintf("the subquery %s %s, so the conditions on its output do not restrict its rows",
+							quote_identifier(rte->eref != NULL ? rte->eref->aliasname : "?"), subquery_stop(sub)));
+	walk_query(ctx, outer, sub, kept);
+	pop_note(ctx);
+}
+
+/* Places a join's side that its ON does not restrict, saying so when the ON had equalities. */
+static void
+place_unrestricted(DeriveWalk *ctx, DeriveLevel *stack, Node *side, List *held, List *on, const char *note)
+{
+	if (on != NIL)
+		push_note(ctx, note);
+	place(ctx, stack, side, held);
+	if (on != NIL)
+		pop_note(ctx);
 }
 
 /* Gives every occurrence under a join tree node what holds for its rows (held: around the node). */
@@ -76,6 +134,7 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 			{
 				occ->placed = true;
 				occ->edges = list_copy(held);
+				occ->notes = list_copy(ctx->notes);
 				occ->broadcast_why = ctx->broadcast_why;
 			}
 		}
@@ -95,7 +154,13 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 			if (docsync_derive_cte_transparent(cte))
 				place_subquery(ctx, owner, (Query *) cte->ctequery, rte, held);
 			else
+			{
+				push_note(ctx, psprintf("the CTE %s is %s, so the conditions around it do not restrict its rows",
+										quote_identifier(cte->ctename),
+										cte->cterecursive ? "recursive" : "referenced more than once"));
 				walk_query(ctx, owner, (Query *) cte->ctequery, NIL);
+				pop_note(ctx);
+			}
 			ctx->broadcast_why = save;
 		}
 		return;
@@ -134,18 +199,22 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_LEFT:
-				place(ctx, stack, join->larg, held);
+				place_unrestricted(ctx, stack, join->larg, held, on,
+								   "it is on the preserved side of a LEFT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->rarg,
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_RIGHT:
-				place(ctx, stack, join->rarg, held);
+				place_unrestricted(ctx, stack, join->rarg, held, on,
+								   "it is on the preserved side of a RIGHT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->larg,
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
 				break;
 			default:
-				place(ctx, stack, join->larg, held);
-				place(ctx, stack, join->rarg, held);
+				place_unrestricted(ctx, stack, join->larg, held, on,
+								   "it is on a side of a FULL JOIN, whose ON restricts neither side");
+				place_unrestricted(ctx, stack, join->rarg, held, on,
+								   "it is on a side of a FULL JOIN, whose ON restricts neither side");
 				break;
 		}
 	}
@@ -301,7 +370,15 @@ walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 
 			if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
-				walk_query(ctx, stack, rte->subquery, docsync_derive_edges_not_via(inherited, rte));
+			{
+				List	   *kept = docsync_derive_edges_not_via(inherited, rte);
+
+				if (list_length(kept) < list_length(inherited))
+					push_note(ctx, "it is read in a branch of a set operation, which the conditions on the operation's output do not reach");
+				walk_query(ctx, stack, rte->subquery, kept);
+				if (list_length(kept) < list_length(inherited))
+					pop_note(ctx);
+			}
 		}
 		scan_query(ctx, stack, query, inherited);
 		return;
