@@ -111,16 +111,16 @@ SELECT table_schema, table_name, kind, columns FROM docsync.watches WHERE query 
 RESET search_path;
 -- a table made later in a schema the stored path searches first takes the name: the query reads it
 -- now, and its watches are derived again for it
-CREATE SCHEMA early;
-SET search_path = early, app;
+CREATE SCHEMA shadowing;
+SET search_path = shadowing, app;
 SELECT docsync.define_query('shadowed', 'SELECT jsonb_agg(s.name) FROM skus s WHERE s.sku = $1', params => ARRAY['sku']);
 SELECT table_schema, table_name, kind, columns, search_path FROM docsync.watches WHERE query = 'shadowed';
-CREATE TABLE early.skus (sku int PRIMARY KEY, name text);
+CREATE TABLE shadowing.skus (sku int PRIMARY KEY, name text);
 SELECT table_schema, table_name, kind, columns FROM docsync.watches WHERE query = 'shadowed';
 RESET search_path;
 
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 SET client_min_messages = warning;
-DROP SCHEMA ddef, "Odd ""Schema""", app, evil, early CASCADE;
+DROP SCHEMA ddef, "Odd ""Schema""", app, evil, shadowing CASCADE;
 RESET client_min_messages;
 DROP ROLE regress_dalice, regress_dbob;
