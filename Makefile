@@ -15,6 +15,7 @@ OBJS = \
 	plugin/batch.o \
 	plugin/closure.o \
 	plugin/ddl.o \
+	plugin/ddl_derive.o \
 	plugin/decode.o \
 	plugin/definer.o \
 	plugin/derive.o \

@@ -47,6 +47,7 @@
 #include "utils/tuplestore.h"
 
 #include "compat.h"
+#include "ddl.h"
 
 PG_FUNCTION_INFO_V1(docsync_next_generation);
 PG_FUNCTION_INFO_V1(docsync_on_ddl_command_end);
@@ -126,34 +127,6 @@ static bool
 has_doc_queries(void)
 {
 	return any_row("query_defs", NULL, NULL);
-}
-
-static void call_helper(const char *name, int nargs, Oid *types, Datum *args, bool *nulls);
-
-/* Whether a doc query row has derived watches. */
-static bool
-derived_query(Relation rel, TupleTableSlot *slot, const void *arg)
-{
-	AttrNumber	att = attnameAttNum(rel, "watches", false);
-	bool		isnull;
-	Datum		value;
-
-	if (att == InvalidAttrNumber)
-		return false;			/* an older definition table, mid-update */
-	value = slot_getattr(slot, att, &isnull);
-	return !isnull && strcmp(TextDatumGetCString(value), "derived") == 0;
-}
-
-/*
- * DDL may change what a query with derived watches reads or how (a view redefined, a column
- * retyped): docsync._rederive derives them again, in the DDL's transaction, so the watches the
- * worker reloads at the generation are the ones the new catalog gives. Only while such a query exists.
- */
-static void
-rederive(void)
-{
-	if (any_row("query_defs", derived_query, NULL))
-		call_helper("_rederive", 0, NULL, NULL, NULL);
 }
 
 /* A table's schema and name; either NULL matches any. */
@@ -306,8 +279,8 @@ temporary_schema(const char *schema)
  * DDL's author needs no right on docsync's tables. Missing helper (an extension being dropped or
  * mid-update): nothing to do.
  */
-static void
-call_helper(const char *name, int nargs, Oid *types, Datum *args, bool *nulls)
+void
+docsync_call_helper(const char *name, int nargs, Oid *types, Datum *args, bool *nulls)
 {
 	Oid			nsp = get_namespace_oid("docsync", true);
 	HeapTuple	tuple;
@@ -387,7 +360,7 @@ follow_rename(const char *kind, Oid relid, const char *old_schema, const char *o
 	foreach(lc, path)
 		schemas[n++] = ObjectIdGetDatum(lfirst_oid(lc));
 	args[5] = PointerGetDatum(construct_array(schemas, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
-	call_helper("_follow_rename", 6, types, args, nulls);
+	docsync_call_helper("_follow_rename", 6, types, args, nulls);
 }
 
 /*
@@ -404,11 +377,16 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 	EventObjects objects;
 	Oid			relid = InvalidOid;
 	bool		persistent = false;
+	DdlTouched	touched = {0};
+	bool		names;
 
 	require_event_trigger(fcinfo, "on_ddl_command_end", "docsync_ddl_command_end");
 	trigger = (EventTriggerData *) fcinfo->context;
 	if (in_own_extension_script() || !has_doc_queries())
 		PG_RETURN_NULL();
+	/* a relation made or renamed may take the name a query resolves */
+	names = strncmp(GetCommandTagName(trigger->tag), "CREATE", 6) == 0 || trigger->tag == CMDTAG_SELECT_INTO ||
+		IsA(trigger->parsetree, RenameStmt) || IsA(trigger->parsetree, AlterObjectSchemaStmt);
 
 	event_objects_open(&objects, F_PG_EVENT_TRIGGER_DDL_COMMANDS);
 	while (event_objects_next(&objects))
@@ -419,6 +397,7 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 		if (temporary_schema(event_objects_text(&objects, "schema_name")))
 			continue;
 		persistent = true;
+		docsync_ddl_touch(&touched, classid, DatumGetObjectId(event_objects_get(&objects, "objid", &isnull)), names);
 		if (classid == RelationRelationId && !OidIsValid(relid))
 			relid = DatumGetObjectId(event_objects_get(&objects, "objid", &isnull));
 	}
@@ -466,11 +445,11 @@ docsync_on_ddl_command_end(PG_FUNCTION_ARGS)
 		Datum		args[1] = {ObjectIdGetDatum(relid)};
 		bool		nulls[1] = {false};
 
-		call_helper("_refreshed", 1, types, args, nulls);
+		docsync_call_helper("_refreshed", 1, types, args, nulls);
 	}
 	/* a refresh changes rows, never what a query reads or how */
 	if (!IsA(trigger->parsetree, RefreshMatViewStmt))
-		rederive();
+		docsync_ddl_rederive(&touched);
 	bump_generation();
 	PG_RETURN_NULL();
 }
@@ -498,6 +477,7 @@ docsync_on_sql_drop(PG_FUNCTION_ARGS)
 {
 	EventObjects objects;
 	bool		persistent = false;
+	DdlTouched	touched = {0};
 
 	require_event_trigger(fcinfo, "on_sql_drop", "docsync_sql_drop");
 	if (in_own_extension_script() || !has_doc_queries())
@@ -514,6 +494,8 @@ docsync_on_sql_drop(PG_FUNCTION_ARGS)
 		if (temporary)
 			continue;
 		persistent = true;
+		docsync_ddl_touch(&touched, DatumGetObjectId(event_objects_get(&objects, "classid", &isnull)),
+						  DatumGetObjectId(event_objects_get(&objects, "objid", &isnull)), false);
 		if (!isnull && type != NULL &&
 			(strcmp(type, "table") == 0 || strcmp(type, "table column") == 0 ||
 			 strcmp(type, "foreign table") == 0 || strcmp(type, "foreign table column") == 0) &&
@@ -523,13 +505,13 @@ docsync_on_sql_drop(PG_FUNCTION_ARGS)
 			Datum		args[2] = {names, CStringGetTextDatum(event_objects_text(&objects, "object_identity"))};
 			bool		nulls[2] = {false, false};
 
-			call_helper("_forget_dropped", 2, types, args, nulls);
+			docsync_call_helper("_forget_dropped", 2, types, args, nulls);
 		}
 	}
 	event_objects_close(&objects);
 	if (persistent)
 	{
-		rederive();
+		docsync_ddl_rederive(&touched);
 		bump_generation();
 	}
 	PG_RETURN_NULL();
@@ -561,7 +543,7 @@ docsync_on_drop_extension(PG_FUNCTION_ARGS)
 		if (IsA(object, String) && strcmp(strVal(object), "docsync") == 0 &&
 			OidIsValid(get_extension_oid("docsync", true)))
 		{
-			call_helper("_before_drop", 0, NULL, NULL, NULL);
+			docsync_call_helper("_before_drop", 0, NULL, NULL, NULL);
 			break;
 		}
 	}

@@ -20,6 +20,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -175,7 +176,7 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 	const char *name;
 	int			i;
 
-	if (list_member_oid(state->functions_seen, funcid))
+	if (!OidIsValid(funcid) || list_member_oid(state->functions_seen, funcid))
 		return;
 	state->functions_seen = lappend_oid(state->functions_seen, funcid);
 	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
@@ -339,8 +340,11 @@ derive(DeriveState *state, Query *query)
 		DeriveRow  *row;
 		ListCell   *seen;
 		bool		dup = false;
+		char		relkind = get_rel_relkind(occ->relid);
 
-		if (!occ->placed)
+		/* what changes can be decoded: tables, partitioned tables, matviews, foreign tables */
+		if (!occ->placed || (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
+							 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE))
 			continue;
 		row = docsync_derive_classify(state, occ);
 		foreach(seen, rows)

@@ -23,6 +23,7 @@ typedef struct DeriveOcc
 	const char *alias;			/* the name the query gives it (for why) */
 	bool		placed;			/* reached by the join tree walk (its equalities are known) */
 	List	   *edges;			/* DeriveEdge *: the equalities every contributing row satisfies */
+	List	   *notes;			/* char *: why conditions around it did not reach it (for why) */
 	const char *broadcast_why;	/* non-null: broadcast whatever the equalities say, for this reason */
 } DeriveOcc;
 
@@ -89,27 +90,39 @@ typedef struct DeriveRow
 	char	   *why;
 } DeriveRow;
 
+/* The query levels around a point of the tree, innermost first (a Var's varlevelsup counts them). */
+typedef struct DeriveLevel
+{
+	Query	   *query;
+	struct DeriveLevel *up;
+} DeriveLevel;
+
 /* The state of one walk (derive_walk.c) that the equalities (derive_terms.c) read. */
 typedef struct DeriveWalk
 {
 	DeriveState *state;
-	List	   *stack;			/* Query *, outermost first: the levels a Var's varlevelsup counts */
+	DeriveLevel *stack;			/* the levels around the block being scanned */
 	List	   *held;			/* DeriveEdge *: what holds for every row of the block being scanned */
 	const char *broadcast_why;	/* set inside a recursive CTE or a function's body */
 	bool		body;			/* walking a function's body: its params are not the doc's */
 	List	   *ctes_walked;	/* CommonTableExpr * walked already */
+	List	   *walked;			/* Query * walked already */
+	List	   *notes;			/* char *: the notes an occurrence placed now gets */
+	List	   *inner_queries;	/* Query *: blocks whose inner edges are known … */
+	List	   *inner_results;	/* … and those edges (List * of DeriveEdge *) */
 } DeriveWalk;
 
 /* derive_terms.c */
-extern Query *docsync_derive_level_query(List *stack, Index levelsup);
-extern List *docsync_derive_stack_up(List *stack, Index levelsup);
+extern Query *docsync_derive_level_query(DeriveLevel *stack, Index levelsup);
+extern DeriveLevel *docsync_derive_stack_up(DeriveLevel *stack, Index levelsup);
+extern DeriveLevel *docsync_derive_push(DeriveLevel *stack, Query *query);
 extern DeriveOcc *docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte);
-extern CommonTableExpr *docsync_derive_find_cte(List *stack, RangeTblEntry *rte, List **owner_stack);
+extern CommonTableExpr *docsync_derive_find_cte(DeriveLevel *stack, RangeTblEntry *rte, DeriveLevel **owner_stack);
 extern bool docsync_derive_cte_transparent(CommonTableExpr *cte);
-extern void docsync_derive_conjunct_edges(DeriveWalk *ctx, List *stack, Node *qual, Query *sublink,
+extern void docsync_derive_conjunct_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *qual, Query *sublink,
 										  List **edges);
 extern List *docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte);
-extern List *docsync_derive_inner_edges(DeriveWalk *ctx, List *stack, Node *jtnode);
+extern List *docsync_derive_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode);
 
 /* derive_walk.c */
 extern void docsync_derive_walk(DeriveState *state, Query *query);

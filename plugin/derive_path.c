@@ -409,6 +409,8 @@ docsync_derive_classify(DeriveState *state, DeriveOcc *occ)
 	int		   *cols;
 	int			i;
 	StringInfoData why;
+	ListCell   *lc;
+	List	   *seen = NIL;
 
 	if (occ->broadcast_why == NULL && state->nparams > 0)
 	{
@@ -434,6 +436,14 @@ docsync_derive_classify(DeriveState *state, DeriveOcc *occ)
 			if (column_for_param(g, occ, i + 1) < 0)
 				appendStringInfo(&why, " $%d", i + 1);
 		appendStringInfoString(&why, ", and no join path through such equalities reaches a table tied to every param");
+		foreach(lc, occ->notes)
+		{
+			if (!list_member(seen, makeString(lfirst(lc))))
+			{
+				appendStringInfo(&why, "; %s", (char *) lfirst(lc));
+				seen = lappend(seen, makeString(lfirst(lc)));
+			}
+		}
 	}
 	row = palloc0(sizeof(DeriveRow));
 	row->relid = occ->relid;

@@ -25,24 +25,35 @@
 
 #include "derive.h"
 
-static void term_of(DeriveWalk *ctx, List *stack, Node *expr, Query *sublink, DeriveTerm *term);
-static List *query_inner_edges(DeriveWalk *ctx, List *stack, Query *query);
+static void term_of(DeriveWalk *ctx, DeriveLevel *stack, Node *expr, Query *sublink, DeriveTerm *term);
+static List *query_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Query *query);
 
 Query *
-docsync_derive_level_query(List *stack, Index levelsup)
+docsync_derive_level_query(DeriveLevel *stack, Index levelsup)
 {
-	int			n = list_length(stack) - 1 - (int) levelsup;
+	DeriveLevel *level = docsync_derive_stack_up(stack, levelsup);
 
-	return n >= 0 ? (Query *) list_nth(stack, n) : NULL;
+	return level != NULL ? level->query : NULL;
 }
 
 /* The stack as seen from levelsup levels up. */
-List *
-docsync_derive_stack_up(List *stack, Index levelsup)
+DeriveLevel *
+docsync_derive_stack_up(DeriveLevel *stack, Index levelsup)
 {
-	int			n = list_length(stack) - (int) levelsup;
+	while (stack != NULL && levelsup-- > 0)
+		stack = stack->up;
+	return stack;
+}
 
-	return n > 0 ? list_truncate(list_copy(stack), n) : NIL;
+/* One level more: query, below stack. */
+DeriveLevel *
+docsync_derive_push(DeriveLevel *stack, Query *query)
+{
+	DeriveLevel *level = palloc(sizeof(DeriveLevel));
+
+	level->query = query;
+	level->up = stack;
+	return level;
 }
 
 DeriveOcc *
@@ -69,7 +80,7 @@ docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte)
 
 /* The CTE an RTE_CTE entry of the query at the top of stack names, with the stack of its owner. */
 CommonTableExpr *
-docsync_derive_find_cte(List *stack, RangeTblEntry *rte, List **owner_stack)
+docsync_derive_find_cte(DeriveLevel *stack, RangeTblEntry *rte, DeriveLevel **owner_stack)
 {
 	Query	   *owner = docsync_derive_level_query(stack, rte->ctelevelsup);
 	ListCell   *lc;
@@ -100,11 +111,11 @@ docsync_derive_cte_transparent(CommonTableExpr *cte)
 
 /* Resolves a Var to the table column it is, through subqueries, CTEs and join aliases. */
 static void
-resolve_var(DeriveWalk *ctx, List *stack, Var *var, DeriveTerm *term)
+resolve_var(DeriveWalk *ctx, DeriveLevel *stack, Var *var, DeriveTerm *term)
 {
 	Query	   *query = docsync_derive_level_query(stack, var->varlevelsup);
 	RangeTblEntry *rte;
-	List	   *upper;
+	DeriveLevel *upper;
 
 	check_stack_depth();
 	term->kind = DERIVE_OPAQUE;
@@ -127,14 +138,14 @@ resolve_var(DeriveWalk *ctx, List *stack, Var *var, DeriveTerm *term)
 
 				if (tle != NULL)
 				{
-					term_of(ctx, lappend(upper, rte->subquery), (Node *) tle->expr, NULL, term);
+					term_of(ctx, docsync_derive_push(upper, rte->subquery), (Node *) tle->expr, NULL, term);
 					term->via = lappend(term->via, rte);
 				}
 			}
 			break;
 		case RTE_CTE:
 			{
-				List	   *owner = NIL;
+				DeriveLevel *owner = NULL;
 				CommonTableExpr *cte = docsync_derive_find_cte(upper, rte, &owner);
 
 				if (docsync_derive_cte_transparent(cte))
@@ -144,7 +155,7 @@ resolve_var(DeriveWalk *ctx, List *stack, Var *var, DeriveTerm *term)
 
 					if (tle != NULL)
 					{
-						term_of(ctx, lappend(owner, cteq), (Node *) tle->expr, NULL, term);
+						term_of(ctx, docsync_derive_push(owner, cteq), (Node *) tle->expr, NULL, term);
 						term->via = lappend(term->via, rte);
 					}
 				}
@@ -164,7 +175,7 @@ resolve_var(DeriveWalk *ctx, List *stack, Var *var, DeriveTerm *term)
  * the sublink whose test this expression is part of (its PARAM_SUBLINK params are its output).
  */
 static void
-term_of(DeriveWalk *ctx, List *stack, Node *expr, Query *sublink, DeriveTerm *term)
+term_of(DeriveWalk *ctx, DeriveLevel *stack, Node *expr, Query *sublink, DeriveTerm *term)
 {
 	memset(term, 0, sizeof(DeriveTerm));
 	term->kind = DERIVE_OPAQUE;
@@ -190,14 +201,14 @@ term_of(DeriveWalk *ctx, List *stack, Node *expr, Query *sublink, DeriveTerm *te
 
 			/* a set operation's output columns are no one branch's */
 			if (tle != NULL && !tle->resjunk && sublink->setOperations == NULL)
-				term_of(ctx, lappend(list_copy(stack), sublink), (Node *) tle->expr, NULL, term);
+				term_of(ctx, docsync_derive_push(stack, sublink), (Node *) tle->expr, NULL, term);
 		}
 	}
 }
 
 /* Adds left = right when the operator is a btree equality under a deterministic collation. */
 static void
-add_equality(DeriveWalk *ctx, List *stack, OpExpr *op, Query *sublink, List **edges)
+add_equality(DeriveWalk *ctx, DeriveLevel *stack, OpExpr *op, Query *sublink, List **edges)
 {
 	DeriveEdge *edge;
 
@@ -217,7 +228,7 @@ add_equality(DeriveWalk *ctx, List *stack, OpExpr *op, Query *sublink, List **ed
 
 /* The equalities among the top-level AND conjuncts of a qual (sublink: as in add_equality). */
 void
-docsync_derive_conjunct_edges(DeriveWalk *ctx, List *stack, Node *qual, Query *sublink, List **edges)
+docsync_derive_conjunct_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *qual, Query *sublink, List **edges)
 {
 	check_stack_depth();
 	if (qual == NULL || ctx->body)
@@ -275,21 +286,33 @@ docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte)
  * row) nor grouping sets (the empty set), nor a set operation.
  */
 static List *
-query_inner_edges(DeriveWalk *ctx, List *stack, Query *query)
+query_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Query *query)
 {
+	ListCell   *q,
+			   *r;
+	List	   *edges;
+
 	if (query == NULL || query->setOperations != NULL || query->jointree == NULL ||
 		query->groupingSets != NIL ||
 		(query->groupClause == NIL && (query->hasAggs || query->havingQual != NULL)))
 		return NIL;
-	return docsync_derive_inner_edges(ctx, lappend(list_copy(stack), query), (Node *) query->jointree);
+	/* a block lies at one place of the tree: what holds for its rows is computed once */
+	forboth(q, ctx->inner_queries, r, ctx->inner_results)
+		if (lfirst(q) == query)
+		return (List *) lfirst(r);
+	CHECK_FOR_INTERRUPTS();
+	edges = docsync_derive_inner_edges(ctx, docsync_derive_push(stack, query), (Node *) query->jointree);
+	ctx->inner_queries = lappend(ctx->inner_queries, query);
+	ctx->inner_results = lappend(ctx->inner_results, edges);
+	return edges;
 }
 
 /* What holds for every row a join tree node outputs (the top of stack is its query). */
 List *
-docsync_derive_inner_edges(DeriveWalk *ctx, List *stack, Node *jtnode)
+docsync_derive_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode)
 {
 	List	   *edges = NIL;
-	Query	   *query = (Query *) llast(stack);
+	Query	   *query = stack->query;
 
 	check_stack_depth();
 	if (jtnode == NULL)
@@ -306,7 +329,7 @@ docsync_derive_inner_edges(DeriveWalk *ctx, List *stack, Node *jtnode)
 			return query_inner_edges(ctx, stack, rte->subquery);
 		if (rte->rtekind == RTE_CTE)
 		{
-			List	   *owner = NIL;
+			DeriveLevel *owner = NULL;
 			CommonTableExpr *cte = docsync_derive_find_cte(stack, rte, &owner);
 
 			if (docsync_derive_cte_transparent(cte))

@@ -27,11 +27,13 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/parsetree.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 #include "derive.h"
 
-static void walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited);
+static void walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
+static void place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held);
 
 /*
  * Whether the conjuncts around a subquery hold for its rows: none of its own clauses decides which
@@ -44,18 +46,74 @@ subquery_passes(Query *sub)
 		!sub->hasWindowFuncs && !sub->hasDistinctOn && sub->groupingSets == NIL;
 }
 
+/* What keeps the conditions around a subquery from its rows, for why. */
+static const char *
+subquery_stop(Query *sub)
+{
+	if (sub->setOperations != NULL)
+		return "is a set operation";
+	if (sub->limitCount != NULL || sub->limitOffset != NULL)
+		return "has LIMIT or OFFSET";
+	if (sub->hasWindowFuncs)
+		return "computes window functions";
+	if (sub->hasDistinctOn)
+		return "has DISTINCT ON";
+	return "groups by grouping sets";
+}
+
+/* Places or walks with a reason (for why) that conditions around did not reach. */
+static void
+push_note(DeriveWalk *ctx, const char *note)
+{
+	ctx->notes = lappend(ctx->notes, (void *) note);
+}
+
+static void
+pop_note(DeriveWalk *ctx)
+{
+	ctx->notes = list_delete_last(ctx->notes);
+}
+
 /* Walks a subquery in FROM (or a CTE reference) with what holds around it. */
 static void
-place_subquery(DeriveWalk *ctx, List *outer, Query *sub, RangeTblEntry *rte, List *held)
+place_subquery(DeriveWalk *ctx, DeriveLevel *outer, Query *sub, RangeTblEntry *rte, List *held)
 {
-	walk_query(ctx, outer, sub, subquery_passes(sub) ? held : docsync_derive_edges_not_via(held, rte));
+	List	   *kept;
+
+	if (subquery_passes(sub))
+	{
+		walk_query(ctx, outer, sub, held);
+		return;
+	}
+	kept = docsync_derive_edges_not_via(held, rte);
+	/* a set operation's output columns are no column of its tables: never an edge to drop */
+	if (list_length(kept) == list_length(held) && sub->setOperations == NULL)
+	{
+		walk_query(ctx, outer, sub, held);
+		return;
+	}
+	push_note(ctx, psprintf("the subquery %s %s, so the conditions on its output do not restrict its rows",
+							quote_identifier(rte->eref != NULL ? rte->eref->aliasname : "?"), subquery_stop(sub)));
+	walk_query(ctx, outer, sub, kept);
+	pop_note(ctx);
+}
+
+/* Places a join's side that its ON does not restrict, saying so when the ON had equalities. */
+static void
+place_unrestricted(DeriveWalk *ctx, DeriveLevel *stack, Node *side, List *held, List *on, const char *note)
+{
+	if (on != NIL)
+		push_note(ctx, note);
+	place(ctx, stack, side, held);
+	if (on != NIL)
+		pop_note(ctx);
 }
 
 /* Gives every occurrence under a join tree node what holds for its rows (held: around the node). */
 static void
-place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
+place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 {
-	Query	   *query = (Query *) llast(stack);
+	Query	   *query = stack->query;
 
 	check_stack_depth();
 	if (jtnode == NULL)
@@ -76,6 +134,7 @@ place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
 			{
 				occ->placed = true;
 				occ->edges = list_copy(held);
+				occ->notes = list_copy(ctx->notes);
 				occ->broadcast_why = ctx->broadcast_why;
 			}
 		}
@@ -83,7 +142,7 @@ place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
 			place_subquery(ctx, stack, rte->subquery, rte, held);
 		else if (rte->rtekind == RTE_CTE)
 		{
-			List	   *owner = NIL;
+			DeriveLevel *owner = NULL;
 			CommonTableExpr *cte = docsync_derive_find_cte(stack, rte, &owner);
 			const char *save = ctx->broadcast_why;
 
@@ -95,7 +154,13 @@ place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
 			if (docsync_derive_cte_transparent(cte))
 				place_subquery(ctx, owner, (Query *) cte->ctequery, rte, held);
 			else
+			{
+				push_note(ctx, psprintf("the CTE %s is %s, so the conditions around it do not restrict its rows",
+										quote_identifier(cte->ctename),
+										cte->cterecursive ? "recursive" : "referenced more than once"));
 				walk_query(ctx, owner, (Query *) cte->ctequery, NIL);
+				pop_note(ctx);
+			}
 			ctx->broadcast_why = save;
 		}
 		return;
@@ -134,18 +199,22 @@ place(DeriveWalk *ctx, List *stack, Node *jtnode, List *held)
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_LEFT:
-				place(ctx, stack, join->larg, held);
+				place_unrestricted(ctx, stack, join->larg, held, on,
+								   "it is on the preserved side of a LEFT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->rarg,
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_RIGHT:
-				place(ctx, stack, join->rarg, held);
+				place_unrestricted(ctx, stack, join->rarg, held, on,
+								   "it is on the preserved side of a RIGHT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->larg,
 					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
 				break;
 			default:
-				place(ctx, stack, join->larg, held);
-				place(ctx, stack, join->rarg, held);
+				place_unrestricted(ctx, stack, join->larg, held, on,
+								   "it is on a side of a FULL JOIN, whose ON restricts neither side");
+				place_unrestricted(ctx, stack, join->rarg, held, on,
+								   "it is on a side of a FULL JOIN, whose ON restricts neither side");
 				break;
 		}
 	}
@@ -213,7 +282,7 @@ scan_walker(Node *node, void *context)
 		else if (rte->rtekind == RTE_JOIN)
 		{
 			/* a join's column is a column of one of its sides (or a COALESCE of both) */
-			List	   *save = ctx->stack;
+			DeriveLevel *save = ctx->stack;
 			Node	   *what = (Node *) rte->joinaliasvars;
 
 			if (var->varattno > 0 && var->varattno <= list_length(rte->joinaliasvars))
@@ -239,14 +308,40 @@ scan_walker(Node *node, void *context)
 	return expression_tree_walker(node, scan_walker, context);
 }
 
+/* The functions behind the operators a block sorts, groups, partitions or deduplicates with. */
 static void
-scan_query(DeriveWalk *ctx, List *stack, Query *query, List *held)
+check_clause_operators(DeriveWalk *ctx, List *clauses)
 {
-	List	   *save_stack = ctx->stack;
+	ListCell   *lc;
+
+	foreach(lc, clauses)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+
+		if (OidIsValid(sgc->sortop))
+			docsync_derive_check_function(ctx->state, get_opcode(sgc->sortop));
+		if (OidIsValid(sgc->eqop))
+			docsync_derive_check_function(ctx->state, get_opcode(sgc->eqop));
+	}
+}
+
+static void
+scan_query(DeriveWalk *ctx, DeriveLevel *stack, Query *query, List *held)
+{
+	DeriveLevel *save_stack = ctx->stack;
 	List	   *save_held = ctx->held;
+	ListCell   *lc;
 
 	ctx->stack = stack;
 	ctx->held = held;
+	check_clause_operators(ctx, query->sortClause);
+	check_clause_operators(ctx, query->groupClause);
+	check_clause_operators(ctx, query->distinctClause);
+	foreach(lc, query->windowClause)
+	{
+		check_clause_operators(ctx, lfirst_node(WindowClause, lc)->partitionClause);
+		check_clause_operators(ctx, lfirst_node(WindowClause, lc)->orderClause);
+	}
 	(void) query_tree_walker(query, scan_walker, ctx,
 							 QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_CTE_SUBQUERIES | QTW_IGNORE_JOINALIASES);
 	ctx->stack = save_stack;
@@ -255,16 +350,18 @@ scan_query(DeriveWalk *ctx, List *stack, Query *query, List *held)
 
 /* Walks one query block below the levels outer, with what holds for all its rows from outside. */
 static void
-walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited)
+walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 {
-	List	   *stack;
+	DeriveLevel *stack;
 	List	   *held;
 	ListCell   *lc;
 
 	check_stack_depth();
-	if (query == NULL)
+	if (query == NULL || list_member_ptr(ctx->walked, query))
 		return;
-	stack = lappend(list_copy(outer), query);
+	ctx->walked = lappend(ctx->walked, query);
+	CHECK_FOR_INTERRUPTS();
+	stack = docsync_derive_push(outer, query);
 	if (query->setOperations != NULL)
 	{
 		/* each branch on its own; what holds from outside (correlation) holds for each */
@@ -273,7 +370,15 @@ walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited)
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 
 			if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
-				walk_query(ctx, stack, rte->subquery, docsync_derive_edges_not_via(inherited, rte));
+			{
+				List	   *kept = docsync_derive_edges_not_via(inherited, rte);
+
+				if (list_length(kept) < list_length(inherited))
+					push_note(ctx, "it is read in a branch of a set operation, which the conditions on the operation's output do not reach");
+				walk_query(ctx, stack, rte->subquery, kept);
+				if (list_length(kept) < list_length(inherited))
+					pop_note(ctx);
+			}
 		}
 		scan_query(ctx, stack, query, inherited);
 		return;
@@ -283,12 +388,24 @@ walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited)
 	held = list_concat(list_copy(inherited), docsync_derive_inner_edges(ctx, stack, (Node *) query->jointree));
 	scan_query(ctx, stack, query, held);
 
-	/* a table in the range table but not the join tree: read, but how is unknown */
+	/*
+	 * A table, subquery or CTE in the range table that the join tree did not reach: read, but how is
+	 * unknown (an unreferenced CTE is never run).
+	 */
+	foreach(lc, query->cteList)
+	{
+		CommonTableExpr *cte = lfirst_node(CommonTableExpr, lc);
+
+		if (cte->cterefcount > 0 && IsA(cte->ctequery, Query))
+			walk_query(ctx, stack, (Query *) cte->ctequery, NIL);
+	}
 	foreach(lc, query->rtable)
 	{
 		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 		DeriveOcc  *occ;
 
+		if (rte->rtekind == RTE_SUBQUERY)
+			walk_query(ctx, stack, rte->subquery, NIL);
 		if (rte->rtekind != RTE_RELATION || get_rel_relkind(rte->relid) == RELKIND_VIEW)
 			continue;
 		occ = docsync_derive_occurrence(ctx->state, rte);
@@ -305,22 +422,22 @@ walk_query(DeriveWalk *ctx, List *outer, Query *query, List *inherited)
 void
 docsync_derive_walk(DeriveState *state, Query *query)
 {
-	DeriveWalk		ctx;
+	DeriveWalk	ctx;
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.state = state;
-	walk_query(&ctx, NIL, query, NIL);
+	walk_query(&ctx, NULL, query, NIL);
 }
 
 /* The body of a SQL function: what it reads is broadcast (its arguments are not traced). */
 void
 docsync_derive_walk_body(DeriveState *state, Query *query, const char *function)
 {
-	DeriveWalk		ctx;
+	DeriveWalk	ctx;
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.state = state;
 	ctx.body = true;
 	ctx.broadcast_why = psprintf("it is read by the function %s, whose arguments are not traced", function);
-	walk_query(&ctx, NIL, query, NIL);
+	walk_query(&ctx, NULL, query, NIL);
 }

@@ -12,7 +12,8 @@ ALTER TABLE docsync.watch_defs
 ALTER TABLE docsync.query_defs
   ADD COLUMN watches text NOT NULL DEFAULT 'manual' CHECK (watches IN ('manual', 'derived')),
   ADD COLUMN allow_uncovered boolean NOT NULL DEFAULT false,
-  ADD COLUMN derive_problem text;
+  ADD COLUMN derive_problem text,
+  ADD COLUMN derived_from regclass[];
 
 -- new arguments: the old signatures go
 DROP FUNCTION docsync.define_query(text, text, text[], boolean, text);
@@ -20,6 +21,15 @@ DROP FUNCTION docsync._define_query(text, text, text[], boolean, text);
 DROP FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text);
 DROP FUNCTION docsync._watch(text, text, text[], text, text[], boolean, text);
 DROP FUNCTION docsync.analyze_for(text, text, text);
+
+CREATE FUNCTION docsync.derive_watches(sql text, search_path text, definer regrole)
+RETURNS TABLE (table_schema name, table_name name, kind text, columns name[], keys_sql text,
+               keys_args name[], read_columns name[], why text)
+LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_derive_watches';
+
+COMMENT ON FUNCTION docsync.derive_watches(text, text, regrole) IS
+  'the watches derived for a doc query: per table occurrence its cheapest sound kind (direct, keys, broadcast) and the columns read; uncovered rows name functions whose bodies cannot be analysed';
 
 CREATE FUNCTION docsync.analyze_for(what text, sql text, search_path text, definer regrole DEFAULT NULL,
   OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
@@ -448,53 +458,74 @@ DECLARE
   nsp name;
   want jsonb := '[]';
   have jsonb;
+  found text;
+  derived_rels regclass[];
 BEGIN
-  SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
-    FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
-  SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
-    FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
-  IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
-    RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
-      USING ERRCODE = 'feature_not_supported',
-            DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
-            HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
-  END IF;
-
-  FOR d IN
-    SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
-      FROM jsonb_to_recordset(found_rows)
-           AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
-                read_columns name[])
-     WHERE x.kind IN ('direct', 'keys', 'broadcast')
-     ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
-  LOOP
-    rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
-    CONTINUE WHEN rel IS NULL;
-    SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
-    -- a partition read directly is watched as its root, whose changes the plugin reports
-    IF cls.relispartition THEN
-      rel := pg_partition_root(rel);
-      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+  -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
+  -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
+  -- derives again) must not hold those locks to its commit, where another session's DDL on those
+  -- tables would wait for it. The checks below, when the watches changed, lock what they read.
+  BEGIN
+    SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
+      FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
+    SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
+      FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
+    IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
+      RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
+              HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
     END IF;
-    -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
-    CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
-    nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
-    CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
-                           WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
-                             AND w.table_name = cls.relname
-                             AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
-                             AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
-    want := want || jsonb_build_object(
-      'table_schema', nsp, 'table_name', cls.relname,
-      'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
-      'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
-      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
-      'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
-                                                                                  WHEN 'keys' THEN d.keys_args
-                                                                                  ELSE '{}' END)),
-      'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
-  END LOOP;
-  SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+
+    FOR d IN
+      SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
+        FROM jsonb_to_recordset(found_rows)
+             AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
+                  read_columns name[])
+       WHERE x.kind IN ('direct', 'keys', 'broadcast')
+       ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
+    LOOP
+      rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
+      CONTINUE WHEN rel IS NULL;
+      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      -- a partition read directly is watched as its root, whose changes the plugin reports
+      IF cls.relispartition THEN
+        rel := pg_partition_root(rel);
+        SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      END IF;
+      -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
+      CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
+      nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
+      CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
+                             WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
+                               AND w.table_name = cls.relname
+                               AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
+                               AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
+      want := want || jsonb_build_object(
+        'table_schema', nsp, 'table_name', cls.relname,
+        'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
+        'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
+        'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
+        -- docsync.identity_gaps, cheaper for a plain table (this runs in migrations)
+        'allow_broadcast', CASE WHEN d.kind = 'broadcast' THEN false
+                                WHEN cls.relkind = 'r' THEN cls.relreplident <> 'f' AND NOT (
+                                  CASE d.kind WHEN 'direct' THEN d.columns ELSE d.keys_args END
+                                    <@ docsync.identity_columns(rel))
+                                ELSE EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                                ELSE d.keys_args END)) END,
+        'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
+    END LOOP;
+    SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+    -- what DDL must touch to change them (docsync._rederive)
+    want := jsonb_build_object('watches', want, 'from',
+      (SELECT to_jsonb(dep.relations) FROM docsync.query_depends(q.sql, q.search_path, definer) dep));
+    RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
+  EXCEPTION WHEN SQLSTATE 'DSY01' THEN
+    GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
+    want := found::jsonb;
+  END;
+  derived_rels := ARRAY(SELECT r::oid::regclass FROM jsonb_array_elements_text(want->'from') r);
+  want := want->'watches';
 
   SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
            'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
@@ -525,17 +556,20 @@ BEGIN
                 read_columns name[], allow_broadcast boolean)
      ORDER BY x.table_schema, x.table_name, x.broadcast, x.columns, x.keys_sql;
   END IF;
-  UPDATE docsync.query_defs x SET derive_problem = NULL WHERE x.name = q.name AND x.derive_problem IS NOT NULL;
+  UPDATE docsync.query_defs x SET derive_problem = NULL, derived_from = derived_rels
+   WHERE x.name = q.name
+     AND (x.derive_problem IS NOT NULL OR x.derived_from IS DISTINCT FROM derived_rels);
 END
 $$;
 
-CREATE FUNCTION docsync._rederive() RETURNS void
+CREATE FUNCTION docsync._rederive(queries text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   q docsync.query_defs;
   msg text;
+  reads regclass[];
 BEGIN
-  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
+  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' AND x.name = ANY (queries) ORDER BY x.name LOOP
     BEGIN
       PERFORM docsync.derive_stored(q);
     EXCEPTION WHEN OTHERS THEN
@@ -543,16 +577,34 @@ BEGIN
       BEGIN
         UPDATE docsync.query_defs x SET derive_problem = msg
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        BEGIN
+          -- the tables it reads now that no watch covers, when it still analyses, and its definer
+          -- may read them (a watch its definer may not read would refuse the whole query); found,
+          -- like derive_stored's, in a subtransaction rolled back so as to release its locks
+          reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
+                          WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
+                            AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
+          RAISE EXCEPTION 'docsync: read' USING ERRCODE = 'DSY01', DETAIL = reads::oid[]::text;
+        EXCEPTION
+          WHEN SQLSTATE 'DSY01' THEN
+            GET STACKED DIAGNOSTICS msg = PG_EXCEPTION_DETAIL;
+            reads := msg::oid[]::regclass[];
+          WHEN OTHERS THEN
+            reads := '{}';
+        END;
         INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
                                         read_columns, defined_by, search_path)
-        SELECT DISTINCT q.name, w.table_schema, w.table_name, '{}'::name[], NULL::text, 'derived', true,
+        SELECT DISTINCT q.name, t.nspname, t.relname, '{}'::name[], NULL::text, 'derived', true,
                NULL::name[], q.defined_by, q.search_path
-          FROM docsync.watch_defs w
-         WHERE w.query = q.name AND w.origin = 'derived'
-           AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
-           AND NOT EXISTS (SELECT FROM docsync.watch_defs b
+          FROM (SELECT w.table_schema AS nspname, w.table_name AS relname FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
+                UNION
+                SELECT n.nspname, c.relname FROM unnest(reads) r JOIN pg_class c ON c.oid = r
+                  JOIN pg_namespace n ON n.oid = c.relnamespace) t
+         WHERE NOT EXISTS (SELECT FROM docsync.watch_defs b
                             WHERE b.query = q.name AND b.origin = 'derived' AND b.broadcast
-                              AND b.table_schema = w.table_schema AND b.table_name = w.table_name);
+                              AND b.table_schema = t.nspname AND b.table_name = t.relname);
       EXCEPTION WHEN OTHERS THEN
         NULL;   -- the worker refuses a query it cannot judge (docsync.refusal)
       END;
@@ -704,6 +756,89 @@ $$;
 COMMENT ON FUNCTION docsync.explain(text) IS
   'each watch of a doc query, derived or hand-written: its kind, mapping, keys query, columns read, estimated doc queries per change, why, and the indexes its lookups lack';
 
+CREATE OR REPLACE FUNCTION docsync.worker_definitions() RETURNS jsonb
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  WITH qs AS (
+    SELECT q.*, coalesce(r.refused, docsync.reader_missing(q.name)) AS refused, rr.reader AS reader_role
+      FROM docsync.query_defs q CROSS JOIN LATERAL docsync.refusal(q.name) AS r(refused)
+      LEFT JOIN docsync.reader_roles rr ON rr.definer = q.defined_by)
+  SELECT jsonb_build_object(
+    'generation', (SELECT generation FROM docsync.def_generation),
+    'queries', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'name', q.name, 'sql', q.sql, 'params', to_jsonb(q.params),
+                          'search_path', q.search_path, 'refused', q.refused, 'reader_role', q.reader_role,
+                          'fingerprint', docsync.fingerprint(q.name),
+                          'batch_sql', CASE WHEN q.refused IS NULL THEN docsync.stored_batch_sql(q.name) END,
+                          'key_types', docsync.stored_key_types(q.name))
+                          ORDER BY q.name)
+                         FROM qs q), '[]'),
+    'watches', coalesce((SELECT jsonb_agg(jsonb_build_object(
+                          'query', w.query, 'relid', w.relid::oid::bigint, 'schema', w.table_schema, 'table', w.table_name,
+                          'columns', CASE WHEN w.keys_sql IS NULL THEN m.cols ELSE '[]' END,
+                          'keys_sql', w.keys_sql,
+                          'keys_search_path', CASE WHEN w.keys_sql IS NOT NULL THEN w.search_path END,
+                          'keys_reader_role', CASE WHEN w.keys_sql IS NOT NULL
+                                                   THEN (SELECT rr.reader FROM docsync.reader_roles rr
+                                                          WHERE rr.definer = w.defined_by) END,
+                          'keys_batch_sql', CASE WHEN w.keys_sql IS NOT NULL AND q.refused IS NULL
+                                                 THEN docsync.stored_batch_sql(w.query, w.id) END,
+                          'keys_args', CASE WHEN w.keys_sql IS NULL THEN '[]' ELSE m.cols END,
+                          'allow_broadcast', w.allow_broadcast, 'broadcast', d.broadcast,
+                          'read_columns', rc.cols) ORDER BY w.query, w.id)
+                         FROM docsync.watch_targets w
+                         JOIN docsync.watch_defs d ON d.id = w.id
+                         JOIN qs q ON q.name = w.query
+                         CROSS JOIN LATERAL (
+                           -- the columns the query reads, resolved: null when read_columns is null (every
+                           -- column) or one no longer resolves (dropped or renamed unseen): the watch then
+                           -- counts every column as read, which never skips a change it needs
+                           SELECT CASE WHEN d.read_columns IS NOT NULL AND coalesce(bool_and(a.attnum IS NOT NULL), true) THEN
+                                    coalesce(jsonb_agg(jsonb_build_object('name', a.attname, 'attnum', a.attnum) ORDER BY a.attnum)
+                                               FILTER (WHERE a.attnum IS NOT NULL), '[]') END AS cols
+                             FROM (SELECT DISTINCT u.col FROM unnest(d.read_columns) AS u(col)) u
+                             LEFT JOIN pg_attribute a
+                               ON a.attrelid = w.relid AND a.attname = u.col AND a.attnum > 0 AND NOT a.attisdropped) rc
+                         JOIN pg_class c ON c.oid = w.relid
+                         JOIN pg_namespace n ON n.oid = c.relnamespace
+                         CROSS JOIN LATERAL (
+                           SELECT coalesce(jsonb_agg(jsonb_build_object('name', u.col, 'attnum', u.num) ORDER BY u.ord), '[]') AS cols
+                             FROM unnest(w.columns, w.attnums) WITH ORDINALITY AS u(col, num, ord)) m
+                        CROSS JOIN LATERAL docsync.watch_set_aside(w.id) AS a(problem)
+                        WHERE w.problem IS NULL AND a.problem IS NULL), '[]'),
+    'unresolved', coalesce((SELECT jsonb_agg(jsonb_build_object('query', w.query, 'id', w.id, 'problem', p.problem)
+                                             ORDER BY w.query, w.id)
+                              FROM docsync.watch_targets w
+                              CROSS JOIN LATERAL (SELECT coalesce(w.problem, docsync.watch_set_aside(w.id)) AS problem) p
+                             WHERE p.problem IS NOT NULL), '[]'),
+    'uncovered', coalesce((SELECT jsonb_agg(jsonb_build_object('query', u.query, 'message', u.message) ORDER BY u.query)
+                             FROM docsync.uncovered_queries() u), '[]'))
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.plugin_tables() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT coalesce(string_agg(e.entry, ',' ORDER BY e.relid), '')
+    FROM (SELECT r.relid,
+                 r.relid::text || coalesce('(' || (SELECT string_agg(n::text, ',' ORDER BY n)
+                                                      FROM (SELECT unnest(w.attnums) AS n
+                                                              FROM docsync.watch_targets w
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                            UNION
+                                                            -- and the columns its queries read, as the worker
+                                                            -- has them: none when one no longer resolves
+                                                            SELECT a.attnum
+                                                              FROM docsync.watch_targets w
+                                                              JOIN docsync.watch_defs d ON d.id = w.id
+                                                              JOIN pg_attribute a
+                                                                ON a.attrelid = w.relid AND a.attname = ANY (d.read_columns)
+                                                               AND a.attnum > 0 AND NOT a.attisdropped
+                                                             WHERE w.relid::oid = r.relid AND w.problem IS NULL
+                                                               AND NOT EXISTS (SELECT FROM unnest(d.read_columns) AS u(col)
+                                                                                WHERE NOT EXISTS (SELECT FROM pg_attribute x
+                                                                                                   WHERE x.attrelid = w.relid AND x.attname = u.col
+                                                                                                     AND x.attnum > 0 AND NOT x.attisdropped))) a) || ')', '') AS entry
+            FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
+$$;
+
 CREATE OR REPLACE VIEW docsync.queries AS
   WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
   SELECT q.name,
@@ -787,4 +922,5 @@ GRANT EXECUTE ON FUNCTION docsync.analyze_query(text, text, regrole), docsync.ba
   docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(),
   docsync.explain(text)
   TO docsync_admin;
+GRANT EXECUTE ON FUNCTION docsync.derive_watches(text, text, regrole) TO docsync_admin;
 GRANT SELECT ON docsync.watch_targets TO docsync_admin;

@@ -32,7 +32,11 @@ CREATE TABLE docsync.query_defs (
   allow_uncovered boolean NOT NULL DEFAULT false,
   -- why the watches could not be derived again after DDL (the previous ones were kept, and every
   -- table they covered recomputes every live doc); null when they were
-  derive_problem text
+  derive_problem text,
+  -- the relations (views included) the derived watches were derived from: DDL on one of them, or
+  -- a relation made or renamed with the name of one, derives them again (any other DDL, on a
+  -- function or a type say, derives every query's again); regclass, so a dump restores it by name
+  derived_from regclass[]
 );
 COMMENT ON TABLE docsync.query_defs IS 'docsync doc queries (use docsync.define_query)';
 

@@ -25,53 +25,74 @@ DECLARE
   nsp name;
   want jsonb := '[]';
   have jsonb;
+  found text;
+  derived_rels regclass[];
 BEGIN
-  SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
-    FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
-  SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
-    FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
-  IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
-    RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
-      USING ERRCODE = 'feature_not_supported',
-            DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
-            HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
-  END IF;
-
-  FOR d IN
-    SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
-      FROM jsonb_to_recordset(found_rows)
-           AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
-                read_columns name[])
-     WHERE x.kind IN ('direct', 'keys', 'broadcast')
-     ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
-  LOOP
-    rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
-    CONTINUE WHEN rel IS NULL;
-    SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
-    -- a partition read directly is watched as its root, whose changes the plugin reports
-    IF cls.relispartition THEN
-      rel := pg_partition_root(rel);
-      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+  -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
+  -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
+  -- derives again) must not hold those locks to its commit, where another session's DDL on those
+  -- tables would wait for it. The checks below, when the watches changed, lock what they read.
+  BEGIN
+    SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') INTO found_rows
+      FROM docsync.derive_watches(q.sql, q.search_path, definer) x;
+    SELECT string_agg(x.why, '; ' ORDER BY x.why) INTO uncovered
+      FROM jsonb_to_recordset(found_rows) AS x(kind text, why text) WHERE x.kind = 'uncovered';
+    IF uncovered IS NOT NULL AND NOT q.allow_uncovered THEN
+      RAISE EXCEPTION 'doc query "%" calls functions whose reads docsync cannot analyse: %', q.name, uncovered
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = 'No watch can be derived for the tables such a function reads: a change there would leave the docs stale.',
+              HINT = format('Pass allow_uncovered => true, then watch the tables those functions read with docsync.watch(%L, table, broadcast => true) or a hand-written watch.', q.name);
     END IF;
-    -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
-    CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
-    nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
-    CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
-                           WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
-                             AND w.table_name = cls.relname
-                             AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
-                             AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
-    want := want || jsonb_build_object(
-      'table_schema', nsp, 'table_name', cls.relname,
-      'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
-      'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
-      'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
-      'allow_broadcast', EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
-                                                                                  WHEN 'keys' THEN d.keys_args
-                                                                                  ELSE '{}' END)),
-      'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
-  END LOOP;
-  SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+
+    FOR d IN
+      SELECT DISTINCT x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql, x.keys_args, x.read_columns
+        FROM jsonb_to_recordset(found_rows)
+             AS x(table_schema name, table_name name, kind text, columns name[], keys_sql text, keys_args name[],
+                  read_columns name[])
+       WHERE x.kind IN ('direct', 'keys', 'broadcast')
+       ORDER BY x.table_schema, x.table_name, x.kind, x.columns, x.keys_sql
+    LOOP
+      rel := to_regclass(format('%I.%I', d.table_schema, d.table_name));
+      CONTINUE WHEN rel IS NULL;
+      SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      -- a partition read directly is watched as its root, whose changes the plugin reports
+      IF cls.relispartition THEN
+        rel := pg_partition_root(rel);
+        SELECT * INTO cls FROM pg_class c WHERE c.oid = rel;
+      END IF;
+      -- only tables' changes are decoded: a matview or foreign table is followed by the fingerprint
+      CONTINUE WHEN cls.relkind NOT IN ('r', 'p') OR cls.relnamespace = 'docsync'::regnamespace;
+      nsp := (SELECT n.nspname FROM pg_namespace n WHERE n.oid = cls.relnamespace);
+      CONTINUE WHEN EXISTS (SELECT FROM docsync.watch_defs w
+                             WHERE w.query = q.name AND w.origin = 'manual' AND w.table_schema = nsp
+                               AND w.table_name = cls.relname
+                               AND to_regrole(quote_ident(w.defined_by)) IS NOT NULL
+                               AND pg_has_role(to_regrole(quote_ident(w.defined_by)), definer, 'MEMBER'));
+      want := want || jsonb_build_object(
+        'table_schema', nsp, 'table_name', cls.relname,
+        'columns', CASE d.kind WHEN 'direct' THEN d.columns WHEN 'keys' THEN d.keys_args ELSE '{}' END,
+        'keys_sql', CASE WHEN d.kind = 'keys' THEN d.keys_sql END,
+        'broadcast', d.kind = 'broadcast', 'read_columns', d.read_columns,
+        -- docsync.identity_gaps, cheaper for a plain table (this runs in migrations)
+        'allow_broadcast', CASE WHEN d.kind = 'broadcast' THEN false
+                                WHEN cls.relkind = 'r' THEN cls.relreplident <> 'f' AND NOT (
+                                  CASE d.kind WHEN 'direct' THEN d.columns ELSE d.keys_args END
+                                    <@ docsync.identity_columns(rel))
+                                ELSE EXISTS (SELECT FROM docsync.identity_gaps(rel, CASE d.kind WHEN 'direct' THEN d.columns
+                                                                                                ELSE d.keys_args END)) END,
+        'rel', rel::oid, 'kind', d.kind, 'keys_args', d.keys_args);
+    END LOOP;
+    SELECT coalesce(jsonb_agg(DISTINCT x), '[]') INTO want FROM jsonb_array_elements(want) x;
+    -- what DDL must touch to change them (docsync._rederive)
+    want := jsonb_build_object('watches', want, 'from',
+      (SELECT to_jsonb(dep.relations) FROM docsync.query_depends(q.sql, q.search_path, definer) dep));
+    RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
+  EXCEPTION WHEN SQLSTATE 'DSY01' THEN
+    GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
+    want := found::jsonb;
+  END;
+  derived_rels := ARRAY(SELECT r::oid::regclass FROM jsonb_array_elements_text(want->'from') r);
+  want := want->'watches';
 
   SELECT coalesce(jsonb_agg(DISTINCT jsonb_build_object(
            'table_schema', w.table_schema, 'table_name', w.table_name, 'columns', w.columns,
@@ -102,24 +123,29 @@ BEGIN
                 read_columns name[], allow_broadcast boolean)
      ORDER BY x.table_schema, x.table_name, x.broadcast, x.columns, x.keys_sql;
   END IF;
-  UPDATE docsync.query_defs x SET derive_problem = NULL WHERE x.name = q.name AND x.derive_problem IS NOT NULL;
+  UPDATE docsync.query_defs x SET derive_problem = NULL, derived_from = derived_rels
+   WHERE x.name = q.name
+     AND (x.derive_problem IS NOT NULL OR x.derived_from IS DISTINCT FROM derived_rels);
 END
 $$;
 
 -- After DDL (plugin/ddl.c calls it as the extension's owner, before raising the generation): derives
--- the watches of every query with watches = 'derived' again, as each one's definer. When unsure,
+-- the watches of the queries named (those with derived watches that the DDL may change: see
+-- query_defs.derived_from) again, as each one's definer. When unsure,
 -- recompute: a query whose watches cannot be derived now (it no longer analyses, a lock is held
 -- elsewhere past lock_timeout, a function became uncovered, its definer may no longer read a table)
--- keeps its derived watches and gets a derived broadcast watch on every table they covered, and
--- docsync.queries reports why (query_defs.derive_problem) until DDL or a redefinition derives them.
+-- keeps its derived watches and gets a derived broadcast watch on every table they covered and on
+-- every table it reads now that no watch covers and its definer may read, and docsync.queries
+-- reports why (query_defs.derive_problem) until DDL or a redefinition derives them.
 -- Never raises: the DDL is a customer's, and must not fail because of docsync.
-CREATE FUNCTION docsync._rederive() RETURNS void
+CREATE FUNCTION docsync._rederive(queries text[]) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   q docsync.query_defs;
   msg text;
+  reads regclass[];
 BEGIN
-  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' ORDER BY x.name LOOP
+  FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' AND x.name = ANY (queries) ORDER BY x.name LOOP
     BEGIN
       PERFORM docsync.derive_stored(q);
     EXCEPTION WHEN OTHERS THEN
@@ -127,16 +153,34 @@ BEGIN
       BEGIN
         UPDATE docsync.query_defs x SET derive_problem = msg
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        BEGIN
+          -- the tables it reads now that no watch covers, when it still analyses, and its definer
+          -- may read them (a watch its definer may not read would refuse the whole query); found,
+          -- like derive_stored's, in a subtransaction rolled back so as to release its locks
+          reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
+                          WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
+                            AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
+          RAISE EXCEPTION 'docsync: read' USING ERRCODE = 'DSY01', DETAIL = reads::oid[]::text;
+        EXCEPTION
+          WHEN SQLSTATE 'DSY01' THEN
+            GET STACKED DIAGNOSTICS msg = PG_EXCEPTION_DETAIL;
+            reads := msg::oid[]::regclass[];
+          WHEN OTHERS THEN
+            reads := '{}';
+        END;
         INSERT INTO docsync.watch_defs (query, table_schema, table_name, columns, keys_sql, origin, broadcast,
                                         read_columns, defined_by, search_path)
-        SELECT DISTINCT q.name, w.table_schema, w.table_name, '{}'::name[], NULL::text, 'derived', true,
+        SELECT DISTINCT q.name, t.nspname, t.relname, '{}'::name[], NULL::text, 'derived', true,
                NULL::name[], q.defined_by, q.search_path
-          FROM docsync.watch_defs w
-         WHERE w.query = q.name AND w.origin = 'derived'
-           AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
-           AND NOT EXISTS (SELECT FROM docsync.watch_defs b
+          FROM (SELECT w.table_schema AS nspname, w.table_name AS relname FROM docsync.watch_defs w
+                 WHERE w.query = q.name AND w.origin = 'derived'
+                   AND to_regclass(format('%I.%I', w.table_schema, w.table_name)) IS NOT NULL
+                UNION
+                SELECT n.nspname, c.relname FROM unnest(reads) r JOIN pg_class c ON c.oid = r
+                  JOIN pg_namespace n ON n.oid = c.relnamespace) t
+         WHERE NOT EXISTS (SELECT FROM docsync.watch_defs b
                             WHERE b.query = q.name AND b.origin = 'derived' AND b.broadcast
-                              AND b.table_schema = w.table_schema AND b.table_name = w.table_name);
+                              AND b.table_schema = t.nspname AND b.table_name = t.relname);
       EXCEPTION WHEN OTHERS THEN
         NULL;   -- the worker refuses a query it cannot judge (docsync.refusal)
       END;

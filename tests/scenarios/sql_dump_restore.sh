@@ -45,13 +45,13 @@ SET search_path = shop;
 SELECT docsync.define_query('order',
   $$SELECT jsonb_build_object('id', o.id, 'state', o.state,
       'items', (SELECT coalesce(jsonb_agg(i ORDER BY i.id), '[]') FROM order_items i WHERE i.order_id = o.id))
-    FROM orders o WHERE o.id = $1$$, params => ARRAY['order_id']);
+    FROM orders o WHERE o.id = $1$$, params => ARRAY['order_id'], watches => 'manual');
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['customer_id'], allow_broadcast => true);
 SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
 SELECT docsync.watch('order', 'products',
   keys_sql => $$SELECT DISTINCT order_id FROM order_items WHERE product_id = $1$$, keys_args => ARRAY['id']);
-SELECT docsync.define_query('count', 'SELECT jsonb_build_object(''n'', count(*)) FROM orders');
+SELECT docsync.define_query('count', 'SELECT jsonb_build_object(''n'', count(*)) FROM orders', watches => 'manual');
 SELECT docsync.watch('count', 'orders', params => ARRAY[]::text[]);
 SELECT docsync.advance_generation('dump_slot', '7000000000000000001', 1, 41, false);
 -- watches that no longer resolve: their table dropped, their column renamed, unseen by the event
@@ -60,7 +60,7 @@ CREATE TABLE shop.r1 (id int PRIMARY KEY);
 CREATE TABLE shop.r2 (id int PRIMARY KEY, c int);
 CREATE SCHEMA aux;
 CREATE TABLE aux.a1 (id int PRIMARY KEY);
-SELECT docsync.define_query('r', 'SELECT to_jsonb(x) FROM (SELECT $1::int AS id) x', params => ARRAY['id']);
+SELECT docsync.define_query('r', 'SELECT to_jsonb(x) FROM (SELECT $1::int AS id) x', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('r', 'r1', params => ARRAY['id']);
 SELECT docsync.watch('r', 'r2', params => ARRAY['c'], allow_broadcast => true);
 SELECT docsync.watch('r', 'aux.a1', params => ARRAY['id']);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # docsync never adds a lock wait, a deadlock, a serialization failure or a failure to a customer's
-# DDL, and DROP EXTENSION leaves nothing behind. Two sessions at a time, on watched tables:
+# DDL, and DROP EXTENSION leaves nothing behind. Two sessions at a time, on watched tables of a
+# query whose watches are derived (so DDL derives them again, and must hold no lock for it):
 #   - an open migration transaction that altered orders does not block ALTER TABLE order_items, nor
 #     a SELECT from it;
 #   - T1 alters orders then reads order_items while T2 alters order_items and commits: no deadlock,

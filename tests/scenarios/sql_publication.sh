@@ -50,10 +50,10 @@ ALTER TABLE posts DROP COLUMN legacy;               -- here: id is attnum 2, aut
 CREATE TABLE comments (id int PRIMARY KEY, post_id int, body text);
 ALTER TABLE comments REPLICA IDENTITY FULL;
 INSERT INTO posts VALUES (1, 10, 'one');
-SELECT docsync.define_query('post', 'SELECT to_jsonb(p) FROM posts p WHERE p.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('post', 'SELECT to_jsonb(p) FROM posts p WHERE p.id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('post', 'posts', params => ARRAY['id']);
 SELECT docsync.define_query('by_author', 'SELECT jsonb_agg(p) FROM posts p WHERE p.author_id = $1',
-                            params => ARRAY['author']);
+                            params => ARRAY['author'], watches => 'manual');
 SELECT docsync.watch('by_author', 'posts', params => ARRAY['author_id'], allow_broadcast => true);
 SELECT docsync.advance_generation('pub_slot', '1', 1, 0, false);
 CREATE ROLE docsync_pub_reader_test;
@@ -71,7 +71,7 @@ timeout 60 "$bindir/pg_dump" -s -h "$pub_host" -p "$pub_port" -d "$pub" |
   timeout 60 "$bindir/psql" -X -q -h "$sub_host" -p "$sub_port" -d sub >/dev/null 2>&1
 on_sub <<'SQL'
 SET client_min_messages = warning;
-SELECT docsync.define_query('post', 'SELECT to_jsonb(p) FROM posts p WHERE p.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('post', 'SELECT to_jsonb(p) FROM posts p WHERE p.id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('post', 'posts', params => ARRAY['id']);
 SQL
 own_before=$(on_sub -At -c "SELECT string_agg(format('%s %s.%s %s', w.query, w.table_schema, w.table_name, w.columns), ';')
@@ -90,7 +90,7 @@ on_pub <<'SQL'
 SET client_min_messages = warning;
 INSERT INTO posts VALUES (2, 10, 'two');
 SELECT docsync.drop_query('by_author');
-SELECT docsync.define_query('comment', 'SELECT to_jsonb(c) FROM comments c WHERE c.id = $1', params => ARRAY['id']);
+SELECT docsync.define_query('comment', 'SELECT to_jsonb(c) FROM comments c WHERE c.id = $1', params => ARRAY['id'], watches => 'manual');
 SELECT docsync.watch('comment', 'comments', params => ARRAY['id']);
 SQL
 wait_for 30 "the publisher's insert" on_sub -At -c "SELECT count(*) = 2 FROM posts"

@@ -22,9 +22,9 @@ sql "INSERT INTO secrets VALUES (1, '078-05-1120')"
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE ROLE $alice" -c "GRANT docsync_admin TO $alice"
 sql "GRANT SELECT ON t, secrets TO $alice"
 sql "SET ROLE $alice;
-     SELECT docsync.define_query('mine', 'SELECT jsonb_build_object(''ssn'', s.ssn, ''v'', t.v) FROM t JOIN secrets s USING (id) WHERE t.id = \$1', params => ARRAY['id']);
+     SELECT docsync.define_query('mine', 'SELECT jsonb_build_object(''ssn'', s.ssn, ''v'', t.v) FROM t JOIN secrets s USING (id) WHERE t.id = \$1', params => ARRAY['id'], watches => 'manual');
      SELECT docsync.watch('mine', 't', params => ARRAY['id'])" >/dev/null
-sql "SELECT docsync.define_query('good', 'SELECT jsonb_build_object(''id'', t.id, ''v'', t.v) FROM t WHERE t.id = \$1', params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('good', 'SELECT jsonb_build_object(''id'', t.id, ''v'', t.v) FROM t WHERE t.id = \$1', params => ARRAY['id'], watches => 'manual')" >/dev/null
 sql "SELECT docsync.watch('good', 't', params => ARRAY['id'])" >/dev/null
 grant_reader
 # Around the API: only a superuser can still write the definition tables.

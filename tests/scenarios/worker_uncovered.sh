@@ -17,7 +17,7 @@ sql "CREATE TABLE order_items (id int PRIMARY KEY, order_id int NOT NULL, qty in
 sql "ALTER TABLE order_items REPLICA IDENTITY FULL"
 sql "INSERT INTO orders VALUES (1, 'new')"
 order_sql="SELECT jsonb_build_object('id', o.id, 'status', o.status, 'qty', (SELECT coalesce(sum(qty), 0) FROM order_items i WHERE i.order_id = o.id)) FROM orders o WHERE o.id = 1"
-sql "SELECT docsync.define_query('order', \$q\$$(echo "$order_sql" | sed 's/o.id = 1/o.id = $1/')\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('order', \$q\$$(echo "$order_sql" | sed 's/o.id = 1/o.id = $1/')\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 notice=$(psql -X -q -At -d "$db" -c "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" 2>&1 >/dev/null)
 [[ "$notice" == *"NOTICE:  doc query \"order\" reads public.order_items, which no watch covers"* ]] ||
   fail "the watch that leaves order_items uncovered gave no notice: $notice"
