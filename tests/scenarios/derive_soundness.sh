@@ -18,7 +18,7 @@
 # docsync_query_recomputes_total) and the doc and keys statements run (pg_stat_statements, by the
 # definers' reader roles) for the derived set and the hand-written set.
 # DERIVE_QUERIES (40) × DERIVE_TXNS (300) takes 30-45 s on 2 cores; the full size,
-# DERIVE_QUERIES=200 DERIVE_TXNS=1000, about 6 minutes. A cluster of its own
+# DERIVE_QUERIES=200 DERIVE_TXNS=1000, 2-6 minutes. A cluster of its own
 # (lib/own_cluster.bash); needs DOCSYNC_WORKER.
 set -euo pipefail
 test_name=derive
