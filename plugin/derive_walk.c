@@ -15,7 +15,9 @@
  *		- a sublink's relations get its own conjuncts and what holds for every row of its block;
  *		- set operation branches are walked each on its own; a CTE referenced more than once
  *		  with its own conjuncts only; a recursive CTE's tables and a SQL function body's are
- *		  marked broadcast.
+ *		  marked broadcast;
+ *		- last, a strict equality on another occurrence's column that holds for an occurrence's rows
+ *		  brings what holds for that other one's (its row is there, not null-extended).
  *		derive_path.c turns the equalities into watches.
  *
  *-------------------------------------------------------------------------
