@@ -439,15 +439,30 @@ close_over_neighbours(DeriveState *state)
 	foreach(lc, state->occs)
 	{
 		DeriveOcc  *x = (DeriveOcc *) lfirst(lc);
-		List	   *added = NIL;
+		Bitmapset  *added = NULL;
+		Bitmapset  *have = NULL;
+		List	   *edges = NIL;
 		ListCell   *le;
 
 		if (!x->placed || x->broadcast_why != NULL)
 			continue;
+		CHECK_FOR_INTERRUPTS();
+		/* its own edges, each once */
+		foreach(le, own[x->id])
+		{
+			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
+
+			if (!bms_is_member(edge->id, have))
+			{
+				have = bms_add_member(have, edge->id);
+				edges = lappend(edges, edge);
+			}
+		}
 		foreach(le, own[x->id])
 		{
 			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
 			DeriveTerm *sides[2] = {&edge->left, &edge->right};
+			ListCell   *ly;
 			int			i;
 
 			if (!op_strict(edge->opno))
@@ -457,12 +472,22 @@ close_over_neighbours(DeriveState *state)
 				DeriveOcc  *y = sides[i]->kind == DERIVE_COLUMN ? sides[i]->occ : NULL;
 
 				if (y == NULL || y == x || !y->placed || y->broadcast_why != NULL || y->id >= n ||
-					list_member_ptr(added, y))
+					bms_is_member(y->id, added))
 					continue;
-				added = lappend(added, y);
-				x->edges = list_concat_unique_ptr(list_copy(x->edges), own[y->id]);
+				added = bms_add_member(added, y->id);
+				foreach(ly, own[y->id])
+				{
+					DeriveEdge *theirs = (DeriveEdge *) lfirst(ly);
+
+					if (!bms_is_member(theirs->id, have))
+					{
+						have = bms_add_member(have, theirs->id);
+						edges = lappend(edges, theirs);
+					}
+				}
 			}
 		}
+		x->edges = edges;
 	}
 }
 
