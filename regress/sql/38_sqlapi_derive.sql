@@ -200,6 +200,9 @@ CREATE OPERATOR CLASS rev_ops FOR TYPE int USING btree AS
   OPERATOR 1 <<<, OPERATOR 2 <<=, OPERATOR 3 ===, OPERATOR 4 >>=, OPERATOR 5 >>>, FUNCTION 1 rev_cmp(int, int);
 SELECT * FROM d($$SELECT jsonb_agg(i.qty ORDER BY i.qty) FROM (SELECT qty FROM order_items
   WHERE order_id = $1 ORDER BY qty USING <<< LIMIT 3) i$$);
+-- an equality of the schema's own (a btree family's equality) joins the keys query by its name
+SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b ON b.order_id === a.order_id
+  WHERE a.id = $1$$);
 
 -- a join on two columns: a keys query with two args
 SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b
