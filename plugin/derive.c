@@ -69,7 +69,8 @@ add_uncovered(DeriveState *state, Oid funcid, const char *why)
 
 /*
  * Runs fn(arg) in a subtransaction: returns NULL, or the message of the error it raised (rolled
- * back, so the derivation goes on).
+ * back, so the derivation goes on). A cancel, a shutdown, running out of resources or an internal
+ * error is no answer about the text: it is raised again.
  */
 static char *
 try_in_subtransaction(void (*fn) (void *), void *arg)
@@ -93,6 +94,12 @@ try_in_subtransaction(void (*fn) (void *), void *arg)
 		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTERNAL_ERROR)
+			ReThrowError(edata);
 		message = edata->message;
 	}
 	PG_END_TRY();
