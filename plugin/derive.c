@@ -311,7 +311,10 @@ rows_equal(DeriveRow *a, DeriveRow *b)
 		 (a->keys_sql != NULL && b->keys_sql != NULL && strcmp(a->keys_sql, b->keys_sql) == 0));
 }
 
-/* The names of the columns of a table the query reads, or NULL (all). */
+/*
+ * The names of the columns of a table the query reads, or NULL (all). A function the analysis
+ * cannot see into may read any column of any table, those the query names included: then all.
+ */
 static List *
 read_columns(DeriveState *state, Oid relid, bool *all)
 {
@@ -319,6 +322,8 @@ read_columns(DeriveState *state, Oid relid, bool *all)
 	List	   *names = NIL;
 
 	*all = true;
+	if (state->uncovered != NIL)
+		return NIL;
 	foreach(lc, state->reads)
 	{
 		DeriveRead *read = (DeriveRead *) lfirst(lc);

@@ -147,7 +147,8 @@ SELECT * FROM d($$SELECT jsonb_agg(prev.id) FROM orders o JOIN orders prev
   ON prev.customer_id = o.customer_id AND prev.id <> o.id WHERE o.id = $1$$);
 
 -- functions: a plpgsql body is uncovered; a SQL body is analysed and the tables it reads broadcast;
--- pg_catalog functions that run SQL text are uncovered
+-- pg_catalog functions that run SQL text are uncovered. A function docsync cannot see into may read
+-- any column: with one, every table's read_columns is null (all)
 SELECT * FROM d($$SELECT jsonb_build_object('total', order_total(o.id)) FROM orders o WHERE o.id = $1$$);
 SELECT * FROM d($$SELECT jsonb_build_object('p', product_name(i.product_id), 'r', region_of(1))
   FROM order_items i WHERE i.order_id = $1$$);
