@@ -21,6 +21,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -359,10 +360,39 @@ derive(DeriveState *state, Query *query)
 							 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE))
 			continue;
 		row = docsync_derive_classify(state, occ);
+		row->read_relid = row->relid;
 		foreach(seen, rows)
 			dup = dup || rows_equal((DeriveRow *) lfirst(seen), row);
 		if (!dup)
 			rows = lappend(rows, row);
+
+		/*
+		 * The rows of a table's inheritance children are its rows too, but their changes are
+		 * decoded as the child's (a partition's as its root's): each child gets the same watch,
+		 * by column name.
+		 */
+		if (occ->rte->inh && relkind == RELKIND_RELATION && has_subclass(occ->relid))
+		{
+			ListCell   *lchild;
+
+			foreach(lchild, find_all_inheritors(occ->relid, NoLock, NULL))
+			{
+				DeriveRow  *child;
+
+				if (lfirst_oid(lchild) == occ->relid)
+					continue;
+				child = palloc(sizeof(DeriveRow));
+				*child = *row;
+				child->relid = lfirst_oid(lchild);
+				child->why = psprintf("%s (it inherits from %s)", row->why,
+									  quote_identifier(get_rel_name(occ->relid)));
+				dup = false;
+				foreach(seen, rows)
+					dup = dup || rows_equal((DeriveRow *) lfirst(seen), child);
+				if (!dup)
+					rows = lappend(rows, child);
+			}
+		}
 	}
 	foreach(lc, state->uncovered)
 	{
@@ -440,7 +470,7 @@ docsync_derive_watches(PG_FUNCTION_ARGS)
 		if (OidIsValid(row->relid))
 		{
 			bool		all;
-			List	   *cols = read_columns(&state, row->relid, &all);
+			List	   *cols = read_columns(&state, row->read_relid, &all);
 
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(get_rel_namespace(row->relid))));
 			values[1] = DirectFunctionCall1(namein, CStringGetDatum(get_rel_name(row->relid)));

@@ -85,6 +85,7 @@ typedef struct DeriveState
 typedef struct DeriveRow
 {
 	Oid			relid;			/* InvalidOid for an uncovered function */
+	Oid			read_relid;		/* the table whose read columns it lists (an inheritance parent's) */
 	const char *kind;			/* direct, keys, broadcast, uncovered */
 	List	   *columns;		/* char *: direct mapping, one per param */
 	char	   *keys_sql;

@@ -127,6 +127,13 @@ SELECT * FROM d($$SELECT jsonb_agg(u.id) FROM (SELECT o.customer_id AS id FROM o
 -- a view is seen through: its tables and the join inside it
 SELECT * FROM d($$SELECT jsonb_agg(l) FROM order_lines l WHERE l.order_id = $1$$);
 
+-- an inheritance child's rows are its parent's, decoded as the child's: the same watch, by name
+-- (not for ONLY)
+CREATE TABLE notes (id int PRIMARY KEY, order_id int, body text);
+CREATE TABLE urgent_notes (level int) INHERITS (notes);
+SELECT * FROM d($$SELECT jsonb_agg(n.body) FROM notes n WHERE n.order_id = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(n.body) FROM ONLY notes n WHERE n.order_id = $1$$);
+
 -- no params: the one doc reads every row; whole-row references read every column (null)
 SELECT * FROM d($$SELECT jsonb_agg(p) FROM products p$$);
 
