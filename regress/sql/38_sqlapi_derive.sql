@@ -97,6 +97,21 @@ SELECT * FROM d($$SELECT jsonb_build_object('name', c.name, 'recent', jsonb_agg(
 SELECT * FROM d($$SELECT jsonb_agg(s.id) FROM (SELECT DISTINCT ON (o.customer_id) o.id, o.customer_id
   FROM orders o ORDER BY o.customer_id, o.placed_at DESC) s WHERE s.customer_id = $1$$);
 
+-- window functions and grouping sets choose rows by looking at others, like LIMIT
+SELECT * FROM d($$SELECT jsonb_agg(x.id) FROM (SELECT o.id, o.customer_id, rank() OVER (ORDER BY o.placed_at) AS r
+  FROM orders o) x WHERE x.customer_id = $1 AND x.r <= 3$$);
+SELECT * FROM d($$SELECT jsonb_agg(x) FROM (SELECT o.customer_id, o.status, count(*) FROM orders o
+  GROUP BY GROUPING SETS ((o.customer_id), (o.status))) x WHERE x.customer_id = $1$$);
+
+-- sublinks whose rows stand for nothing: EXISTS over an aggregate is always true, an aggregate's IN
+-- output is no row's column; a sublink under OR is no conjunct
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE EXISTS (SELECT count(*) FROM orders o WHERE o.customer_id = c.id AND o.id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE c.id IN (SELECT max(o.customer_id) FROM orders o WHERE o.id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE c.region = 'north' OR EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.id = $1)$$);
+
 -- sublinks: EXISTS, NOT EXISTS, IN (outer = output, and the sublink's conjuncts through its witness)
 SELECT * FROM d($$SELECT to_jsonb(c.name) FROM customers c WHERE c.id = $1
   AND EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'open')$$);
