@@ -8,8 +8,10 @@
  *		search_path (definer.c, sqlapi.c's docsync_analyze_select), never planned or run; the walk is
  *		derive_walk.c's, the choice of kind derive_path.c's. Here: the entry point, the functions a
  *		query calls (a SQL function's body is analysed for the tables it reads; any other language
- *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), and the
- *		subtransactions that let an analysis fail without failing the derivation.
+ *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), the rows
+ *		(an inheritance child gets its parent's watch; with an uncovered function every table's read
+ *		columns are all), and the subtransactions that let an analysis fail without failing the
+ *		derivation.
  *
  *-------------------------------------------------------------------------
  */
