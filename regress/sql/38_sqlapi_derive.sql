@@ -52,6 +52,13 @@ SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
 -- RIGHT JOIN is the mirror image
 SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
   FROM orders o RIGHT JOIN customers c ON o.customer_id = c.id AND c.id = $1$$);
+-- a strict equality on a nullable side's column means its row is there: the ON holds then too, for
+-- the preserved side (WHERE on the nullable side) and for a sublink correlated with the nullable side
+SELECT * FROM d($$SELECT jsonb_agg(c.name) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+  WHERE o.id = $1$$);
+SELECT * FROM d($$SELECT jsonb_build_object('id', o.id, 'customer', c.name,
+    'their_orders', (SELECT count(*) FROM orders o2 WHERE o2.customer_id = c.id))
+  FROM orders o LEFT JOIN customers c ON c.id = o.customer_id WHERE o.id = $1$$);
 -- FULL JOIN: its ON holds for neither side
 SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM customers c FULL JOIN orders o ON o.customer_id = c.id
   WHERE c.id = $1$$);
