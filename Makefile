@@ -53,6 +53,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header: the analysis's files share their structures through derive.h.
+plugin/derive.o plugin/derive_path.o plugin/derive_terms.o plugin/derive_walk.o: plugin/derive.h
+
 # docsync.control lives at the top; PGXS installs $(EXTENSION).control from there.
 
 # After the PGXS include, so `all` stays the default goal; `make clean` removes it (DATA_built).

@@ -8,8 +8,10 @@
  *		search_path (definer.c, sqlapi.c's docsync_analyze_select), never planned or run; the walk is
  *		derive_walk.c's, the choice of kind derive_path.c's. Here: the entry point, the functions a
  *		query calls (a SQL function's body is analysed for the tables it reads; any other language
- *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), and the
- *		subtransactions that let an analysis fail without failing the derivation.
+ *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), the rows
+ *		(an inheritance child gets its parent's watch; with an uncovered function every table's read
+ *		columns are all), and the subtransactions that let an analysis fail without failing the
+ *		derivation.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +23,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -69,7 +72,8 @@ add_uncovered(DeriveState *state, Oid funcid, const char *why)
 
 /*
  * Runs fn(arg) in a subtransaction: returns NULL, or the message of the error it raised (rolled
- * back, so the derivation goes on).
+ * back, so the derivation goes on). A cancel, a shutdown, running out of resources or an internal
+ * error is no answer about the text: it is raised again.
  */
 static char *
 try_in_subtransaction(void (*fn) (void *), void *arg)
@@ -93,6 +97,12 @@ try_in_subtransaction(void (*fn) (void *), void *arg)
 		edata = CopyErrorData();
 		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTERNAL_ERROR)
+			ReThrowError(edata);
 		message = edata->message;
 	}
 	PG_END_TRY();
@@ -304,7 +314,10 @@ rows_equal(DeriveRow *a, DeriveRow *b)
 		 (a->keys_sql != NULL && b->keys_sql != NULL && strcmp(a->keys_sql, b->keys_sql) == 0));
 }
 
-/* The names of the columns of a table the query reads, or NULL (all). */
+/*
+ * The names of the columns of a table the query reads, or NULL (all). A function the analysis
+ * cannot see into may read any column of any table, those the query names included: then all.
+ */
 static List *
 read_columns(DeriveState *state, Oid relid, bool *all)
 {
@@ -312,6 +325,8 @@ read_columns(DeriveState *state, Oid relid, bool *all)
 	List	   *names = NIL;
 
 	*all = true;
+	if (state->uncovered != NIL)
+		return NIL;
 	foreach(lc, state->reads)
 	{
 		DeriveRead *read = (DeriveRead *) lfirst(lc);
@@ -347,10 +362,39 @@ derive(DeriveState *state, Query *query)
 							 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE))
 			continue;
 		row = docsync_derive_classify(state, occ);
+		row->read_relid = row->relid;
 		foreach(seen, rows)
 			dup = dup || rows_equal((DeriveRow *) lfirst(seen), row);
 		if (!dup)
 			rows = lappend(rows, row);
+
+		/*
+		 * The rows of a table's inheritance children are its rows too, but their changes are
+		 * decoded as the child's (a partition's as its root's): each child gets the same watch,
+		 * by column name.
+		 */
+		if (occ->rte->inh && relkind == RELKIND_RELATION && has_subclass(occ->relid))
+		{
+			ListCell   *lchild;
+
+			foreach(lchild, find_all_inheritors(occ->relid, NoLock, NULL))
+			{
+				DeriveRow  *child;
+
+				if (lfirst_oid(lchild) == occ->relid)
+					continue;
+				child = palloc(sizeof(DeriveRow));
+				*child = *row;
+				child->relid = lfirst_oid(lchild);
+				child->why = psprintf("%s (it inherits from %s)", row->why,
+									  quote_identifier(get_rel_name(occ->relid)));
+				dup = false;
+				foreach(seen, rows)
+					dup = dup || rows_equal((DeriveRow *) lfirst(seen), child);
+				if (!dup)
+					rows = lappend(rows, child);
+			}
+		}
 	}
 	foreach(lc, state->uncovered)
 	{
@@ -428,7 +472,7 @@ docsync_derive_watches(PG_FUNCTION_ARGS)
 		if (OidIsValid(row->relid))
 		{
 			bool		all;
-			List	   *cols = read_columns(&state, row->relid, &all);
+			List	   *cols = read_columns(&state, row->read_relid, &all);
 
 			values[0] = DirectFunctionCall1(namein, CStringGetDatum(get_namespace_name(get_rel_namespace(row->relid))));
 			values[1] = DirectFunctionCall1(namein, CStringGetDatum(get_rel_name(row->relid)));

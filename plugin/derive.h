@@ -48,6 +48,7 @@ typedef struct DeriveTerm
 /* left = right under a btree equality operator. */
 typedef struct DeriveEdge
 {
+	int			id;				/* 0-based, in order of creation */
 	DeriveTerm	left;
 	DeriveTerm	right;
 	Oid			opno;
@@ -72,6 +73,7 @@ typedef struct DeriveState
 {
 	int			nparams;
 	List	   *occs;			/* DeriveOcc *, in order of discovery */
+	int			nedges;			/* DeriveEdges made */
 	List	   *reads;			/* DeriveRead * */
 	List	   *uncovered;		/* DeriveUncovered * */
 	List	   *functions_seen; /* OIDs of the functions checked already */
@@ -83,6 +85,7 @@ typedef struct DeriveState
 typedef struct DeriveRow
 {
 	Oid			relid;			/* InvalidOid for an uncovered function */
+	Oid			read_relid;		/* the table whose read columns it lists (an inheritance parent's) */
 	const char *kind;			/* direct, keys, broadcast, uncovered */
 	List	   *columns;		/* char *: direct mapping, one per param */
 	char	   *keys_sql;

@@ -197,6 +197,21 @@ append_chains(StringInfo buf, Graph *g, DeriveOcc *occ, int *cols, int nparams)
 	}
 }
 
+/* Whether an operator is pg_catalog's "=" (which the keys query can spell so, either way round). */
+static bool
+catalog_equals(Oid opno)
+{
+	HeapTuple	tuple = SearchSysCache1(OPEROID, ObjectIdGetDatum(opno));
+	bool		result;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for operator %u", opno);
+	result = ((Form_pg_operator) GETSTRUCT(tuple))->oprnamespace == PG_CATALOG_NAMESPACE &&
+		strcmp(NameStr(((Form_pg_operator) GETSTRUCT(tuple))->oprname), "=") == 0;
+	ReleaseSysCache(tuple);
+	return result;
+}
+
 /* "l = r", or "l OPERATOR(schema.op) r" for an operator that is not pg_catalog's "=". */
 static char *
 equality_text(const char *l, const char *r, Oid opno)
@@ -358,9 +373,10 @@ keys_row(DeriveState *state, DeriveOcc *occ, Graph *g)
 		}
 		arg = psprintf("$%d::%s", n, format_type_be_qualified(mine->type));
 		col = psprintf("t1.%s", quote_identifier(column_name(theirs)));
-		cond = equality_text(mine_left ? arg : col, mine_left ? col : arg, edge->opno);
-		if (strstr(cond, " = ") != NULL && mine_left)
+		if (catalog_equals(edge->opno))
 			cond = psprintf("%s = %s", col, arg);
+		else
+			cond = equality_text(mine_left ? arg : col, mine_left ? col : arg, edge->opno);
 		if (!list_member(conds, makeString(cond)))
 		{
 			conds = lappend(conds, makeString(cond));

@@ -223,6 +223,7 @@ add_equality(DeriveWalk *ctx, DeriveLevel *stack, OpExpr *op, Query *sublink, Li
 		(edge->left.kind == DERIVE_PARAM && edge->right.kind == DERIVE_PARAM))
 		return;
 	edge->opno = op->opno;
+	edge->id = ctx->state->nedges++;
 	*edges = lappend(*edges, edge);
 }
 

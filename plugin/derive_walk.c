@@ -15,7 +15,9 @@
  *		- a sublink's relations get its own conjuncts and what holds for every row of its block;
  *		- set operation branches are walked each on its own; a CTE referenced more than once
  *		  with its own conjuncts only; a recursive CTE's tables and a SQL function body's are
- *		  marked broadcast.
+ *		  marked broadcast;
+ *		- last, a strict equality on another occurrence's column that holds for an occurrence's rows
+ *		  brings what holds for that other one's (its row is there, not null-extended).
  *		derive_path.c turns the equalities into watches.
  *
  *-------------------------------------------------------------------------
@@ -419,6 +421,76 @@ walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 	}
 }
 
+/*
+ * A strict equality on a column of another occurrence Y that holds for X's rows means Y's row is
+ * there, not null-extended, wherever X's row counts: what holds for Y's rows then holds for X's too.
+ * So a WHERE on a column of a LEFT JOIN's nullable side brings that join's ON along for the
+ * preserved side, and a sublink correlated with such a side gets its ON as well.
+ */
+static void
+close_over_neighbours(DeriveState *state)
+{
+	int			n = list_length(state->occs);
+	List	  **own = palloc(sizeof(List *) * Max(n, 1));
+	ListCell   *lc;
+
+	foreach(lc, state->occs)
+		own[foreach_current_index(lc)] = ((DeriveOcc *) lfirst(lc))->edges;
+	foreach(lc, state->occs)
+	{
+		DeriveOcc  *x = (DeriveOcc *) lfirst(lc);
+		Bitmapset  *added = NULL;
+		Bitmapset  *have = NULL;
+		List	   *edges = NIL;
+		ListCell   *le;
+
+		if (!x->placed || x->broadcast_why != NULL)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		/* its own edges, each once */
+		foreach(le, own[x->id])
+		{
+			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
+
+			if (!bms_is_member(edge->id, have))
+			{
+				have = bms_add_member(have, edge->id);
+				edges = lappend(edges, edge);
+			}
+		}
+		foreach(le, own[x->id])
+		{
+			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
+			DeriveTerm *sides[2] = {&edge->left, &edge->right};
+			ListCell   *ly;
+			int			i;
+
+			if (!op_strict(edge->opno))
+				continue;
+			for (i = 0; i < 2; i++)
+			{
+				DeriveOcc  *y = sides[i]->kind == DERIVE_COLUMN ? sides[i]->occ : NULL;
+
+				if (y == NULL || y == x || !y->placed || y->broadcast_why != NULL || y->id >= n ||
+					bms_is_member(y->id, added))
+					continue;
+				added = bms_add_member(added, y->id);
+				foreach(ly, own[y->id])
+				{
+					DeriveEdge *theirs = (DeriveEdge *) lfirst(ly);
+
+					if (!bms_is_member(theirs->id, have))
+					{
+						have = bms_add_member(have, theirs->id);
+						edges = lappend(edges, theirs);
+					}
+				}
+			}
+		}
+		x->edges = edges;
+	}
+}
+
 void
 docsync_derive_walk(DeriveState *state, Query *query)
 {
@@ -427,6 +499,7 @@ docsync_derive_walk(DeriveState *state, Query *query)
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.state = state;
 	walk_query(&ctx, NULL, query, NIL);
+	close_over_neighbours(state);
 }
 
 /* The body of a SQL function: what it reads is broadcast (its arguments are not traced). */

@@ -52,6 +52,13 @@ SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
 -- RIGHT JOIN is the mirror image
 SELECT * FROM d($$SELECT jsonb_agg(jsonb_build_object('c', c.name, 'o', o.id))
   FROM orders o RIGHT JOIN customers c ON o.customer_id = c.id AND c.id = $1$$);
+-- a strict equality on a nullable side's column means its row is there: the ON holds then too, for
+-- the preserved side (WHERE on the nullable side) and for a sublink correlated with the nullable side
+SELECT * FROM d($$SELECT jsonb_agg(c.name) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+  WHERE o.id = $1$$);
+SELECT * FROM d($$SELECT jsonb_build_object('id', o.id, 'customer', c.name,
+    'their_orders', (SELECT count(*) FROM orders o2 WHERE o2.customer_id = c.id))
+  FROM orders o LEFT JOIN customers c ON c.id = o.customer_id WHERE o.id = $1$$);
 -- FULL JOIN: its ON holds for neither side
 SELECT * FROM d($$SELECT jsonb_agg(o.id) FROM customers c FULL JOIN orders o ON o.customer_id = c.id
   WHERE c.id = $1$$);
@@ -90,6 +97,21 @@ SELECT * FROM d($$SELECT jsonb_build_object('name', c.name, 'recent', jsonb_agg(
 SELECT * FROM d($$SELECT jsonb_agg(s.id) FROM (SELECT DISTINCT ON (o.customer_id) o.id, o.customer_id
   FROM orders o ORDER BY o.customer_id, o.placed_at DESC) s WHERE s.customer_id = $1$$);
 
+-- window functions and grouping sets choose rows by looking at others, like LIMIT
+SELECT * FROM d($$SELECT jsonb_agg(x.id) FROM (SELECT o.id, o.customer_id, rank() OVER (ORDER BY o.placed_at) AS r
+  FROM orders o) x WHERE x.customer_id = $1 AND x.r <= 3$$);
+SELECT * FROM d($$SELECT jsonb_agg(x) FROM (SELECT o.customer_id, o.status, count(*) FROM orders o
+  GROUP BY GROUPING SETS ((o.customer_id), (o.status))) x WHERE x.customer_id = $1$$);
+
+-- sublinks whose rows stand for nothing: EXISTS over an aggregate is always true, an aggregate's IN
+-- output is no row's column; a sublink under OR is no conjunct
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE EXISTS (SELECT count(*) FROM orders o WHERE o.customer_id = c.id AND o.id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE c.id IN (SELECT max(o.customer_id) FROM orders o WHERE o.id = $1)$$);
+SELECT * FROM d($$SELECT jsonb_agg(c.id) FROM customers c
+  WHERE c.region = 'north' OR EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.id = $1)$$);
+
 -- sublinks: EXISTS, NOT EXISTS, IN (outer = output, and the sublink's conjuncts through its witness)
 SELECT * FROM d($$SELECT to_jsonb(c.name) FROM customers c WHERE c.id = $1
   AND EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'open')$$);
@@ -120,6 +142,13 @@ SELECT * FROM d($$SELECT jsonb_agg(u.id) FROM (SELECT o.customer_id AS id FROM o
 -- a view is seen through: its tables and the join inside it
 SELECT * FROM d($$SELECT jsonb_agg(l) FROM order_lines l WHERE l.order_id = $1$$);
 
+-- an inheritance child's rows are its parent's, decoded as the child's: the same watch, by name
+-- (not for ONLY)
+CREATE TABLE notes (id int PRIMARY KEY, order_id int, body text);
+CREATE TABLE urgent_notes (level int) INHERITS (notes);
+SELECT * FROM d($$SELECT jsonb_agg(n.body) FROM notes n WHERE n.order_id = $1$$);
+SELECT * FROM d($$SELECT jsonb_agg(n.body) FROM ONLY notes n WHERE n.order_id = $1$$);
+
 -- no params: the one doc reads every row; whole-row references read every column (null)
 SELECT * FROM d($$SELECT jsonb_agg(p) FROM products p$$);
 
@@ -140,7 +169,8 @@ SELECT * FROM d($$SELECT jsonb_agg(prev.id) FROM orders o JOIN orders prev
   ON prev.customer_id = o.customer_id AND prev.id <> o.id WHERE o.id = $1$$);
 
 -- functions: a plpgsql body is uncovered; a SQL body is analysed and the tables it reads broadcast;
--- pg_catalog functions that run SQL text are uncovered
+-- pg_catalog functions that run SQL text are uncovered. A function docsync cannot see into may read
+-- any column: with one, every table's read_columns is null (all)
 SELECT * FROM d($$SELECT jsonb_build_object('total', order_total(o.id)) FROM orders o WHERE o.id = $1$$);
 SELECT * FROM d($$SELECT jsonb_build_object('p', product_name(i.product_id), 'r', region_of(1))
   FROM order_items i WHERE i.order_id = $1$$);
@@ -193,6 +223,9 @@ CREATE OPERATOR CLASS rev_ops FOR TYPE int USING btree AS
   OPERATOR 1 <<<, OPERATOR 2 <<=, OPERATOR 3 ===, OPERATOR 4 >>=, OPERATOR 5 >>>, FUNCTION 1 rev_cmp(int, int);
 SELECT * FROM d($$SELECT jsonb_agg(i.qty ORDER BY i.qty) FROM (SELECT qty FROM order_items
   WHERE order_id = $1 ORDER BY qty USING <<< LIMIT 3) i$$);
+-- an equality of the schema's own (a btree family's equality) joins the keys query by its name
+SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b ON b.order_id === a.order_id
+  WHERE a.id = $1$$);
 
 -- a join on two columns: a keys query with two args
 SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b

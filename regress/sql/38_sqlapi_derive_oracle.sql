@@ -106,6 +106,11 @@ SELECT * FROM check_query($$SELECT jsonb_build_object('c', c.v, 'bought', (SELEC
   WHERE o.customer_id = c.id)) FROM customers c WHERE c.id = $1$$);
 SELECT * FROM check_query($$SELECT jsonb_agg(jsonb_build_object('c', c.id, 'o', o.id) ORDER BY c.id, o.id)
   FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND c.id = $1$$);
+SELECT * FROM check_query($$SELECT jsonb_agg(c.v ORDER BY c.id) FROM customers c
+  LEFT JOIN orders o ON o.customer_id = c.id WHERE o.id = $1$$);
+SELECT * FROM check_query($$SELECT jsonb_build_object('o', o.v, 'c', c.v,
+    'theirs', (SELECT jsonb_agg(o2.v ORDER BY o2.id) FROM orders o2 WHERE o2.customer_id = c.id))
+  FROM orders o LEFT JOIN customers c ON c.id = o.customer_id WHERE o.id = $1$$);
 SELECT * FROM check_query($$SELECT jsonb_agg(jsonb_build_object('c', c.id, 'o', o.id) ORDER BY c.id, o.id)
   FROM customers c FULL JOIN orders o ON o.customer_id = c.id WHERE c.k = $1 OR o.k = $1$$);
 SELECT * FROM check_query($$SELECT jsonb_agg(o.id ORDER BY o.id) FROM orders o WHERE o.id = $1 OR o.customer_id = $1$$);

@@ -9,10 +9,11 @@
 -- each through the checks a hand-written watch gets (docsync.check_watch_def): a mapped column
 -- outside the replica identity gives allow_broadcast and a NOTICE, a definer who may not read what
 -- a watch reads gets the refusal. A table that the query's definer (or a member of its role)
--- watches by hand keeps its hand-written watches only. Raises, naming each one, when the query calls functions whose reads cannot be
--- analysed and was not defined with allow_uncovered. Checks and writes nothing when the derived
--- watches stay the same (DDL derives them again: a migration that changes nothing for the query
--- changes no row).
+-- watches by hand keeps its hand-written watches only. Raises, naming each one, when the query calls
+-- functions whose reads cannot be analysed and was not defined with allow_uncovered. Checks and
+-- writes nothing when the derived watches stay the same (DDL derives them again: a migration that
+-- changes nothing for the query changes no row). Records in query_defs.derived_from the relations
+-- they were derived from, which DDL must touch to change them (plugin/ddl_derive.c).
 CREATE FUNCTION docsync.derive_stored(q docsync.query_defs) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE

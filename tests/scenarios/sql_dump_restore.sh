@@ -6,7 +6,9 @@
 # the worker's per-slot generations, and the watch id sequence. Watches that no longer resolve in
 # the source (a table dropped and a column renamed with session_replication_role = replica, so the
 # event triggers did not fire) and watches on a schema left out of the dump (pg_dump -N) come back
-# and are reported by name; they never fail the restore of the other watches.
+# and are reported by name; they never fail the restore of the other watches. A query's derived
+# watches come back with the relations they were derived from, by name, so DDL on one of them in
+# the restored database derives them again.
 # Needs a running server: PGHOST/PGPORT (packaging/dev-cluster.sh) and DOCSYNC_PG_BINDIR.
 set -euo pipefail
 
@@ -53,6 +55,9 @@ SELECT docsync.watch('order', 'products',
   keys_sql => $$SELECT DISTINCT order_id FROM order_items WHERE product_id = $1$$, keys_args => ARRAY['id']);
 SELECT docsync.define_query('count', 'SELECT jsonb_build_object(''n'', count(*)) FROM orders', watches => 'manual');
 SELECT docsync.watch('count', 'orders', params => ARRAY[]::text[]);
+-- a query with derived watches: order_items direct, products through a reverse index
+SELECT docsync.define_query('derived', $$SELECT jsonb_agg(p.name) FROM order_items i JOIN products p ON p.id = i.product_id
+                                        WHERE i.order_id = $1$$, params => ARRAY['order_id']);
 SELECT docsync.advance_generation('dump_slot', '7000000000000000001', 1, 41, false);
 -- watches that no longer resolve: their table dropped, their column renamed, unseen by the event
 -- triggers; and a watch on a schema pg_dump -N leaves out
@@ -158,10 +163,22 @@ psql_ -d postgres -c "CREATE DATABASE $dst_partial"
 timeout 120 "$bindir/pg_restore" --exit-on-error -d "$dst_partial" "$work/partial.dump"
 [ "$(problems "$dst_partial")" = "shop.r1 {id} shop.r2 {c} aux.a1 {id}" ] ||
   fail "watch of the left-out schema not reported: $(problems "$dst_partial")"
-psql_ -d "$dst_partial" -At -c "SELECT count(*) FROM docsync.watch_defs" | grep -qx 8 ||
+psql_ -d "$dst_partial" -At -c "SELECT count(*) FROM docsync.watch_defs" | grep -qx 10 ||
   fail "a watch went missing from the partial restore"
 psql_ -d "$dst_partial" -At -c "SELECT d -> 'unresolved' @> '[{\"query\": \"r\"}]' FROM docsync.worker_definitions() d" |
   grep -qx t || fail "worker_definitions() does not list the unresolved watches"
+
+# the relations a query's derived watches were derived from are restored by name (regclass), so DDL
+# on one of them still derives them again: order_items' replica identity back to its key gives the
+# derived watch on order_id allow_broadcast
+derived_from() { psql_ -d "$1" -At -c "SELECT derived_from::text FROM docsync.query_defs WHERE name = 'derived'"; }
+for dst in "$dst_custom" "$dst_plain" "$dst_split"; do
+  [ "$(derived_from "$dst")" = "$(derived_from "$src")" ] ||
+    fail "derived_from differs in $dst: $(derived_from "$dst"), not $(derived_from "$src")"
+  psql_ -d "$dst" -c "SET client_min_messages = warning" -c "ALTER TABLE shop.order_items REPLICA IDENTITY DEFAULT"
+  psql_ -d "$dst" -At -c "SELECT allow_broadcast FROM docsync.watches WHERE query = 'derived' AND table_name = 'order_items'" |
+    grep -qx t || fail "DDL on a table a restored query was derived from did not derive its watches again in $dst"
+done
 
 # the cluster-wide role was reused, not recreated
 psql_ -d postgres -At -c "SELECT count(*) FROM pg_roles WHERE rolname = 'docsync_admin'" | grep -qx 1 ||

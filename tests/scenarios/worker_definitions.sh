@@ -18,7 +18,7 @@ sql "INSERT INTO label SELECT g, 'l' || g FROM generate_series(1, 3) g"
 sql "CREATE VIEW acct_v AS SELECT id, v FROM acct"
 acct_sql() { echo "SELECT jsonb_build_object('id', a.id, 'v', a.v, 'label', (SELECT l.label FROM label l WHERE l.id = a.id)$1) FROM acct_v a WHERE a.id = \$1"; }
 fresh() { echo "SELECT jsonb_build_object('id', a.id, 'v', a.v, 'label', (SELECT l.label FROM label l WHERE l.id = a.id)$2) FROM acct_v a WHERE a.id = $1"; }
-sql "SELECT docsync.define_query('acct', \$q\$$(acct_sql "")\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('acct', \$q\$$(acct_sql "")\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 sql "SELECT docsync.watch('acct', 'acct', params => ARRAY['id'])" >/dev/null
 grant_reader   # SELECT on the view acct_v (not on acct behind it) to the definer's reader role
 
@@ -41,7 +41,7 @@ for _ in $(seq 1 100); do [ "$(last_doc db:acct:2 | jq -r .label)" = after ] && 
 grep -q "definitions generation" "$tmp/worker.log" || fail "the worker did not log a re-plan"
 
 echo "define_query(or_replace => true): every live doc is recomputed with the new query"
-sql "SELECT docsync.define_query('acct', \$q\$$(acct_sql ", 'version', 2")\$q\$, params => ARRAY['id'], or_replace => true)" >/dev/null
+sql "SELECT docsync.define_query('acct', \$q\$$(acct_sql ", 'version', 2")\$q\$, params => ARRAY['id'], or_replace => true, watches => 'manual')" >/dev/null
 settle 30
 for i in 1 2 3; do
   for _ in $(seq 1 100); do [ "$(last_doc "db:acct:$i" | jq -r .version)" = 2 ] && break; sleep 0.1; done
@@ -50,7 +50,7 @@ done
 
 echo "a new query on a new table, defined while the worker streams"
 sql "CREATE TABLE note (id int PRIMARY KEY, body text NOT NULL)"
-sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'])" >/dev/null
+sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null
 sql "SELECT docsync.watch('note', 'note', params => ARRAY['id'])" >/dev/null
 grant_reader   # the definer's reader role is granted the new table
 sql "INSERT INTO note VALUES (1, 'hello')"
@@ -72,7 +72,7 @@ echo "a watch whose table is dropped unseen by the event triggers is reported by
 sql "CREATE TABLE ghost (id int PRIMARY KEY)"
 sql "SELECT docsync.watch('note', 'ghost', params => ARRAY['id'])" >/dev/null
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "SET session_replication_role = replica" -c "DROP TABLE ghost"
-sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body, 'v', 2) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'], or_replace => true)" >/dev/null
+sql "SELECT docsync.define_query('note', \$q\$SELECT jsonb_build_object('id', n.id, 'body', n.body, 'v', 2) FROM note n WHERE n.id = \$1\$q\$, params => ARRAY['id'], or_replace => true, watches => 'manual')" >/dev/null
 sql "UPDATE note SET body = 'still' WHERE id = 1"
 settle 30
 for _ in $(seq 1 100); do [ "$(last_doc db:note:1 | jq -r .body)" = still ] && break; sleep 0.1; done
