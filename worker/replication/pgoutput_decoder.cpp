@@ -226,6 +226,9 @@ void PgoutputDecoder::on_change(const pgoutput::Change& change, std::vector<Reco
         if (t.size() != d.width)
             fail(std::string(which) + " of relation " + std::to_string(change.relid) + " has " +
                  std::to_string(t.size()) + " columns, its RELATION has " + std::to_string(d.width));
+        // Binary values mean the stream was started with `binary`, even in a column not read here.
+        for (const auto& datum : t)
+            if (datum.kind == pgoutput::Kind::Binary) new_value(datum);
     };
     ChangeRecord rec;
     rec.op = static_cast<ChangeOp>(change.op);
