@@ -1,5 +1,6 @@
 // The pgoutput decoder over hand-built protocol version 1 messages: the records it yields (the
-// docsync decoder's, see replication/pgoutput_decoder.hpp), and clear errors for what it cannot read.
+// docsync decoder's, see replication/pgoutput_decoder.hpp), and clear errors for what it cannot read;
+// and the worker's tables option read back for the publication (replication/pgoutput_publication.hpp).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "replication/pgoutput_decoder.hpp"
+#include "replication/pgoutput_publication.hpp"
 
 using namespace docsync;
 
@@ -389,4 +391,15 @@ TEST_CASE("pgoutput: the fuzz target's seed corpus is well formed") {
     // a message, COMMIT); the third (a foreign message only) yields nothing; then the
     // non-transactional message.
     CHECK(out.size() == 7 + 6 + 0 + 1);
+}
+
+TEST_CASE("pgoutput: the worker's tables option is read back to relids and attnums") {
+    using Entries = std::vector<std::pair<Oid, std::vector<int>>>;
+    CHECK(parse_worker_tables("").empty());
+    CHECK(parse_worker_tables("16384,16390(1,3),4294967295(32767)") ==
+          Entries{{16384, {}}, {16390, {1, 3}}, {4294967295u, {32767}}});
+    CHECK(publication_name("shop") == "docsync_shop");
+    for (const char* bad : {"public.orders", "16384(", "16384()", "16384(1,)", "16384,", "0", "16384(0)",
+                            "16384(32768)", "4294967296", "16384 (1)", "16384(1)x"})
+        CHECK_THROWS_WITH_AS(parse_worker_tables(bad), doctest::Contains("is not the worker's relid(attnum,…) form"), Error);
 }
