@@ -85,10 +85,17 @@ TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the s
     Lsn last_end = handler.with_lock([&] { return handler.commits.back().end_lsn; });
     CHECK(wait_for_confirmed(c, slot, last_end, 30s));
 
-    // A re-plan: the next session sets the publication to the new watches.
-    watch.set(oid);
+    // A new session with the same watches leaves the publication alone (no catalog churn, and no
+    // privilege needed); a re-plan sets it to the new watches.
+    const std::string pub_row = "SELECT xmin::text FROM pg_publication_rel WHERE prrelid = " + oid;
+    const std::string before = exec1(c, pub_row);
     runner.stream.request_restart();
     REQUIRE(wait_until([&] { return handler.session_count() == 2; }, 30s));
+    REQUIRE(wait_until([&] { return runner.streaming(); }, 30s));
+    CHECK(exec1(c, pub_row) == before);
+    watch.set(oid);
+    runner.stream.request_restart();
+    REQUIRE(wait_until([&] { return handler.session_count() == 3; }, 30s));
     CHECK(wait_until([&] { return published_columns(c, slot, "stream_pgo_t") == "id,skip,v"; }, 30s));
     exec1(c, "UPDATE stream_pgo_t SET skip = 'now watched' WHERE id = 1");
     REQUIRE(wait_until([&] { return handler.commit_count() == 5; }, 30s));
@@ -153,4 +160,47 @@ TEST_CASE("--plugin pgoutput refuses a watched table without a replica identity,
     CHECK(exec1(c, "SELECT count(*) FROM pg_publication WHERE pubname = $1", {"docsync_" + slot}) == "0");
     exec1(c, "UPDATE stream_pgo_none_t SET v = 'x'");
     exec1(c, "DROP TABLE stream_pgo_none_t");
+}
+
+TEST_CASE("--plugin pgoutput without the right to set up the publication names the statement for an owner") {
+    const std::string slot = "stream_pgo_owner";
+    auto c = sql();
+    drop_slot(c, slot);
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+    exec1(c, "DROP TABLE IF EXISTS stream_pgo_owner_t");
+    exec1(c, "CREATE TABLE stream_pgo_owner_t (id int PRIMARY KEY, v text)");
+    exec1(c, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stream_pgo_repl') THEN "
+             "CREATE ROLE stream_pgo_repl LOGIN REPLICATION; END IF; END $$");
+    exec1(c, "GRANT CREATE ON DATABASE " + exec1(c, "SELECT quote_ident(current_database())") + " TO stream_pgo_repl");
+    const std::string oid = exec1(c, "SELECT 'stream_pgo_owner_t'::regclass::oid::text");
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    auto options = test_options(slot);
+    options.dsn = "user=stream_pgo_repl";
+    options.create_slot = true;
+    options.plugin = "pgoutput";
+    options.tables = [oid] { return std::optional<std::string>(oid + "(2)"); };
+    {
+        StreamRunner runner(options, coordinator, handler);
+        REQUIRE(wait_until([&] { return runner.done(); }, 30s));
+        const std::string error = runner.error();
+        const std::string marker = "have an owner of the tables (or a superuser) run: ";
+        REQUIRE_MESSAGE(error.find(marker) != std::string::npos, error);
+        CHECK_FALSE(slot_row(c, slot).exists);
+        // An owner runs it; then the worker's role needs no more rights.
+        exec1(c, error.substr(error.find(marker) + marker.size()));
+    }
+    CHECK(exec1(c, "SELECT array_to_string(attnames, ',') FROM pg_publication_tables WHERE pubname = $1",
+                {"docsync_" + slot}) == "id,v");
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    CHECK_MESSAGE(runner.error().empty(), runner.error());
+    exec1(c, "INSERT INTO stream_pgo_owner_t VALUES (1, 'one')");
+    CHECK(wait_until([&] { return handler.commit_count() == 1; }, 30s));
+    runner.stop();
+    drop_slot(c, slot);
+    exec1(c, "DROP PUBLICATION docsync_" + slot);
+    exec1(c, "DROP TABLE stream_pgo_owner_t");
+    exec1(c, "REVOKE CREATE ON DATABASE " + exec1(c, "SELECT quote_ident(current_database())") + " FROM stream_pgo_repl");
 }

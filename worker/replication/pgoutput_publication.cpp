@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/sqlstate.hpp"
 
 namespace docsync {
 
@@ -133,13 +134,16 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         watch.all_columns = !is_watched || whole.count(relid) != 0;
         if (is_watched) watch.attnums = watched[relid];
         PublishedTable table;
+        table.relid = relid;
         table.name = first.name;
         table.whole = watch.all_columns || first.replident == 'f';
         std::set<int> wanted(watch.attnums.begin(), watch.attnums.end());
         for (const CatalogRow& c : rows) {
             watch.columns.push_back({c.attnum, c.attname});
-            if (!table.whole && !c.generated && (wanted.count(c.attnum) != 0 || c.identity))
+            if (!table.whole && !c.generated && (wanted.count(c.attnum) != 0 || c.identity)) {
                 table.columns.push_back(conn.quote_identifier(c.attname));
+                table.attnums.push_back(c.attnum);
+            }
         }
         plan.watches.push_back(std::move(watch));
         plan.tables.push_back(std::move(table));
@@ -156,42 +160,99 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
     return plan;
 }
 
+namespace {
+
+// The publication's tables as pg_publication_rel has them: relid to "*" (no column list) or the
+// attnums, ascending and space-separated.
+std::map<Oid, std::string> publication_contents(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
+    auto r = conn.exec_simple("SELECT pr.prrelid, pr.prattrs::text FROM pg_catalog.pg_publication_rel pr "
+                              "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = " +
+                                  conn.quote_literal(name),
+                              deadline);
+    std::map<Oid, std::string> out;
+    for (int i = 0; i < r.rows(); ++i) {
+        std::string attrs = "*";
+        if (!r.is_null(i, 1)) {
+            std::vector<int> attnums;
+            std::string text(r.get(i, 1));
+            for (std::size_t at = 0; at < text.size();) {
+                std::size_t end = text.find(' ', at);
+                if (end == std::string::npos) end = text.size();
+                if (end > at) attnums.push_back(std::stoi(text.substr(at, end - at)));
+                at = end + 1;
+            }
+            std::sort(attnums.begin(), attnums.end());
+            attrs.clear();
+            for (int a : attnums) attrs += (attrs.empty() ? "" : " ") + std::to_string(a);
+        }
+        out[static_cast<Oid>(std::stoul(std::string(r.get(i, 0))))] = attrs;
+    }
+    return out;
+}
+
+}  // namespace
+
 void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline) {
     std::string list;
+    std::map<Oid, std::string> wanted;
     for (const auto& t : plan.tables) {
         if (!list.empty()) list += ", ";
         list += "TABLE " + t.name;
-        if (t.whole) continue;
+        std::string& attrs = wanted[t.relid];
+        if (t.whole) {
+            attrs = "*";
+            continue;
+        }
         list += " (";
-        for (std::size_t i = 0; i < t.columns.size(); ++i) list += (i ? ", " : "") + t.columns[i];
+        for (std::size_t i = 0; i < t.columns.size(); ++i) {
+            list += (i ? ", " : "") + t.columns[i];
+            attrs += (i ? " " : "") + std::to_string(t.attnums[i]);
+        }
         list += ")";
     }
     const std::string pub = conn.quote_identifier(name);
     auto exists = conn.exec_simple("SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = " +
                                        conn.quote_literal(name),
                                    deadline);
+    std::vector<std::string> statements;
     if (exists.rows() == 0) {
-        conn.exec_simple("CREATE PUBLICATION " + pub + (list.empty() ? std::string() : " FOR " + list) +
-                             " WITH (publish_via_partition_root = true)",
-                         deadline);
-        log_info(kComponent, "created publication " + pub);
-        return;
+        statements.push_back("CREATE PUBLICATION " + pub + (list.empty() ? std::string() : " FOR " + list) +
+                             " WITH (publish_via_partition_root = true)");
+    } else {
+        if (exists.get(0, 0) == "t")
+            throw Error("publication " + pub + " is FOR ALL TABLES; the worker keeps its tables in step with the "
+                        "watches: DROP PUBLICATION " + pub + " and let the worker create it");
+        if (exists.get(0, 1) != "t")
+            statements.push_back("ALTER PUBLICATION " + pub + " SET (publish_via_partition_root = true)");
+        auto held = publication_contents(conn, name, deadline);
+        if (held != wanted) {
+            if (!list.empty()) {
+                statements.push_back("ALTER PUBLICATION " + pub + " SET " + list);
+            } else {
+                // Nothing to publish: drop what it holds.
+                auto names = conn.exec_simple(
+                    "SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename) "
+                    "FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.quote_literal(name),
+                    deadline);
+                for (int i = 0; i < names.rows(); ++i)
+                    statements.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + std::string(names.get(i, 0)));
+            }
+        }
     }
-    if (exists.get(0, 0) == "t")
-        throw Error("publication " + pub + " is FOR ALL TABLES; the worker keeps its tables in step with the watches: "
-                    "DROP PUBLICATION " + pub + " and let the worker create it");
-    if (exists.get(0, 1) != "t")
-        conn.exec_simple("ALTER PUBLICATION " + pub + " SET (publish_via_partition_root = true)", deadline);
-    if (!list.empty()) {
-        conn.exec_simple("ALTER PUBLICATION " + pub + " SET " + list, deadline);
-        return;
+    for (const auto& statement : statements) {
+        try {
+            conn.exec_simple(statement, deadline);
+        } catch (const Error& e) {
+            if (e.sqlstate() != sqlstate::kInsufficientPrivilege) throw;  // the tables' owner must do it
+            std::string all;
+            for (const auto& s : statements) all += s + "; ";
+            all.pop_back();
+            throw Error("the role of --dsn may not set up publication " + pub + " (" + e.what() +
+                            "); have an owner of the tables (or a superuser) run: " + all,
+                        e.sqlstate(), false);
+        }
     }
-    // Nothing to publish: drop what it holds.
-    auto held = conn.exec_simple("SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename) "
-                                 "FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.quote_literal(name),
-                                 deadline);
-    for (int i = 0; i < held.rows(); ++i)
-        conn.exec_simple("ALTER PUBLICATION " + pub + " DROP TABLE " + std::string(held.get(i, 0)), deadline);
+    if (!statements.empty()) log_info(kComponent, "publication " + pub + " set to the watches: " + statements.back());
 }
 
 std::uint64_t next_full_xid(pg::Connection& conn, pg::Deadline deadline) {

@@ -24,11 +24,13 @@
 
 namespace docsync {
 
-// One table of the publication: its quoted name and, unless it is published whole, its quoted columns.
+// One table of the publication: its quoted name and, unless it is published whole, its columns.
 struct PublishedTable {
+    Oid relid = 0;
     std::string name;
     bool whole = true;
-    std::vector<std::string> columns;
+    std::vector<std::string> columns;  // quoted
+    std::vector<int> attnums;          // ascending, as the columns
 };
 
 struct PgoutputPlan {
@@ -48,8 +50,9 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
 // The publication a slot reads from.
 std::string publication_name(std::string_view slot);
 
-// Creates the publication or sets its tables to the plan's (simple queries: works on a replication
-// connection).
+// Creates the publication or sets its tables to the plan's, unless it already matches (simple
+// queries: works on a replication connection). Adding a table to a publication takes its owner: when
+// the role may not, the Error gives the statement for an owner to run.
 void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
 
 // The server's next full xid (pg_current_snapshot()'s xmax): the decoder's first xid reference.
