@@ -204,3 +204,35 @@ TEST_CASE("--plugin pgoutput without the right to set up the publication names t
     exec1(c, "DROP TABLE stream_pgo_owner_t");
     exec1(c, "REVOKE CREATE ON DATABASE " + exec1(c, "SELECT quote_ident(current_database())") + " FROM stream_pgo_repl");
 }
+
+TEST_CASE("--plugin pgoutput reports a partition's changes as its watched root, columns mapped by name") {
+    const std::string slot = "stream_pgo_part";
+    auto c = sql();
+    drop_slot(c, slot);
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+    exec1(c, "DROP TABLE IF EXISTS stream_pgo_part_t");
+    exec1(c, "CREATE TABLE stream_pgo_part_t (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)");
+    exec1(c, "CREATE TABLE stream_pgo_part_t1 (v text, id int NOT NULL)");
+    exec1(c, "ALTER TABLE stream_pgo_part_t ATTACH PARTITION stream_pgo_part_t1 FOR VALUES FROM (0) TO (100)");
+    const std::string oid = exec1(c, "SELECT 'stream_pgo_part_t'::regclass::oid::text");
+    DeliveryProgressCoordinator coordinator;
+    RecordingHandler handler(coordinator);
+    auto options = test_options(slot);
+    options.create_slot = true;
+    options.plugin = "pgoutput";
+    options.tables = [oid] { return std::optional<std::string>(oid + "(2)"); };
+    StreamRunner runner(options, coordinator, handler);
+    REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+    REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+    exec1(c, "INSERT INTO stream_pgo_part_t VALUES (7, 'seven')");
+    REQUIRE(wait_until([&] { return handler.commit_count() == 1; }, 30s));
+    auto changes = changes_of(handler, static_cast<Oid>(std::stoul(oid)));
+    REQUIRE(changes.size() == 1);
+    REQUIRE(changes[0].new_values.size() == 1);
+    CHECK(changes[0].new_values[0].text == "seven");
+    runner.stop();
+    drop_slot(c, slot);
+    exec1(c, "DROP PUBLICATION docsync_" + slot);
+    exec1(c, "DROP TABLE stream_pgo_part_t");
+}

@@ -87,8 +87,8 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
         "LEFT JOIN pg_catalog.pg_index k ON k.indrelid = c.oid AND "
         "(CASE c.relreplident WHEN 'd' THEN k.indisprimary WHEN 'i' THEN k.indisreplident ELSE false END) "
-        "WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND NOT c.relispartition AND "
-        "(c.oid = ANY (" + conn.quote_literal(oids) + "::pg_catalog.oid[]) OR n.nspname = 'docsync') "
+        "WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND "
+        "(c.oid = ANY (" + conn.quote_literal(oids) + "::pg_catalog.oid[]) OR (n.nspname = 'docsync' AND NOT c.relispartition)) "
         "ORDER BY c.oid, a.attnum",
         deadline);
     std::map<Oid, std::vector<CatalogRow>> relations;
