@@ -403,3 +403,25 @@ TEST_CASE("pgoutput: the worker's tables option is read back to relids and attnu
                             "16384(32768)", "4294967296", "16384 (1)", "16384(1)x"})
         CHECK_THROWS_WITH_AS(parse_worker_tables(bad), doctest::Contains("is not the worker's relid(attnum,…) form"), Error);
 }
+
+TEST_CASE("pgoutput: a watched column pgoutput does not send (renamed since, or generated) is missing") {
+    Fixture f;
+    f.feed(begin(700));
+    Msg rel;
+    rel.u8('R').i32(kOrders).cstr("public").cstr("orders").u8('d').i16(2);
+    rel.u8(1).cstr("id").i32(23).i32(0);
+    rel.u8(0).cstr("state").i32(25).i32(0);  // status, renamed after the catalog was read
+    f.feed(rel);
+    REQUIRE(f.out.size() == 2);
+    auto& r = std::get<RelationRecord>(f.out[1]);
+    REQUIRE(r.columns.size() == 3);
+    CHECK(r.columns[0].attnum == 1);
+    CHECK_FALSE(r.columns[0].missing);
+    CHECK(r.columns[1].attnum == 3);
+    CHECK(r.columns[1].missing);
+    CHECK(r.columns[2].attnum == 99);
+    CHECK(r.columns[2].missing);
+    auto out = f.yield(Msg().u8('U').i32(kOrders).u8('N').i16(2).text("1").text("paid"));
+    CHECK(kinds(change(out).new_values) == "t??");
+    CHECK(kinds(change(out).old_values) == "s??");
+}
