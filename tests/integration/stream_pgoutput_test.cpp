@@ -236,3 +236,34 @@ TEST_CASE("--plugin pgoutput reports a partition's changes as its watched root, 
     exec1(c, "DROP PUBLICATION docsync_" + slot);
     exec1(c, "DROP TABLE stream_pgo_part_t");
 }
+
+TEST_CASE("--plugin auto makes a docsync slot where the server may decode with it, else a pgoutput slot") {
+    auto c = sql();
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "CREATE TABLE IF NOT EXISTS stream_pgo_auto_t (id int PRIMARY KEY)");
+    const std::string oid = exec1(c, "SELECT 'stream_pgo_auto_t'::regclass::oid::text");
+    auto plugin_made = [&](const std::string& slot, const std::string& dsn) {
+        drop_slot(c, slot);
+        exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+        DeliveryProgressCoordinator coordinator;
+        RecordingHandler handler(coordinator);
+        auto options = test_options(slot);
+        options.dsn = dsn;
+        options.create_slot = true;
+        options.plugin = "auto";
+        options.tables = [oid] { return std::optional<std::string>(oid); };
+        StreamRunner runner(options, coordinator, handler);
+        REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+        CHECK_MESSAGE(runner.error().empty(), runner.error());
+        runner.stop();
+        std::string plugin = exec1(c, "SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", {slot});
+        drop_slot(c, slot);
+        exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+        return plugin;
+    };
+    CHECK(exec1(c, "SELECT current_setting('output_plugin_libraries', true) LIKE '%docsync%'") == "t");
+    CHECK(plugin_made("stream_pgo_auto", "") == "docsync");
+    // A server whose output_plugin_libraries leaves docsync out (set for this connection only).
+    CHECK(plugin_made("stream_pgo_auto", "options='-c output_plugin_libraries=pgoutput,test_decoding'") == "pgoutput");
+    exec1(c, "DROP TABLE stream_pgo_auto_t");
+}

@@ -255,6 +255,21 @@ void sync_publication(pg::Connection& conn, const std::string& name, const Pgout
     if (!statements.empty()) log_info(kComponent, "publication " + pub + " set to the watches: " + statements.back());
 }
 
+bool server_allows_plugin(pg::Connection& conn, std::string_view name, pg::Deadline deadline) {
+    auto r = conn.exec_simple("SELECT pg_catalog.current_setting('output_plugin_libraries', true)", deadline);
+    if (r.rows() == 0 || r.is_null(0, 0)) return true;
+    std::string_view list = r.get(0, 0);
+    for (std::size_t at = 0; at <= list.size();) {
+        std::size_t end = std::min(list.find(',', at), list.size());
+        std::string_view item = list.substr(at, end - at);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t' || item.front() == '"')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t' || item.back() == '"')) item.remove_suffix(1);
+        if (item == name) return true;
+        at = end + 1;
+    }
+    return false;
+}
+
 std::uint64_t next_full_xid(pg::Connection& conn, pg::Deadline deadline) {
     auto r = conn.exec_simple("SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text", deadline);
     return std::stoull(std::string(r.get(0, 0)));

@@ -55,6 +55,11 @@ std::string publication_name(std::string_view slot);
 // the role may not, the Error gives the statement for an owner to run.
 void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
 
+// Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
+// with the plugins output_plugin_libraries lists; without that setting any installed plugin may be
+// used.
+bool server_allows_plugin(pg::Connection& conn, std::string_view name, pg::Deadline deadline);
+
 // The server's next full xid (pg_current_snapshot()'s xmax): the decoder's first xid reference.
 std::uint64_t next_full_xid(pg::Connection& conn, pg::Deadline deadline);
 

@@ -146,7 +146,12 @@ void Stream::Session::identify() {
 void Stream::Session::check_slot(bool valve_recreate) {
     SlotRow slot = read_slot(conn_, options_.slot, cmd_deadline());
     bool recreate = false;
-    plugin_ = options_.plugin == "auto" ? (slot.exists && slot.plugin == "pgoutput" ? "pgoutput" : "docsync") : options_.plugin;
+    plugin_ = options_.plugin;
+    if (plugin_ == "auto") {
+        plugin_ = slot.exists ? (slot.plugin == "pgoutput" ? "pgoutput" : "docsync")
+                              : (server_allows_plugin(conn_, "docsync", cmd_deadline()) ? "docsync" : "pgoutput");
+        log_info(kComponent, "--plugin auto: " + plugin_);
+    }
     if (slot.exists) {
         if (slot.slot_type != "logical" || slot.plugin != plugin_)
             throw Error("replication slot \"" + options_.slot + "\" is a " + slot.slot_type + " slot of plugin \"" +

@@ -53,7 +53,8 @@ struct StreamOptions {
     bool create_slot = false;       // create the slot when it does not exist
     // The output plugin: "docsync", "pgoutput" (PostgreSQL's built-in one, over the publication
     // docsync_<slot> the worker keeps in step with the watches; replication/pgoutput_publication.hpp)
-    // or "auto" (the existing slot's plugin; docsync for a new slot).
+    // or "auto" (the existing slot's plugin; for a new slot docsync when the server may decode with
+    // it, by output_plugin_libraries, else pgoutput).
     std::string plugin = "docsync";
     std::string application_name = "docsync-worker";
     // The plugin's `tables` option (contract A), asked at every session start so a re-plan takes
