@@ -57,6 +57,7 @@ TEST_CASE("defaults apply when a setting is given nowhere") {
     CHECK(s.pool_dsn == "host=/tmp dbname=app user=docsync_reader");
     CHECK(s.slot == "docsync");
     CHECK_FALSE(s.create_slot);
+    CHECK(s.plugin == "docsync");
     CHECK(s.sink == "stdout");
     CHECK(s.live == LiveMode::All);
     CHECK(s.live_poll == 5s);
@@ -82,7 +83,7 @@ TEST_CASE("defaults apply when a setting is given nowhere") {
 }
 
 TEST_CASE("every setting is read from its flag") {
-    auto p = parse({kDsn, kPoolDsn, "--slot", "shop_docs", "--create-slot", "--sink", "redis://127.0.0.1:6390",
+    auto p = parse({kDsn, kPoolDsn, "--slot", "shop_docs", "--create-slot", "--plugin", "PgOutput", "--sink", "redis://127.0.0.1:6390",
                     "--live", "subscribers", "--live-poll", "250ms", "--pool", "8", "--statement-timeout", "2min",
                     "--max-doc-bytes", "512kB", "--max-keys", "50", "--max-retained-wal", "64MB", "--status-dir",
                     "/tmp/st", "--status-interval", "1s", "--max-pending-txns", "7", "--max-pending-bytes", "1MB",
@@ -92,6 +93,7 @@ TEST_CASE("every setting is read from its flag") {
     const Settings& s = p.settings;
     CHECK(s.slot == "shop_docs");
     CHECK(s.create_slot);
+    CHECK(s.plugin == "pgoutput");
     CHECK(s.sink == "redis://127.0.0.1:6390");
     CHECK(s.live == LiveMode::Subscribers);
     CHECK(s.live_poll == 250ms);
@@ -228,6 +230,7 @@ TEST_CASE("invalid settings exit 2 with one line naming the setting and the fix"
         {{kDsn, kPoolDsn, "--pool", "0"}, {}, "docsync-worker: --pool \"0\": out of range; give a value from 1 to 1000"},
         {{kDsn, kPoolDsn, "--statement-timeout", "5"}, {}, "docsync-worker: --statement-timeout \"5\": duration without a unit"},
         {{kDsn, kPoolDsn, "--live", "some"}, {}, "docsync-worker: --live \"some\": unknown live mode; give all or subscribers"},
+        {{kDsn, kPoolDsn, "--plugin", "wal2json"}, {}, "docsync-worker: --plugin \"wal2json\": unknown plugin; give docsync, pgoutput or auto"},
         {{kDsn, kPoolDsn, "--sink", "kafka://x"}, {}, "docsync-worker: --sink \"kafka://x\": unknown sink; give stdout, file:/path/docs.jsonl, redis://127.0.0.1:6379 or redis-cluster://10.0.0.1:7000,10.0.0.2:7000"},
         {{kDsn, kPoolDsn, "--sink", "file:"}, {}, "docsync-worker: --sink \"file:\": file sink without a path"},
         {{kDsn, kPoolDsn, "--slot", "Docs-1"}, {}, "docsync-worker: --slot \"Docs-1\": not a slot name"},
@@ -300,7 +303,7 @@ TEST_CASE("docs/worker.md's settings table lists every setting with its flag, ke
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 32);
+    CHECK(rows == 33);
 }
 
 TEST_CASE("--audit-rate takes a percentage of the live docs per minute, or 0, and says what it wants") {

@@ -35,6 +35,7 @@ struct Settings {
     std::string pool_dsn;             // harmless reader role: runs customer SQL (may be a standby)
     std::string slot = "docsync";     // logical replication slot name
     bool create_slot = false;         // create the slot when it does not exist
+    std::string plugin = "docsync";   // the slot's output plugin: docsync | pgoutput | auto
     bool standby = false;             // wait as a hot spare while another worker holds the lease
     std::string sink = "stdout";      // stdout | file:/path | redis://host:port[/db]
     LiveMode live = LiveMode::All;    // which docs are kept current

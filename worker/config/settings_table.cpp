@@ -147,6 +147,16 @@ const std::vector<Spec>& specs() {
         {"create-slot", Kind::Flag, "", "create the slot when it does not exist",
          [](const Settings& s) { return std::string(s.create_slot ? "true" : "false"); },
          [](Settings& s, std::string_view v) { s.create_slot = parse_bool(v); }},
+        {"plugin", Kind::Choice, "docsync|pgoutput|auto",
+         "the slot's output plugin: docsync, pgoutput (built in, over a publication the worker keeps), or auto "
+         "(the existing slot's)",
+         [](const Settings& s) { return s.plugin; },
+         [](Settings& s, std::string_view v) {
+             auto value = lower(trim(v));
+             if (value != "docsync" && value != "pgoutput" && value != "auto")
+                 throw SettingError("unknown plugin; give docsync, pgoutput or auto");
+             s.plugin = value;
+         }},
         {"standby", Kind::Flag, "",
          "while another worker holds the slot's lease, wait as its hot spare and take over when it stops or dies",
          [](const Settings& s) { return std::string(s.standby ? "true" : "false"); },

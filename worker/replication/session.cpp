@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "common/sqlstate.hpp"
 #include "docsync_wire.h"
+#include "replication/pgoutput_publication.hpp"
 
 namespace docsync {
 
@@ -145,11 +146,18 @@ void Stream::Session::identify() {
 void Stream::Session::check_slot(bool valve_recreate) {
     SlotRow slot = read_slot(conn_, options_.slot, cmd_deadline());
     bool recreate = false;
+    plugin_ = options_.plugin;
+    if (plugin_ == "auto") {
+        plugin_ = slot.exists ? (slot.plugin == "pgoutput" ? "pgoutput" : "docsync")
+                              : (server_allows_plugin(conn_, "docsync", cmd_deadline()) ? "docsync" : "pgoutput");
+        log_info(kComponent, "--plugin auto: " + plugin_);
+    }
     if (slot.exists) {
-        if (slot.slot_type != "logical" || slot.plugin != "docsync")
+        if (slot.slot_type != "logical" || slot.plugin != plugin_)
             throw Error("replication slot \"" + options_.slot + "\" is a " + slot.slot_type + " slot of plugin \"" +
-                        slot.plugin + "\", not a docsync slot; pass another --slot, or drop it with "
-                        "SELECT pg_drop_replication_slot('" + options_.slot + "')");
+                        slot.plugin + "\", not a " + plugin_ + " slot; pass another --slot or --plugin " +
+                        (slot.plugin == "docsync" || slot.plugin == "pgoutput" ? slot.plugin : std::string("auto")) +
+                        ", or drop it with SELECT pg_drop_replication_slot('" + options_.slot + "')");
         if (slot.wal_status == "lost") {
             log_valve(true, 0);
             recreate = true;
@@ -162,15 +170,17 @@ void Stream::Session::check_slot(bool valve_recreate) {
     } else if (!options_.create_slot && !valve_recreate) {
         throw Error("replication slot \"" + options_.slot + "\" does not exist; start the worker once with "
                     "--create-slot to create it (or SELECT pg_create_logical_replication_slot('" + options_.slot +
-                    "', 'docsync'))", sqlstate::kUndefinedObject, false);
+                    "', '" + plugin_ + "'))", sqlstate::kUndefinedObject, false);
     }
+    // The publication must exist before the slot does: pgoutput reads it as of each change.
+    if (plugin_ == "pgoutput") prepare_pgoutput();
     if (recreate) {
         conn_.exec_simple("DROP_REPLICATION_SLOT " + quote_ident(options_.slot) + " WAIT", cmd_deadline());
         info_.valve_fired = true;
         slot = SlotRow{};
     }
     if (!slot.exists) {
-        conn_.exec_simple("CREATE_REPLICATION_SLOT " + quote_ident(options_.slot) + " LOGICAL docsync (SNAPSHOT 'nothing')",
+        conn_.exec_simple("CREATE_REPLICATION_SLOT " + quote_ident(options_.slot) + " LOGICAL " + plugin_ + " (SNAPSHOT 'nothing')",
                           pg::deadline_in(options_.slot_create_timeout));
         info_.slot_created = true;
         slot = read_slot(conn_, options_.slot, cmd_deadline());
@@ -180,6 +190,15 @@ void Stream::Session::check_slot(bool valve_recreate) {
     if (valve_recreate) info_.valve_fired = true;
     if (info_.valve_fired) stream_.update_stats([](StreamStats& stats) { stats.valve_resets++; });
     info_.start_lsn = slot.confirmed_flush;
+}
+
+void Stream::Session::prepare_pgoutput() {
+    std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
+    PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
+    sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    PgoutputOptions po;
+    po.reference_xid = next_full_xid(conn_, cmd_deadline());
+    pgoutput_.emplace(std::move(plan.watches), po);
 }
 
 void Stream::Session::raise_generation() {
@@ -269,7 +288,10 @@ void Stream::Session::begin() {
 
 std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds active_grace) {
     std::string plugin_options = "\"proto_version\" '" + std::to_string(DOCSYNC_PROTO_VERSION_MAX) + "', \"format\" 'binary'";
-    if (options_.tables) {
+    if (pgoutput_) {
+        plugin_options = "\"proto_version\" '1', \"publication_names\" " +
+                         quote_string(quote_ident(publication_name(options_.slot))) + ", \"messages\" 'true'";
+    } else if (options_.tables) {
         if (auto tables = options_.tables()) plugin_options += ", \"tables\" " + quote_string(*tables);
     }
     std::string start_sql = "START_REPLICATION SLOT " + quote_ident(options_.slot) + " LOGICAL " +
@@ -401,9 +423,18 @@ void Stream::Session::handle_message(std::string_view message) {
     Lsn wal_end = get64(buf + 9);
     received_ = std::max(received_, wal_end);
     std::span<const std::uint8_t> payload(reinterpret_cast<const std::uint8_t*>(buf + 25), len - 25);
+    local_.bytes += payload.size();
+    if (pgoutput_) {
+        decoded_.clear();
+        pgoutput_->decode(payload, decoded_);
+        for (std::size_t i = 0; i < decoded_.size(); ++i) {
+            local_.records++;
+            handle_record(decoded_[i], wal_start, i == 0 ? payload.size() : 0);
+        }
+        return;
+    }
     Record record = decoder_.decode(payload);
     local_.records++;
-    local_.bytes += payload.size();
     handle_record(record, wal_start, payload.size());
 }
 

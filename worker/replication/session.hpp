@@ -20,6 +20,7 @@
 #include "pg/connection.hpp"
 #include "pg/copy_both.hpp"
 #include "replication/decoder.hpp"
+#include "replication/pgoutput_decoder.hpp"
 #include "replication/stream.hpp"
 
 namespace docsync {
@@ -51,6 +52,8 @@ private:
     void identify();
     // The slot: check it, and create or recreate it when asked; sets start_lsn.
     void check_slot(bool valve_recreate);
+    // With pgoutput: the watches from the catalog, the publication kept in step, a new decoder.
+    void prepare_pgoutput();
     // The generation: contract C (docs/design.md).
     void raise_generation();
     // docsync.advance_generation(), or its in-process stand-in on an older extension.
@@ -88,6 +91,9 @@ private:
     pg::Connection conn_;
     std::optional<pg::CopyBoth> copy_;  // once streaming
     Decoder decoder_;                   // relations are described again on every connection
+    std::string plugin_ = "docsync";    // the slot's output plugin
+    std::optional<PgoutputDecoder> pgoutput_;  // when plugin_ is pgoutput
+    std::vector<Record> decoded_;       // what the last pgoutput message yielded
 
     // The control check, every valve_interval on a connection of its own: the slot's retained WAL
     // and state for the safety valve, and whether the server still accepts new connections.

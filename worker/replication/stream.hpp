@@ -50,7 +50,12 @@ namespace docsync {
 struct StreamOptions {
     std::string dsn;                // libpq connection string of a role with REPLICATION
     std::string slot = "docsync";
-    bool create_slot = false;       // create the slot (plugin docsync) when it does not exist
+    bool create_slot = false;       // create the slot when it does not exist
+    // The output plugin: "docsync", "pgoutput" (PostgreSQL's built-in one, over the publication
+    // docsync_<slot> the worker keeps in step with the watches; replication/pgoutput_publication.hpp)
+    // or "auto" (the existing slot's plugin; for a new slot docsync when the server may decode with
+    // it, by output_plugin_libraries, else pgoutput).
+    std::string plugin = "docsync";
     std::string application_name = "docsync-worker";
     // The plugin's `tables` option (contract A), asked at every session start so a re-plan takes
     // effect; nullopt leaves the option out.

@@ -1,0 +1,278 @@
+// The publication a pgoutput session reads from, and the watches it decodes with (see
+// pgoutput_publication.hpp).
+#include "replication/pgoutput_publication.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/sqlstate.hpp"
+
+namespace docsync {
+
+namespace {
+
+constexpr std::string_view kComponent = "stream";
+
+[[noreturn]] void bad_tables(std::string_view tables, std::size_t at, const char* expected) {
+    throw Error("the tables option \"" + std::string(tables) + "\" is not the worker's relid(attnum,…) form: " +
+                expected + " at character " + std::to_string(at + 1));
+}
+
+// One row of the catalog query: a column of a watched or extension table.
+struct CatalogRow {
+    Oid relid = 0;
+    std::string name;  // quoted schema.table
+    bool docsync_schema = false;
+    char replident = 'd';
+    int attnum = 0;
+    std::string attname;
+    bool generated = false;
+    bool identity = false;  // in the primary key (DEFAULT) or the replica identity index (INDEX)
+};
+
+}  // namespace
+
+std::vector<std::pair<Oid, std::vector<int>>> parse_worker_tables(std::string_view tables) {
+    std::vector<std::pair<Oid, std::vector<int>>> out;
+    std::size_t i = 0;
+    auto number = [&](std::uint64_t max, const char* what) {
+        std::size_t start = i;
+        std::uint64_t v = 0;
+        while (i < tables.size() && tables[i] >= '0' && tables[i] <= '9') {
+            v = v * 10 + static_cast<std::uint64_t>(tables[i] - '0');
+            if (v > max) bad_tables(tables, start, what);
+            ++i;
+        }
+        if (i == start || v == 0) bad_tables(tables, start, what);
+        return v;
+    };
+    while (i < tables.size()) {
+        auto relid = static_cast<Oid>(number(0xFFFFFFFFu, "a relation OID"));
+        std::vector<int> attnums;
+        if (i < tables.size() && tables[i] == '(') {
+            do {
+                ++i;
+                attnums.push_back(static_cast<int>(number(32767, "an attnum")));
+            } while (i < tables.size() && tables[i] == ',');
+            if (i >= tables.size() || tables[i] != ')') bad_tables(tables, i, "')'");
+            ++i;
+        }
+        out.emplace_back(relid, std::move(attnums));
+        if (i < tables.size()) {
+            if (tables[i] != ',') bad_tables(tables, i, "','");
+            ++i;
+            if (i == tables.size()) bad_tables(tables, i, "an entry");
+        }
+    }
+    return out;
+}
+
+std::string publication_name(std::string_view slot) { return "docsync_" + std::string(slot); }
+
+PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::Deadline deadline) {
+    auto entries = parse_worker_tables(tables);
+    std::string oids = "{";
+    for (const auto& [relid, attnums] : entries) oids += (oids.size() > 1 ? "," : "") + std::to_string(relid);
+    oids += "}";
+    // Every live column of the watched relations and of the extension's own logged tables, with
+    // whether it is in the relation's replica identity key.
+    auto r = conn.exec_simple(
+        "SELECT c.oid, pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname), "
+        "n.nspname = 'docsync', c.relreplident, a.attnum, a.attname, a.attgenerated <> '', "
+        "coalesce(a.attnum = ANY (k.indkey::int2[]), false) "
+        "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+        "LEFT JOIN pg_catalog.pg_index k ON k.indrelid = c.oid AND "
+        "(CASE c.relreplident WHEN 'd' THEN k.indisprimary WHEN 'i' THEN k.indisreplident ELSE false END) "
+        "WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND "
+        "(c.oid = ANY (" + conn.quote_literal(oids) + "::pg_catalog.oid[]) OR (n.nspname = 'docsync' AND NOT c.relispartition)) "
+        "ORDER BY c.oid, a.attnum",
+        deadline);
+    std::map<Oid, std::vector<CatalogRow>> relations;
+    for (int i = 0; i < r.rows(); ++i) {
+        CatalogRow row;
+        row.relid = static_cast<Oid>(std::stoul(std::string(r.get(i, 0))));
+        row.name = r.get(i, 1);
+        row.docsync_schema = r.get(i, 2) == "t";
+        row.replident = r.get(i, 3).empty() ? 'd' : r.get(i, 3)[0];
+        row.attnum = std::stoi(std::string(r.get(i, 4)));
+        row.attname = r.get(i, 5);
+        row.generated = r.get(i, 6) == "t";
+        row.identity = r.get(i, 7) == "t";
+        relations[row.relid].push_back(std::move(row));
+    }
+    std::map<Oid, std::vector<int>> watched;
+    std::set<Oid> whole;
+    for (const auto& [relid, attnums] : entries) {
+        if (attnums.empty()) whole.insert(relid);
+        auto& w = watched[relid];
+        w.insert(w.end(), attnums.begin(), attnums.end());
+    }
+
+    PgoutputPlan plan;
+    for (const auto& [relid, rows] : relations) {
+        const CatalogRow& first = rows.front();
+        bool is_watched = watched.count(relid) != 0;
+        bool has_identity = first.replident == 'f' ||
+                            std::any_of(rows.begin(), rows.end(), [](const CatalogRow& c) { return c.identity; });
+        if (!has_identity) {
+            if (is_watched)
+                throw Error("table " + first.name + " has no replica identity" +
+                            (first.replident == 'n' ? std::string(" (REPLICA IDENTITY NOTHING)") : std::string(" (no primary key)")) +
+                            ": reading pgoutput needs it in a publication, where PostgreSQL would refuse its UPDATEs and "
+                            "DELETEs; give it a primary key or ALTER TABLE " + first.name +
+                            " REPLICA IDENTITY FULL, or stream with --plugin docsync");
+            log_warning(kComponent, "the extension's table " + first.name + " has no replica identity; it is left out of "
+                                    "the publication");
+            continue;
+        }
+        PgoutputWatch watch;
+        watch.relid = relid;
+        watch.all_columns = !is_watched || whole.count(relid) != 0;
+        if (is_watched) watch.attnums = watched[relid];
+        PublishedTable table;
+        table.relid = relid;
+        table.name = first.name;
+        table.whole = watch.all_columns || first.replident == 'f';
+        std::set<int> wanted(watch.attnums.begin(), watch.attnums.end());
+        for (const CatalogRow& c : rows) {
+            watch.columns.push_back({c.attnum, c.attname});
+            if (!table.whole && !c.generated && (wanted.count(c.attnum) != 0 || c.identity)) {
+                table.columns.push_back(conn.quote_identifier(c.attname));
+                table.attnums.push_back(c.attnum);
+            }
+        }
+        plan.watches.push_back(std::move(watch));
+        plan.tables.push_back(std::move(table));
+    }
+    // Watched relations the catalog does not have (dropped since): watched, never published.
+    for (const auto& [relid, attnums] : watched) {
+        if (relations.count(relid) != 0) continue;
+        PgoutputWatch watch;
+        watch.relid = relid;
+        watch.attnums = attnums;
+        watch.all_columns = whole.count(relid) != 0;
+        plan.watches.push_back(std::move(watch));
+    }
+    return plan;
+}
+
+namespace {
+
+// The publication's tables as pg_publication_rel has them: relid to "*" (no column list) or the
+// attnums, ascending and space-separated.
+std::map<Oid, std::string> publication_contents(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
+    auto r = conn.exec_simple("SELECT pr.prrelid, pr.prattrs::text FROM pg_catalog.pg_publication_rel pr "
+                              "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = " +
+                                  conn.quote_literal(name),
+                              deadline);
+    std::map<Oid, std::string> out;
+    for (int i = 0; i < r.rows(); ++i) {
+        std::string attrs = "*";
+        if (!r.is_null(i, 1)) {
+            std::vector<int> attnums;
+            std::string text(r.get(i, 1));
+            for (std::size_t at = 0; at < text.size();) {
+                std::size_t end = text.find(' ', at);
+                if (end == std::string::npos) end = text.size();
+                if (end > at) attnums.push_back(std::stoi(text.substr(at, end - at)));
+                at = end + 1;
+            }
+            std::sort(attnums.begin(), attnums.end());
+            attrs.clear();
+            for (int a : attnums) attrs += (attrs.empty() ? "" : " ") + std::to_string(a);
+        }
+        out[static_cast<Oid>(std::stoul(std::string(r.get(i, 0))))] = attrs;
+    }
+    return out;
+}
+
+}  // namespace
+
+void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline) {
+    std::string list;
+    std::map<Oid, std::string> wanted;
+    for (const auto& t : plan.tables) {
+        if (!list.empty()) list += ", ";
+        list += "TABLE " + t.name;
+        std::string& attrs = wanted[t.relid];
+        if (t.whole) {
+            attrs = "*";
+            continue;
+        }
+        list += " (";
+        for (std::size_t i = 0; i < t.columns.size(); ++i) {
+            list += (i ? ", " : "") + t.columns[i];
+            attrs += (i ? " " : "") + std::to_string(t.attnums[i]);
+        }
+        list += ")";
+    }
+    const std::string pub = conn.quote_identifier(name);
+    auto exists = conn.exec_simple("SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = " +
+                                       conn.quote_literal(name),
+                                   deadline);
+    std::vector<std::string> statements;
+    if (exists.rows() == 0) {
+        statements.push_back("CREATE PUBLICATION " + pub + (list.empty() ? std::string() : " FOR " + list) +
+                             " WITH (publish_via_partition_root = true)");
+    } else {
+        if (exists.get(0, 0) == "t")
+            throw Error("publication " + pub + " is FOR ALL TABLES; the worker keeps its tables in step with the "
+                        "watches: DROP PUBLICATION " + pub + " and let the worker create it");
+        if (exists.get(0, 1) != "t")
+            statements.push_back("ALTER PUBLICATION " + pub + " SET (publish_via_partition_root = true)");
+        auto held = publication_contents(conn, name, deadline);
+        if (held != wanted) {
+            if (!list.empty()) {
+                statements.push_back("ALTER PUBLICATION " + pub + " SET " + list);
+            } else {
+                // Nothing to publish: drop what it holds.
+                auto names = conn.exec_simple(
+                    "SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename) "
+                    "FROM pg_catalog.pg_publication_tables WHERE pubname = " + conn.quote_literal(name),
+                    deadline);
+                for (int i = 0; i < names.rows(); ++i)
+                    statements.push_back("ALTER PUBLICATION " + pub + " DROP TABLE " + std::string(names.get(i, 0)));
+            }
+        }
+    }
+    for (const auto& statement : statements) {
+        try {
+            conn.exec_simple(statement, deadline);
+        } catch (const Error& e) {
+            if (e.sqlstate() != sqlstate::kInsufficientPrivilege) throw;  // the tables' owner must do it
+            std::string all;
+            for (const auto& s : statements) all += s + "; ";
+            all.pop_back();
+            throw Error("the role of --dsn may not set up publication " + pub + " (" + e.what() +
+                            "); have an owner of the tables (or a superuser) run: " + all,
+                        e.sqlstate(), false);
+        }
+    }
+    if (!statements.empty()) log_info(kComponent, "publication " + pub + " set to the watches: " + statements.back());
+}
+
+bool server_allows_plugin(pg::Connection& conn, std::string_view name, pg::Deadline deadline) {
+    auto r = conn.exec_simple("SELECT pg_catalog.current_setting('output_plugin_libraries', true)", deadline);
+    if (r.rows() == 0 || r.is_null(0, 0)) return true;
+    std::string_view list = r.get(0, 0);
+    for (std::size_t at = 0; at <= list.size();) {
+        std::size_t end = std::min(list.find(',', at), list.size());
+        std::string_view item = list.substr(at, end - at);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t' || item.front() == '"')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t' || item.back() == '"')) item.remove_suffix(1);
+        if (item == name) return true;
+        at = end + 1;
+    }
+    return false;
+}
+
+std::uint64_t next_full_xid(pg::Connection& conn, pg::Deadline deadline) {
+    auto r = conn.exec_simple("SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text", deadline);
+    return std::stoull(std::string(r.get(0, 0)));
+}
+
+}  // namespace docsync

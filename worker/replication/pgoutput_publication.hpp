@@ -1,0 +1,66 @@
+#pragma once
+// What a stream session reading `pgoutput` needs from the catalog: the watches the decoder projects
+// onto (replication/pgoutput_decoder.hpp) and the publication that makes pgoutput send their rows,
+// `docsync_<slot>`, which the worker creates and keeps in step with the watches at every session
+// start (docs/internals.md, "Reading pgoutput").
+//
+// The publication lists each watched table with the watched columns plus its replica identity
+// columns (PostgreSQL refuses UPDATE and DELETE of a published table whose column list does not cover
+// its replica identity), or whole for an entry without a column list and for REPLICA IDENTITY FULL;
+// stored generated columns are left out (pgoutput cannot send them). The extension's own logged
+// tables are published whole, as the docsync plugin always emits them. Partitioned tables are
+// published as their root (publish_via_partition_root). A watched table without a replica identity
+// (NOTHING, or DEFAULT without a primary key) is refused by name: publishing it would make
+// PostgreSQL refuse the application's UPDATEs and DELETEs of it.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pg/connection.hpp"
+#include "replication/pgoutput_decoder.hpp"
+
+namespace docsync {
+
+// One table of the publication: its quoted name and, unless it is published whole, its columns.
+struct PublishedTable {
+    Oid relid = 0;
+    std::string name;
+    bool whole = true;
+    std::vector<std::string> columns;  // quoted
+    std::vector<int> attnums;          // ascending, as the columns
+};
+
+struct PgoutputPlan {
+    std::vector<PgoutputWatch> watches;
+    std::vector<PublishedTable> tables;
+};
+
+// The worker's `tables` option (`relid[(attnum,…)]` entries, as plugin_tables() writes them).
+// Throws Error for anything else.
+std::vector<std::pair<Oid, std::vector<int>>> parse_worker_tables(std::string_view tables);
+
+// Reads the catalog for the watched relations of `tables` (and the extension's own tables) and
+// plans the watches and the publication. Throws Error naming a watched table without a replica
+// identity.
+PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::Deadline deadline);
+
+// The publication a slot reads from.
+std::string publication_name(std::string_view slot);
+
+// Creates the publication or sets its tables to the plan's, unless it already matches (simple
+// queries: works on a replication connection). Adding a table to a publication takes its owner: when
+// the role may not, the Error gives the statement for an owner to run.
+void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
+
+// Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
+// with the plugins output_plugin_libraries lists; without that setting any installed plugin may be
+// used.
+bool server_allows_plugin(pg::Connection& conn, std::string_view name, pg::Deadline deadline);
+
+// The server's next full xid (pg_current_snapshot()'s xmax): the decoder's first xid reference.
+std::uint64_t next_full_xid(pg::Connection& conn, pg::Deadline deadline);
+
+}  // namespace docsync
