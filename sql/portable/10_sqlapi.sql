@@ -221,16 +221,25 @@ $$;
 -- portable: function docsync.compute_as/2
 -- SET LOCAL ROLE and search_path, as the C function does; it cannot keep the compute from changing
 -- the role back (docs/portable.md: what limits that).
+CREATE FUNCTION docsync.is_reader_role(reader name) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT EXISTS (SELECT FROM docsync.reader_roles r WHERE r.reader = is_reader_role.reader)
+$$;
 CREATE FUNCTION docsync.compute_as(reader name, search_path text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-  IF reader IS NULL OR NOT EXISTS (SELECT FROM docsync.reader_roles r WHERE r.reader = compute_as.reader) THEN
+  IF reader IS NULL OR NOT docsync.is_reader_role(reader) THEN
     RAISE EXCEPTION 'role % is no docsync reader role', coalesce(quote_ident(reader), 'NULL')
       USING ERRCODE = 'insufficient_privilege',
             DETAIL = 'A compute runs as the reader role docsync.grant_reader made for its definer.',
             HINT = 'Name a role of docsync.reader_roles.';
   END IF;
-  PERFORM pg_catalog.set_config('search_path', docsync.stored_path(compute_as.search_path), true);
+  IF compute_as.search_path IS NULL THEN
+    RAISE EXCEPTION 'a docsync definition has no stored search_path'
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Pass the search_path stored with the definition.';
+  END IF;
+  PERFORM pg_catalog.set_config('search_path', compute_as.search_path, true);
   PERFORM pg_catalog.set_config('role', reader, true);
 END
 $$;
