@@ -123,6 +123,7 @@ DECLARE
   fn oid;
   tree text;
 BEGIN
+  PERFORM docsync.refuse_parse_time_code();
   head := lower(substring(regexp_replace(body, '^(\s|--[^\n]*\n|/\*.*?\*/|\()*', '', 's') FROM '^[A-Za-z]+'));
   IF head IS NULL OR head NOT IN ('select', 'with', 'values', 'table') THEN
     RAISE EXCEPTION 'query must be a SELECT'
@@ -206,6 +207,45 @@ BEGIN
   EXECUTE format('DROP FUNCTION pg_temp.docsync_analysis_deps(%s)', args);
   -- a temporary object resolves in no other session (the worker's)
   PERFORM docsync.refuse_temporary(relations, functions, types);
+END
+$$;
+
+-- Parse analysis runs a type's input function for a literal, and through an array or composite
+-- literal the CHECK of a domain of its elements, so parsing a definer's text as the installing role
+-- could run code the definer wrote with the installing role's rights. No text is parsed while the
+-- database holds such code: a domain whose CHECK calls a function outside pg_catalog (or one of
+-- pg_catalog's that run SQL text or read tables), a type whose input runs a function outside
+-- pg_catalog, a range type with a canonical function outside it.
+CREATE FUNCTION docsync.refuse_parse_time_code() RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  what text;
+BEGIN
+  SELECT x INTO what FROM (
+    SELECT format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure) AS x
+      FROM pg_constraint c
+      JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid
+      LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND o.oid = d.refobjid
+      JOIN pg_proc p ON p.oid = CASE WHEN d.refclassid = 'pg_proc'::regclass THEN d.refobjid
+                                     WHEN d.refclassid = 'pg_operator'::regclass THEN o.oprcode::oid END
+     WHERE c.contype = 'c' AND c.contypid <> 0
+       AND (p.pronamespace <> 'pg_catalog'::regnamespace
+            OR p.proname ~ '_to_xml$|_to_xmlschema$|_to_xml_and_xmlschema$|^ts_stat$|^ts_rewrite$')
+    UNION ALL
+    SELECT format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
+      FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+    UNION ALL
+    SELECT format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
+      FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace) s
+  LIMIT 1;
+  IF what IS NOT NULL THEN
+    RAISE EXCEPTION 'the portable install parses no query while %', what
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'It parses definitions as the role that installed docsync, and parsing a literal of such a type would run that function with that role''s rights.',
+            HINT = 'Write the CHECK with pg_catalog''s functions and operators only (or drop it), or install the docsync extension, which parses as the definer.';
+  END IF;
 END
 $$;
 

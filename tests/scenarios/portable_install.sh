@@ -9,7 +9,8 @@
 #     definer may read and compute_as computes a doc as the definer's reader role;
 #   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
 #     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
-#     session's user is not a member of; for itself, over a table it may not read) gain nothing;
+#     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
+#     text is parsed while a domain's CHECK would run a definer's code as the installing role;
 #   - channel() gives every vector of tests/channel_vectors.tsv;
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
@@ -137,6 +138,26 @@ refused "a write" 'must only read|must be a SELECT' definer \
   "SELECT docsync.define_query('w', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d')"
 refused "row locks" 'must not lock rows' definer \
   "SELECT docsync.define_query('l', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.id = \$1 FOR UPDATE', ARRAY['id'])"
+# code a definer wrote never runs as the installing role while a text is parsed: a domain whose CHECK
+# calls the definer's function, reached through an array literal, stops every parse until it goes
+psql_as docsync_owner app -c "GRANT CREATE ON SCHEMA public TO definer"
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.sneaky(int) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE NOTICE 'sneaky ran as %', current_user;
+  RETURN true;
+END
+$f$;
+CREATE DOMAIN public.sneaky_int AS int CHECK (public.sneaky(VALUE));
+SQL
+if out=$(psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{5}''::public.sneaky_int[])')" 2>&1); then
+  fail "a text was parsed beside a domain whose CHECK runs the definer's code: $out"
+fi
+grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain public.sneaky_int calls public.sneaky(integer)' <<<"$out" ||
+  fail "the refusal does not name the domain: $out"
+! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
+psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
+psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
 expect "orders intact" 2 "$(psql_as docsync_owner app -c "SELECT count(*) FROM orders")"
 refused "a role outside docsync_admin" 'permission denied to define docsync queries' outsider \
   "SELECT docsync.define_query('x', 'SELECT to_jsonb(1)')"
