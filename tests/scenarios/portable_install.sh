@@ -69,8 +69,9 @@ expect "event triggers" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM 
 if out=$(timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" 2>&1); then
   fail "a second run was not refused"
 fi
-grep -q 'schema "docsync" already exists' <<<"$out" && grep -q "docsync's portable install" <<<"$out" ||
+if ! grep -q 'schema "docsync" already exists' <<<"$out" || ! grep -q "docsync's portable install" <<<"$out"; then
   fail "the second run's refusal does not say what is installed: $out"
+fi
 
 # the customer's tables, a definer that may read orders, an intruder that may read nothing
 psql_as docsync_owner app <<'SQL'
@@ -158,6 +159,16 @@ grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain p
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
 psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
 psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
+# the one-statement scan follows the server's lexical rules: a ';' inside quotes or comments is text
+expect "one statement, whatever its quoting" "SELECT \$x\$;\$x\$|SELECT E'\\';'|SELECT ';' /* ; */|SELECT \"a;b\" -- ;" \
+  "$(psql_as docsync_owner app <<'SQL'
+SELECT docsync.one_statement($q$SELECT $x$;$x$;$q$) || '|' || docsync.one_statement($q$SELECT E'\';'$q$) || '|' ||
+       docsync.one_statement($q$SELECT ';' /* ; */ ;  $q$) || '|' || docsync.one_statement($q$SELECT "a;b" -- ;$q$);
+SQL
+)"
+for text in "SELECT ';'; SELECT 2" "SELECT \$\$x\$\$; DELETE FROM orders" "SELECT E'\\\\'; DELETE FROM orders" "SELECT 1 /* /* */ */; SELECT 2"; do
+  refused "two statements: $text" 'exactly one statement' docsync_owner "SELECT docsync.one_statement(\$q\$$text\$q\$)"
+done
 expect "orders intact" 2 "$(psql_as docsync_owner app -c "SELECT count(*) FROM orders")"
 refused "a role outside docsync_admin" 'permission denied to define docsync queries' outsider \
   "SELECT docsync.define_query('x', 'SELECT to_jsonb(1)')"
@@ -215,7 +226,7 @@ psql_as docsync_owner app -c "INSERT INTO orders VALUES (3, 'cy', 30)"
 start_ms=$(date +%s%3N)
 expect "a lagging slot times out" f "$(psql_as definer app -c "CALL docsync.wait_published(timeout => '300ms')")"
 elapsed=$(( $(date +%s%3N) - start_ms ))
-[ "$elapsed" -ge 300 ] && [ "$elapsed" -lt 3000 ] || fail "the timed-out wait took $elapsed ms, not about 300"
+if [ "$elapsed" -lt 300 ] || [ "$elapsed" -ge 3000 ]; then fail "the timed-out wait took $elapsed ms, not about 300"; fi
 lsn=$(psql_as docsync_owner app -c "SELECT pg_current_wal_lsn()")
 psql_as docsync_owner app -c "SELECT pg_replication_slot_advance('docsync_app', '$lsn')" >/dev/null
 expect "a confirmed position" t "$(psql_as definer app -c "CALL docsync.wait_published('$lsn', '5s')")"
