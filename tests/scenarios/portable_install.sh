@@ -266,6 +266,7 @@ done
 psql_as docsync_owner app -c "UPDATE docsync.worker_status SET heartbeat_at = now() WHERE slot_name = 'docsync_app'"
 expect "status: a worker holding its lease" "running-or-streaming" \
   "$(psql_as definer app -c "SELECT CASE WHEN worker_state = 'streaming' THEN 'running-or-streaming' ELSE worker_state || ': ' || reason END FROM docsync.status WHERE slot_name = 'docsync_app'")"
+expect "workers: the lease's holder" "active" "$(psql_as definer app -c "SELECT role FROM docsync.workers WHERE slot_name = 'docsync_app'")"
 kill "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 refused "forget_slot of a slot that exists" 'replication slot "docsync_app" exists' docsync_owner "SELECT docsync.forget_slot('docsync_app')"
