@@ -158,6 +158,21 @@ grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain p
   fail "the refusal does not name the domain: $out"
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
 psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
+# nor through the definition's search_path: an operator of the definer's, found before pg_catalog's,
+# resolves only in the definer's own text, never in docsync's statements around it
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.sneaky_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE NOTICE 'sneaky_eq ran as %', current_user;
+  RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$f$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.sneaky_eq);
+SQL
+out=$(psql_as definer app -c "SELECT docsync.define_query('by_customer', 'SELECT to_jsonb(count(*)) FROM orders o WHERE o.customer = \$1::text', ARRAY['customer'], search_path => 'public, pg_catalog')" 2>&1) ||
+  fail "a query under a search_path naming pg_catalog late was refused: $out"
+! grep -q "sneaky_eq ran as docsync_owner" <<<"$out" || fail "the definer's operator ran as the installing role: $out"
+psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERATOR public.= (text, text)" -c "DROP FUNCTION public.sneaky_eq(text, text)" >/dev/null
 psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
 # the one-statement scan follows the server's lexical rules: a ';' inside quotes or comments is text
 expect "one statement, whatever its quoting" "SELECT \$x\$;\$x\$|SELECT E'\\';'|SELECT ';' /* ; */|SELECT \"a;b\" -- ;" \
