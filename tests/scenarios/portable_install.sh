@@ -15,6 +15,8 @@
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
 #   - the status views over rows written by hand into docsync.worker_status;
+#   - installed by a superuser, the plpgsql event triggers: DDL raises the generation, a dropped
+#     watched table takes its watches along; installed by the owner, none, and the install says so;
 #   - with the library installed afterwards: channel() of the portable install and of the extension
 #     agree over 3000 random strings.
 # Needs no running server: it starts and stops its own (packaging/dev-cluster.sh).
@@ -62,7 +64,8 @@ SQL
 expect "owner is no superuser" f "$(psql_as docsync_owner app -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")"
 
 # the install, as the owner
-timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" >/dev/null
+out=$(timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" 2>&1 >/dev/null)
+grep -q "WARNING:  docsync is installed without DDL event triggers" <<<"$out" || fail "the install does not say it made no event triggers: $out"
 expect "install_kind" portable "$(psql_as docsync_owner app -c "SELECT docsync.install_kind()")"
 expect "C functions" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'docsync'::regnamespace AND l.lanname = 'c'")"
 expect "event triggers" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_event_trigger")"
@@ -287,6 +290,27 @@ wait "$holder" 2>/dev/null || true
 refused "forget_slot of a slot that exists" 'replication slot "docsync_app" exists' docsync_owner "SELECT docsync.forget_slot('docsync_app')"
 expect "forget_slot" "docsync.worker_status row 'docsync_next'" "$(psql_as docsync_owner app -c "SELECT docsync.forget_slot('docsync_next')")"
 psql_as docsync_owner app -c "SELECT pg_drop_replication_slot('docsync_app')" >/dev/null
+
+# installed by a superuser, the event triggers exist, in plpgsql: DDL raises the generation and a
+# dropped watched table takes its watches along
+psql_as postgres postgres -c "CREATE DATABASE supered"
+timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U postgres -d supered -f "$script" >/dev/null
+expect "event triggers by a superuser" "docsync_ddl_command_end|plpgsql
+docsync_sql_drop|plpgsql" "$(psql_as postgres supered -c "SELECT e.evtname, l.lanname FROM pg_event_trigger e JOIN pg_proc p ON p.oid = e.evtfoid JOIN pg_language l ON l.oid = p.prolang ORDER BY 1")"
+psql_as postgres supered >/dev/null <<'SQL'
+CREATE TABLE t (id int PRIMARY KEY, x int);
+BEGIN;
+SELECT docsync.define_query('q', 'SELECT to_jsonb(t) FROM t WHERE t.id = $1', ARRAY['id']);
+SELECT docsync.watch('q', 't', params => ARRAY['id']);
+COMMIT;
+SQL
+before=$(psql_as postgres supered -c "SELECT generation FROM docsync.def_generation")
+psql_as postgres supered -c "ALTER TABLE t ADD COLUMN y int"
+after=$(psql_as postgres supered -c "SELECT generation FROM docsync.def_generation")
+if [ "$after" -le "$before" ]; then fail "DDL did not raise the generation ($before, then $after)"; fi
+out=$(psql_as postgres supered -c "DROP TABLE t" 2>&1)
+grep -q 'removed a watch of docsync query "q": public.t was dropped' <<<"$out" || fail "no warning for the dropped watch: $out"
+expect "watches of a dropped table" 0 "$(psql_as postgres supered -c "SELECT count(*) FROM docsync.watch_defs")"
 
 # channel(): the portable function against the C one, over the same random strings
 "$top/packaging/dev-cluster.sh" install "$dir" >/dev/null
