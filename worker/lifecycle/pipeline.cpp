@@ -29,7 +29,8 @@ void Pipeline::on_session(const SessionInfo& session) {
     // Whatever the sink holds may have missed changes: at start, and whenever this session's
     // stream does not continue the last one's (a recreated or new slot, another server).
     bool first = sessions_++ == 0;
-    if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history) {
+    if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history ||
+        session.publication_changed) {
         RecomputeReason reason = RecomputeReason::Startup;
         if (session.valve_fired) {
             reason = RecomputeReason::Valve;
@@ -39,13 +40,18 @@ void Pipeline::on_session(const SessionInfo& session) {
             log_warning("engine", "the server changed under the slot (system identifier " +
                                       session.system_identifier + ", timeline " +
                                       std::to_string(session.timeline) + "): recomputing every live doc");
-        } else if (!first) {
+        } else if (!first && session.slot_created) {
             reason = RecomputeReason::NewSlot;
             log_warning("engine", "the slot was created anew: changes before it were never decoded; "
                                   "recomputing every live doc");
+        } else if (!first) {
+            reason = RecomputeReason::Publication;
+            log_info("engine", "the publication gained tables or columns: pgoutput never sends their changes made "
+                               "before that; recomputing every live doc");
         }
         // Changes before this session may never be delivered, unless it continues the last one.
-        bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history;
+        bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history ||
+                   session.publication_changed;
         engine_.recompute_all_live(reason, gap);
         if (gap && on_gap_) on_gap_();
     }

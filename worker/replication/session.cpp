@@ -195,7 +195,7 @@ void Stream::Session::check_slot(bool valve_recreate) {
 void Stream::Session::prepare_pgoutput() {
     std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
     PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
-    sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    info_.publication_changed = sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
     PgoutputOptions po;
     po.reference_xid = next_full_xid(conn_, cmd_deadline());
     pgoutput_.emplace(std::move(plan.watches), po);

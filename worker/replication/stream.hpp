@@ -97,6 +97,11 @@ struct SessionInfo {
     bool slot_created = false;     // this session created the slot
     bool identity_changed = false; // the server's system identifier or timeline differs from the last session's
     bool valve_fired = false;      // the slot was recreated by the safety valve: recompute every live doc
+    // pgoutput: this session created the publication or changed its tables before streaming a slot
+    // that existed. pgoutput sends a newly published table's changes only from that change on, so
+    // those committed since the slot's confirmed position (since the watch that asked for it) are
+    // never delivered: every live doc is recomputed as a gap, its computes after the change.
+    bool publication_changed = false;
     bool reconnect = false;        // not the first session of this Stream
     // The sink holds docs of another history than this server's: positions past its WAL end in
     // its generation (a restore), or a generation below the one the server now gives (a new

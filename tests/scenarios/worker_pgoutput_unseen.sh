@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What pgoutput never shows the worker, and how the worker still keeps every live doc current
+# (invariant 2, docs/design.md) with --plugin pgoutput:
+#   - A newly watched table's changes made before the publication gains it: docsync.watch of notes
+#     while the worker streams. The worker reloads its definitions (recomputing the query's live
+#     docs), then starts a session that adds notes to the publication. A transaction that holds
+#     notes in SHARE UPDATE EXCLUSIVE mode keeps that ALTER PUBLICATION waiting, inserts a note of
+#     order 1 and commits: the note commits after the reload's recompute and before the publication
+#     change, so pgoutput never sends it. The doc must show it all the same (the session that changed
+#     the publication recomputes every live doc once the change is made).
+# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+set -euo pipefail
+test_name=pgoutput_unseen
+# shellcheck source=lib/worker_env.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+
+setup_db
+# The worker keeps its publication itself here: its role may add any table to it.
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER ROLE $repl_role SUPERUSER"
+sql "CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL)"
+sql "CREATE TABLE notes (id int PRIMARY KEY, order_id int NOT NULL, body text NOT NULL)"
+sql "ALTER TABLE notes REPLICA IDENTITY FULL"
+sql "INSERT INTO orders VALUES (1, 'new'), (2, 'new')"
+order_sql() {
+  echo "SELECT jsonb_build_object('id', o.id, 'status', o.status, 'notes',
+          (SELECT coalesce(jsonb_agg(n.body ORDER BY n.id), '[]') FROM notes n WHERE n.order_id = o.id))
+        FROM orders o WHERE o.id = $1"
+}
+sql "SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, params => ARRAY['id'])" >/dev/null 2>&1
+sql "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" >/dev/null
+grant_reader
+
+# (the role check would refuse a superuser replication role otherwise)
+start_worker --plugin pgoutput --log-level info --allow-unsafe-pool
+sql "UPDATE orders SET status = 'paid'"
+settle 30
+for i in 1 2; do [ "$(doc_equals_query "db:order:$i" "$(order_sql "$i")")" = t ] || fail "db:order:$i not current: $(last_doc "db:order:$i")"; done
+
+echo "a note committed between the watch's reload and the publication change reaches its doc"
+mkfifo "$tmp/locker.in"
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" <"$tmp/locker.in" >"$tmp/locker.out" 2>&1 &
+extra_pids+=("$!")
+exec 7>"$tmp/locker.in"
+echo "BEGIN; LOCK TABLE notes IN SHARE UPDATE EXCLUSIVE MODE; SELECT 'locked';" >&7
+wait_for 10 "SELECT count(*) = 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+             WHERE c.relname = 'notes' AND l.mode = 'ShareUpdateExclusiveLock' AND l.granted" ||
+  fail "the locking session did not lock notes"
+sql "SELECT docsync.watch('order', 'notes', params => ARRAY['order_id'])" >/dev/null
+wait_for 30 "SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = current_database()
+             AND query LIKE 'ALTER PUBLICATION%' AND wait_event_type = 'Lock'" ||
+  fail "the worker's session did not wait to add notes to its publication"
+# The reload's recompute of the query's docs is long done; the note commits, then the ALTER runs.
+sleep 1
+echo "INSERT INTO notes VALUES (1, 1, 'unseen by pgoutput'); COMMIT;" >&7
+exec 7>&-
+wait_for 30 "SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = current_database()
+             AND query LIKE 'ALTER PUBLICATION%' AND wait_event_type = 'Lock'" ||
+  fail "the worker's ALTER PUBLICATION still waits"
+[ "$(sql "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'docsync_$slot' AND tablename = 'notes'")" = 1 ] ||
+  fail "notes is not in the publication"
+settle 30
+ok=
+for _ in $(seq 1 100); do
+  [ "$(doc_equals_query db:order:1 "$(order_sql 1)")" = t ] && { ok=1; break; }
+  sleep 0.1
+done
+[ -n "$ok" ] || fail "the note committed before the publication change never reached db:order:1: $(last_doc db:order:1)"
+grep -q "the publication gained tables or columns" "$tmp/worker.log" || fail "the worker did not log its recompute"
+echo "later notes arrive through pgoutput"
+sql "INSERT INTO notes VALUES (2, 2, 'seen')"
+settle 30
+for _ in $(seq 1 100); do [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] && break; sleep 0.1; done
+[ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] || fail "db:order:2 is $(last_doc db:order:2)"
+
+stop_worker
+echo "PASS worker_pgoutput_unseen"
