@@ -8,6 +8,10 @@
 #     order 1 and commits: the note commits after the reload's recompute and before the publication
 #     change, so pgoutput never sends it. The doc must show it all the same (the session that changed
 #     the publication recomputes every live doc once the change is made).
+#   - DDL no event trigger sees: ALTER COLUMN … TYPE text USING … of a column the doc reads but the
+#     publication does not list (a rewrite: values change, nothing is decoded), once under
+#     session_replication_role = replica and once with docsync's event triggers disabled. With
+#     --catalog-check 1s, each must reach the docs within 10 s.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=pgoutput_unseen
@@ -31,7 +35,7 @@ sql "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" >/dev/null
 grant_reader
 
 # (the role check would refuse a superuser replication role otherwise)
-start_worker --plugin pgoutput --log-level info --allow-unsafe-pool
+start_worker --plugin pgoutput --log-level info --allow-unsafe-pool --catalog-check 1s
 sql "UPDATE orders SET status = 'paid'"
 settle 30
 for i in 1 2; do [ "$(doc_equals_query "db:order:$i" "$(order_sql "$i")")" = t ] || fail "db:order:$i not current: $(last_doc "db:order:$i")"; done
@@ -71,6 +75,34 @@ sql "INSERT INTO notes VALUES (2, 2, 'seen')"
 settle 30
 for _ in $(seq 1 100); do [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] && break; sleep 0.1; done
 [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] || fail "db:order:2 is $(last_doc db:order:2)"
+
+# expect_current WHAT: every order's doc equals a fresh run of its query within 10 s.
+expect_current() {
+  local i ok
+  for i in 1 2; do
+    ok=
+    for _ in $(seq 1 100); do
+      [ "$(doc_equals_query "db:order:$i" "$(order_sql "$i")")" = t ] && { ok=1; break; }
+      sleep 0.1
+    done
+    [ -n "$ok" ] || fail "$1: db:order:$i is $(last_doc "db:order:$i"), its query gives $(sql "$(order_sql "$i")")"
+  done
+}
+echo "a rewrite under session_replication_role = replica reaches the docs"
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "SET session_replication_role = replica" \
+  -c "ALTER TABLE orders ALTER COLUMN status TYPE text USING status || '!'"
+expect_current "a rewrite with the event triggers skipped"
+[ "$(last_doc db:order:1 | jq -r .status)" = 'paid!' ] || fail "db:order:1 is $(last_doc db:order:1)"
+echo "a rewrite with docsync's event triggers disabled reaches the docs"
+triggers=$(sql "SELECT string_agg(evtname, ' ') FROM pg_event_trigger WHERE evtname LIKE 'docsync%'")
+[ -n "$triggers" ] || fail "docsync has no event triggers here"
+enable_triggers() { for t in $triggers; do sql "ALTER EVENT TRIGGER $t ENABLE"; done; }
+for t in $triggers; do sql "ALTER EVENT TRIGGER $t DISABLE"; done
+sql "ALTER TABLE orders ALTER COLUMN status TYPE text USING upper(status)"
+enable_triggers
+expect_current "a rewrite with the event triggers disabled"
+[ "$(last_doc db:order:2 | jq -r .status)" = 'PAID!' ] || fail "db:order:2 is $(last_doc db:order:2)"
+grep -q "changed without a definitions message" "$tmp/worker.log" || fail "the worker did not log the catalog check's reload"
 
 stop_worker
 echo "PASS worker_pgoutput_unseen"

@@ -16,10 +16,12 @@ std::optional<std::string> Pipeline::session_tables() {
                                 std::to_string(defs.queries.size()) + " queries, " +
                                 std::to_string(defs.watches.size()) + " watches, tables '" + tables_ + "'");
     engine_.load_definitions(std::move(defs));
+    last_catalog_check_ = std::chrono::steady_clock::now();
     return tables_;
 }
 
 void Pipeline::on_session(const SessionInfo& session) {
+    pgoutput_ = session.pgoutput;
     engine_.reset_stream();
     latency_.forget_all();
     engine_.set_generation(session.generation);
@@ -98,6 +100,7 @@ void Pipeline::on_record(const Record& record, Lsn, std::uint64_t ticket) {
             // reload per interval, and the reload recomputes what DDL changed meanwhile.
             if (engine_.last_commit_wrote_definitions()) reload_definitions();
         }
+        maybe_check_catalog();
     }
     if (reload_pending_) maybe_reload();
 }
@@ -119,17 +122,49 @@ void Pipeline::reload_definitions() {
     auto started = std::chrono::steady_clock::now();
     definitions_.wait_visible(pending_xid_);
     auto defs = definitions_.fetch();
-    std::string tables = plugin_tables(defs);
     log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
+    install(std::move(defs));
+    last_reload_ = std::chrono::steady_clock::now();
+    reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
+                                                                      4 * (last_reload_ - started));
+}
+
+namespace {
+
+// Whether `next` differs from the definitions in force in what the worker acts on between
+// generations: a query's fingerprint (DDL on what it reads), or the set of queries.
+bool dependencies_moved(const Definitions& now, const Definitions& next) {
+    if (now.generation != next.generation || now.queries.size() != next.queries.size()) return true;
+    for (const auto& q : next.queries) {
+        const DocQuery* before = now.find_query(q.name);
+        if (!before || before->fingerprint != q.fingerprint || before->refused != q.refused) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+void Pipeline::maybe_check_catalog() {
+    if (!pgoutput_ || catalog_check_.count() <= 0) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_catalog_check_ + catalog_check_) return;
+    last_catalog_check_ = now;
+    auto defs = definitions_.fetch();
+    if (!dependencies_moved(engine_.definitions(), defs) && plugin_tables(defs) == tables_) return;
+    log_info("definitions", "what the doc queries read changed without a definitions message (DDL that docsync's "
+                            "event triggers did not see): reloading, generation " + std::to_string(defs.generation));
+    install(std::move(defs));
+}
+
+void Pipeline::install(Definitions defs) {
+    std::string tables = plugin_tables(defs);
     engine_.load_definitions(std::move(defs));
+    last_catalog_check_ = std::chrono::steady_clock::now();
     if (tables != tables_) {
         log_info("definitions", "the watched tables changed: restarting the stream with tables '" + tables + "'");
         tables_ = tables;
         stream_->request_restart();
     }
-    last_reload_ = std::chrono::steady_clock::now();
-    reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
-                                                                      4 * (last_reload_ - started));
 }
 
 }  // namespace docsync::lifecycle

@@ -181,6 +181,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_options.max_retained_wal = settings.max_retained_wal;
     Stream stream(stream_options, coordinator, pipeline);
     pipeline.set_stream(&stream);
+    pipeline.set_catalog_check(settings.catalog_check);
     // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
     // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,

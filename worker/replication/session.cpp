@@ -173,6 +173,7 @@ void Stream::Session::check_slot(bool valve_recreate) {
                     "', '" + plugin_ + "'))", sqlstate::kUndefinedObject, false);
     }
     // The publication must exist before the slot does: pgoutput reads it as of each change.
+    info_.pgoutput = plugin_ == "pgoutput";
     if (plugin_ == "pgoutput") prepare_pgoutput();
     if (recreate) {
         conn_.exec_simple("DROP_REPLICATION_SLOT " + quote_ident(options_.slot) + " WAIT", cmd_deadline());

@@ -102,6 +102,7 @@ struct SessionInfo {
     // those committed since the slot's confirmed position (since the watch that asked for it) are
     // never delivered: every live doc is recomputed as a gap, its computes after the change.
     bool publication_changed = false;
+    bool pgoutput = false;         // the slot is a pgoutput slot
     bool reconnect = false;        // not the first session of this Stream
     // The sink holds docs of another history than this server's: positions past its WAL end in
     // its generation (a restore), or a generation below the one the server now gives (a new
