@@ -54,6 +54,16 @@ include $(PGXS)
 sql/docsync--$(EXTVERSION).sql: $(SQL_PARTS)
 	cat $(SQL_PARTS) > $@.tmp && mv $@.tmp $@
 
+# `make portable`: sql/docsync-portable.sql, the SQL-only install for servers that load no docsync
+# library (docs/portable.md): the same parts, each C function, event trigger and superuser-only call
+# replaced where it stood by its portable form from sql/portable/*.sql.
+PORTABLE_FORMS = $(sort $(wildcard sql/portable/*.sql))
+.PHONY: portable
+portable: sql/docsync-portable.sql
+sql/docsync-portable.sql: $(SQL_PARTS) $(PORTABLE_FORMS) sql/portable/build.py
+	python3 $(srcdir)/sql/portable/build.py $@ --forms $(srcdir)/sql/portable $(SQL_PARTS)
+EXTRA_CLEAN += sql/docsync-portable.sql
+
 # `make install` also installs the worker. After the PGXS include, so `all` stays the default goal.
 PREFIX ?= /usr/local
 WORKER ?= yes

@@ -99,12 +99,15 @@ SELECT c.relname, t.tgname, t.tgenabled
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE c.relnamespace = 'docsync'::regnamespace AND t.tgname = 'skip_replicated' ORDER BY 1;
 
--- what PUBLIC may execute: docsync.channel(), the API (which refuses non-admins, saying why) and
--- docsync.wait_published (which reveals only positions)
+-- what PUBLIC may execute: docsync.channel(), the API (which refuses non-admins, saying why),
+-- docsync.wait_published (which reveals only positions) and docsync.install_kind()
 SELECT p.oid::regprocedure AS public_functions
   FROM pg_proc p
  WHERE p.pronamespace = 'docsync'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
  ORDER BY p.oid::regprocedure::text;
+
+-- the extension tells itself from the portable install (docs/portable.md)
+SELECT docsync.install_kind();
 CREATE ROLE regress_guest_monitor IN ROLE pg_monitor;
 SET ROLE regress_guest_monitor;
 SELECT docsync.analyze_query('SELECT 1');

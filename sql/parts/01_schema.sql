@@ -36,3 +36,9 @@ $$;
 CREATE SCHEMA docsync;
 COMMENT ON SCHEMA docsync IS 'docsync: live JSON documents computed from SQL queries';
 
+-- Which install this is: 'extension' (CREATE EXTENSION, with the C library) or 'portable' (the
+-- SQL-only script docsync-portable.sql of docs/portable.md, where that script replaces this).
+CREATE FUNCTION docsync.install_kind() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT 'extension'::text $$;
+COMMENT ON FUNCTION docsync.install_kind() IS 'extension (CREATE EXTENSION) or portable (the SQL-only install)';
+

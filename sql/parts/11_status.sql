@@ -79,7 +79,8 @@ WITH files AS (
     SELECT s.slot_name::text AS slot_name, s.database::text AS database, s.active, s.active_pid,
            s.restart_lsn, s.confirmed_flush_lsn, s.wal_status
       FROM pg_catalog.pg_replication_slots s
-     WHERE s.plugin = 'docsync'
+     -- or a slot a worker reports on whatever its plugin (pgoutput, in the portable install)
+     WHERE s.plugin = 'docsync' OR s.slot_name::text IN (SELECT f.slot_name FROM files f WHERE f.database = s.database::text)
 ), server AS (
     SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()
                 ELSE pg_catalog.pg_current_wal_lsn() END AS wal_lsn,

@@ -5,7 +5,7 @@
 -- than the slots' positions. docsync_admin runs what the definition views call; the worker's
 -- roles get theirs from grant_replication; pg_monitor reads the status views (above).
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text),
+GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text), docsync.install_kind(),
   docsync.define_query(text, text, text[], boolean, text),
   docsync.watch(text, text, text[], text, text[], boolean, text), docsync.unwatch(text, text, text[], text, text),
   docsync.drop_query(text)

@@ -1,0 +1,434 @@
+-- sql/portable/20_definer.sql: portable forms of the privilege boundary (plugin/definer.c,
+-- plugin/sqlapi.c, plugin/batch.c): query analysis and the definer checks, by parse analysis and
+-- the catalog instead of becoming the definer, and the API functions, which run as their caller and
+-- hand the writing to a SECURITY DEFINER writer that believes nothing the caller claims.
+
+-- portable: function docsync.analyze_query/3
+-- The text of sql when it is exactly one statement (a final ';' and comments allowed), else raises.
+-- A scan of the server's lexical rules (comments, quoted strings and identifiers, dollar quotes):
+-- the text is pasted into PREPARE and CREATE FUNCTION commands, which must hold one statement only.
+CREATE FUNCTION docsync.one_statement(sql text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  n integer := length(sql);
+  i integer := 1;
+  j integer;
+  c text;
+  depth integer;
+  esc boolean;
+  tag text;
+  semi integer;
+  std boolean := current_setting('standard_conforming_strings') = 'on';
+BEGIN
+  IF sql IS NULL THEN
+    RAISE EXCEPTION 'query text must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  WHILE i <= n LOOP
+    c := substr(sql, i, 1);
+    IF c ~ '\s' THEN
+      i := i + 1;
+      CONTINUE;
+    END IF;
+    IF substr(sql, i, 2) = '--' THEN
+      j := strpos(substr(sql, i), E'\n');
+      i := CASE WHEN j = 0 THEN n + 1 ELSE i + j END;
+      CONTINUE;
+    END IF;
+    IF substr(sql, i, 2) = '/*' THEN
+      depth := 1;
+      i := i + 2;
+      WHILE i <= n AND depth > 0 LOOP
+        IF substr(sql, i, 2) = '/*' THEN depth := depth + 1; i := i + 2;
+        ELSIF substr(sql, i, 2) = '*/' THEN depth := depth - 1; i := i + 2;
+        ELSE i := i + 1; END IF;
+      END LOOP;
+      CONTINUE;
+    END IF;
+    IF semi IS NOT NULL THEN
+      RAISE EXCEPTION 'query must be exactly one statement'
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = 'A doc or keys query is one SELECT; text follows its '';''.',
+              HINT = 'Remove everything after the first statement.';
+    END IF;
+    IF c = ';' THEN
+      semi := i;
+      i := i + 1;
+    ELSIF c = '''' THEN
+      esc := NOT std OR (i > 1 AND lower(substr(sql, i - 1, 1)) = 'e'
+                         AND (i = 2 OR substr(sql, i - 2, 1) !~ '[[:alnum:]_$]'));
+      i := i + 1;
+      LOOP
+        IF i > n THEN
+          RAISE EXCEPTION 'unterminated quoted string in query' USING ERRCODE = 'syntax_error';
+        END IF;
+        c := substr(sql, i, 1);
+        IF esc AND c = '\' THEN
+          i := i + 2;
+        ELSIF c = '''' THEN
+          IF substr(sql, i + 1, 1) = '''' THEN i := i + 2; ELSE i := i + 1; EXIT; END IF;
+        ELSE
+          i := i + 1;
+        END IF;
+      END LOOP;
+    ELSIF c = '"' THEN
+      i := i + 1;
+      LOOP
+        IF i > n THEN
+          RAISE EXCEPTION 'unterminated quoted identifier in query' USING ERRCODE = 'syntax_error';
+        END IF;
+        IF substr(sql, i, 1) = '"' THEN
+          IF substr(sql, i + 1, 1) = '"' THEN i := i + 2; ELSE i := i + 1; EXIT; END IF;
+        ELSE
+          i := i + 1;
+        END IF;
+      END LOOP;
+    ELSIF c = '$' AND (i = 1 OR substr(sql, i - 1, 1) !~ '[[:alnum:]_$]') THEN
+      tag := substring(substr(sql, i, 200) FROM '^\$(?:[A-Za-z_\u0080-\uffff][A-Za-z_0-9\u0080-\uffff]*)?\$');
+      IF tag IS NULL THEN
+        i := i + 1;
+      ELSE
+        j := strpos(substr(sql, i + length(tag)), tag);
+        IF j = 0 THEN
+          RAISE EXCEPTION 'unterminated dollar-quoted string in query' USING ERRCODE = 'syntax_error';
+        END IF;
+        i := i + length(tag) + j - 1 + length(tag);
+      END IF;
+    ELSE
+      -- an identifier, keyword, number or operator: up to the next character that starts something else
+      j := coalesce(length(substring(substr(sql, i) FROM '^[^\s;''"$/-]+')), 0);
+      i := i + greatest(j, 1);
+    END IF;
+  END LOOP;
+  RETURN rtrim(CASE WHEN semi IS NULL THEN sql ELSE substr(sql, 1, semi - 1) END);
+END
+$$;
+
+-- The analysis of one SELECT as the current user, under search_path, never planned or run: PREPARE
+-- gives the parameter types; a CREATE TEMP TABLE … AS … WITH NO DATA inside a temporary function
+-- (whose parameters stand for $1, $2, …) gives the result columns' types and collations; a temporary
+-- SQL function with a BEGIN ATOMIC body of the text records in pg_depend every relation, column,
+-- function, operator, type and collation it uses, and its stored query tree shows whether it locks
+-- rows or modifies data. Views are followed to the relations they read. Every temporary object is
+-- dropped before it returns.
+CREATE FUNCTION docsync.parse_select(sql text, search_path text,
+  OUT param_types regtype[], OUT result_types regtype[], OUT result_collations regcollation[],
+  OUT direct oid[], OUT columns text[], OUT relations oid[], OUT functions oid[], OUT types oid[],
+  OUT collations oid[], OUT operators oid[])
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  body text := docsync.one_statement(sql);
+  head text;
+  args text;
+  nulls text;
+  fn oid;
+  tree text;
+BEGIN
+  PERFORM docsync.refuse_parse_time_code();
+  head := lower(substring(regexp_replace(body, '^(\s|--[^\n]*\n|/\*.*?\*/|\()*', '', 's') FROM '^[A-Za-z]+'));
+  IF head IS NULL OR head NOT IN ('select', 'with', 'values', 'table') THEN
+    RAISE EXCEPTION 'query must be a SELECT'
+      USING ERRCODE = 'wrong_object_type', DETAIL = 'A doc or keys query only reads.',
+            HINT = 'Write one SELECT statement.';
+  END IF;
+  IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'docsync_analysis') THEN
+    DEALLOCATE docsync_analysis;
+  END IF;
+  IF search_path IS NOT NULL THEN
+    PERFORM set_config('search_path', search_path, true);
+  END IF;
+  EXECUTE 'PREPARE docsync_analysis AS ' || body || E'\n';
+  SELECT p.parameter_types INTO param_types FROM pg_prepared_statements p WHERE p.name = 'docsync_analysis';
+  DEALLOCATE docsync_analysis;
+  SELECT coalesce(string_agg(t::text, ', ' ORDER BY o), ''), coalesce(string_agg('NULL::' || t::text, ', ' ORDER BY o), '')
+    INTO args, nulls FROM unnest(param_types) WITH ORDINALITY u(t, o);
+
+  -- result columns
+  IF to_regclass('pg_temp.docsync_analysis_result') IS NOT NULL THEN
+    DROP TABLE pg_temp.docsync_analysis_result;
+  END IF;
+  EXECUTE format('CREATE FUNCTION pg_temp.docsync_analysis_probe(%s) RETURNS void LANGUAGE plpgsql AS %L',
+                 args, 'BEGIN CREATE TEMP TABLE docsync_analysis_result AS ' || body || E'\n WITH NO DATA; END');
+  BEGIN
+    EXECUTE format('SELECT pg_temp.docsync_analysis_probe(%s)', nulls);
+  EXCEPTION WHEN duplicate_column THEN
+    RAISE EXCEPTION 'query returns two columns of the same name'
+      USING ERRCODE = 'duplicate_column',
+            DETAIL = 'The portable install reads a query''s result types from a table made of its columns.',
+            HINT = 'Give each result column its own name (… AS name).';
+  END;
+  SELECT array_agg(a.atttypid::regtype ORDER BY a.attnum), array_agg(a.attcollation::regcollation ORDER BY a.attnum)
+    INTO result_types, result_collations
+    FROM pg_attribute a WHERE a.attrelid = 'pg_temp.docsync_analysis_result'::regclass AND a.attnum > 0;
+  DROP TABLE pg_temp.docsync_analysis_result;
+  EXECUTE format('DROP FUNCTION pg_temp.docsync_analysis_probe(%s)', args);
+
+  -- dependencies, and the read-only rules
+  EXECUTE format('CREATE FUNCTION pg_temp.docsync_analysis_deps(%s) RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC %s%s; END',
+                 args, body, E'\n');
+  fn := to_regprocedure(format('pg_temp.docsync_analysis_deps(%s)', args));
+  tree := (SELECT p.prosqlbody::text FROM pg_proc p WHERE p.oid = fn);
+  IF tree ~ ':hasForUpdate true' THEN
+    RAISE EXCEPTION 'query must not lock rows (FOR UPDATE/SHARE)'
+      USING ERRCODE = 'feature_not_supported', HINT = 'Remove the locking clause.';
+  END IF;
+  IF tree ~ ':hasModifyingCTE true' OR tree ~ ':commandType [234]' THEN
+    RAISE EXCEPTION 'query must only read: it contains a data-modifying statement'
+      USING ERRCODE = 'wrong_object_type', HINT = 'Remove the INSERT, UPDATE or DELETE.';
+  END IF;
+  WITH RECURSIVE d AS (
+    SELECT x.refclassid, x.refobjid, x.refobjsubid FROM pg_depend x
+     WHERE x.classid = 'pg_proc'::regclass AND x.objid = fn
+  ), v(rel) AS (
+    SELECT DISTINCT d.refobjid FROM d WHERE d.refclassid = 'pg_class'::regclass
+    UNION
+    SELECT x.refobjid FROM v
+      JOIN pg_rewrite r ON r.ev_class = v.rel
+      JOIN pg_depend x ON x.classid = 'pg_rewrite'::regclass AND x.objid = r.oid AND x.refclassid = 'pg_class'::regclass
+     WHERE x.refobjid <> v.rel
+  ), vd AS (
+    SELECT x.refclassid, x.refobjid FROM v
+      JOIN pg_rewrite r ON r.ev_class = v.rel
+      JOIN pg_depend x ON x.classid = 'pg_rewrite'::regclass AND x.objid = r.oid
+  )
+  SELECT ARRAY(SELECT DISTINCT d.refobjid FROM d WHERE d.refclassid = 'pg_class'::regclass ORDER BY 1),
+         ARRAY(SELECT DISTINCT d.refobjid || ':' || d.refobjsubid FROM d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjsubid > 0 ORDER BY 1),
+         ARRAY(SELECT DISTINCT v.rel FROM v ORDER BY 1),
+         ARRAY(SELECT DISTINCT o FROM (SELECT d.refobjid AS o FROM d WHERE d.refclassid = 'pg_proc'::regclass
+                                       UNION SELECT vd.refobjid FROM vd WHERE vd.refclassid = 'pg_proc'::regclass) f ORDER BY 1),
+         ARRAY(SELECT DISTINCT o FROM (SELECT d.refobjid AS o FROM d WHERE d.refclassid = 'pg_type'::regclass
+                                       UNION SELECT vd.refobjid FROM vd WHERE vd.refclassid = 'pg_type'::regclass) f
+                WHERE o <> 'record'::regtype ORDER BY 1),
+         ARRAY(SELECT DISTINCT o FROM (SELECT d.refobjid AS o FROM d WHERE d.refclassid = 'pg_collation'::regclass
+                                       UNION SELECT vd.refobjid FROM vd WHERE vd.refclassid = 'pg_collation'::regclass) f ORDER BY 1),
+         ARRAY(SELECT DISTINCT o FROM (SELECT d.refobjid AS o FROM d WHERE d.refclassid = 'pg_operator'::regclass
+                                       UNION SELECT vd.refobjid FROM vd WHERE vd.refclassid = 'pg_operator'::regclass) f ORDER BY 1)
+    INTO direct, columns, relations, functions, types, collations, operators;
+  EXECUTE format('DROP FUNCTION pg_temp.docsync_analysis_deps(%s)', args);
+  -- a temporary object resolves in no other session (the worker's)
+  PERFORM docsync.refuse_temporary(relations, functions, types);
+END
+$$;
+
+-- Parse analysis runs a type's input function for a literal, and through an array or composite
+-- literal the CHECK of a domain of its elements, so parsing a definer's text as the installing role
+-- could run code the definer wrote with the installing role's rights. No text is parsed while the
+-- database holds such code: a domain whose CHECK calls a function outside pg_catalog (or one of
+-- pg_catalog's that run SQL text or read tables), a type whose input runs a function outside
+-- pg_catalog, a range type with a canonical function outside it.
+CREATE FUNCTION docsync.refuse_parse_time_code() RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  what text;
+BEGIN
+  SELECT x INTO what FROM (
+    SELECT format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure) AS x
+      FROM pg_constraint c
+      JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid
+      LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND o.oid = d.refobjid
+      JOIN pg_proc p ON p.oid = CASE WHEN d.refclassid = 'pg_proc'::regclass THEN d.refobjid
+                                     WHEN d.refclassid = 'pg_operator'::regclass THEN o.oprcode::oid END
+     WHERE c.contype = 'c' AND c.contypid <> 0
+       AND (p.pronamespace <> 'pg_catalog'::regnamespace
+            OR p.proname ~ '_to_xml$|_to_xmlschema$|_to_xml_and_xmlschema$|^ts_stat$|^ts_rewrite$')
+    UNION ALL
+    SELECT format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
+      FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+    UNION ALL
+    SELECT format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
+      FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace) s
+  LIMIT 1;
+  IF what IS NOT NULL THEN
+    RAISE EXCEPTION 'the portable install parses no query while %', what
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'It parses definitions as the role that installed docsync, and parsing a literal of such a type would run that function with that role''s rights.',
+            HINT = 'Write the CHECK with pg_catalog''s functions and operators only (or drop it), or install the docsync extension, which parses as the definer.';
+  END IF;
+END
+$$;
+
+CREATE FUNCTION docsync.refuse_temporary(relations oid[], functions oid[], types oid[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  what text;
+BEGIN
+  SELECT x INTO what FROM (
+    SELECT format('relation %s', c.oid::regclass) AS x FROM pg_class c
+     WHERE c.oid = ANY (relations) AND c.relpersistence = 't'
+    UNION ALL
+    SELECT format('function %s', p.oid::regprocedure) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+     WHERE p.oid = ANY (functions) AND n.nspname ~ '^pg_temp_'
+    UNION ALL
+    SELECT format('type %s', t.oid::regtype) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+     WHERE t.oid = ANY (types) AND n.nspname ~ '^pg_temp_') s LIMIT 1;
+  IF what IS NOT NULL THEN
+    RAISE EXCEPTION 'query uses temporary %', what
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'The worker runs a definition in its own sessions, where this session''s temporary objects do not exist.',
+            HINT = 'Use permanent objects.';
+  END IF;
+END
+$$;
+
+CREATE FUNCTION docsync.analyze_query(sql text, search_path text DEFAULT NULL, definer regrole DEFAULT NULL,
+  OUT param_types regtype[], OUT result_types regtype[], OUT relations regclass[],
+  OUT checked regclass[], OUT param_collations regcollation[], OUT result_collations regcollation[])
+RETURNS record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  p record;
+BEGIN
+  -- no SET clause: a null search_path means the caller's
+  p := docsync.parse_select(sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  param_types := p.param_types;
+  result_types := p.result_types;
+  result_collations := p.result_collations;
+  relations := p.relations::regclass[];
+  checked := docsync.checked_relations(p.direct)::regclass[];
+  -- the collation a parameter is compared under is not visible from SQL: none is reported
+  param_collations := array_fill(0::oid, ARRAY[cardinality(p.param_types)])::regcollation[];
+END
+$$;
+COMMENT ON FUNCTION docsync.analyze_query(text, text, regrole) IS
+  'parameter types, result column types, tables read, relations the caller needs SELECT on, the nondeterministic collation each parameter is compared under (or 0) and the collation of each result column, of a SELECT, without running it';
+
+-- The relations a reader needs SELECT on: those the query names, and through a security_invoker
+-- view those it reads (an ordinary view reads with its owner's rights).
+CREATE FUNCTION docsync.checked_relations(direct oid[]) RETURNS oid[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  WITH RECURSIVE v(rel) AS (
+    SELECT unnest(direct)
+    UNION
+    SELECT x.refobjid FROM v
+      JOIN pg_class c ON c.oid = v.rel AND c.relkind = 'v'
+       AND coalesce(c.reloptions::text[] && ARRAY['security_invoker=true', 'security_invoker=on', 'security_invoker=1'], false)
+      JOIN pg_rewrite r ON r.ev_class = v.rel
+      JOIN pg_depend x ON x.classid = 'pg_rewrite'::regclass AND x.objid = r.oid AND x.refclassid = 'pg_class'::regclass
+     WHERE x.refobjid <> v.rel)
+  SELECT coalesce(array_agg(DISTINCT rel ORDER BY rel), '{}') FROM v
+$$;
+
+-- portable: function docsync.query_depends/3
+CREATE FUNCTION docsync.query_depends(sql text, search_path text, definer regrole DEFAULT NULL,
+                                      OUT relations oid[], OUT functions oid[],
+                                      OUT types oid[], OUT collations oid[], OUT operators oid[])
+RETURNS record LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  p record;
+BEGIN
+  p := docsync.parse_select(sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  relations := p.relations;
+  functions := p.functions;
+  types := p.types || p.param_types::oid[];
+  collations := p.collations;
+  operators := p.operators;
+END
+$$;
+COMMENT ON FUNCTION docsync.query_depends(text, text, regrole) IS
+  'every relation (views and partitioned tables included), function, and expression type and collation a SELECT uses, without running it';
+
+-- portable: function docsync.check_definer/3
+-- Checked in the catalog for the definer, whoever asks: USAGE on the schemas of what the query uses,
+-- SELECT on each column it reads (on some column, for a relation it reads no column of), EXECUTE
+-- on each function, no row-level security applying to it. Asked by the definer itself (the API
+-- functions ask as their caller), the server's own check follows: EXPLAIN of the query's generic
+-- plan, which checks every privilege as the executor would, without running it.
+CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+  -- no SET clause: a null search_path means the caller's
+  SELECT docsync.check_definer_in(sql, coalesce(search_path, pg_catalog.current_setting('search_path')), definer)
+$$;
+CREATE FUNCTION docsync.check_definer_in(sql text, search_path text, definer regrole)
+RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  p record;
+  bad text;
+  nulls text;
+BEGIN
+  IF sql IS NULL OR definer IS NULL THEN
+    RAISE EXCEPTION 'docsync.check_definer needs a query and a definer' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  p := docsync.parse_select(sql, search_path);
+  SELECT format('permission denied for schema %s', n.nspname) INTO bad
+    FROM pg_namespace n
+   WHERE n.oid IN (SELECT c.relnamespace FROM pg_class c WHERE c.oid = ANY (p.direct)
+                   UNION SELECT f.pronamespace FROM pg_proc f WHERE f.oid = ANY (p.functions)
+                   UNION SELECT t.typnamespace FROM pg_type t WHERE t.oid = ANY (p.types || p.param_types::oid[])
+                   UNION SELECT o.oprnamespace FROM pg_operator o WHERE o.oid = ANY (p.operators))
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_temp_'
+     AND NOT has_schema_privilege(definer, n.oid, 'USAGE')
+   LIMIT 1;
+  IF bad IS NULL THEN
+    SELECT format('permission denied for %s %s', CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                                                               WHEN 'S' THEN 'sequence' ELSE 'table' END, c.oid::regclass)
+      INTO bad
+      FROM pg_class c
+     WHERE c.oid = ANY (docsync.checked_relations(p.direct))
+       AND CASE WHEN EXISTS (SELECT FROM unnest(p.columns) col WHERE split_part(col, ':', 1)::oid = c.oid)
+                THEN EXISTS (SELECT FROM unnest(p.columns) col
+                              WHERE split_part(col, ':', 1)::oid = c.oid
+                                AND NOT has_column_privilege(definer, c.oid, split_part(col, ':', 2)::smallint, 'SELECT'))
+                ELSE NOT has_any_column_privilege(definer, c.oid, 'SELECT') END
+     LIMIT 1;
+  END IF;
+  IF bad IS NULL THEN
+    SELECT format('permission denied for function %s', f.proname) INTO bad
+      FROM pg_proc f WHERE f.oid = ANY (p.functions) AND NOT has_function_privilege(definer, f.oid, 'EXECUTE') LIMIT 1;
+  END IF;
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION '%', bad USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  SELECT c.oid::regclass::text INTO bad
+    FROM pg_class c JOIN pg_roles r ON r.oid = definer
+   WHERE c.oid = ANY (docsync.checked_relations(p.direct)) AND c.relrowsecurity
+     AND NOT r.rolsuper AND NOT r.rolbypassrls
+     AND (c.relforcerowsecurity OR NOT pg_has_role(definer, c.relowner, 'USAGE'))
+   LIMIT 1;
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION 'row-level security of table % applies to role %', bad, definer
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'A doc is one value shared by every subscriber of its channel, so it cannot honour per-row policies.',
+            HINT = 'Read the rows every subscriber may see through a security_barrier view owned by a role the policies do not apply to, and grant SELECT on the view.';
+  END IF;
+  IF definer::oid = current_user::regrole::oid THEN
+    -- the server's own check, as the definer: EXPLAIN plans and starts the executor, never runs it
+    SELECT coalesce(string_agg('NULL::' || t::text, ', ' ORDER BY o), '') INTO nulls
+      FROM unnest(p.param_types) WITH ORDINALITY u(t, o);
+    IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'docsync_check') THEN
+      DEALLOCATE docsync_check;
+    END IF;
+    IF search_path IS NOT NULL THEN
+      PERFORM set_config('search_path', search_path, true);
+    END IF;
+    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+    EXECUTE 'PREPARE docsync_check AS ' || docsync.one_statement(sql) || E'\n';
+    BEGIN
+      EXECUTE format('EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE docsync_check%s',
+                     CASE WHEN nulls = '' THEN '' ELSE '(' || nulls || ')' END);
+    EXCEPTION WHEN OTHERS THEN
+      DEALLOCATE docsync_check;
+      RAISE;
+    END;
+    DEALLOCATE docsync_check;
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
+  'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
+
+-- portable: function docsync.batch_sql/3
+-- Batching (one statement for many param sets) needs the C library's rewrite of the query tree: the
+-- portable install has none, and the worker computes each doc with its own statement.
+CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
+RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$ SELECT NULL::text $$;
+COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
+  'the batched form of a doc or keys query; always null in the portable install (docsync.batch_problem says why)';
+
+-- portable: function docsync.batch_problem/3
+CREATE FUNCTION docsync.batch_problem(sql text, search_path text, definer regrole DEFAULT NULL)
+RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT 'the portable install (no docsync library) has no batched form: each doc is computed with a statement of its own'::text
+$$;
+COMMENT ON FUNCTION docsync.batch_problem(text, text, regrole) IS
+  'why a doc or keys query has no batched form; in the portable install, always that it has none';

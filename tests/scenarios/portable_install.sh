@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# The portable install (docs/portable.md) on a server that has no docsync library, as managed
+# PostgreSQL offers it: a cluster of its own started without the extension (and, where the server
+# has output_plugin_libraries, with docsync left out of it), a role docsync_owner LOGIN CREATEDB
+# CREATEROLE REPLICATION owning a new database, and sql/docsync-portable.sql (make portable) run by
+# that role with psql. Then, as that role, a definer and an intruder:
+#   - the install is portable, has no C function and no event trigger, and a second run refuses;
+#   - queries and watches are defined, the definition views show them, grant_reader grants what the
+#     definer may read and compute_as computes a doc as the definer's reader role;
+#   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
+#     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
+#     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
+#     text is parsed while a domain's CHECK would run a definer's code as the installing role;
+#   - channel() gives every vector of tests/channel_vectors.tsv;
+#   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
+#     slot confirmed the position, and waits while the worker reports a gap;
+#   - the status views over rows written by hand into docsync.worker_status;
+#   - with the library installed afterwards: channel() of the portable install and of the extension
+#     agree over 3000 random strings.
+# Needs no running server: it starts and stops its own (packaging/dev-cluster.sh).
+set -euo pipefail
+
+top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export PG_CONFIG
+dir=""
+cleanup() { [ -z "$dir" ] || "$top/packaging/dev-cluster.sh" stop "$dir" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+make -s -C "$top" PG_CONFIG="$PG_CONFIG" portable
+script=$top/sql/docsync-portable.sql
+
+dir=$("$top/packaging/dev-cluster.sh" start --no-install)
+# shellcheck disable=SC1091
+. "$dir/cluster.env"
+psql_as() { local role=$1 db=$2; shift 2; timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -U "$role" -d "$db" "$@"; }
+expect() { # WHAT EXPECTED ACTUAL
+  [ "$3" = "$2" ] || fail "$1: expected [$2], got [$3]"
+}
+refused() { # WHAT PATTERN ROLE SQL: the statement fails with a message matching PATTERN
+  local out
+  if out=$(psql_as "$3" app -c "$4" 2>&1); then fail "$1: not refused: $out"; fi
+  grep -qE "$2" <<<"$out" || fail "$1: refused, but not with /$2/: $out"
+}
+
+# a server without the library: the private copy of the server keeps none that the system's install
+# may hold, no docsync extension is available, no plugin listed
+rm -f "$dir/root$("$PG_CONFIG" --pkglibdir)/docsync.so" "$dir/root$("$PG_CONFIG" --sharedir)"/extension/docsync[.-]*
+rm -rf "$dir/root$("$PG_CONFIG" --pkglibdir)/bitcode/docsync" "$dir/root$("$PG_CONFIG" --pkglibdir)/bitcode/docsync.index.bc"
+expect "docsync library" 0 "$(psql_as postgres postgres -c "SELECT count(*) FROM pg_available_extensions WHERE name = 'docsync'")"
+[ ! -e "$dir/root$("$PG_CONFIG" --pkglibdir)/docsync.so" ] || fail "docsync.so is installed"
+if [ "$(psql_as postgres postgres -c "SELECT count(*) FROM pg_settings WHERE name = 'output_plugin_libraries'")" = 1 ]; then
+  psql_as postgres postgres -c "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput'"
+  "$top/packaging/dev-cluster.sh" ctl "$dir" restart >/dev/null
+fi
+
+psql_as postgres postgres <<'SQL'
+CREATE ROLE docsync_owner LOGIN CREATEDB CREATEROLE REPLICATION;
+CREATE DATABASE app OWNER docsync_owner;
+SQL
+expect "owner is no superuser" f "$(psql_as docsync_owner app -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")"
+
+# the install, as the owner
+timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" >/dev/null
+expect "install_kind" portable "$(psql_as docsync_owner app -c "SELECT docsync.install_kind()")"
+expect "C functions" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'docsync'::regnamespace AND l.lanname = 'c'")"
+expect "event triggers" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_event_trigger")"
+if out=$(timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" 2>&1); then
+  fail "a second run was not refused"
+fi
+grep -q 'schema "docsync" already exists' <<<"$out" && grep -q "docsync's portable install" <<<"$out" ||
+  fail "the second run's refusal does not say what is installed: $out"
+
+# the customer's tables, a definer that may read orders, an intruder that may read nothing
+psql_as docsync_owner app <<'SQL'
+SET client_min_messages = warning;
+CREATE TABLE orders (id int PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL);
+CREATE TABLE lines (order_id int NOT NULL REFERENCES orders, n int NOT NULL, item text, PRIMARY KEY (order_id, n));
+ALTER TABLE lines REPLICA IDENTITY FULL;
+CREATE TABLE secrets (id int PRIMARY KEY, secret text);
+INSERT INTO orders VALUES (1, 'ann', 10), (2, 'bob', 20);
+INSERT INTO lines VALUES (1, 1, 'tea'), (1, 2, 'cake');
+INSERT INTO secrets VALUES (1, 'hunter2');
+CREATE ROLE definer LOGIN IN ROLE docsync_admin;
+CREATE ROLE intruder LOGIN IN ROLE docsync_admin;
+CREATE ROLE outsider LOGIN;
+CREATE ROLE docsync_pool LOGIN;
+GRANT USAGE ON SCHEMA docsync TO definer, intruder, outsider;
+GRANT SELECT ON orders, lines TO definer;
+SQL
+
+psql_as definer app >/dev/null <<'SQL'
+BEGIN;
+SELECT docsync.define_query('order',
+  $q$SELECT jsonb_build_object('id', o.id, 'total', o.total,
+                               'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id))
+       FROM orders o WHERE o.id = $1$q$, ARRAY['id']);
+SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('order', 'lines', keys_sql => 'SELECT o.id FROM orders o WHERE o.id = $1', keys_args => ARRAY['order_id']);
+SELECT docsync.define_query('customers', $q$SELECT jsonb_agg(o.customer ORDER BY o.customer) FROM orders o$q$);
+SELECT docsync.watch('customers', 'orders', params => ARRAY[]::text[]);
+COMMIT;
+SQL
+expect "definer stored" "customers|definer|public, pg_temp
+order|definer|public, pg_temp" "$(psql_as docsync_owner app -c "SELECT name, defined_by, search_path FROM docsync.query_defs ORDER BY name")"
+expect "watches" "order|orders|direct||
+order|lines|keys||
+customers|orders|direct||" \
+  "$(psql_as definer app -c "SELECT query, table_name, kind, problem, NULL FROM docsync.watches ORDER BY id")"
+expect "tables read" "{orders,lines}" "$(psql_as definer app -c "SELECT docsync.tables_read('order')")"
+expect "analysis" "{integer}|{jsonb}" "$(psql_as definer app -c "SELECT param_types, result_types FROM docsync.analyze_query('SELECT to_jsonb(o) FROM orders o WHERE o.id = \$1')")"
+
+# before grant_reader the definitions wait for a reader role; after it, nothing is refused
+grep -q "no reader role yet" <<<"$(psql_as definer app -c "SELECT refused FROM docsync.queries WHERE name = 'order'")" ||
+  fail "a definer without a reader role is not reported"
+psql_as docsync_owner app -c "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
+expect "queries after grant_reader" "customers||
+order||" "$(psql_as definer app -c "SELECT name, refused, warning FROM docsync.queries ORDER BY name")"
+expect "reader role" "definer|docsync_reader_definer" "$(psql_as docsync_owner app -c "SELECT definer, reader FROM docsync.reader_roles")"
+expect "reader grants" "orders
+lines" "$(psql_as docsync_owner app -c "SELECT table_name FROM docsync.reader_grants WHERE kind = 'table' ORDER BY granted_at, table_name DESC")"
+# a compute as the worker does it: compute_as, then the doc query
+expect "compute as the reader role" '{"id": 1, "lines": ["tea", "cake"], "total": 10}|docsync_reader_definer' \
+  "$(psql_as docsync_pool app -c "BEGIN" -c "SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')" -c "SELECT jsonb_build_object('id', o.id, 'total', o.total, 'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id)), current_user FROM orders o WHERE o.id = 1" -c "COMMIT" | grep docsync_reader)"
+expect "the reader role cannot read secrets" f "$(psql_as docsync_owner app -c "SELECT has_table_privilege('docsync_reader_definer', 'secrets', 'SELECT')")"
+
+# refusals
+refused "no SELECT on the table" 'reads what its definer definer may not: permission denied for table public.secrets' definer \
+  "SELECT docsync.define_query('leak', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'])"
+refused "a watch of a table it may not read" 'definer intruder may not' intruder \
+  "SELECT docsync.define_query('mine', 'SELECT to_jsonb(1)'); SELECT docsync.watch('mine', 'secrets', params => ARRAY[]::text[], keys_sql => NULL)" 
+refused "two statements" 'exactly one statement' definer \
+  "SELECT docsync.define_query('two', 'SELECT to_jsonb(1); DROP TABLE public.orders')"
+refused "a comment hiding nothing" 'exactly one statement' definer \
+  "SELECT docsync.define_query('two', E'SELECT to_jsonb(1) -- x\n; DELETE FROM public.orders')"
+refused "a write" 'must only read|must be a SELECT' definer \
+  "SELECT docsync.define_query('w', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d')"
+refused "row locks" 'must not lock rows' definer \
+  "SELECT docsync.define_query('l', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.id = \$1 FOR UPDATE', ARRAY['id'])"
+# code a definer wrote never runs as the installing role while a text is parsed: a domain whose CHECK
+# calls the definer's function, reached through an array literal, stops every parse until it goes
+psql_as docsync_owner app -c "GRANT CREATE ON SCHEMA public TO definer"
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.sneaky(int) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE NOTICE 'sneaky ran as %', current_user;
+  RETURN true;
+END
+$f$;
+CREATE DOMAIN public.sneaky_int AS int CHECK (public.sneaky(VALUE));
+SQL
+if out=$(psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{5}''::public.sneaky_int[])')" 2>&1); then
+  fail "a text was parsed beside a domain whose CHECK runs the definer's code: $out"
+fi
+grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain public.sneaky_int calls public.sneaky(integer)' <<<"$out" ||
+  fail "the refusal does not name the domain: $out"
+! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
+psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
+psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
+expect "orders intact" 2 "$(psql_as docsync_owner app -c "SELECT count(*) FROM orders")"
+refused "a role outside docsync_admin" 'permission denied to define docsync queries' outsider \
+  "SELECT docsync.define_query('x', 'SELECT to_jsonb(1)')"
+refused "another definer's query" 'permission denied to redefine docsync query "order": it was defined by definer' intruder \
+  "SELECT docsync.define_query('order', 'SELECT to_jsonb(1)', or_replace => true)"
+refused "another definer's query, dropped" 'permission denied to drop docsync query "order"' intruder \
+  "SELECT docsync.drop_query('order')"
+# forged calls of the writer
+refused "the writer, for a role the session is not a member of" 'permission denied to write docsync definitions as role definer' intruder \
+  "SELECT docsync._api_define_query('definer', 'forged', 'SELECT to_jsonb(1)', '{}', false, 'public')"
+refused "the writer, redefining another's query as it" 'permission denied to write docsync definitions as role definer' intruder \
+  "SELECT docsync._api_define_query('definer', 'order', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], true, 'public')"
+refused "the writer, for itself over a table it may not read" 'reads what its definer intruder may not' intruder \
+  "SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], false, 'public')"
+refused "a claimed caller in docsync.api_caller" 'reads what its definer intruder may not' intruder \
+  "SET docsync.api_caller = 'definer'; SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s', '{}', false, 'public')"
+refused "the implementation itself" 'permission denied for function _define_query' intruder \
+  "SELECT docsync._define_query('forged', 'SELECT to_jsonb(1)', '{}', false, 'public')"
+refused "the definition tables" 'permission denied for table query_defs' definer \
+  "INSERT INTO docsync.query_defs (name, sql, search_path) VALUES ('forged', 'SELECT to_jsonb(1)', 'public')"
+expect "no forged definition" "customers
+order" "$(psql_as docsync_owner app -c "SELECT name FROM docsync.query_defs ORDER BY name")"
+# a column revoked after the definition: the definition is refused, not run with the reader's old grant
+psql_as docsync_owner app -c "REVOKE SELECT ON lines FROM definer"
+grep -q "permission denied for table public.lines" <<<"$(psql_as definer app -c "SELECT refused FROM docsync.queries WHERE name = 'order'")" ||
+  fail "a REVOKE from the definer does not refuse its query"
+psql_as docsync_owner app -c "GRANT SELECT ON lines TO definer"
+expect "unwatch and drop" "1|" "$(psql_as definer app -c "SELECT docsync.unwatch('customers', 'orders'), docsync.drop_query('customers')")"
+
+# channel(): the shared vectors
+vectors=$dir/channel_vectors.tsv
+grep -v -e '^#' -e '^$' "$top/tests/channel_vectors.tsv" >"$vectors"
+chmod a+r "$vectors"
+nvectors=$(wc -l <"$vectors")
+[ "$nvectors" -gt 10 ] || fail "tests/channel_vectors.tsv holds $nvectors vectors"
+mismatches=$(psql_as definer app <<SQL
+CREATE TEMP TABLE v (query text, vals text, want text);
+\copy v FROM '$vectors' WITH (FORMAT csv, DELIMITER E'\t', QUOTE E'\x01')
+SELECT count(*) || ' ' || coalesce(string_agg(format('%s %s: %s, not %s', query, vals, got, want), '; '), '')
+  FROM (SELECT v.*, docsync.channel(v.query, VARIADIC coalesce(ARRAY(SELECT jsonb_array_elements_text(v.vals::jsonb)), '{}')) AS got
+          FROM v) x
+ WHERE got IS DISTINCT FROM want
+SQL
+)
+expect "channel() over tests/channel_vectors.tsv ($nvectors vectors)" "0 " "$mismatches"
+
+# wait_published
+start=$SECONDS
+refused "no slot" 'database "app" has no docsync replication slot' definer "CALL docsync.wait_published(timeout => '10s')"
+[ $((SECONDS - start)) -le 3 ] || fail "wait_published without a slot did not return at once"
+psql_as docsync_owner app -c "SELECT pg_create_logical_replication_slot('docsync_app', 'pgoutput')" >/dev/null
+psql_as docsync_owner app -c "INSERT INTO docsync.worker_status (slot_name, layout_version, worker_pid, state, started_at, heartbeat_at)
+                              VALUES ('docsync_app', 1, 4242, 'streaming', now() - interval '1 minute', now())"
+psql_as docsync_owner app -c "INSERT INTO orders VALUES (3, 'cy', 30)"
+start_ms=$(date +%s%3N)
+expect "a lagging slot times out" f "$(psql_as definer app -c "CALL docsync.wait_published(timeout => '300ms')")"
+elapsed=$(( $(date +%s%3N) - start_ms ))
+[ "$elapsed" -ge 300 ] && [ "$elapsed" -lt 3000 ] || fail "the timed-out wait took $elapsed ms, not about 300"
+lsn=$(psql_as docsync_owner app -c "SELECT pg_current_wal_lsn()")
+psql_as docsync_owner app -c "SELECT pg_replication_slot_advance('docsync_app', '$lsn')" >/dev/null
+expect "a confirmed position" t "$(psql_as definer app -c "CALL docsync.wait_published('$lsn', '5s')")"
+psql_as docsync_owner app -c "UPDATE docsync.worker_status SET recompute = 'gap', recompute_gap, recompute_started_at = now()" 2>/dev/null ||
+  psql_as docsync_owner app -c "UPDATE docsync.worker_status SET recompute = 'gap', recompute_gap = true, recompute_started_at = now()"
+expect "a gap being recomputed" f "$(psql_as definer app -c "CALL docsync.wait_published('$lsn', '200ms')")"
+psql_as docsync_owner app -c "UPDATE docsync.worker_status SET recompute_finished_at = now()"
+expect "the gap closed" t "$(psql_as definer app -c "CALL docsync.wait_published('$lsn', '5s')")"
+
+# the status views over hand-written rows (the worker's part of the contract, docs/portable.md)
+psql_as docsync_owner app <<'SQL'
+UPDATE docsync.worker_status SET recompute = NULL, recompute_gap = false, recompute_started_at = NULL, recompute_finished_at = NULL,
+       heartbeat_at = now() - interval '30 seconds', received_lsn = '0/1', acked_lsn = '0/1', acked_at = now();
+INSERT INTO docsync.worker_query_status VALUES ('docsync_app', 'order', 7, 1, 2.5, 'boom', now(), NULL);
+INSERT INTO docsync.worker_status (slot_name, layout_version, worker_pid, state, started_at, heartbeat_at)
+VALUES ('docsync_next', 2, 4343, 'streaming', now(), now());
+GRANT pg_monitor TO definer;
+SQL
+expect "status: a worker gone quiet on an inactive slot" "docsync_app|t|f|4242|stopped|stopped
+docsync_next|f|f|4343||unknown" \
+  "$(psql_as definer app -c "SELECT slot_name, confirmed_flush_lsn IS NOT NULL, slot_active, worker_pid, worker_state, health FROM docsync.status ORDER BY slot_name")"
+grep -q "not trusted: layout version 2" <<<"$(psql_as definer app -c "SELECT reason FROM docsync.status WHERE slot_name = 'docsync_next'")" ||
+  fail "a report of another layout is trusted"
+expect "query_stats" "docsync_app|order|7|1|2.5|boom" \
+  "$(psql_as definer app -c "SELECT slot_name, query, recomputes, permanent_failures, mean_compute_ms, last_error FROM docsync.query_stats")"
+# a fresh heartbeat on an inactive slot without the worker's lease: gone; with it: running
+psql_as docsync_owner app -c "UPDATE docsync.worker_status SET heartbeat_at = now() WHERE slot_name = 'docsync_app'"
+expect "status: no lease held" stopped "$(psql_as definer app -c "SELECT worker_state FROM docsync.status WHERE slot_name = 'docsync_app'")"
+# a worker that holds its lease (an advisory lock on a connection of its own) is not gone
+timeout 20 "$DOCSYNC_PG_BINDIR/psql" -X -q -U docsync_owner -d app \
+  -c "SELECT pg_advisory_lock(hashtextextended('docsync_app', 1685288801))" -c "SELECT pg_sleep(8)" >/dev/null &
+holder=$!
+for _ in $(seq 1 50); do
+  [ "$(psql_as docsync_owner app -c "SELECT docsync.lease_held('docsync_app')")" = t ] && break
+  sleep 0.1
+done
+psql_as docsync_owner app -c "UPDATE docsync.worker_status SET heartbeat_at = now() WHERE slot_name = 'docsync_app'"
+expect "status: a worker holding its lease" "running-or-streaming" \
+  "$(psql_as definer app -c "SELECT CASE WHEN worker_state = 'streaming' THEN 'running-or-streaming' ELSE worker_state || ': ' || reason END FROM docsync.status WHERE slot_name = 'docsync_app'")"
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+refused "forget_slot of a slot that exists" 'replication slot "docsync_app" exists' docsync_owner "SELECT docsync.forget_slot('docsync_app')"
+expect "forget_slot" "docsync.worker_status row 'docsync_next'" "$(psql_as docsync_owner app -c "SELECT docsync.forget_slot('docsync_next')")"
+psql_as docsync_owner app -c "SELECT pg_drop_replication_slot('docsync_app')" >/dev/null
+
+# channel(): the portable function against the C one, over the same random strings
+"$top/packaging/dev-cluster.sh" install "$dir" >/dev/null
+psql_as postgres postgres -c "CREATE DATABASE cext"
+psql_as postgres cext -c "CREATE EXTENSION docsync"
+random_channels='SELECT setseed(0.25);
+  CREATE TEMP TABLE v AS
+    SELECT i, (SELECT string_agg(chr(CASE WHEN r < 0.3 THEN 1 + (random() * 126)::int
+                                          WHEN r < 0.5 THEN (ARRAY[37, 58, 127, 9, 10, 8232, 233, 8364, 128512])[1 + (random() * 8)::int]
+                                          ELSE 32 + (random() * 94)::int END), "")
+                 FROM (SELECT random() AS r, g FROM generate_series(0, (random() * 12)::int + i % 2) g) c WHERE i > 0) AS s
+      FROM generate_series(1, 3000) i;
+  SELECT count(*), md5(string_agg(docsync.channel("q", VARIADIC ARRAY[s, s || ":", NULL]), E"\n" ORDER BY i)) FROM v;'
+random_channels=${random_channels//\"/\'}
+portable=$(psql_as docsync_owner app -c "$random_channels" | tail -n 1)
+extension=$(psql_as postgres cext -c "$random_channels" | tail -n 1)
+[[ $portable == 3000\|* ]] || fail "the random differential computed [$portable]"
+expect "channel(): portable and C agree over 3000 random strings" "$extension" "$portable"
+echo "portable_install: ok"
