@@ -24,13 +24,16 @@ constexpr auto kWaitReported = std::chrono::seconds(5);
 
 DatabaseIdentity DefinitionsSource::identity() {
     auto result = connection().exec(
-        "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync'), "
+        // The extension, or a portable install (docs/portable.md), which has docsync.install_kind().
+        "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync') "
+        "OR pg_catalog.to_regprocedure('docsync.install_kind()') IS NOT NULL, "
         "(SELECT system_identifier FROM pg_catalog.pg_control_system())::text",
         pg::deadline_in(kControlTimeout));
     std::string name(result.get(0, 0));
     if (result.get(0, 1) != "t")
         throw Error("the docsync extension is not installed in database \"" + name +
-                    "\": run CREATE EXTENSION docsync there (as a superuser), then define doc queries");
+                    "\": run CREATE EXTENSION docsync there (as a superuser), or on a server that loads no "
+                    "docsync library the portable install (docs/portable.md), then define doc queries");
     return {name, std::string(result.get(0, 2))};
 }
 

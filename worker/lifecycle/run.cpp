@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "audit/auditor.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
@@ -26,6 +28,7 @@
 #include "lifecycle/pipeline.hpp"
 #include "lifecycle/readings.hpp"
 #include "lifecycle/start.hpp"
+#include "lifecycle/status_table.hpp"
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
@@ -89,6 +92,13 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
     auto board = open_board(settings, identity.database);
+    // A portable install cannot read the status file: the worker reports in its tables too.
+    std::optional<StatusTable> status_table;
+    if (portable_install(settings.dsn)) {
+        log_info("status", "a portable install: reporting in docsync.worker_status");
+        status_table.emplace(settings.dsn, settings.slot, static_cast<std::int32_t>(getpid()),
+                             std::chrono::system_clock::now());
+    }
     // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
     // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
     auto withdraw_if_no_slot = [&] {
@@ -287,6 +297,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
         board->publish(snapshot);
+        if (status_table) status_table->publish(snapshot, draining_now || !error.empty());
     };
 
     std::thread stream_thread([&] {
