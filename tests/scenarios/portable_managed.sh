@@ -6,7 +6,7 @@
 # pgoutput streaming as docsync_repl (LOGIN REPLICATION, which the provider grants: PostgreSQL 15
 # leaves REPLICATION to a superuser) and computing as a pool role that holds nothing itself:
 #   - the worker's first start stops before making its slot, naming the statements that set its
-#     publication up; the owner runs them;
+#     publication up (and leaves no row in docsync.worker_status); the owner runs them;
 #   - the worker reports in docsync.worker_status (docsync.install_kind() = 'portable'), and
 #     docsync.status shows it streaming;
 #   - the shop's orders change while the worker is killed with -9 twice, its slot is dropped while it
@@ -156,6 +156,8 @@ marker='have an owner of the tables (or a superuser) run: '
 statements=$(grep -o "$marker.*" "$tmp/first.log" | head -n 1)
 [ -n "$statements" ] || fail "the first start named no statements: $(tail -n 3 "$tmp/first.log")"
 owner "${statements#"$marker"}" >/dev/null
+[ "$(owner "SELECT count(*) FROM docsync.worker_status")" = 0 ] ||
+  fail "the start that made no slot left a row: $(owner "SELECT slot_name, state FROM docsync.worker_status")"
 
 echo "the worker streams pgoutput and reports in docsync.worker_status"
 start_worker

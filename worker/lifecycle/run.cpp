@@ -102,7 +102,10 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
     // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
     auto withdraw_if_no_slot = [&] {
-        if (board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
+        if (!board->created() && !status_table) return;
+        if (definitions.slot_exists(settings.slot)) return;
+        if (board->created()) board->withdraw();
+        if (status_table) status_table->withdraw();
     };
     struct FailedStart {
         std::function<void()> withdraw;

@@ -84,6 +84,20 @@ void StatusTable::publish(const status::StatusSnapshot& snapshot, bool force) {
     }
 }
 
+void StatusTable::withdraw() {
+    if (!written_) return;
+    try {
+        auto deadline = pg::deadline_in(kWriteTimeout);
+        if (!conn_ || !conn_->ok())
+            conn_.emplace(pg::Connection::connect(dsn_, deadline, {{"application_name", "docsync-worker status"}}, "--dsn"));
+        conn_->exec("DELETE FROM docsync.worker_status WHERE slot_name = $1 AND worker_pid = $2",
+                    {slot_, std::to_string(pid_)}, deadline);
+    } catch (const std::exception& e) {
+        log_warning("status", std::string("cannot remove this worker's row of docsync.worker_status (") + e.what() +
+                                  "): SELECT docsync.forget_slot('" + slot_ + "') removes it");
+    }
+}
+
 void StatusTable::write(const status::StatusSnapshot& s) {
     auto deadline = pg::deadline_in(kWriteTimeout);
     if (!conn_ || !conn_->ok())

@@ -34,6 +34,9 @@ public:
 
     // Writes the snapshot when the heartbeat is due or something waits read changed; `force`: now.
     void publish(const status::StatusSnapshot& snapshot, bool force = false);
+    // A start that failed before its slot existed: removes the row this process wrote, so
+    // docsync.status shows no stale worker for a slot that never was (failures are only logged).
+    void withdraw();
 
 private:
     void write(const status::StatusSnapshot& snapshot);
