@@ -68,7 +68,7 @@ SELECT s.database::text AS database,
    AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
   JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
   JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid AND (r.rolreplication OR r.rolsuper)
- WHERE s.plugin = 'docsync';
+ WHERE s.plugin = 'docsync' OR (s.slot_type = 'logical' AND docsync.install_kind() = 'portable');
 COMMENT ON VIEW docsync.workers IS
   'the workers of each docsync slot: the active one and its hot spares (--standby), from the leases they hold';
 

@@ -58,8 +58,17 @@ GRANT EXECUTE ON FUNCTION docsync._api_define_query(regrole, text, text, text[],
 -- and the helpers of the portable forms that run as their caller
 GRANT EXECUTE ON FUNCTION docsync.api_caller(), docsync.check_definer(text, text, regrole), docsync.check_definer_in(text, text, regrole),
   docsync.channel_segment(text), docsync.path_schemas(text, regrole), docsync.one_statement(text),
-  docsync.parse_select(text, text), docsync.refuse_temporary(oid[], oid[], oid[]), docsync.refuse_parse_time_code(),
+  docsync.parse_select(text, text), docsync.parse_under(text, text), docsync.refuse_temporary(oid[], oid[], oid[]), docsync.refuse_parse_time_code(),
   docsync.checked_relations(oid[]), docsync.docsync_slots(name), docsync.is_reader_role(name)
   TO PUBLIC;
 GRANT SELECT ON docsync.worker_status, docsync.worker_query_status TO pg_monitor;
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger WHERE evtname = 'docsync_ddl_command_end') THEN
+    RAISE WARNING 'docsync is installed without DDL event triggers (creating one takes superuser)'
+      USING DETAIL = 'DDL that changes what a doc query reads is seen by the worker''s catalog check, within a minute, rather than at its commit; a rename of a watched table or column is not followed.',
+            HINT = 'See docs/portable.md, "The DDL contract".';
+  END IF;
+END
+$$;
 COMMIT;

@@ -103,6 +103,20 @@ BEGIN
 END
 $$;
 
+-- Runs one statement that parses a definition's text under that text's search_path, and only it:
+-- the statement is built before, and the caller's own statements run after, under pg_catalog's
+-- path, so that no function or operator of a schema the definer controls resolves in them.
+CREATE FUNCTION docsync.parse_under(search_path text, stmt text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF search_path IS NOT NULL THEN
+    PERFORM pg_catalog.set_config('search_path', search_path, true);
+  END IF;
+  EXECUTE stmt;
+  PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+END
+$$;
+
 -- The analysis of one SELECT as the current user, under search_path, never planned or run: PREPARE
 -- gives the parameter types; a CREATE TEMP TABLE … AS … WITH NO DATA inside a temporary function
 -- (whose parameters stand for $1, $2, …) gives the result columns' types and collations; a temporary
@@ -133,14 +147,14 @@ BEGIN
   IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'docsync_analysis') THEN
     DEALLOCATE docsync_analysis;
   END IF;
-  IF search_path IS NOT NULL THEN
-    PERFORM set_config('search_path', search_path, true);
-  END IF;
-  EXECUTE 'PREPARE docsync_analysis AS ' || body || E'\n';
+  -- the text is parsed under its search_path; nothing else is (docsync.parse_under)
+  PERFORM docsync.parse_under(search_path, 'PREPARE docsync_analysis AS ' || body || E'\n');
   SELECT p.parameter_types INTO param_types FROM pg_prepared_statements p WHERE p.name = 'docsync_analysis';
   DEALLOCATE docsync_analysis;
-  SELECT coalesce(string_agg(t::text, ', ' ORDER BY o), ''), coalesce(string_agg('NULL::' || t::text, ', ' ORDER BY o), '')
-    INTO args, nulls FROM unnest(param_types) WITH ORDINALITY u(t, o);
+  SELECT coalesce(string_agg(format('%I.%I', n.nspname, t.typname), ', ' ORDER BY u.o), ''),
+         coalesce(string_agg(format('NULL::%I.%I', n.nspname, t.typname), ', ' ORDER BY u.o), '')
+    INTO args, nulls
+    FROM unnest(param_types) WITH ORDINALITY u(p, o) JOIN pg_type t ON t.oid = u.p JOIN pg_namespace n ON n.oid = t.typnamespace;
 
   -- result columns
   IF to_regclass('pg_temp.docsync_analysis_result') IS NOT NULL THEN
@@ -149,7 +163,7 @@ BEGIN
   EXECUTE format('CREATE FUNCTION pg_temp.docsync_analysis_probe(%s) RETURNS void LANGUAGE plpgsql AS %L',
                  args, 'BEGIN CREATE TEMP TABLE docsync_analysis_result AS ' || body || E'\n WITH NO DATA; END');
   BEGIN
-    EXECUTE format('SELECT pg_temp.docsync_analysis_probe(%s)', nulls);
+    PERFORM docsync.parse_under(search_path, format('SELECT pg_temp.docsync_analysis_probe(%s)', nulls));
   EXCEPTION WHEN duplicate_column THEN
     RAISE EXCEPTION 'query returns two columns of the same name'
       USING ERRCODE = 'duplicate_column',
@@ -163,8 +177,9 @@ BEGIN
   EXECUTE format('DROP FUNCTION pg_temp.docsync_analysis_probe(%s)', args);
 
   -- dependencies, and the read-only rules
-  EXECUTE format('CREATE FUNCTION pg_temp.docsync_analysis_deps(%s) RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC %s%s; END',
-                 args, body, E'\n');
+  PERFORM docsync.parse_under(search_path,
+    format('CREATE FUNCTION pg_temp.docsync_analysis_deps(%s) RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC %s%s; END',
+           args, body, E'\n'));
   fn := to_regprocedure(format('pg_temp.docsync_analysis_deps(%s)', args));
   tree := (SELECT p.prosqlbody::text FROM pg_proc p WHERE p.oid = fn);
   IF tree ~ ':hasForUpdate true' THEN
@@ -398,10 +413,10 @@ BEGIN
     IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'docsync_check') THEN
       DEALLOCATE docsync_check;
     END IF;
+    PERFORM pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true);
     IF search_path IS NOT NULL THEN
-      PERFORM set_config('search_path', search_path, true);
+      PERFORM pg_catalog.set_config('search_path', search_path, true);
     END IF;
-    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
     EXECUTE 'PREPARE docsync_check AS ' || docsync.one_statement(sql) || E'\n';
     BEGIN
       EXECUTE format('EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE docsync_check%s',

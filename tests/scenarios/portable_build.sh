@@ -13,18 +13,22 @@ top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-build() { python3 "$top/sql/portable/build.py" "$work/out.sql" --forms "$work/forms" $(ls "$work"/parts/*.sql | sort); }
+build() { python3 "$top/sql/portable/build.py" "$work/out.sql" --forms "$work/forms" "$work"/parts/*.sql; }
 
 cp -r "$top/sql/parts" "$work/parts"
 cp -r "$top/sql/portable" "$work/forms"
 build || fail "the parts and forms of this checkout do not build"
 ! grep -n "MODULE_PATHNAME\|LANGUAGE c\b\|LANGUAGE C\b\|pg_extension_config_dump(" "$work/out.sql" || fail "the script still needs the C library"
-grep -q "^BEGIN;" "$work/out.sql" && tail -n 3 "$work/out.sql" | grep -q "^COMMIT;" || fail "the script is not one transaction"
+if ! grep -q "^BEGIN;" "$work/out.sql" || ! tail -n 3 "$work/out.sql" | grep -q "^COMMIT;"; then
+  fail "the script is not one transaction"
+fi
 # objects in the parts' order: channel() before define_query(), define_query() before the views
 a=$(grep -n "^CREATE FUNCTION docsync.channel(query text, VARIADIC" "$work/out.sql" | cut -d: -f1)
 b=$(grep -n "^CREATE FUNCTION docsync.define_query(" "$work/out.sql" | cut -d: -f1)
 c=$(grep -n "^CREATE VIEW docsync.queries" "$work/out.sql" | cut -d: -f1)
-[ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" -lt "$b" ] && [ "$b" -lt "$c" ] || fail "objects out of order ($a, $b, $c)"
+if [ -z "$a" ] || [ -z "$b" ] || [ -z "$c" ] || [ "$a" -ge "$b" ] || [ "$b" -ge "$c" ]; then
+  fail "objects out of order ($a, $b, $c)"
+fi
 
 # a C function added later without a portable form
 cat >>"$work/parts/07_ddl.sql" <<'SQL'

@@ -15,6 +15,8 @@
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
 #   - the status views over rows written by hand into docsync.worker_status;
+#   - installed by a superuser, the plpgsql event triggers: DDL raises the generation, a dropped
+#     watched table takes its watches along; installed by the owner, none, and the install says so;
 #   - with the library installed afterwards: channel() of the portable install and of the extension
 #     agree over 3000 random strings.
 # Needs no running server: it starts and stops its own (packaging/dev-cluster.sh).
@@ -62,15 +64,17 @@ SQL
 expect "owner is no superuser" f "$(psql_as docsync_owner app -c "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")"
 
 # the install, as the owner
-timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" >/dev/null
+out=$(timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" 2>&1 >/dev/null)
+grep -q "WARNING:  docsync is installed without DDL event triggers" <<<"$out" || fail "the install does not say it made no event triggers: $out"
 expect "install_kind" portable "$(psql_as docsync_owner app -c "SELECT docsync.install_kind()")"
 expect "C functions" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.pronamespace = 'docsync'::regnamespace AND l.lanname = 'c'")"
 expect "event triggers" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM pg_event_trigger")"
 if out=$(timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" 2>&1); then
   fail "a second run was not refused"
 fi
-grep -q 'schema "docsync" already exists' <<<"$out" && grep -q "docsync's portable install" <<<"$out" ||
+if ! grep -q 'schema "docsync" already exists' <<<"$out" || ! grep -q "docsync's portable install" <<<"$out"; then
   fail "the second run's refusal does not say what is installed: $out"
+fi
 
 # the customer's tables, a definer that may read orders, an intruder that may read nothing
 psql_as docsync_owner app <<'SQL'
@@ -157,7 +161,32 @@ grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain p
   fail "the refusal does not name the domain: $out"
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
 psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
+# nor through the definition's search_path: an operator of the definer's, found before pg_catalog's,
+# resolves only in the definer's own text, never in docsync's statements around it
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.sneaky_eq(text, text) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE NOTICE 'sneaky_eq ran as %', current_user;
+  RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$f$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.sneaky_eq);
+SQL
+out=$(psql_as definer app -c "SELECT docsync.define_query('by_customer', 'SELECT to_jsonb(count(*)) FROM orders o WHERE o.customer = \$1::text', ARRAY['customer'], search_path => 'public, pg_catalog')" 2>&1) ||
+  fail "a query under a search_path naming pg_catalog late was refused: $out"
+! grep -q "sneaky_eq ran as docsync_owner" <<<"$out" || fail "the definer's operator ran as the installing role: $out"
+psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERATOR public.= (text, text)" -c "DROP FUNCTION public.sneaky_eq(text, text)" >/dev/null
 psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
+# the one-statement scan follows the server's lexical rules: a ';' inside quotes or comments is text
+expect "one statement, whatever its quoting" "SELECT \$x\$;\$x\$|SELECT E'\\';'|SELECT ';' /* ; */|SELECT \"a;b\" -- ;" \
+  "$(psql_as docsync_owner app <<'SQL'
+SELECT docsync.one_statement($q$SELECT $x$;$x$;$q$) || '|' || docsync.one_statement($q$SELECT E'\';'$q$) || '|' ||
+       docsync.one_statement($q$SELECT ';' /* ; */ ;  $q$) || '|' || docsync.one_statement($q$SELECT "a;b" -- ;$q$);
+SQL
+)"
+for text in "SELECT ';'; SELECT 2" "SELECT \$\$x\$\$; DELETE FROM orders" "SELECT E'\\\\'; DELETE FROM orders" "SELECT 1 /* /* */ */; SELECT 2"; do
+  refused "two statements: $text" 'exactly one statement' docsync_owner "SELECT docsync.one_statement(\$q\$$text\$q\$)"
+done
 expect "orders intact" 2 "$(psql_as docsync_owner app -c "SELECT count(*) FROM orders")"
 refused "a role outside docsync_admin" 'permission denied to define docsync queries' outsider \
   "SELECT docsync.define_query('x', 'SELECT to_jsonb(1)')"
@@ -215,7 +244,7 @@ psql_as docsync_owner app -c "INSERT INTO orders VALUES (3, 'cy', 30)"
 start_ms=$(date +%s%3N)
 expect "a lagging slot times out" f "$(psql_as definer app -c "CALL docsync.wait_published(timeout => '300ms')")"
 elapsed=$(( $(date +%s%3N) - start_ms ))
-[ "$elapsed" -ge 300 ] && [ "$elapsed" -lt 3000 ] || fail "the timed-out wait took $elapsed ms, not about 300"
+if [ "$elapsed" -lt 300 ] || [ "$elapsed" -ge 3000 ]; then fail "the timed-out wait took $elapsed ms, not about 300"; fi
 lsn=$(psql_as docsync_owner app -c "SELECT pg_current_wal_lsn()")
 psql_as docsync_owner app -c "SELECT pg_replication_slot_advance('docsync_app', '$lsn')" >/dev/null
 expect "a confirmed position" t "$(psql_as definer app -c "CALL docsync.wait_published('$lsn', '5s')")"
@@ -255,11 +284,33 @@ done
 psql_as docsync_owner app -c "UPDATE docsync.worker_status SET heartbeat_at = now() WHERE slot_name = 'docsync_app'"
 expect "status: a worker holding its lease" "running-or-streaming" \
   "$(psql_as definer app -c "SELECT CASE WHEN worker_state = 'streaming' THEN 'running-or-streaming' ELSE worker_state || ': ' || reason END FROM docsync.status WHERE slot_name = 'docsync_app'")"
+expect "workers: the lease's holder" "active" "$(psql_as definer app -c "SELECT role FROM docsync.workers WHERE slot_name = 'docsync_app'")"
 kill "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 refused "forget_slot of a slot that exists" 'replication slot "docsync_app" exists' docsync_owner "SELECT docsync.forget_slot('docsync_app')"
 expect "forget_slot" "docsync.worker_status row 'docsync_next'" "$(psql_as docsync_owner app -c "SELECT docsync.forget_slot('docsync_next')")"
 psql_as docsync_owner app -c "SELECT pg_drop_replication_slot('docsync_app')" >/dev/null
+
+# installed by a superuser, the event triggers exist, in plpgsql: DDL raises the generation and a
+# dropped watched table takes its watches along
+psql_as postgres postgres -c "CREATE DATABASE supered"
+timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U postgres -d supered -f "$script" >/dev/null
+expect "event triggers by a superuser" "docsync_ddl_command_end|plpgsql
+docsync_sql_drop|plpgsql" "$(psql_as postgres supered -c "SELECT e.evtname, l.lanname FROM pg_event_trigger e JOIN pg_proc p ON p.oid = e.evtfoid JOIN pg_language l ON l.oid = p.prolang ORDER BY 1")"
+psql_as postgres supered >/dev/null <<'SQL'
+CREATE TABLE t (id int PRIMARY KEY, x int);
+BEGIN;
+SELECT docsync.define_query('q', 'SELECT to_jsonb(t) FROM t WHERE t.id = $1', ARRAY['id']);
+SELECT docsync.watch('q', 't', params => ARRAY['id']);
+COMMIT;
+SQL
+before=$(psql_as postgres supered -c "SELECT generation FROM docsync.def_generation")
+psql_as postgres supered -c "ALTER TABLE t ADD COLUMN y int"
+after=$(psql_as postgres supered -c "SELECT generation FROM docsync.def_generation")
+if [ "$after" -le "$before" ]; then fail "DDL did not raise the generation ($before, then $after)"; fi
+out=$(psql_as postgres supered -c "DROP TABLE t" 2>&1)
+grep -q 'removed a watch of docsync query "q": public.t was dropped' <<<"$out" || fail "no warning for the dropped watch: $out"
+expect "watches of a dropped table" 0 "$(psql_as postgres supered -c "SELECT count(*) FROM docsync.watch_defs")"
 
 # channel(): the portable function against the C one, over the same random strings
 "$top/packaging/dev-cluster.sh" install "$dir" >/dev/null
