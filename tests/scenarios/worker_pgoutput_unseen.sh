@@ -8,6 +8,10 @@
 #     order 1 and commits: the note commits after the reload's recompute and before the publication
 #     change, so pgoutput never sends it. The doc must show it all the same (the session that changed
 #     the publication recomputes every live doc once the change is made).
+#   - A change a transaction open across the publication change wrote before it: pgoutput decodes
+#     it with the catalog of its own WAL position and never sends it, and the transaction commits
+#     after that recompute. The doc must show it (every live doc is recomputed again once the
+#     transactions open at the change have ended).
 #   - DDL no event trigger sees: ALTER COLUMN … TYPE text USING … of a column the doc reads but the
 #     publication does not list (a rewrite: values change, nothing is decoded), once under
 #     session_replication_role = replica and once with docsync's event triggers disabled. With
@@ -24,10 +28,13 @@ psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER ROLE $repl_role SUPERUSER"
 sql "CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL)"
 sql "CREATE TABLE notes (id int PRIMARY KEY, order_id int NOT NULL, body text NOT NULL)"
 sql "ALTER TABLE notes REPLICA IDENTITY FULL"
+sql "CREATE TABLE tags (id int PRIMARY KEY, order_id int NOT NULL, tag text NOT NULL)"
+sql "ALTER TABLE tags REPLICA IDENTITY FULL"
 sql "INSERT INTO orders VALUES (1, 'new'), (2, 'new')"
 order_sql() {
   echo "SELECT jsonb_build_object('id', o.id, 'status', o.status, 'notes',
-          (SELECT coalesce(jsonb_agg(n.body ORDER BY n.id), '[]') FROM notes n WHERE n.order_id = o.id))
+          (SELECT coalesce(jsonb_agg(n.body ORDER BY n.id), '[]') FROM notes n WHERE n.order_id = o.id),
+          'tags', (SELECT coalesce(jsonb_agg(t.tag ORDER BY t.id), '[]') FROM tags t WHERE t.order_id = o.id))
         FROM orders o WHERE o.id = $1"
 }
 sql "SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, params => ARRAY['id'])" >/dev/null 2>&1
@@ -75,6 +82,30 @@ sql "INSERT INTO notes VALUES (2, 2, 'seen')"
 settle 30
 for _ in $(seq 1 100); do [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] && break; sleep 0.1; done
 [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] || fail "db:order:2 is $(last_doc db:order:2)"
+
+echo "a tag written before the publication change by a transaction that commits after it reaches its doc"
+mkfifo "$tmp/straddler.in"
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" <"$tmp/straddler.in" >"$tmp/straddler.out" 2>&1 &
+extra_pids+=("$!")
+exec 8>"$tmp/straddler.in"
+echo "BEGIN; INSERT INTO tags VALUES (1, 2, 'written before, committed after'); SELECT pg_current_xact_id();" >&8
+wait_for 10 "SELECT count(*) = 1 FROM pg_stat_activity WHERE datname = current_database() AND backend_xid IS NOT NULL
+             AND state = 'idle in transaction'" || fail "the straddling transaction did not start"
+sql "SELECT docsync.watch('order', 'tags', params => ARRAY['order_id'])" >/dev/null
+wait_for 30 "SELECT count(*) = 1 FROM pg_publication_tables WHERE pubname = 'docsync_$slot' AND tablename = 'tags'" ||
+  fail "tags is not in the publication"
+# The session's recompute of every live doc runs now, without the uncommitted tag.
+sleep 2
+echo "COMMIT;" >&8
+exec 8>&-
+settle 30
+ok=
+for _ in $(seq 1 100); do
+  [ "$(doc_equals_query db:order:2 "$(order_sql 2)")" = t ] && { ok=1; break; }
+  sleep 0.1
+done
+[ -n "$ok" ] || fail "the tag written before the publication change never reached db:order:2: $(last_doc db:order:2)"
+grep -q "the transactions open when the publication gained" "$tmp/worker.log" || fail "the worker did not log its second recompute"
 
 # expect_current WHAT: every order's doc equals a fresh run of its query within 10 s.
 expect_current() {

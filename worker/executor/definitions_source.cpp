@@ -78,6 +78,18 @@ Definitions DefinitionsSource::fetch() {
 // returns the old definitions and the change is lost until the next session. However long it takes
 // (a synchronous-replication stall): the stream, and so the slot, wait with it, and waiting() says
 // what for, for docsync.status.
+bool DefinitionsSource::ended_before(std::uint64_t xid) {
+    try {
+        auto result = connection().exec("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8",
+                                        {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
+        return result.get(0, 0) == "t";
+    } catch (const Error& e) {
+        if (!e.transient()) throw;
+        conn_.reset();
+        return false;
+    }
+}
+
 void DefinitionsSource::wait_visible(std::uint64_t xid) {
     auto started = std::chrono::steady_clock::now();
     auto next_log = started + kWaitReported;

@@ -22,6 +22,7 @@ std::optional<std::string> Pipeline::session_tables() {
 
 void Pipeline::on_session(const SessionInfo& session) {
     pgoutput_ = session.pgoutput;
+    open_below_ = session.publication_open_below;
     engine_.reset_stream();
     latency_.forget_all();
     engine_.set_generation(session.generation);
@@ -101,6 +102,7 @@ void Pipeline::on_record(const Record& record, Lsn, std::uint64_t ticket) {
             if (engine_.last_commit_wrote_definitions()) reload_definitions();
         }
         maybe_check_catalog();
+        maybe_recompute_after_open();
     }
     if (reload_pending_) maybe_reload();
 }
@@ -154,6 +156,19 @@ void Pipeline::maybe_check_catalog() {
     log_info("definitions", "what the doc queries read changed without a definitions message (DDL that docsync's "
                             "event triggers did not see): reloading, generation " + std::to_string(defs.generation));
     install(std::move(defs));
+}
+
+void Pipeline::maybe_recompute_after_open() {
+    if (!open_below_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_open_check_ + std::chrono::seconds(1)) return;
+    last_open_check_ = now;
+    if (!definitions_.ended_before(open_below_)) return;
+    open_below_ = 0;
+    log_info("engine", "the transactions open when the publication gained tables or columns have ended: "
+                       "recomputing every live doc for what they wrote before that");
+    engine_.recompute_all_live(RecomputeReason::Publication, true);
+    if (on_gap_) on_gap_();
 }
 
 void Pipeline::install(Definitions defs) {

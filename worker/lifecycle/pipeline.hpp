@@ -43,9 +43,11 @@ public:
     void on_idle() override {
         if (reload_pending_) maybe_reload();
         maybe_check_catalog();
+        maybe_recompute_after_open();
     }
     int idle_tick_ms() const override {
         if (reload_pending_) return 20;
+        if (open_below_) return 1000;
         if (!pgoutput_ || catalog_check_.count() <= 0) return 0;
         return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), 1000));
     }
@@ -69,6 +71,9 @@ private:
     // depend on besides rows), the generation or the tables changed, they are installed: the live docs
     // of the queries that changed are recomputed. Every session start reads them too.
     void maybe_check_catalog();
+    // SessionInfo::publication_open_below: once the transactions open at the publication change
+    // have ended (checked once a second), recomputes every live doc again.
+    void maybe_recompute_after_open();
 
     static constexpr std::chrono::milliseconds kMinReloadInterval{250};
 
@@ -89,6 +94,8 @@ private:
     bool pgoutput_ = false;                       // this session streams pgoutput
     std::chrono::milliseconds catalog_check_{0};  // --catalog-check
     std::chrono::steady_clock::time_point last_catalog_check_{};
+    std::uint64_t open_below_ = 0;  // SessionInfo::publication_open_below, until they have ended
+    std::chrono::steady_clock::time_point last_open_check_{};
     std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;
     std::int64_t commit_time_ = 0;  // its commit timestamp (PostgreSQL epoch, microseconds)
 };

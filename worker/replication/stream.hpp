@@ -102,6 +102,12 @@ struct SessionInfo {
     // those committed since the slot's confirmed position (since the watch that asked for it) are
     // never delivered: every live doc is recomputed as a gap, its computes after the change.
     bool publication_changed = false;
+    // With publication_changed: nonzero when transactions were open at the change, the server's next
+    // xid then. pgoutput decodes a change with the catalog of its own WAL position, so what such a
+    // transaction wrote to a newly published table before the change is never sent, and it may
+    // commit after the recompute read the docs: once they have all ended, every live doc is
+    // recomputed again.
+    std::uint64_t publication_open_below = 0;
     bool pgoutput = false;         // the slot is a pgoutput slot
     bool reconnect = false;        // not the first session of this Stream
     // The sink holds docs of another history than this server's: positions past its WAL end in
