@@ -60,7 +60,9 @@ Definitions DefinitionsSource::fetch() {
     for (int attempt = 1;; ++attempt) {
         try {
             Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
-            for (const auto& problem : definitions.unresolved) log_warning("definitions", "not used: " + problem);
+            // Once per problem: the catalog check reads the definitions every minute.
+            for (const auto& problem : definitions.unresolved)
+                if (unresolved_logged_.insert(problem).second) log_warning("definitions", "not used: " + problem);
             for (const auto& line : definitions.uncovered)
                 if (uncovered_logged_.insert(line).second) log_warning("definitions", line);
             return definitions;
@@ -73,11 +75,6 @@ Definitions DefinitionsSource::fetch() {
     }
 }
 
-// A commit is decoded before it is visible to new snapshots (invariant 3, docs/design.md): before
-// reading the definitions a transaction changed, wait until that transaction is visible, or the read
-// returns the old definitions and the change is lost until the next session. However long it takes
-// (a synchronous-replication stall): the stream, and so the slot, wait with it, and waiting() says
-// what for, for docsync.status.
 bool DefinitionsSource::ended_before(std::uint64_t xid) {
     try {
         auto result = connection().exec("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8",
@@ -90,6 +87,11 @@ bool DefinitionsSource::ended_before(std::uint64_t xid) {
     }
 }
 
+// A commit is decoded before it is visible to new snapshots (invariant 3, docs/design.md): before
+// reading the definitions a transaction changed, wait until that transaction is visible, or the read
+// returns the old definitions and the change is lost until the next session. However long it takes
+// (a synchronous-replication stall): the stream, and so the slot, wait with it, and waiting() says
+// what for, for docsync.status.
 void DefinitionsSource::wait_visible(std::uint64_t xid) {
     auto started = std::chrono::steady_clock::now();
     auto next_log = started + kWaitReported;

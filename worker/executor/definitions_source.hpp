@@ -65,6 +65,7 @@ private:
     std::string waiting_;
     // The uncovered-table warnings already logged: each is logged once, not at every reload.
     std::set<std::string> uncovered_logged_;
+    std::set<std::string> unresolved_logged_;  // "not used" warnings given
 };
 
 }  // namespace docsync
