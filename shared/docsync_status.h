@@ -87,7 +87,8 @@ typedef enum DocsyncStatusRecompute
 	DOCSYNC_RECOMPUTE_NEW_SLOT = 3,	/* the worker created the slot anew on a reconnect */
 	DOCSYNC_RECOMPUTE_NEW_SERVER = 4,	/* the server's identity or timeline changed under the slot */
 	DOCSYNC_RECOMPUTE_SINK_RESET = 5,	/* the sink lost docs it had acknowledged */
-	DOCSYNC_RECOMPUTE_SETTINGS = 6	/* a setting doc queries follow from the server changed */
+	DOCSYNC_RECOMPUTE_SETTINGS = 6,	/* a setting doc queries follow from the server changed */
+	DOCSYNC_RECOMPUTE_PUBLICATION = 7	/* pgoutput: the publication changed under an existing slot */
 } DocsyncStatusRecompute;
 
 /*
@@ -115,6 +116,7 @@ docsync_status_recompute_name(uint32_t reason)
 		case DOCSYNC_RECOMPUTE_NEW_SERVER: return "new server";
 		case DOCSYNC_RECOMPUTE_SINK_RESET: return "sink reset";
 		case DOCSYNC_RECOMPUTE_SETTINGS: return "settings";
+		case DOCSYNC_RECOMPUTE_PUBLICATION: return "publication";
 	}
 	return NULL;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -424,4 +425,20 @@ TEST_CASE("pgoutput: a watched column pgoutput does not send (renamed since, or 
     auto out = f.yield(Msg().u8('U').i32(kOrders).u8('N').i16(2).text("1").text("paid"));
     CHECK(kinds(change(out).new_values) == "t??");
     CHECK(kinds(change(out).old_values) == "s??");
+}
+
+TEST_CASE("pgoutput publication: a new table or column is a gain; dropping one, or the same list, is not") {
+    using Held = std::map<Oid, std::string>;
+    CHECK_FALSE(publication_gains(Held{{1, "1 2"}, {2, "*"}}, Held{{1, "1 2"}, {2, "*"}}));
+    CHECK(publication_gains(Held{{1, "1 2"}}, Held{{1, "1 2"}, {2, "1"}}));          // a new table
+    CHECK(publication_gains(Held{{1, "1 2"}}, Held{{1, "1 2 3"}}));                 // a new column
+    CHECK(publication_gains(Held{{1, "1 3"}}, Held{{1, "1 2"}}));                   // one swapped for another
+    CHECK(publication_gains(Held{{1, "1 2"}}, Held{{1, "*"}}));                     // every column now
+    CHECK(publication_gains(Held{{1, "2 10"}}, Held{{1, "1 10"}}));                 // attnums past 9 read whole
+    CHECK_FALSE(publication_gains(Held{{1, "1 2"}, {2, "1"}}, Held{{1, "1 2"}}));   // a table dropped
+    CHECK_FALSE(publication_gains(Held{{1, "1 2 3"}}, Held{{1, "1 3"}}));           // a column dropped
+    CHECK_FALSE(publication_gains(Held{{1, "*"}}, Held{{1, "1 2"}}));               // a list within everything
+    CHECK_FALSE(publication_gains(Held{{1, "1 12"}}, Held{{1, "12"}}));
+    CHECK(publication_gains(Held{}, Held{{7, "*"}}));
+    CHECK_FALSE(publication_gains(Held{{7, "*"}}, Held{}));
 }

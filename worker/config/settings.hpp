@@ -36,6 +36,8 @@ struct Settings {
     std::string slot = "docsync";     // logical replication slot name
     bool create_slot = false;         // create the slot when it does not exist
     std::string plugin = "docsync";   // the slot's output plugin: docsync | pgoutput | auto
+    // pgoutput: how often the definitions' fingerprints are read again for DDL no event trigger saw
+    std::chrono::milliseconds catalog_check{std::chrono::minutes(1)};
     bool standby = false;             // wait as a hot spare while another worker holds the lease
     std::string sink = "stdout";      // stdout | file:/path | redis://host:port[/db]
     LiveMode live = LiveMode::All;    // which docs are kept current

@@ -157,6 +157,14 @@ const std::vector<Spec>& specs() {
                  throw SettingError("unknown plugin; give docsync, pgoutput or auto");
              s.plugin = value;
          }},
+        {"catalog-check", Kind::Duration, "DURATION",
+         "with --plugin pgoutput, how often what the doc queries read is checked for DDL that docsync's event "
+         "triggers did not see (their docs are then recomputed); 0 turns it off",
+         [](const Settings& s) { return format_duration(s.catalog_check); },
+         [](Settings& s, std::string_view v) {
+             s.catalog_check = trim(v) == "0" ? std::chrono::milliseconds(0)
+                                              : duration_in(v, std::chrono::milliseconds(100), std::chrono::hours(24));
+         }},
         {"standby", Kind::Flag, "",
          "while another worker holds the slot's lease, wait as its hot spare and take over when it stops or dies",
          [](const Settings& s) { return std::string(s.standby ? "true" : "false"); },

@@ -130,7 +130,7 @@ struct QueryStats {
 // Why every live doc is being recomputed.
 // The values are DocsyncStatusRecompute's (shared/docsync_status.h).
 enum class RecomputeReason : std::uint32_t { None = 0, Startup = 1, Valve = 2, NewSlot = 3, NewServer = 4, SinkReset = 5,
-                                               Settings = 6 };
+                                               Settings = 6, Publication = 7 };
 
 // The progress of the last recompute of every live doc (recompute_all_live). Times are the engine
 // clock's nanoseconds; finished is 0 while it runs. done counts docs with an outcome (published, or

@@ -24,13 +24,16 @@ constexpr auto kWaitReported = std::chrono::seconds(5);
 
 DatabaseIdentity DefinitionsSource::identity() {
     auto result = connection().exec(
-        "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync'), "
+        // The extension, or a portable install (docs/portable.md), which has docsync.install_kind().
+        "SELECT current_database(), EXISTS (SELECT FROM pg_extension WHERE extname = 'docsync') "
+        "OR pg_catalog.to_regprocedure('docsync.install_kind()') IS NOT NULL, "
         "(SELECT system_identifier FROM pg_catalog.pg_control_system())::text",
         pg::deadline_in(kControlTimeout));
     std::string name(result.get(0, 0));
     if (result.get(0, 1) != "t")
         throw Error("the docsync extension is not installed in database \"" + name +
-                    "\": run CREATE EXTENSION docsync there (as a superuser), then define doc queries");
+                    "\": run CREATE EXTENSION docsync there (as a superuser), or on a server that loads no "
+                    "docsync library the portable install (docs/portable.md), then define doc queries");
     return {name, std::string(result.get(0, 2))};
 }
 
@@ -57,7 +60,9 @@ Definitions DefinitionsSource::fetch() {
     for (int attempt = 1;; ++attempt) {
         try {
             Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
-            for (const auto& problem : definitions.unresolved) log_warning("definitions", "not used: " + problem);
+            // Once per problem: the catalog check reads the definitions every minute.
+            for (const auto& problem : definitions.unresolved)
+                if (unresolved_logged_.insert(problem).second) log_warning("definitions", "not used: " + problem);
             for (const auto& line : definitions.uncovered)
                 if (uncovered_logged_.insert(line).second) log_warning("definitions", line);
             return definitions;
@@ -67,6 +72,18 @@ Definitions DefinitionsSource::fetch() {
             conn_.reset();
             std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
         }
+    }
+}
+
+bool DefinitionsSource::ended_before(std::uint64_t xid) {
+    try {
+        auto result = connection().exec("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8",
+                                        {std::to_string(xid)}, pg::deadline_in(kControlTimeout));
+        return result.get(0, 0) == "t";
+    } catch (const Error& e) {
+        if (!e.transient()) throw;
+        conn_.reset();
+        return false;
     }
 }
 

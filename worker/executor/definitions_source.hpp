@@ -46,6 +46,10 @@ public:
     // Returns once transaction `xid` is visible to new snapshots, however long it takes.
     void wait_visible(std::uint64_t xid);
 
+    // Whether every transaction with an xid below `xid` has ended (a new snapshot's xmin is past it);
+    // false when that cannot be told now.
+    bool ended_before(std::uint64_t xid);
+
     // Whether the slot exists in this database (true when that cannot be told).
     bool slot_exists(const std::string& slot);
 
@@ -61,6 +65,7 @@ private:
     std::string waiting_;
     // The uncovered-table warnings already logged: each is logged once, not at every reload.
     std::set<std::string> uncovered_logged_;
+    std::set<std::string> unresolved_logged_;  // "not used" warnings given
 };
 
 }  // namespace docsync

@@ -16,10 +16,13 @@ std::optional<std::string> Pipeline::session_tables() {
                                 std::to_string(defs.queries.size()) + " queries, " +
                                 std::to_string(defs.watches.size()) + " watches, tables '" + tables_ + "'");
     engine_.load_definitions(std::move(defs));
+    last_catalog_check_ = std::chrono::steady_clock::now();
     return tables_;
 }
 
 void Pipeline::on_session(const SessionInfo& session) {
+    pgoutput_ = session.pgoutput;
+    open_below_ = session.publication_open_below;
     engine_.reset_stream();
     latency_.forget_all();
     engine_.set_generation(session.generation);
@@ -29,7 +32,8 @@ void Pipeline::on_session(const SessionInfo& session) {
     // Whatever the sink holds may have missed changes: at start, and whenever this session's
     // stream does not continue the last one's (a recreated or new slot, another server).
     bool first = sessions_++ == 0;
-    if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history) {
+    if (first || session.valve_fired || session.slot_created || session.identity_changed || session.new_history ||
+        session.publication_changed) {
         RecomputeReason reason = RecomputeReason::Startup;
         if (session.valve_fired) {
             reason = RecomputeReason::Valve;
@@ -39,13 +43,18 @@ void Pipeline::on_session(const SessionInfo& session) {
             log_warning("engine", "the server changed under the slot (system identifier " +
                                       session.system_identifier + ", timeline " +
                                       std::to_string(session.timeline) + "): recomputing every live doc");
-        } else if (!first) {
+        } else if (!first && session.slot_created) {
             reason = RecomputeReason::NewSlot;
             log_warning("engine", "the slot was created anew: changes before it were never decoded; "
                                   "recomputing every live doc");
+        } else if (!first) {
+            reason = RecomputeReason::Publication;
+            log_info("engine", "the publication gained tables or columns: pgoutput never sends their changes made "
+                               "before that; recomputing every live doc");
         }
         // Changes before this session may never be delivered, unless it continues the last one.
-        bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history;
+        bool gap = session.valve_fired || session.slot_created || session.identity_changed || session.new_history ||
+                   session.publication_changed;
         engine_.recompute_all_live(reason, gap);
         if (gap && on_gap_) on_gap_();
     }
@@ -92,6 +101,8 @@ void Pipeline::on_record(const Record& record, Lsn, std::uint64_t ticket) {
             // reload per interval, and the reload recomputes what DDL changed meanwhile.
             if (engine_.last_commit_wrote_definitions()) reload_definitions();
         }
+        maybe_check_catalog();
+        maybe_recompute_after_open();
     }
     if (reload_pending_) maybe_reload();
 }
@@ -113,17 +124,62 @@ void Pipeline::reload_definitions() {
     auto started = std::chrono::steady_clock::now();
     definitions_.wait_visible(pending_xid_);
     auto defs = definitions_.fetch();
-    std::string tables = plugin_tables(defs);
     log_info("definitions", "definitions changed in-stream: generation " + std::to_string(defs.generation));
+    install(std::move(defs));
+    last_reload_ = std::chrono::steady_clock::now();
+    reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
+                                                                      4 * (last_reload_ - started));
+}
+
+namespace {
+
+// Whether `next` differs from the definitions in force in what the worker acts on between
+// generations: a query's fingerprint (DDL on what it reads), or the set of queries.
+bool dependencies_moved(const Definitions& now, const Definitions& next) {
+    if (now.generation != next.generation || now.queries.size() != next.queries.size()) return true;
+    for (const auto& q : next.queries) {
+        const DocQuery* before = now.find_query(q.name);
+        if (!before || before->fingerprint != q.fingerprint || before->refused != q.refused) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+void Pipeline::maybe_check_catalog() {
+    if (!pgoutput_ || catalog_check_.count() <= 0) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_catalog_check_ + catalog_check_) return;
+    last_catalog_check_ = now;
+    auto defs = definitions_.fetch();
+    if (!dependencies_moved(engine_.definitions(), defs) && plugin_tables(defs) == tables_) return;
+    log_info("definitions", "what the doc queries read changed without a definitions message (DDL that docsync's "
+                            "event triggers did not see): reloading, generation " + std::to_string(defs.generation));
+    install(std::move(defs));
+}
+
+void Pipeline::maybe_recompute_after_open() {
+    if (!open_below_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_open_check_ + std::chrono::seconds(1)) return;
+    last_open_check_ = now;
+    if (!definitions_.ended_before(open_below_)) return;
+    open_below_ = 0;
+    log_info("engine", "the transactions open when the publication gained tables or columns have ended: "
+                       "recomputing every live doc for what they wrote before that");
+    engine_.recompute_all_live(RecomputeReason::Publication, true);
+    if (on_gap_) on_gap_();
+}
+
+void Pipeline::install(Definitions defs) {
+    std::string tables = plugin_tables(defs);
     engine_.load_definitions(std::move(defs));
+    last_catalog_check_ = std::chrono::steady_clock::now();
     if (tables != tables_) {
         log_info("definitions", "the watched tables changed: restarting the stream with tables '" + tables + "'");
         tables_ = tables;
         stream_->request_restart();
     }
-    last_reload_ = std::chrono::steady_clock::now();
-    reload_interval_ = std::max<std::chrono::steady_clock::duration>(kMinReloadInterval,
-                                                                      4 * (last_reload_ - started));
 }
 
 }  // namespace docsync::lifecycle

@@ -4,6 +4,7 @@
 // when messages flood in). Every member runs on the stream thread, except the setters, called
 // before the stream starts.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,9 @@ public:
     void on_gap(std::function<void()> callback) { on_gap_ = std::move(callback); }
     // With Redis: docsync:watermark, told each session's generation before its acknowledgements.
     void set_watermark(publish::RedisWatermark* watermark) { watermark_ = watermark; }
+    // With pgoutput, how often the definitions and their fingerprints are read again between
+    // definitions messages (--catalog-check); 0: never.
+    void set_catalog_check(std::chrono::milliseconds every) { catalog_check_ = every; }
 
     // Stream thread, at every session start: the newest definitions and their `tables` option.
     std::optional<std::string> session_tables();
@@ -38,8 +42,15 @@ public:
     void on_record(const Record& record, Lsn, std::uint64_t ticket) override;
     void on_idle() override {
         if (reload_pending_) maybe_reload();
+        maybe_check_catalog();
+        maybe_recompute_after_open();
     }
-    int idle_tick_ms() const override { return reload_pending_ ? 20 : 0; }
+    int idle_tick_ms() const override {
+        if (reload_pending_) return 20;
+        if (open_below_) return 1000;
+        if (!pgoutput_ || catalog_check_.count() <= 0) return 0;
+        return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), 1000));
+    }
 
 private:
     // A coalesced reload, once the interval since the last one has passed: a flood of definitions
@@ -50,6 +61,19 @@ private:
     // loaded (and their recomputes done); the stream restarts only when the plugin must emit other
     // tables or columns. A redelivered definitions transaction finds nothing new and completes.
     void reload_definitions();
+    // Installs definitions just read, and restarts the stream when the plugin must emit other tables.
+    void install(Definitions defs);
+    // pgoutput: DDL that changes what a doc query reads raises the definitions generation only through
+    // docsync's event triggers, which a portable install lacks and a session can disable
+    // (session_replication_role = replica, ALTER EVENT TRIGGER … DISABLE); pgoutput's RELATION
+    // messages show a table's new shape, but not a rewrite, a function or a type. Every
+    // --catalog-check the definitions are read again, and when a query's fingerprint (what its docs
+    // depend on besides rows), the generation or the tables changed, they are installed: the live docs
+    // of the queries that changed are recomputed. Every session start reads them too.
+    void maybe_check_catalog();
+    // SessionInfo::publication_open_below: once the transactions open at the publication change
+    // have ended (checked once a second), recomputes every live doc again.
+    void maybe_recompute_after_open();
 
     static constexpr std::chrono::milliseconds kMinReloadInterval{250};
 
@@ -67,6 +91,11 @@ private:
     bool reload_pending_ = false;    // a coalesced reload is due (maybe_reload)
     std::uint64_t ignored_messages_ = 0;
     std::chrono::steady_clock::time_point last_reload_{};
+    bool pgoutput_ = false;                       // this session streams pgoutput
+    std::chrono::milliseconds catalog_check_{0};  // --catalog-check
+    std::chrono::steady_clock::time_point last_catalog_check_{};
+    std::uint64_t open_below_ = 0;  // SessionInfo::publication_open_below, until they have ended
+    std::chrono::steady_clock::time_point last_open_check_{};
     std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;
     std::int64_t commit_time_ = 0;  // its commit timestamp (PostgreSQL epoch, microseconds)
 };

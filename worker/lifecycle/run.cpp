@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "audit/auditor.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
@@ -26,6 +28,7 @@
 #include "lifecycle/pipeline.hpp"
 #include "lifecycle/readings.hpp"
 #include "lifecycle/start.hpp"
+#include "lifecycle/status_table.hpp"
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
@@ -89,10 +92,20 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     DatabaseIdentity identity = definitions.identity();
     definitions.check_role(settings.allow_unsafe_pool);
     auto board = open_board(settings, identity.database);
+    // A portable install cannot read the status file: the worker reports in its tables too.
+    std::optional<StatusTable> status_table;
+    if (portable_install(settings.dsn)) {
+        log_info("status", "a portable install: reporting in docsync.worker_status");
+        status_table.emplace(settings.dsn, settings.slot, static_cast<std::int32_t>(getpid()),
+                             std::chrono::system_clock::now());
+    }
     // A start that fails before its slot exists (no --create-slot, a refused pool role, …) leaves no
     // status file of its own behind: docsync.status would show it as a stale row until forget_slot.
     auto withdraw_if_no_slot = [&] {
-        if (board->created() && !definitions.slot_exists(settings.slot)) board->withdraw();
+        if (!board->created() && !status_table) return;
+        if (definitions.slot_exists(settings.slot)) return;
+        if (board->created()) board->withdraw();
+        if (status_table) status_table->withdraw();
     };
     struct FailedStart {
         std::function<void()> withdraw;
@@ -181,6 +194,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_options.max_retained_wal = settings.max_retained_wal;
     Stream stream(stream_options, coordinator, pipeline);
     pipeline.set_stream(&stream);
+    pipeline.set_catalog_check(settings.catalog_check);
     // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
     // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,
@@ -286,6 +300,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
         status::StatusSnapshot snapshot = history.snapshot(readings, now);
         if (metrics_server) metrics_server->publish(metrics::render(readings, snapshot, now));
         board->publish(snapshot);
+        if (status_table) status_table->publish(snapshot, draining_now || !error.empty());
     };
 
     std::thread stream_thread([&] {

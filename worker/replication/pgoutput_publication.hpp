@@ -14,6 +14,7 @@
 // PostgreSQL refuse the application's UPDATEs and DELETEs of it.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -50,10 +51,17 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
 // The publication a slot reads from.
 std::string publication_name(std::string_view slot);
 
+// Whether publishing `wanted` instead of `held` (relid to "*", every column, or the attnums ascending
+// and space-separated, as pg_publication_rel has them) adds a table or a column: pgoutput sends its
+// changes only from that change on.
+bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oid, std::string>& wanted);
+
 // Creates the publication or sets its tables to the plan's, unless it already matches (simple
-// queries: works on a replication connection). Adding a table to a publication takes its owner: when
-// the role may not, the Error gives the statement for an owner to run.
-void sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
+// queries: works on a replication connection); true when it created it or added a table or column
+// to it (or made it publish partitions as their root). Adding a table to
+// a publication takes its owner: when the role may not, the Error gives the statement for an owner to
+// run.
+bool sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
 
 // Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
 // with the plugins output_plugin_libraries lists; without that setting any installed plugin may be

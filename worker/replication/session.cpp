@@ -173,6 +173,7 @@ void Stream::Session::check_slot(bool valve_recreate) {
                     "', '" + plugin_ + "'))", sqlstate::kUndefinedObject, false);
     }
     // The publication must exist before the slot does: pgoutput reads it as of each change.
+    info_.pgoutput = plugin_ == "pgoutput";
     if (plugin_ == "pgoutput") prepare_pgoutput();
     if (recreate) {
         conn_.exec_simple("DROP_REPLICATION_SLOT " + quote_ident(options_.slot) + " WAIT", cmd_deadline());
@@ -195,7 +196,12 @@ void Stream::Session::check_slot(bool valve_recreate) {
 void Stream::Session::prepare_pgoutput() {
     std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
     PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
-    sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    info_.publication_changed = sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    if (info_.publication_changed) {
+        auto open = conn_.exec_simple("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text "
+                                      "FROM pg_catalog.pg_current_snapshot() s", cmd_deadline());
+        if (open.get(0, 0) != open.get(0, 1)) info_.publication_open_below = std::stoull(std::string(open.get(0, 1)));
+    }
     PgoutputOptions po;
     po.reference_xid = next_full_xid(conn_, cmd_deadline());
     pgoutput_.emplace(std::move(plan.watches), po);

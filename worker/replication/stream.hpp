@@ -97,6 +97,18 @@ struct SessionInfo {
     bool slot_created = false;     // this session created the slot
     bool identity_changed = false; // the server's system identifier or timeline differs from the last session's
     bool valve_fired = false;      // the slot was recreated by the safety valve: recompute every live doc
+    // pgoutput: this session created the publication or changed its tables before streaming a slot
+    // that existed. pgoutput sends a newly published table's changes only from that change on, so
+    // those committed since the slot's confirmed position (since the watch that asked for it) are
+    // never delivered: every live doc is recomputed as a gap, its computes after the change.
+    bool publication_changed = false;
+    // With publication_changed: nonzero when transactions were open at the change, the server's next
+    // xid then. pgoutput decodes a change with the catalog of its own WAL position, so what such a
+    // transaction wrote to a newly published table before the change is never sent, and it may
+    // commit after the recompute read the docs: once they have all ended, every live doc is
+    // recomputed again.
+    std::uint64_t publication_open_below = 0;
+    bool pgoutput = false;         // the slot is a pgoutput slot
     bool reconnect = false;        // not the first session of this Stream
     // The sink holds docs of another history than this server's: positions past its WAL end in
     // its generation (a restore), or a generation below the one the server now gives (a new

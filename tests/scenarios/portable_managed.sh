@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# docsync on a server like managed PostgreSQL, end to end: a cluster of its own without the docsync
+# library (output_plugin_libraries, where the server has it, leaves docsync out), the portable install
+# (sql/docsync-portable.sql, make portable) run by docsync_owner LOGIN CREATEDB CREATEROLE
+# REPLICATION, who owns the database and the shop's tables, and the real worker with --plugin
+# pgoutput streaming as docsync_repl (LOGIN REPLICATION, which the provider grants: PostgreSQL 15
+# leaves REPLICATION to a superuser) and computing as a pool role that holds nothing itself:
+#   - the worker's first start stops before making its slot, naming the statements that set its
+#     publication up (and leaves no row in docsync.worker_status); the owner runs them;
+#   - the worker reports in docsync.worker_status (docsync.install_kind() = 'portable'), and
+#     docsync.status shows it streaming;
+#   - the shop's orders change while the worker is killed with -9 twice, its slot is dropped while it
+#     is down (the next start makes it anew and recomputes every live doc), and a column the docs
+#     read is rewritten (ALTER COLUMN … TYPE … USING: no event trigger here, nothing decoded), seen by
+#     --catalog-check;
+#   - after all that every order's doc equals a fresh run of its query.
+# Needs no running server: it starts and stops its own (packaging/dev-cluster.sh). DOCSYNC_WORKER:
+# the worker (default build/dev/docsync-worker); jq.
+set -euo pipefail
+
+top=${DOCSYNC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export PG_CONFIG
+worker=${DOCSYNC_WORKER:-$top/build/dev/docsync-worker}
+[ -x "$worker" ] || { echo "FAIL: no worker at $worker: set DOCSYNC_WORKER" >&2; exit 1; }
+dir=""
+tmp=$(mktemp -d)
+worker_pid=
+cleanup() {
+  if [ -n "$worker_pid" ]; then kill -9 "$worker_pid" 2>/dev/null || true; wait "$worker_pid" 2>/dev/null || true; fi
+  [ -z "$dir" ] || "$top/packaging/dev-cluster.sh" stop "$dir" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  [ -f "$tmp/worker.log" ] && { echo "--- worker log (tail)" >&2; tail -n 30 "$tmp/worker.log" >&2; }
+  exit 1
+}
+
+make -s -C "$top" PG_CONFIG="$PG_CONFIG" portable
+script=$top/sql/docsync-portable.sql
+dir=$("$top/packaging/dev-cluster.sh" start --no-install)
+# shellcheck disable=SC1091
+. "$dir/cluster.env"
+psql_as() { local role=$1; shift; timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -U "$role" -d app "$@"; }
+owner() { psql_as docsync_owner -c "$1"; }
+
+# a server without the library
+rm -f "$dir/root$("$PG_CONFIG" --pkglibdir)/docsync.so" "$dir/root$("$PG_CONFIG" --sharedir)"/extension/docsync[.-]*
+rm -rf "$dir/root$("$PG_CONFIG" --pkglibdir)/bitcode/docsync" "$dir/root$("$PG_CONFIG" --pkglibdir)/bitcode/docsync.index.bc"
+[ ! -e "$dir/root$("$PG_CONFIG" --pkglibdir)/docsync.so" ] || fail "docsync.so is installed"
+if [ "$(timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -At -d postgres -c "SELECT count(*) FROM pg_settings WHERE name = 'output_plugin_libraries'")" = 1 ]; then
+  timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -d postgres -c "ALTER SYSTEM SET output_plugin_libraries = 'pgoutput'"
+  "$top/packaging/dev-cluster.sh" ctl "$dir" restart >/dev/null
+fi
+timeout 60 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d postgres <<'SQL'
+CREATE ROLE docsync_owner LOGIN CREATEDB CREATEROLE REPLICATION;
+CREATE DATABASE app OWNER docsync_owner;
+CREATE ROLE docsync_repl LOGIN REPLICATION;
+SQL
+timeout 120 "$DOCSYNC_PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -U docsync_owner -d app -f "$script" >/dev/null
+[ "$(owner "SELECT docsync.install_kind()")" = portable ] || fail "not a portable install"
+
+psql_as docsync_owner <<'SQL'
+SET client_min_messages = warning;
+CREATE TABLE orders (id int PRIMARY KEY, customer text NOT NULL, total numeric NOT NULL);
+CREATE TABLE lines (order_id int NOT NULL REFERENCES orders ON DELETE CASCADE, n int NOT NULL, item text,
+                    PRIMARY KEY (order_id, n));
+ALTER TABLE lines REPLICA IDENTITY FULL;
+INSERT INTO orders SELECT g, 'c' || (g % 7), g FROM generate_series(1, 40) g;
+INSERT INTO lines SELECT g, k, 'item ' || k FROM generate_series(1, 40) g, generate_series(1, 2) k;
+CREATE ROLE definer LOGIN IN ROLE docsync_admin;
+CREATE ROLE docsync_pool LOGIN;
+GRANT USAGE ON SCHEMA docsync TO definer;
+GRANT SELECT ON orders, lines TO definer;
+SQL
+order_sql() {
+  echo "SELECT jsonb_build_object('id', o.id, 'customer', o.customer, 'total', o.total,
+          'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id))
+        FROM orders o WHERE o.id = $1"
+}
+# shellcheck disable=SC2016 # '$1' is the doc query's parameter
+psql_as definer >/dev/null <<SQL
+BEGIN;
+SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, ARRAY['id']);
+SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('order', 'lines', params => ARRAY['order_id']);
+COMMIT;
+SQL
+owner "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
+owner "SELECT docsync.grant_replication('docsync_repl')" >/dev/null
+# the status contract: the worker's role writes its rows (docs/portable.md)
+owner "GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO docsync_repl"
+
+slot=docsync_app
+docs=$tmp/docs.jsonl
+dsn() { echo "host=$PGHOST port=$PGPORT dbname=app user=$1"; }
+start_worker() {
+  "$worker" --dsn "$(dsn docsync_repl)" --pool-dsn "$(dsn docsync_pool)" --slot "$slot" --create-slot \
+    --plugin pgoutput --sink "file:$docs" --status-dir "$tmp" --catalog-check 1s --log-level info \
+    >>"$tmp/worker.out" 2>>"$tmp/worker.log" &
+  worker_pid=$!
+  local deadline=$((SECONDS + 60))
+  until [ "$(owner "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active")" = 1 ]; do
+    kill -0 "$worker_pid" 2>/dev/null || fail "the worker exited"
+    [ $SECONDS -lt $deadline ] || fail "the worker did not stream its slot in 60 s"
+    sleep 0.2
+  done
+}
+kill_worker() { kill -9 "$worker_pid" 2>/dev/null || true; wait "$worker_pid" 2>/dev/null || true; worker_pid=; }
+settle() {
+  local target deadline=$((SECONDS + 60))
+  target=$(owner "SELECT pg_current_wal_lsn()")
+  until [ "$(owner "SELECT coalesce(confirmed_flush_lsn >= '$target', false) FROM pg_replication_slots WHERE slot_name = '$slot'")" = t ]; do
+    kill -0 "$worker_pid" 2>/dev/null || fail "the worker exited"
+    [ $SECONDS -lt $deadline ] || fail "the worker did not acknowledge $target in 60 s"
+    sleep 0.2
+  done
+}
+# Some changes: totals, a customer, lines added and removed, an order deleted and one inserted.
+churn() {
+  owner "UPDATE orders SET total = total + 1 WHERE id % 3 = $1"
+  owner "UPDATE orders SET customer = customer || '.' WHERE id = $(( $1 + 5 ))"
+  owner "INSERT INTO lines SELECT id, 3 + $1, 'extra' FROM orders WHERE id % 5 = $1 ON CONFLICT DO NOTHING"
+  owner "DELETE FROM lines WHERE n = 1 AND order_id % 4 = $1"
+  owner "INSERT INTO orders VALUES ($(( 100 + $1 )), 'new', 1)"
+}
+# converged: the last doc of every order equals a fresh run of its query, within 20 s. Orders whose
+# only changes no slot kept (made while the slot was dropped, or in the dropped slot) were never
+# live: they are listed in $unseen and must have no doc.
+unseen=" "
+converged() {
+  local id d ok deadline=$((SECONDS + 20)) bad
+  while :; do
+    bad=
+    for id in $(owner "SELECT id FROM orders ORDER BY id"); do
+      d=$(jq -c --arg ch "db:order:$id" 'select(.channel == $ch) | .doc' "$docs" 2>/dev/null | tail -n 1)
+      if [[ "$unseen" == *" $id "* ]]; then
+        [ -z "$d" ] || fail "$1: db:order:$id, whose changes no slot kept, was published: $d"
+        continue
+      fi
+      ok=$(owner "SELECT \$d\$${d:-null}\$d\$::jsonb IS NOT DISTINCT FROM ($(order_sql "$id"))::jsonb")
+      [ "$ok" = t ] || { bad="db:order:$id is ${d:-missing}, its query gives $(owner "$(order_sql "$id")")"; break; }
+    done
+    [ -z "$bad" ] && return 0
+    [ $SECONDS -lt $deadline ] || fail "$1: $bad"
+    sleep 0.5
+  done
+}
+
+echo "first start: the replication role may not set the publication up; the owner runs what it names"
+"$worker" --dsn "$(dsn docsync_repl)" --pool-dsn "$(dsn docsync_pool)" --slot "$slot" --create-slot \
+  --plugin pgoutput --sink "file:$docs" --status-dir "$tmp" >/dev/null 2>"$tmp/first.log" && fail "the first start did not stop"
+marker='have an owner of the tables (or a superuser) run: '
+statements=$(grep -o "$marker.*" "$tmp/first.log" | head -n 1)
+[ -n "$statements" ] || fail "the first start named no statements: $(tail -n 3 "$tmp/first.log")"
+owner "${statements#"$marker"}" >/dev/null
+[ "$(owner "SELECT count(*) FROM docsync.worker_status")" = 0 ] ||
+  fail "the start that made no slot left a row: $(owner "SELECT slot_name, state FROM docsync.worker_status")"
+
+echo "the worker streams pgoutput and reports in docsync.worker_status"
+start_worker
+owner "UPDATE orders SET total = total"   # every order's doc published once
+settle
+converged "first publish"
+wait_streaming() {
+  local deadline=$((SECONDS + 20))
+  until [ "$(owner "SELECT state FROM docsync.worker_status WHERE slot_name = '$slot'")" = streaming ]; do
+    [ $SECONDS -lt $deadline ] || fail "docsync.worker_status does not show the worker streaming: $(owner "SELECT * FROM docsync.worker_status")"
+    sleep 0.2
+  done
+}
+wait_streaming
+[ "$(owner "SELECT worker_pid FROM docsync.worker_status WHERE slot_name = '$slot'")" = "$worker_pid" ] ||
+  fail "docsync.worker_status names another pid"
+[ "$(owner "SELECT worker_state FROM docsync.status WHERE slot_name = '$slot'")" = streaming ] ||
+  fail "docsync.status: $(owner "SELECT worker_state, health, reason FROM docsync.status")"
+[ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'order' AND recomputes > 0")" = 1 ] ||
+  fail "docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status")"
+
+echo "kill -9 mid-churn, twice"
+churn 0
+kill_worker
+churn 1
+start_worker
+churn 2
+kill_worker
+start_worker
+settle
+converged "after two kill -9s"
+
+echo "the slot dropped while the worker is down: made anew, every live doc recomputed"
+kill_worker
+churn 3
+owner "SELECT pg_drop_replication_slot('$slot')" >/dev/null
+churn 4
+unseen=" 103 104 "
+start_worker
+settle
+converged "after the slot was made anew"
+
+echo "DDL no event trigger sees (there are none): a rewrite of a column the docs read"
+[ "$(owner "SELECT count(*) FROM pg_event_trigger")" = 0 ] || fail "the portable install has event triggers"
+owner "ALTER TABLE orders ALTER COLUMN customer TYPE text USING upper(customer)"
+converged "after ALTER COLUMN customer TYPE text USING upper(customer)"
+wait_streaming
+
+kill -TERM "$worker_pid"
+wait "$worker_pid" || fail "SIGTERM: the worker failed"
+worker_pid=
+[ "$(owner "SELECT state FROM docsync.worker_status WHERE slot_name = '$slot'")" = stopped ] ||
+  fail "docsync.worker_status after SIGTERM: $(owner "SELECT state FROM docsync.worker_status")"
+echo "PASS portable_managed"
