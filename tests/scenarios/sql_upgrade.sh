@@ -80,7 +80,7 @@ SQL
   got=$(fingerprint "$db")
   if [ "$got" != "$want" ]; then
     diff <(echo "$want") <(echo "$got") >&2 || true
-    fail "installing $v and updating ($path) differs from a fresh $default_version install"
+    fail "installing $v and updating ($path) differs from a fresh $default_version install: packaging/upgrade-diff.sh $v shows the definitions to carry into the update script"
   fi
   psql_ -d "$db" -At -c "SELECT count(*) FROM docsync.watches WHERE query = 't'" | grep -qx 1 ||
     fail "definitions made in $v did not survive the update"
