@@ -34,7 +34,9 @@ OBJS = \
 	plugin/wait.o
 
 # The install script is generated: the parts of sql/parts/, each holding one concern, concatenated
-# in name order (rule below). Update scripts (sql/docsync--A--B.sql) are plain files.
+# in name order (rule below). Update scripts (sql/docsync--A--B.sql) and the install scripts of
+# released versions (sql/docsync--0.1.sql, frozen as released, so that the update chain is tested
+# from what users have: tests/scenarios/sql_upgrade.sh) are plain files, installed as they are.
 SQL_PARTS = $(sort $(wildcard sql/parts/*.sql))
 DATA_built = sql/docsync--$(EXTVERSION).sql
 DATA = $(filter-out $(DATA_built),$(wildcard sql/docsync--*.sql))

@@ -51,8 +51,8 @@ COMMENT ON FUNCTION docsync.install_kind() IS 'extension (CREATE EXTENSION) or p
 -- portable: append
 -- The portable API's writers: callable by anyone (they refuse whoever may not define, as the
 -- extension's API functions do), after the blanket REVOKE of sql/parts/13_grants.sql.
-GRANT EXECUTE ON FUNCTION docsync._api_define_query(regrole, text, text, text[], boolean, text),
-  docsync._api_watch(regrole, text, text, text[], text, text[], boolean, text),
+GRANT EXECUTE ON FUNCTION docsync._api_define_query(regrole, text, text, text[], boolean, text, text, boolean),
+  docsync._api_watch(regrole, text, text, text[], text, text[], boolean, text, boolean),
   docsync._api_unwatch(regrole, text, text, text[], text, text), docsync._api_drop_query(regrole, text)
   TO PUBLIC;
 -- and the helpers of the portable forms that run as their caller

@@ -6,7 +6,7 @@
 -- (docsync._<name>), whose checks read the catalog for that role. Back in the caller's rights, the
 -- API function has the server check that the caller may run the query (docsync.check_definer).
 
--- portable: function docsync.define_query/5
+-- portable: function docsync.define_query/7
 -- Enters a writer: raises unless the session's user is a member of caller; sets docsync.api_caller
 -- for docsync.api_caller() and returns what it was, for docsync.api_leave.
 CREATE FUNCTION docsync.api_enter(caller regrole) RETURNS text
@@ -26,38 +26,44 @@ END
 $$;
 
 CREATE FUNCTION docsync._api_define_query(caller regrole, name text, sql text, params text[], or_replace boolean,
-                                          search_path text)
+                                          search_path text, watches text, allow_uncovered boolean)
 RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   prev text := docsync.api_enter(caller);
 BEGIN
-  PERFORM docsync._define_query(name, sql, params, or_replace, search_path);
+  PERFORM docsync._define_query(name, sql, params, or_replace, search_path, watches, allow_uncovered);
   PERFORM set_config('docsync.api_caller', prev, true);
 END
 $$;
+-- watches defaults to 'manual' here: deriving watches needs the extension's C analysis of the
+-- query (docsync.derive_watches), so a query's watches are written by hand with docsync.watch.
 CREATE FUNCTION docsync.define_query(name text, sql text, params text[] DEFAULT '{}',
                                      or_replace boolean DEFAULT false,
-                                     search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                                     search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                                     watches text DEFAULT 'manual', allow_uncovered boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   me regrole := current_user::regrole;
 BEGIN
-  PERFORM docsync._api_define_query(me, name, sql, params, or_replace, search_path);
+  IF watches = 'derived' THEN
+    PERFORM docsync.derive_watches(sql, search_path, me);
+  END IF;
+  PERFORM docsync._api_define_query(me, name, sql, params, or_replace, search_path, watches, allow_uncovered);
   PERFORM docsync.check_definer(sql, docsync.pin_search_path(search_path, me), me);
 END
 $$;
-COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text) IS
-  'define (or, with or_replace => true, redefine) a doc query';
+COMMENT ON FUNCTION docsync.define_query(text, text, text[], boolean, text, text, boolean) IS
+  'define (or, with or_replace => true, redefine) a doc query; in the portable install its watches are written by hand (watches => ''manual'')';
 
--- portable: function docsync.watch/7
+-- portable: function docsync.watch/8
 CREATE FUNCTION docsync._api_watch(caller regrole, query text, "table" text, params text[], keys_sql text,
-                                   keys_args text[], allow_broadcast boolean, search_path text)
+                                   keys_args text[], allow_broadcast boolean, search_path text, broadcast boolean)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   prev text := docsync.api_enter(caller);
   id bigint;
 BEGIN
-  id := docsync._watch(query, "table", params, keys_sql, keys_args, allow_broadcast, search_path);
+  id := docsync._watch(query, "table", params, keys_sql, keys_args, allow_broadcast, search_path, broadcast);
   PERFORM set_config('docsync.api_caller', prev, true);
   RETURN id;
 END
@@ -65,14 +71,16 @@ $$;
 CREATE FUNCTION docsync.watch(query text, "table" text, params text[] DEFAULT NULL,
                               keys_sql text DEFAULT NULL, keys_args text[] DEFAULT NULL,
                               allow_broadcast boolean DEFAULT false,
-                              search_path text DEFAULT pg_catalog.current_setting('search_path'))
+                              search_path text DEFAULT pg_catalog.current_setting('search_path'),
+                              broadcast boolean DEFAULT false)
 RETURNS bigint LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   me regrole := current_user::regrole;
   new_id bigint;
   w docsync.watch_defs;
 BEGIN
-  new_id := docsync._api_watch(me, query, "table", params, keys_sql, keys_args, allow_broadcast, search_path);
+  new_id := docsync._api_watch(me, query, "table", params, keys_sql, keys_args, allow_broadcast, search_path,
+                              broadcast);
   SELECT * INTO w FROM docsync.watch_defs x WHERE x.id = new_id;
   PERFORM docsync.check_definer(format('SELECT %s FROM %I.%I',
                                        (SELECT string_agg(quote_ident(c), ', ' ORDER BY o) FROM unnest(w.columns) WITH ORDINALITY u(c, o)),
@@ -83,8 +91,8 @@ BEGIN
   RETURN new_id;
 END
 $$;
-COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text) IS
-  'make changes of a table affect docs of a query: directly (params) or through a reverse index (keys_sql)';
+COMMENT ON FUNCTION docsync.watch(text, text, text[], text, text[], boolean, text, boolean) IS
+  'make changes of a table affect docs of a query: directly (params), through a reverse index (keys_sql) or every live doc (broadcast)';
 
 -- portable: function docsync.unwatch/5
 CREATE FUNCTION docsync._api_unwatch(caller regrole, query text, "table" text, params text[], keys_sql text,

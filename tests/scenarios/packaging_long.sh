@@ -22,6 +22,7 @@ has "$contents" "\./usr/lib/postgresql/15/lib/docsync\.so$" "extension library m
 has "$contents" "\./usr/share/postgresql/15/extension/docsync\.control$" "control file missing"
 has "$contents" "\./usr/share/postgresql/15/extension/docsync--0\.2\.sql$" "install script missing"
 has "$contents" "\./usr/share/postgresql/15/extension/docsync--0\.1--0\.2\.sql$" "update script from 0.1 missing"
+has "$contents" "\./usr/share/postgresql/15/extension/docsync--0\.1\.sql$" "install script of 0.1 missing"
 ! grep -q 'docsync-worker' <<<"$contents" || fail "the extension package holds the worker"
 has "$(dpkg-deb -f "$ext" Depends)" "postgresql-15 \(>= 15\.19\)" "extension does not depend on postgresql-15 >= 15.19"
 

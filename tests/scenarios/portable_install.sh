@@ -7,6 +7,9 @@
 #   - the install is portable, has no C function and no event trigger, and a second run refuses;
 #   - queries and watches are defined, the definition views show them, grant_reader grants what the
 #     definer may read and compute_as computes a doc as the definer's reader role;
+#   - watches are written by hand: define_query's watches defaults to 'manual', 'derived' and
+#     derive_watches() raise feature_not_supported with a hint; a broadcast watch is defined, and
+#     explain shows direct, keys and broadcast watches;
 #   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
 #     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
 #     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
@@ -115,6 +118,35 @@ customers|orders|direct||" \
 expect "tables read" "{orders,lines}" "$(psql_as definer app -c "SELECT docsync.tables_read('order')")"
 expect "analysis" "{integer}|{jsonb}" "$(psql_as definer app -c "SELECT param_types, result_types FROM docsync.analyze_query('SELECT to_jsonb(o) FROM orders o WHERE o.id = \$1')")"
 
+# derived watches need the extension's C analysis: watches defaults to 'manual', and 'derived' or a
+# call of derive_watches raises feature_not_supported saying to write the watches by hand
+expect "watches by hand by default" "customers|manual|0
+order|manual|0" "$(psql_as definer app -c "SELECT q.name, q.watches, (SELECT count(*) FROM docsync.watch_defs w WHERE w.query = q.name AND w.origin = 'derived') FROM docsync.query_defs q ORDER BY q.name")"
+for call in "SELECT docsync.define_query('derived', 'SELECT to_jsonb(o) FROM orders o WHERE o.id = \$1', ARRAY['id'], watches => 'derived')" \
+            "SELECT * FROM docsync.derive_watches('SELECT to_jsonb(o) FROM orders o WHERE o.id = \$1', 'public', 'definer')"; do
+  if out=$(psql_as definer app -c '\set VERBOSITY verbose' -c "$call" 2>&1); then fail "not refused: $call: $out"; fi
+  grep -q "ERROR:  0A000: derived watches are not available in the portable install of docsync" <<<"$out" ||
+    fail "$call: not refused as feature_not_supported: $out"
+  grep -q "HINT:  Define the query with watches => 'manual' (the default here) and write its watches by hand with docsync.watch()." <<<"$out" ||
+    fail "$call: the refusal gives no hint: $out"
+done
+expect "the refused query is not defined" 0 "$(psql_as definer app -c "SELECT count(*) FROM docsync.query_defs WHERE name = 'derived'")"
+# a broadcast watch, and explain over hand-written watches
+psql_as definer app >/dev/null <<'SQL'
+SELECT docsync.define_query('per_customer', $q$SELECT jsonb_build_object('n', count(*)) FROM orders o WHERE o.customer = $1$q$, ARRAY['customer']);
+SELECT docsync.watch('per_customer', 'orders', broadcast => true);
+SQL
+expect "broadcast watch" "per_customer|orders|broadcast|t|manual" \
+  "$(psql_as definer app -c "SELECT w.query, w.table_name, w.kind, d.broadcast, w.origin FROM docsync.watches w JOIN docsync.watch_defs d ON d.id = w.id WHERE w.query = 'per_customer'")"
+refused "a broadcast watch with params" 'a broadcast watch takes no params' definer \
+  "SELECT docsync.watch('per_customer', 'orders', params => ARRAY['customer'], broadcast => true)"
+expect "explain" "lines|keys|manual|lines.order_id → keys_sql → \$1||written by hand with docsync.watch|
+orders|direct|manual|orders.id → \$1|1|written by hand with docsync.watch|" \
+  "$(psql_as definer app -c "SELECT \"table\", kind, origin, mapping, doc_queries_per_change, why, missing_index FROM docsync.explain('order')")"
+expect "explain a broadcast watch" "orders|broadcast|every change → every live doc|written by hand with docsync.watch" \
+  "$(psql_as definer app -c "SELECT \"table\", kind, mapping, why FROM docsync.explain('per_customer')")"
+psql_as definer app -c "SELECT docsync.drop_query('per_customer')" >/dev/null
+
 # before grant_reader the definitions wait for a reader role; after it, nothing is refused
 grep -q "no reader role yet" <<<"$(psql_as definer app -c "SELECT refused FROM docsync.queries WHERE name = 'order'")" ||
   fail "a definer without a reader role is not reported"
@@ -196,15 +228,15 @@ refused "another definer's query, dropped" 'permission denied to drop docsync qu
   "SELECT docsync.drop_query('order')"
 # forged calls of the writer
 refused "the writer, for a role the session is not a member of" 'permission denied to write docsync definitions as role definer' intruder \
-  "SELECT docsync._api_define_query('definer', 'forged', 'SELECT to_jsonb(1)', '{}', false, 'public')"
+  "SELECT docsync._api_define_query('definer', 'forged', 'SELECT to_jsonb(1)', '{}', false, 'public', 'manual', false)"
 refused "the writer, redefining another's query as it" 'permission denied to write docsync definitions as role definer' intruder \
-  "SELECT docsync._api_define_query('definer', 'order', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], true, 'public')"
+  "SELECT docsync._api_define_query('definer', 'order', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], true, 'public', 'manual', false)"
 refused "the writer, for itself over a table it may not read" 'reads what its definer intruder may not' intruder \
-  "SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], false, 'public')"
+  "SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s WHERE s.id = \$1', ARRAY['id'], false, 'public', 'manual', false)"
 refused "a claimed caller in docsync.api_caller" 'reads what its definer intruder may not' intruder \
-  "SET docsync.api_caller = 'definer'; SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s', '{}', false, 'public')"
+  "SET docsync.api_caller = 'definer'; SELECT docsync._api_define_query('intruder', 'forged', 'SELECT jsonb_build_object(''s'', s.secret) FROM secrets s', '{}', false, 'public', 'manual', false)"
 refused "the implementation itself" 'permission denied for function _define_query' intruder \
-  "SELECT docsync._define_query('forged', 'SELECT to_jsonb(1)', '{}', false, 'public')"
+  "SELECT docsync._define_query('forged', 'SELECT to_jsonb(1)', '{}', false, 'public', 'manual', false)"
 refused "the definition tables" 'permission denied for table query_defs' definer \
   "INSERT INTO docsync.query_defs (name, sql, search_path) VALUES ('forged', 'SELECT to_jsonb(1)', 'public')"
 expect "no forged definition" "customers

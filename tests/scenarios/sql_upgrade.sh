@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The extension's upgrade path. Convention: sql/docsync--X.Y.sql installs version X.Y from scratch
-# (only the newest one is kept once upgrades exist), and every release adds one
-# sql/docsync--A--B.sql per version step, even an empty one. This test checks that:
+# The extension's upgrade path. Convention: sql/docsync--X.Y.sql installs version X.Y from scratch:
+# the default version's is generated from sql/parts/, each released version's is kept in the tree as
+# it was released (sql/docsync--0.1.sql), so that the server offers it and its update is tested
+# here; every release adds one sql/docsync--A--B.sql per version step, even an empty one.
+# packaging/upgrade-diff.sh prints what an update misses. This test checks that:
 #   - every version the server offers reaches default_version by ALTER EXTENSION … UPDATE;
 #   - installing each older version and updating yields exactly the objects, definitions, grants and
 #     pg_dump registrations of a fresh install of default_version (catalog fingerprint below);
@@ -29,47 +31,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Everything an upgrade must reproduce, OIDs left out.
-fingerprint() {
-  psql_ -d "$1" -At <<'SQL'
-WITH ext AS (SELECT oid, extconfig, extcondition FROM pg_extension WHERE extname = 'docsync'),
-members AS (SELECT d.classid, d.objid, d.objsubid FROM pg_depend d, ext
-             WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e')
-SELECT 'member ' || pg_describe_object(m.classid, m.objid, m.objsubid) || coalesce(' -- ' || ds.description, '')
-  FROM members m LEFT JOIN pg_description ds ON ds.classoid = m.classid AND ds.objoid = m.objid AND ds.objsubid = m.objsubid
-UNION ALL
-SELECT 'function ' || p.oid::regprocedure || ' ' || md5(pg_get_functiondef(p.oid)) || ' ' || coalesce(p.proacl::text, '')
-  FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid WHERE p.prokind <> 'a'
-UNION ALL
-SELECT 'relation ' || c.oid::regclass || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '')
-       || coalesce(' ' || md5(pg_get_viewdef(c.oid)), '')
-  FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
-UNION ALL
-SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END || coalesce(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '')
-  FROM members m JOIN pg_attribute a ON m.classid = 'pg_class'::regclass AND a.attrelid = m.objid
-  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
- WHERE a.attnum > 0 AND NOT a.attisdropped
-UNION ALL
-SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(co.oid)
-  FROM members m JOIN pg_constraint co ON m.classid = 'pg_class'::regclass AND co.conrelid = m.objid
-UNION ALL
-SELECT 'trigger ' || tgrelid::regclass || ' ' || pg_get_triggerdef(t.oid)
-  FROM members m JOIN pg_trigger t ON m.classid = 'pg_class'::regclass AND t.tgrelid = m.objid AND NOT t.tgisinternal
-UNION ALL
-SELECT 'index ' || pg_get_indexdef(i.indexrelid)
-  FROM members m JOIN pg_index i ON m.classid = 'pg_class'::regclass AND i.indrelid = m.objid
-UNION ALL
-SELECT 'event trigger ' || e.evtname || ' ' || e.evtevent || ' ' || e.evtfoid::regproc || ' ' || e.evtenabled::text
-  FROM members m JOIN pg_event_trigger e ON m.classid = 'pg_event_trigger'::regclass AND e.oid = m.objid
-UNION ALL
-SELECT 'config dump ' || c::regclass || ' ' || coalesce(w, '')
-  FROM ext, unnest(ext.extconfig, ext.extcondition) AS u(c, w)
-UNION ALL
-SELECT 'schema ' || coalesce(nspacl::text, '') || coalesce(' -- ' || obj_description(oid, 'pg_namespace'), '')
-  FROM pg_namespace WHERE nspname = 'docsync'
-ORDER BY 1;
-SQL
-}
+fingerprint() { psql_ -d "$1" -At -f "$top/tests/scenarios/lib/extension_fingerprint.sql"; }
 
 default_version=$(psql_ -d postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'docsync'")
 [ -n "$default_version" ] || fail "the server offers no docsync extension"
@@ -118,7 +80,7 @@ SQL
   got=$(fingerprint "$db")
   if [ "$got" != "$want" ]; then
     diff <(echo "$want") <(echo "$got") >&2 || true
-    fail "installing $v and updating ($path) differs from a fresh $default_version install"
+    fail "installing $v and updating ($path) differs from a fresh $default_version install: packaging/upgrade-diff.sh $v shows the definitions to carry into the update script"
   fi
   psql_ -d "$db" -At -c "SELECT count(*) FROM docsync.watches WHERE query = 't'" | grep -qx 1 ||
     fail "definitions made in $v did not survive the update"
