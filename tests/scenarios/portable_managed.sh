@@ -89,9 +89,11 @@ SELECT docsync.watch('order', 'lines', params => ARRAY['order_id']);
 COMMIT;
 SQL
 owner "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
-owner "SELECT docsync.grant_replication('docsync_repl')" >/dev/null
-# the status contract: the worker's role writes its rows (docs/portable.md)
-owner "GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO docsync_repl"
+# grant_replication grants what the status contract needs too (docs/portable.md): the worker's
+# role writes its rows in docsync.worker_status and worker_query_status
+grants=$(owner "SELECT docsync.grant_replication('docsync_repl')")
+grep -qx 'GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO docsync_repl' <<<"$grants" ||
+  fail "grant_replication does not grant the status tables in a portable install: $grants"
 
 slot=docsync_app
 docs=$tmp/docs.jsonl
