@@ -849,6 +849,43 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
             FROM (SELECT DISTINCT w.relid::oid AS relid FROM docsync.watch_targets w WHERE w.problem IS NULL) r) e
 $$;
 
+-- grant_replication (sql/parts/10_roles.sql): in a portable install, the status tables too
+CREATE OR REPLACE FUNCTION docsync.grant_replication(role text) RETURNS SETOF text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r pg_roles;
+  stmt text;
+BEGIN
+  SELECT * INTO r FROM pg_roles WHERE rolname = role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role "%" does not exist', role
+      USING ERRCODE = 'undefined_object', DETAIL = 'grant_replication grants to an existing role.',
+            HINT = format('Create it first: CREATE ROLE %I LOGIN REPLICATION;', role);
+  END IF;
+  IF NOT r.rolreplication AND NOT r.rolsuper THEN
+    RAISE NOTICE 'role "%" has no REPLICATION attribute yet', role
+      USING HINT = format('docsync-worker streams the slot with it: ALTER ROLE %I REPLICATION;', role);
+  END IF;
+  FOREACH stmt IN ARRAY ARRAY[
+    format('GRANT USAGE ON SCHEMA docsync TO %I', role),
+    format('GRANT SELECT ON docsync.query_defs, docsync.watch_defs, docsync.watch_targets, docsync.def_generation, docsync.reader_roles TO %I', role),
+    format('GRANT EXECUTE ON FUNCTION docsync.worker_definitions(), docsync.plugin_tables(), docsync.refusal(text), docsync.reader_missing(text), docsync.watch_problem(bigint), docsync.watch_set_aside(bigint), docsync.fingerprint(text), docsync.stored_batch_sql(text, bigint), docsync.stored_key_types(text), docsync.uncovered_queries(), docsync.advance_generation(name, text, integer, bigint, boolean), docsync.sink_recorded(name, text), docsync.sink_confirmed(name, text, bigint, pg_lsn), docsync.journal_name(name, text[]), docsync.journal_forget(name, text[]), docsync.journal_channels(name) TO %I', role)]
+  LOOP
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END LOOP;
+  -- a portable install's worker reports in these tables instead of a status file (its row is an
+  -- upsert, and it removes the row of a start that made no slot: docs/portable.md)
+  IF docsync.install_kind() = 'portable' THEN
+    stmt := format('GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO %I', role);
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION docsync.grant_replication(text) IS
+  'grant the worker''s replication role what it reads and calls in the docsync schema (and, in a portable install, writes: its status rows); returns the GRANTs run';
+
 CREATE OR REPLACE VIEW docsync.queries AS
   WITH set_aside AS MATERIALIZED (SELECT * FROM docsync.batch_set_aside())
   SELECT q.name,

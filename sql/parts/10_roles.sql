@@ -446,10 +446,17 @@ BEGIN
     EXECUTE stmt;
     RETURN NEXT stmt;
   END LOOP;
+  -- a portable install's worker reports in these tables instead of a status file (its row is an
+  -- upsert, and it removes the row of a start that made no slot: docs/portable.md)
+  IF docsync.install_kind() = 'portable' THEN
+    stmt := format('GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO %I', role);
+    EXECUTE stmt;
+    RETURN NEXT stmt;
+  END IF;
 END
 $$;
 COMMENT ON FUNCTION docsync.grant_replication(text) IS
-  'grant the worker''s replication role what it reads and calls in the docsync schema; returns the GRANTs run';
+  'grant the worker''s replication role what it reads and calls in the docsync schema (and, in a portable install, writes: its status rows); returns the GRANTs run';
 
 -- Before DROP EXTENSION docsync: take back what grant_reader granted, and warn about each docsync
 -- slot of this database, which outlives the extension and keeps holding WAL until it is dropped.

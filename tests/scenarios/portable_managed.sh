@@ -86,12 +86,19 @@ BEGIN;
 SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, ARRAY['id']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'lines', params => ARRAY['order_id']);
+-- hostile: a compute that takes the pool role back, or another search_path, for its transaction
+SELECT docsync.define_query('hostile_role', \$q\$SELECT jsonb_build_object('id', o.id, 'as', pg_catalog.set_config('role', 'docsync_pool', true)) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
+SELECT docsync.watch('hostile_role', 'orders', params => ARRAY['id']);
+SELECT docsync.define_query('hostile_path', \$q\$SELECT jsonb_build_object('id', o.id, 'path', pg_catalog.set_config('search_path', 'pg_catalog', true)) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
+SELECT docsync.watch('hostile_path', 'orders', params => ARRAY['id']);
 COMMIT;
 SQL
 owner "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
-owner "SELECT docsync.grant_replication('docsync_repl')" >/dev/null
-# the status contract: the worker's role writes its rows (docs/portable.md)
-owner "GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO docsync_repl"
+# grant_replication grants what the status contract needs too (docs/portable.md): the worker's
+# role writes its rows in docsync.worker_status and worker_query_status
+grants=$(owner "SELECT docsync.grant_replication('docsync_repl')")
+grep -qx 'GRANT SELECT, INSERT, UPDATE, DELETE ON docsync.worker_status, docsync.worker_query_status TO docsync_repl' <<<"$grants" ||
+  fail "grant_replication does not grant the status tables in a portable install: $grants"
 
 slot=docsync_app
 docs=$tmp/docs.jsonl
@@ -178,6 +185,21 @@ wait_streaming
   fail "docsync.status: $(owner "SELECT worker_state, health, reason FROM docsync.status")"
 [ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'order' AND recomputes > 0")" = 1 ] ||
   fail "docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status")"
+
+echo "a compute that changes its role or search_path is refused, its result never published"
+for q in hostile_role hostile_path; do
+  [ "$(jq -c --arg q "db:$q:" 'select(.channel | startswith($q)) | .doc' "$docs" | grep -vcx null)" = 0 ] ||
+    fail "$q: a doc computed after its role or search_path changed was published"
+  case $q in
+    hostile_role) why='changed the role it computes as from its definer.s reader role ".*" to "docsync_pool"' ;;
+    hostile_path) why='changed its search_path from its stored ".*" to "pg_catalog"' ;;
+  esac
+  grep -q "doc query \"$q\" is refused: it $why; its result is discarded" "$tmp/worker.log" ||
+    fail "$q: the worker's log does not say why it was refused"
+  [ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = '$q'
+                AND permanent_failures > 0 AND last_error ~ \$r\$$why\$r\$")" = 1 ] ||
+    fail "$q: docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status WHERE query = '$q'")"
+done
 
 echo "kill -9 mid-churn, twice"
 churn 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The server setting docsync.status_dir, set the way the README says, from fresh sessions of a server
+# The server setting docsync.status_dir, set the way docs/monitoring.md says, from fresh sessions of a server
 # whose configuration files do not name it (the state of a server docsync was just installed on):
-#   - the README's `sql status-dir` block (ALTER SYSTEM from psql) works in a session that has not
+#   - docs/monitoring.md's `sql status-dir` block (ALTER SYSTEM from psql) works in a session that has not
 #     used docsync yet, and after the reload every new session sees the value (SHOW, and the
 #     directory docsync.status reads);
 #   - the premise: without the block's LOAD, PostgreSQL 15 refuses ALTER SYSTEM and SHOW for the
@@ -31,20 +31,20 @@ fresh -c "CREATE EXTENSION docsync" 2>/dev/null
 # The premise: a fresh session does not know the setting.
 for sql in "SHOW docsync.status_dir" "ALTER SYSTEM SET docsync.status_dir = '/tmp'"; do
   if out=$(fresh -c "$sql" 2>&1); then
-    fail "'$sql' worked in a fresh session without LOAD ($out): the README's LOAD and this test are moot"
+    fail "'$sql' worked in a fresh session without LOAD ($out): the LOAD of docs/monitoring.md and this test are moot"
   fi
   grep -q 'unrecognized configuration parameter "docsync.status_dir"' <<<"$out" ||
     fail "'$sql' failed otherwise than expected: $out"
 done
 
-# The README's block, with its directory replaced by one of this cluster's.
-block=$(awk '/^ *```sql status-dir$/ {on = 1; next} on && /^ *```/ {exit} on {print}' "$top/README.md")
-[ -n "$block" ] || fail "README.md has no \`\`\`sql status-dir block"
-grep -q "ALTER SYSTEM SET docsync.status_dir" <<<"$block" || fail "the README block sets nothing: $block"
+# The block of docs/monitoring.md, with its directory replaced by one of this cluster's.
+block=$(awk '/^ *```sql status-dir$/ {on = 1; next} on && /^ *```/ {exit} on {print}' "$top/docs/monitoring.md")
+[ -n "$block" ] || fail "docs/monitoring.md has no \`\`\`sql status-dir block"
+grep -q "ALTER SYSTEM SET docsync.status_dir" <<<"$block" || fail "the block of docs/monitoring.md sets nothing: $block"
 mkdir -p "$cluster/status2"
 chmod 1777 "$cluster/status2"
 block=${block//\/run\/docsync/$cluster/status2}
-out=$(fresh <<<"$block" 2>&1) || fail "the README's status-dir block failed in a fresh session: $out"
+out=$(fresh <<<"$block" 2>&1) || fail "the status-dir block of docs/monitoring.md failed in a fresh session: $out"
 
 # After the reload, every new session knows the value, and docsync.status reads there.
 deadline=$((SECONDS + 10))

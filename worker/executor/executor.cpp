@@ -254,7 +254,11 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
                   "      ELSE pg_catalog.pg_current_wal_insert_lsn() END",
             search, false, true};
         // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
-        const pg::Statement query{sql, args, true, true};
+        // A portable install's reader check follows the query in its group (ExecutorOptions).
+        const bool reader_check = options_.check_reader && !reader_role.empty();
+        const pg::Statement query{sql, args, !reader_check, true};
+        const pg::Statement held{"SELECT current_user::pg_catalog.text, pg_catalog.current_setting('search_path')",
+                                 {}, true, true};
         const pg::Statement rollback{"ROLLBACK", {}};
         const pg::Statement unlock{"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true, true};
         auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
@@ -272,7 +276,9 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         // the check fails. While checks fail (a synchronous standby stalling commits, say), the check
         // goes first and the query runs only once it passes, so waiting costs no doc queries.
         bool speculate = !check_first_.load(std::memory_order_relaxed);
-        if (speculate) {
+        if (speculate && reader_check) {
+            run({begin, snapshot_check, query, held, rollback, unlock});
+        } else if (speculate) {
             run({begin, snapshot_check, query, rollback, unlock});
         } else {
             snapshot_check.sync = true;
@@ -285,8 +291,14 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         } catch (const Error& e) {
             failed = e;
         }
-        if (!speculate) run(!failed && seen == OutcomeKind::Ok ? std::vector<pg::Statement>{query, rollback, unlock}
-                                                               : std::vector<pg::Statement>{rollback, unlock});
+        if (!speculate) {
+            std::vector<pg::Statement> rest;
+            if (!failed && seen == OutcomeKind::Ok) rest.push_back(query);
+            if (!failed && seen == OutcomeKind::Ok && reader_check) rest.push_back(held);
+            rest.push_back(rollback);
+            rest.push_back(unlock);
+            run(std::move(rest));
+        }
         // Leave the session as it was pinned: no transaction, no advisory locks.
         for (std::size_t i = steps.size() - 2; i < steps.size(); ++i) {
             if (steps[i].error) {
@@ -299,7 +311,19 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         check_first_.store(seen == OutcomeKind::NotVisible, std::memory_order_relaxed);
         if (seen != OutcomeKind::Ok) return seen;
         if (steps[2].error) throw *steps[2].error;
-        kind = check(steps[2].result, error);
+        std::optional<std::string> changed;
+        if (reader_check) {
+            if (steps[3].error) throw *steps[3].error;
+            changed = reader_changed(steps[3].result, reader_role, search_path);
+        }
+        if (changed) {
+            error = what + " is refused: " + *changed +
+                    "; its result is discarded, never published. A doc or keys query must not change the role "
+                    "or the search_path it computes under (set_config('role', …), set_config('search_path', …))";
+            kind = OutcomeKind::Permanent;
+        } else {
+            kind = check(steps[2].result, error);
+        }
     } catch (const Error& e) {
         sqlstate = e.sqlstate();
         error = what + " failed: " + e.what();

@@ -39,6 +39,12 @@ struct ExecutorOptions {
     std::chrono::milliseconds statement_timeout{std::chrono::seconds(5)};  // --statement-timeout
     std::size_t max_doc_bytes = 1024 * 1024;                           // --max-doc-bytes
     bool allow_unsafe_pool = false;                                    // --allow-unsafe-pool
+    // A portable install (docs/portable.md): its docsync.compute_as cannot keep a compute from
+    // changing its role back, so each compute with a reader role checks, in its own transaction
+    // after the query and before its result is used, that current_user is still that reader role
+    // and the search_path still the query's; otherwise the result is dropped and the outcome is
+    // Permanent, naming what changed. The extension's compute_as refuses the change itself.
+    bool check_reader = false;
     std::string application_name = "docsync-worker pool";
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
     std::chrono::milliseconds reconnect_backoff{std::chrono::milliseconds(200)};  // doubles up to 50×

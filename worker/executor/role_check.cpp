@@ -69,4 +69,19 @@ void require_harmless_role(pg::Connection& connection, bool replication_allowed,
     log_warning(component, "--allow-unsafe-pool: " + message + ". Never run like this in production.");
 }
 
+// A portable install's reader check (ExecutorOptions::check_reader): what the compute changed of the
+// role and search_path compute_as set, read after its query in its transaction; nullopt when nothing.
+std::optional<std::string> reader_changed(const pg::Result& r, const std::string& reader_role,
+                                          const std::string& search_path) {
+    if (r.rows() != 1 || r.columns() != 2) throw Error("the reader check returned a malformed result");
+    std::string role(r.get(0, 0));
+    std::string path(r.get(0, 1));
+    if (role != reader_role)
+        return "it changed the role it computes as from its definer's reader role \"" + reader_role + "\" to \"" +
+               role + "\"";
+    if (path != search_path)
+        return "it changed its search_path from its stored \"" + search_path + "\" to \"" + path + "\"";
+    return std::nullopt;
+}
+
 }  // namespace docsync

@@ -2,11 +2,13 @@
 // The check that a role is harmless enough to run customers' SQL (the pool's) or hold the slot (the
 // replication role's): security code, kept apart so it is reviewed as such.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace docsync::pg {
 class Connection;
+class Result;
 }
 
 namespace docsync {
@@ -24,5 +26,13 @@ std::vector<std::string> role_problems(pg::Connection& connection, bool replicat
 // when role_problems finds any; with `allow_unsafe` it logs that as a warning of `component` instead.
 void require_harmless_role(pg::Connection& connection, bool replication_allowed, const std::string& which,
                            const std::string& fix, bool allow_unsafe, const char* component);
+
+// A portable install's reader check (ExecutorOptions::check_reader): given the row of
+// `SELECT current_user, current_setting('search_path')` read after a compute's query in its
+// transaction, what the query changed of the role and search_path docsync.compute_as set (a portable
+// compute_as cannot refuse set_config('role', …)); nullopt when nothing. Throws docsync::Error on a
+// malformed row.
+std::optional<std::string> reader_changed(const pg::Result& row, const std::string& reader_role,
+                                          const std::string& search_path);
 
 }  // namespace docsync

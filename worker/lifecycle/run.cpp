@@ -94,7 +94,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     auto board = open_board(settings, identity.database);
     // A portable install cannot read the status file: the worker reports in its tables too.
     std::optional<StatusTable> status_table;
-    if (portable_install(settings.dsn)) {
+    const bool portable = portable_install(settings.dsn);
+    if (portable) {
         log_info("status", "a portable install: reporting in docsync.worker_status");
         status_table.emplace(settings.dsn, settings.slot, static_cast<std::int32_t>(getpid()),
                              std::chrono::system_clock::now());
@@ -140,6 +141,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     executor_options.statement_timeout = settings.statement_timeout;
     executor_options.max_doc_bytes = settings.max_doc_bytes;
     executor_options.allow_unsafe_pool = settings.allow_unsafe_pool;
+    executor_options.check_reader = portable;  // its compute_as cannot hold the role (docs/portable.md)
     Executor executor(executor_options);
     // The pool must see the rows the slot decodes: the same database, on the same server or a standby
     // of it (which shares its system identifier).
