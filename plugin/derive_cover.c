@@ -130,10 +130,10 @@ check_type(DeriveState *state, Oid typid, int depth)
 
 	if (!OidIsValid(typid) || typid == RECORDOID || list_member_oid(state->types_seen, typid))
 		return;
-	if (depth >= DERIVE_MAX_TYPE_DEPTH)
+	if (depth > DERIVE_MAX_TYPE_DEPTH)
 	{
 		docsync_derive_add_uncovered(state, InvalidOid,
-									 psprintf("the type %s is nested more than %d types deep (arrays, domains, columns)",
+									 psprintf("the type %s is reached more than %d levels deep (through domains, arrays, columns) and not followed",
 											  format_type_be(typid), DERIVE_MAX_TYPE_DEPTH));
 		return;
 	}

@@ -43,6 +43,14 @@ SELECT * FROM d($$SELECT to_jsonb('x'::tone) FROM orders o WHERE o.id = $1$$);
 SELECT docsync.define_query('cast_leak', $$SELECT jsonb_build_object('id', o.id, 'm', 'a'::mood)
   FROM orders o WHERE o.id = $1$$, params => ARRAY['id']);
 
+-- types are followed 16 levels deep (domains, arrays, columns); deeper is uncovered, saying so
+DO $$BEGIN
+  CREATE DOMAIN cov.deep1 AS int;
+  FOR i IN 2..17 LOOP EXECUTE format('CREATE DOMAIN cov.deep%s AS cov.deep%s', i, i - 1); END LOOP;
+END$$;
+SELECT * FROM d($$SELECT to_jsonb(1::deep16) FROM orders o WHERE o.id = $1$$);
+SELECT * FROM d($$SELECT to_jsonb(1::deep17) FROM orders o WHERE o.id = $1$$);
+
 -- a domain's CHECK constraint runs where a value is coerced to it, and where a row type with
 -- such a column is filled from json
 CREATE FUNCTION known(int) RETURNS boolean LANGUAGE plpgsql STABLE
@@ -107,6 +115,10 @@ CREATE FOREIGN DATA WRAPPER cov_fdw;
 CREATE SERVER cov_server FOREIGN DATA WRAPPER cov_fdw;
 CREATE FOREIGN TABLE remote (id int, v text) SERVER cov_server;
 SELECT * FROM d($$SELECT jsonb_agg(r.v) FROM remote r WHERE r.id = $1$$);
+-- an inheritance child that is a foreign table: the parent is watched, the child uncovered
+CREATE TABLE stock (id int PRIMARY KEY, qty int);
+CREATE FOREIGN TABLE stock_remote () INHERITS (stock) SERVER cov_server;
+SELECT * FROM d($$SELECT jsonb_agg(s.qty) FROM stock s WHERE s.id = $1$$);
 CREATE MATERIALIZED VIEW hidden_mv AS SELECT id, v FROM hidden;
 SELECT * FROM d($$SELECT jsonb_agg(m.v) FROM hidden_mv m WHERE m.id = $1$$);
 SELECT docsync.define_query('catalog', $$SELECT to_jsonb(c.reltuples) FROM pg_class c WHERE c.oid = $1::regclass$$,
