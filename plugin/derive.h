@@ -62,7 +62,7 @@ typedef struct DeriveRead
 	bool		all;			/* a whole-row or system column reference: every column */
 } DeriveRead;
 
-/* A function the analysis cannot see into. */
+/* A function the analysis cannot see into, or a read no watch can follow (funcid invalid). */
 typedef struct DeriveUncovered
 {
 	Oid			funcid;
