@@ -19,6 +19,7 @@ OBJS = \
 	plugin/decode.o \
 	plugin/definer.o \
 	plugin/derive.o \
+	plugin/derive_cover.o \
 	plugin/derive_path.o \
 	plugin/derive_terms.o \
 	plugin/derive_walk.o \
@@ -56,7 +57,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header: the analysis's files share their structures through derive.h.
-plugin/derive.o plugin/derive_path.o plugin/derive_terms.o plugin/derive_walk.o: plugin/derive.h
+plugin/derive.o plugin/derive_cover.o plugin/derive_path.o plugin/derive_terms.o plugin/derive_walk.o: plugin/derive.h
 
 # docsync.control lives at the top; PGXS installs $(EXTENSION).control from there.
 

@@ -7,11 +7,12 @@
  *		into (uncovered). The query is parsed, analysed and rewritten as its definer under its
  *		search_path (definer.c, sqlapi.c's docsync_analyze_select), never planned or run; the walk is
  *		derive_walk.c's, the choice of kind derive_path.c's. Here: the entry point, the functions a
- *		query calls (a SQL function's body is analysed for the tables it reads; any other language
- *		outside pg_catalog, and pg_catalog's functions that run SQL text, are uncovered), the rows
- *		(an inheritance child gets its parent's watch; with an uncovered function every table's read
- *		columns are all), and the subtransactions that let an analysis fail without failing the
- *		derivation.
+ *		query calls (a SQL function's body of SELECTs is analysed for the tables it reads; any other
+ *		language outside pg_catalog, a SQL body running anything else, and the pg_catalog functions
+ *		derive_cover.c lists are uncovered), the rows (an inheritance child gets its parent's watch;
+ *		a relation whose changes are never decoded is uncovered; with anything uncovered every
+ *		table's read columns are all), and the subtransactions that let an analysis fail without
+ *		failing the derivation.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +36,7 @@
 #include "miscadmin.h"
 #include "rewrite/rewriteHandler.h"
 #include "tcop/tcopprot.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -51,17 +53,8 @@ PG_FUNCTION_INFO_V1(docsync_derive_watches);
 /* How deep SQL functions' bodies are followed into the functions they call. */
 #define DERIVE_MAX_BODY_DEPTH 8
 
-/* pg_catalog's functions that run SQL text given as an argument: what they read is unknowable. */
-static const char *const runs_sql_text[] = {
-	"query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml",
-	"cursor_to_xmlschema", "table_to_xml", "table_to_xmlschema", "table_to_xml_and_xmlschema",
-	"database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
-	"schema_to_xml", "schema_to_xmlschema", "schema_to_xml_and_xmlschema", "ts_stat",
-	NULL
-};
-
-static void
-add_uncovered(DeriveState *state, Oid funcid, const char *why)
+void
+docsync_derive_add_uncovered(DeriveState *state, Oid funcid, const char *why)
 {
 	DeriveUncovered *u = palloc0(sizeof(DeriveUncovered));
 
@@ -116,6 +109,7 @@ typedef struct BodyWork
 	DeriveState *state;
 	Oid			funcid;
 	const char *name;
+	const char *refused;		/* set: a statement of the body that is not analysed */
 } BodyWork;
 
 /* Analyses a SQL function's body as the functions executor would, and walks what it reads. */
@@ -167,7 +161,16 @@ walk_sql_body(void *arg)
 	}
 	ReleaseSysCache(tuple);
 	foreach(lc, queries)
-		docsync_derive_walk_body(work->state, lfirst_node(Query, lc), work->name);
+	{
+		Query	   *body = lfirst_node(Query, lc);
+
+		/* DO, CALL and the like run what no query tree shows; a write is no read to follow */
+		if (body->commandType != CMD_SELECT)
+			work->refused = psprintf("%s (language sql): its body runs %s, which docsync does not analyse",
+									 work->name, GetCommandTagName(CreateCommandTag((Node *) body)));
+		else
+			docsync_derive_walk_body(work->state, body, work->name);
+	}
 	AtEOXact_GUC(true, guc_level);
 }
 
@@ -184,7 +187,8 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 				lang;
 	char		kind;
 	const char *name;
-	int			i;
+	int			i,
+				nargs;
 
 	if (!OidIsValid(funcid) || list_member_oid(state->functions_seen, funcid))
 		return;
@@ -196,17 +200,17 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 	nsp = proc->pronamespace;
 	lang = proc->prolang;
 	kind = proc->prokind;
+	nargs = proc->pronargs;
 	ReleaseSysCache(tuple);
 	name = format_procedure(funcid);
 
 	if (nsp == PG_CATALOG_NAMESPACE)
 	{
-		const char *proname = get_func_name(funcid);
+		const char *what = docsync_derive_catalog_uncovered(get_func_name(funcid), nargs);
 
-		for (i = 0; runs_sql_text[i] != NULL; i++)
-			if (strcmp(proname, runs_sql_text[i]) == 0)
-				add_uncovered(state, funcid, psprintf("%s (language %s) runs SQL text docsync cannot see",
-													  name, get_language_name(lang, false)));
+		if (what != NULL)
+			docsync_derive_add_uncovered(state, funcid, psprintf("%s (language %s) %s", name,
+																 get_language_name(lang, false), what));
 		return;
 	}
 	if (kind == PROKIND_AGGREGATE)
@@ -230,12 +234,12 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 	}
 	if (lang == SQLlanguageId)
 	{
-		BodyWork	work = {state, funcid, name};
+		BodyWork	work = {state, funcid, name, NULL};
 		char	   *error;
 
 		if (state->depth >= DERIVE_MAX_BODY_DEPTH)
 		{
-			add_uncovered(state, funcid, psprintf("%s (language sql) is nested more than %d SQL functions deep",
+			docsync_derive_add_uncovered(state, funcid, psprintf("%s (language sql) is nested more than %d SQL functions deep",
 												  name, DERIVE_MAX_BODY_DEPTH));
 			return;
 		}
@@ -243,11 +247,13 @@ docsync_derive_check_function(DeriveState *state, Oid funcid)
 		error = try_in_subtransaction(walk_sql_body, &work);
 		state->depth--;
 		if (error != NULL)
-			add_uncovered(state, funcid, psprintf("%s (language sql): its body does not analyse on its own: %s",
+			docsync_derive_add_uncovered(state, funcid, psprintf("%s (language sql): its body does not analyse on its own: %s",
 												  name, error));
+		else if (work.refused != NULL)
+			docsync_derive_add_uncovered(state, funcid, work.refused);
 		return;
 	}
-	add_uncovered(state, funcid, psprintf("%s (language %s): docsync cannot see what its body reads",
+	docsync_derive_add_uncovered(state, funcid, psprintf("%s (language %s): docsync cannot see what its body reads",
 										  name, get_language_name(lang, false)));
 }
 
@@ -346,9 +352,22 @@ static List *
 derive(DeriveState *state, Query *query)
 {
 	List	   *rows = NIL;
+	List	   *undecoded = NIL;
 	ListCell   *lc;
 
 	docsync_derive_walk(state, query);
+	/* a relation whose changes are never decoded is read like an uncovered function's tables */
+	foreach(lc, state->occs)
+	{
+		Oid			relid = ((DeriveOcc *) lfirst(lc))->relid;
+		const char *why = list_member_oid(undecoded, relid) ? NULL : docsync_derive_undecoded(relid);
+
+		if (why != NULL)
+		{
+			undecoded = lappend_oid(undecoded, relid);
+			docsync_derive_add_uncovered(state, InvalidOid, why);
+		}
+	}
 	foreach(lc, state->occs)
 	{
 		DeriveOcc  *occ = (DeriveOcc *) lfirst(lc);
@@ -357,9 +376,9 @@ derive(DeriveState *state, Query *query)
 		bool		dup = false;
 		char		relkind = get_rel_relkind(occ->relid);
 
-		/* what changes can be decoded: tables, partitioned tables, matviews, foreign tables */
-		if (!occ->placed || (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
-							 relkind != RELKIND_MATVIEW && relkind != RELKIND_FOREIGN_TABLE))
+		/* what changes can be decoded: tables, partitioned tables, matviews */
+		if (!occ->placed || list_member_oid(undecoded, occ->relid) ||
+			(relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE && relkind != RELKIND_MATVIEW))
 			continue;
 		row = docsync_derive_classify(state, occ);
 		row->read_relid = row->relid;
@@ -382,6 +401,14 @@ derive(DeriveState *state, Query *query)
 				DeriveRow  *child;
 
 				if (lfirst_oid(lchild) == occ->relid)
+					continue;
+				if (docsync_derive_undecoded(lfirst_oid(lchild)) != NULL &&
+					!list_member_oid(undecoded, lfirst_oid(lchild)))
+				{
+					undecoded = lappend_oid(undecoded, lfirst_oid(lchild));
+					docsync_derive_add_uncovered(state, InvalidOid, docsync_derive_undecoded(lfirst_oid(lchild)));
+				}
+				if (list_member_oid(undecoded, lfirst_oid(lchild)))
 					continue;
 				child = palloc(sizeof(DeriveRow));
 				*child = *row;

@@ -62,7 +62,7 @@ typedef struct DeriveRead
 	bool		all;			/* a whole-row or system column reference: every column */
 } DeriveRead;
 
-/* A function the analysis cannot see into. */
+/* A function the analysis cannot see into, or a read no watch can follow (funcid invalid). */
 typedef struct DeriveUncovered
 {
 	Oid			funcid;
@@ -77,6 +77,8 @@ typedef struct DeriveState
 	List	   *reads;			/* DeriveRead * */
 	List	   *uncovered;		/* DeriveUncovered * */
 	List	   *functions_seen; /* OIDs of the functions checked already */
+	List	   *types_seen;		/* OIDs of the types checked already (derive_cover.c) */
+	List	   *defaults_seen;	/* the default arguments walked already (derive_cover.c) */
 	const char *in_function;	/* while walking a SQL function's body: its name */
 	int			depth;			/* nesting of function bodies */
 } DeriveState;
@@ -134,8 +136,14 @@ extern void docsync_derive_walk_body(DeriveState *state, Query *query, const cha
 /* derive_path.c */
 extern DeriveRow *docsync_derive_classify(DeriveState *state, DeriveOcc *occ);
 
+/* derive_cover.c */
+extern void docsync_derive_cover_node(DeriveState *state, Node *node);
+extern const char *docsync_derive_undecoded(Oid relid);
+extern const char *docsync_derive_catalog_uncovered(const char *proname, int nargs);
+
 /* derive.c */
 extern void docsync_derive_check_function(DeriveState *state, Oid funcid);
+extern void docsync_derive_add_uncovered(DeriveState *state, Oid funcid, const char *why);
 extern bool docsync_derive_sql_parses(const char *sql);
 
 #endif							/* DOCSYNC_DERIVE_H */

@@ -3,7 +3,8 @@
  * derive_walk.c
  *		The walk behind derived watches: every table occurrence of a rewritten query (views expanded,
  *		subqueries, CTEs, sublinks, set operation branches, policies' quals, SQL functions' bodies),
- *		the columns the query reads of each table, the functions it calls, and, per occurrence, which
+ *		the columns the query reads of each table, the functions it calls (and what else it runs:
+ *		derive_cover.c), and, per occurrence, which
  *		of the equalities derive_terms.c finds hold for every row it contributes:
  *		- WHERE and an inner join's ON hold for the relations below and beside them; a LEFT JOIN's
  *		  ON for its nullable side only (with what holds for every row of its preserved side), a
@@ -270,6 +271,7 @@ scan_walker(Node *node, void *context)
 	if (node == NULL)
 		return false;
 	check_stack_depth();
+	docsync_derive_cover_node(ctx->state, node);
 	if (IsA(node, Var))
 	{
 		Var		   *var = (Var *) node;

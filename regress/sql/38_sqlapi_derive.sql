@@ -231,7 +231,7 @@ SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b O
 SELECT * FROM d($$SELECT jsonb_agg(b.id) FROM order_items a JOIN order_items b
   ON b.order_id = a.order_id AND b.product_id = a.product_id WHERE a.id = $1$$);
 
--- a CTE no one references is never run; a sequence's changes are never decoded: no rows for them
+-- a CTE no one references is never run: no row for it; a sequence's changes are never decoded: uncovered
 CREATE SEQUENCE drv_seq;
 SELECT * FROM d($$WITH unused AS (SELECT * FROM products) SELECT to_jsonb(s.last_value)
   FROM drv_seq s WHERE $1::int = 1$$);
