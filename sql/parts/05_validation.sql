@@ -246,13 +246,15 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Raises unless the definer may run a doc or keys query (docsync.check_definer), saying which
--- definition it is and how to fix it.
-CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole)
+-- definition it is and how to fix it. computed false: the query stands for what a watch sends from
+-- the stream, never run as the definer's reader role.
+CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole,
+                                           computed boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   msg text; det text; hnt text;
 BEGIN
-  PERFORM docsync.check_definer(sql, path, definer);
+  PERFORM docsync.check_definer(sql, path, definer, computed);
 EXCEPTION WHEN insufficient_privilege THEN
   GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
   RAISE EXCEPTION '% reads what its definer % may not: %', what, definer, msg
@@ -283,9 +285,10 @@ BEGIN
     END IF;
   END LOOP;
   -- the same columns read as a query: row-level security of the table, checked as the executor would
+  -- (the plugin sends them from the stream: never computed as the definer's reader role)
   PERFORM docsync.check_query_rights(what,
     format('SELECT %s FROM %s', (SELECT string_agg(quote_ident(c), ', ' ORDER BY o) FROM unnest(cols) WITH ORDINALITY u(c, o)), rel),
-    NULL, definer);
+    NULL, definer, false);
   IF keys_sql IS NOT NULL THEN
     PERFORM docsync.check_query_rights(format('the keys query of %s', what), keys_sql, path, definer);
   END IF;
