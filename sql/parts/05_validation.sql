@@ -375,11 +375,38 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    WHERE w.id = watch_set_aside.watch AND w.defined_by <> q.defined_by
 $$;
 
+-- Why a query with derived watches defined without allow_uncovered must not run: DDL since its
+-- definition made it call a function whose reads docsync cannot analyse (docsync._rederive could
+-- not derive its watches again, query_defs.derive_problem), so a table such a function reads is
+-- watched by nothing. NULL otherwise, and when the query no longer analyses (the previous watches
+-- and their broadcast fallback then stand, and docsync.queries.warning says why).
+CREATE FUNCTION docsync.uncovered_since_ddl(q docsync.query_defs) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  uncovered text;
+BEGIN
+  IF q.watches <> 'derived' OR q.allow_uncovered OR q.derive_problem IS NULL THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    SELECT string_agg(DISTINCT x.why, '; ') INTO uncovered
+      FROM docsync.derive_watches(q.sql, q.search_path, docsync.definer_role(q.defined_by)) x
+     WHERE x.kind = 'uncovered';
+  EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+  END;
+  RETURN CASE WHEN uncovered IS NOT NULL THEN
+    format('since DDL changed what it reads, it calls functions whose reads docsync cannot analyse (%s), so the tables they read are watched by nothing: change the DDL back (a view, a function) so that it calls none, or redefine it with docsync.define_query(%L, …, or_replace => true, allow_uncovered => true) and watch the tables those functions read with docsync.watch(%L, table, broadcast => true)',
+           uncovered, q.name, q.name) END;
+END
+$$;
+
 -- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
 -- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
 -- definition tables were written around the API, say by a restore with triggers disabled), or its
 -- search_path no longer resolves as it did when it was checked (a schema dropped, renamed or no
--- longer usable by the definer). It fails closed: any error while judging a definition, such as a
+-- longer usable by the definer), or DDL made it call a function whose reads cannot be analysed
+-- (docsync.uncovered_since_ddl). It fails closed: any error while judging a definition, such as a
 -- query that no longer prepares after DDL, refuses it with that error as the reason.
 CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -415,6 +442,12 @@ BEGIN
         RETURN msg;
       END IF;
     END LOOP;
+    -- DDL made a query with derived watches call a function whose reads cannot be analysed (a view
+    -- replaced): define_query refuses that shape without allow_uncovered, and so does a load
+    msg := docsync.uncovered_since_ddl(q);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
     -- a REVOKE from the definer takes effect now, not when grant_reader next runs
     msg := docsync.reader_stale(q.defined_by);
     IF msg IS NOT NULL THEN
