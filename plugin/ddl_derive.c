@@ -9,8 +9,9 @@
  *		(query_defs.derived_from). A command may change them when it changes or drops one of those
  *		relations, or makes or renames a relation with the name of one (it may now win the query's
  *		name resolution); when it touches anything but relations and schemas (a function's body or
- *		language, a type, an operator), every query may change. Like the rest of the triggers' common
- *		path, this reads docsync.query_defs with SnapshotSelf (no predicate lock for a serializable
+ *		language, a type, an operator), every query may change. A query whose watches could not be
+ *		derived again at an earlier command (query_defs.derive_problem) is derived again at the next
+ *		one that touches any object. Like the rest of the triggers' common path, this reads docsync.query_defs with SnapshotSelf (no predicate lock for a serializable
  *		migration) and runs no SQL unless a query matches.
  *
  *-------------------------------------------------------------------------
@@ -79,6 +80,20 @@ may_change(DdlTouched *touched, Datum from, bool isnull)
 	return false;
 }
 
+/*
+ * Whether the query's watches could not be derived again at an earlier command (derive_problem):
+ * its derived_from is that of the watches kept, not of what it reads now, so any command tries again.
+ */
+static bool
+failed_before(TupleTableSlot *slot, AttrNumber problem_att)
+{
+	bool		isnull = true;
+
+	if (problem_att != InvalidAttrNumber)
+		(void) slot_getattr(slot, problem_att, &isnull);
+	return !isnull;
+}
+
 void
 docsync_ddl_rederive(DdlTouched *touched)
 {
@@ -89,7 +104,8 @@ docsync_ddl_rederive(DdlTouched *touched)
 	TupleTableSlot *slot;
 	AttrNumber	name_att,
 				watches_att,
-				from_att;
+				from_att,
+				problem_att;
 	List	   *queries = NIL;
 
 	if (!OidIsValid(relid) || (!touched->everything && touched->relids == NIL))
@@ -98,6 +114,7 @@ docsync_ddl_rederive(DdlTouched *touched)
 	name_att = attnameAttNum(rel, "name", false);
 	watches_att = attnameAttNum(rel, "watches", false);
 	from_att = attnameAttNum(rel, "derived_from", false);
+	problem_att = attnameAttNum(rel, "derive_problem", false);
 	/* an older definition table, mid-update: it has no derived watches */
 	if (watches_att == InvalidAttrNumber || from_att == InvalidAttrNumber)
 	{
@@ -115,7 +132,7 @@ docsync_ddl_rederive(DdlTouched *touched)
 		if (isnull || strcmp(TextDatumGetCString(watches), "derived") != 0)
 			continue;
 		from = slot_getattr(slot, from_att, &isnull);
-		if (may_change(touched, from, isnull))
+		if (may_change(touched, from, isnull) || failed_before(slot, problem_att))
 		{
 			Datum		name = slot_getattr(slot, name_att, &isnull);
 

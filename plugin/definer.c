@@ -24,6 +24,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -211,10 +212,31 @@ refuse_unexecutable(Oid funcid, void *context)
 }
 
 /*
+ * Whether a table has row-level security enabled. Docs are computed as the definer's reader role
+ * (docsync.ensure_reader_role: NOINHERIT, NOBYPASSRLS, member of nothing, owner of nothing), to which
+ * the policies of such a table apply whenever it is read as the current user, even where they exempt
+ * the definer as the table's owner.
+ */
+static bool
+rel_has_row_security(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		result;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	result = ((Form_pg_class) GETSTRUCT(tuple))->relrowsecurity;
+	ReleaseSysCache(tuple);
+	return result;
+}
+
+/*
  * Checks every level of a rewritten query as the executor would for the current user: table and
  * column privileges (as the view owner where a view says so) and EXECUTE on each function called.
  * A table whose row-level security applies to the role reading it is refused: a doc is one value
- * shared by every subscriber, so it cannot honour per-row policies.
+ * shared by every subscriber, so it cannot honour per-row policies. A table read as the current
+ * user is read, when the docs are computed, as the definer's reader role: its row-level security is
+ * refused even where its policies exempt the definer as its owner.
  */
 static bool
 definer_check_walker(Node *node, void *context)
@@ -243,6 +265,19 @@ definer_check_walker(Node *node, void *context)
 								GetUserNameFromId(OidIsValid(as_user) ? as_user : GetUserId(), false)),
 						 errdetail("A doc is one value shared by every subscriber of its channel, so it cannot honour per-row policies."),
 						 errhint("Read the rows every subscriber may see through a security_barrier view owned by a role the policies do not apply to, and grant SELECT on the view.")));
+			if (*(bool *) context && !OidIsValid(as_user) && rel_has_row_security(rte->relid))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("row-level security of table %s applies to the reader role of %s, as which its docs are computed",
+								quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
+														   get_rel_name(rte->relid)),
+								GetUserNameFromId(GetUserId(), false)),
+						 errdetail("Its policies exempt its owner, but the docs of %s are computed as its reader role, which owns nothing and bypasses no policy: they would not be what %s reads.",
+								   GetUserNameFromId(GetUserId(), false), GetUserNameFromId(GetUserId(), false)),
+						 errhint("Read the table through a security_barrier view owned by %s (the view reads it as its owner, whom the policies exempt), or disable row-level security on %s.",
+								 GetUserNameFromId(GetUserId(), false),
+								 quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
+															get_rel_name(rte->relid)))));
 		}
 		return query_tree_walker(query, definer_check_walker, context, 0);
 	}
@@ -251,11 +286,12 @@ definer_check_walker(Node *node, void *context)
 }
 
 /*
- * docsync.check_definer(sql text, search_path text, definer regrole) RETURNS void
+ * docsync.check_definer(sql text, search_path text, definer regrole[, computed boolean]) RETURNS void
  *
  * Raises unless `definer` may run the doc or keys query `sql`: it must be one read-only SELECT whose
  * names resolve for the definer, which holds SELECT on every table and column and EXECUTE on every
- * function it uses; no table it reads may have row-level security that applies to it, and it may use
+ * function it uses; no table it reads may have row-level security that applies to it (or, unless
+ * computed is false, to its reader role, as which docs and keys queries run), and it may use
  * no temporary relation, type or function. The query is parsed, analysed and rewritten as the
  * definer under SECURITY_RESTRICTED_OPERATION, never planned or run. Only a member of `definer` may
  * ask (the API functions ask as the extension's owner).
@@ -269,6 +305,7 @@ docsync_check_definer(PG_FUNCTION_ARGS)
 	int			nparams = 0;
 	Query	   *query;
 	int			i;
+	bool		computed = PG_NARGS() < 4 || PG_ARGISNULL(3) || PG_GETARG_BOOL(3);
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -287,7 +324,7 @@ docsync_check_definer(PG_FUNCTION_ARGS)
 	docsync_definer_enter(definer, NULL, &save);
 	PG_TRY();
 	{
-		(void) definer_check_walker((Node *) query, NULL);
+		(void) definer_check_walker((Node *) query, &computed);
 	}
 	PG_CATCH();
 	{

@@ -38,6 +38,13 @@ RETURNS void LANGUAGE c VOLATILE
 AS 'MODULE_PATHNAME', 'docsync_check_definer';
 COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
+-- computed false: the query is not computed as the definer's reader role (a watch's columns,
+-- which the plugin sends from the stream), so row-level security that exempts the definer passes
+CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole, computed boolean)
+RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_check_definer';
+COMMENT ON FUNCTION docsync.check_definer(text, text, regrole, boolean) IS
+  'check_definer; computed false for a query never computed as the definer''s reader role (a watch''s columns)';
 
 -- The watches docsync derives for a doc query (plugin/derive.c), analysed as definer like
 -- analyze_query: one row per table occurrence (direct, keys or broadcast, deduplicated) and one per

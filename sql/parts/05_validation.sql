@@ -246,13 +246,15 @@ LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Raises unless the definer may run a doc or keys query (docsync.check_definer), saying which
--- definition it is and how to fix it.
-CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole)
+-- definition it is and how to fix it. computed false: the query stands for what a watch sends from
+-- the stream, never run as the definer's reader role.
+CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole,
+                                           computed boolean DEFAULT true)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   msg text; det text; hnt text;
 BEGIN
-  PERFORM docsync.check_definer(sql, path, definer);
+  PERFORM docsync.check_definer(sql, path, definer, computed);
 EXCEPTION WHEN insufficient_privilege THEN
   GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
   RAISE EXCEPTION '% reads what its definer % may not: %', what, definer, msg
@@ -283,9 +285,10 @@ BEGIN
     END IF;
   END LOOP;
   -- the same columns read as a query: row-level security of the table, checked as the executor would
+  -- (the plugin sends them from the stream: never computed as the definer's reader role)
   PERFORM docsync.check_query_rights(what,
     format('SELECT %s FROM %s', (SELECT string_agg(quote_ident(c), ', ' ORDER BY o) FROM unnest(cols) WITH ORDINALITY u(c, o)), rel),
-    NULL, definer);
+    NULL, definer, false);
   IF keys_sql IS NOT NULL THEN
     PERFORM docsync.check_query_rights(format('the keys query of %s', what), keys_sql, path, definer);
   END IF;
@@ -372,11 +375,38 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
    WHERE w.id = watch_set_aside.watch AND w.defined_by <> q.defined_by
 $$;
 
+-- Why a query with derived watches defined without allow_uncovered must not run: DDL since its
+-- definition made it call a function whose reads docsync cannot analyse (docsync._rederive could
+-- not derive its watches again, query_defs.derive_problem), so a table such a function reads is
+-- watched by nothing. NULL otherwise, and when the query no longer analyses (the previous watches
+-- and their broadcast fallback then stand, and docsync.queries.warning says why).
+CREATE FUNCTION docsync.uncovered_since_ddl(q docsync.query_defs) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  uncovered text;
+BEGIN
+  IF q.watches <> 'derived' OR q.allow_uncovered OR q.derive_problem IS NULL THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    SELECT string_agg(DISTINCT x.why, '; ') INTO uncovered
+      FROM docsync.derive_watches(q.sql, q.search_path, docsync.definer_role(q.defined_by)) x
+     WHERE x.kind = 'uncovered';
+  EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+  END;
+  RETURN CASE WHEN uncovered IS NOT NULL THEN
+    format('since DDL changed what it reads, it calls functions whose reads docsync cannot analyse (%s), so the tables they read are watched by nothing: change the DDL back (a view, a function) so that it calls none, or redefine it with docsync.define_query(%L, …, or_replace => true, allow_uncovered => true) and watch the tables those functions read with docsync.watch(%L, table, broadcast => true)',
+           uncovered, q.name, q.name) END;
+END
+$$;
+
 -- Why the worker must not run a stored query now, or NULL: its definer (or the definer of one of its
 -- watches) no longer exists or may no longer read what it reads, or its SQL is not one SELECT (the
 -- definition tables were written around the API, say by a restore with triggers disabled), or its
 -- search_path no longer resolves as it did when it was checked (a schema dropped, renamed or no
--- longer usable by the definer). It fails closed: any error while judging a definition, such as a
+-- longer usable by the definer), or DDL made it call a function whose reads cannot be analysed
+-- (docsync.uncovered_since_ddl). It fails closed: any error while judging a definition, such as a
 -- query that no longer prepares after DDL, refuses it with that error as the reason.
 CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -412,6 +442,12 @@ BEGIN
         RETURN msg;
       END IF;
     END LOOP;
+    -- DDL made a query with derived watches call a function whose reads cannot be analysed (a view
+    -- replaced): define_query refuses that shape without allow_uncovered, and so does a load
+    msg := docsync.uncovered_since_ddl(q);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
     -- a REVOKE from the definer takes effect now, not when grant_reader next runs
     msg := docsync.reader_stale(q.defined_by);
     IF msg IS NOT NULL THEN

@@ -9,11 +9,13 @@
 -- defined a query or added a watch, once per query, and only for a query with at least one watch
 -- (one with none is still being defined: docsync.queries, the worker's log and docsync.status say
 -- so). Defining a query and its watches in one transaction gives no NOTICE unless one is missing.
--- Never an error: the commit it runs in may be a customer's (a rename's event trigger rewrites a
--- watch, but not through these triggers' events). As the extension's owner, who ran the definition
+-- Never an error, nor a long wait: the commit it runs in may be a customer's (DDL whose watches
+-- could not be derived again writes their broadcast fallback, docsync._rederive), so it waits at
+-- most 100 ms for a lock on what the query reads, and names nothing when it was not granted
+-- (docsync.queries still does). As the extension's owner, who ran the definition
 -- (docsync_api_call) and may read the definition tables whoever commits.
 CREATE FUNCTION docsync.notice_uncovered() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
 DECLARE
   qname text;
   q docsync.query_defs;

@@ -89,9 +89,16 @@ WITH files AS (
            -- servers with output_plugin_libraries let a role without superuser use only listed plugins
            docsync.output_plugin_problem() AS plugin_problem
 ), uncovered AS (
-    -- this database's doc queries whose docs go stale because a table they read has no watch
+    -- this database's doc queries whose docs go stale because a table they read has no watch, and
+    -- those whose watches DDL could not derive again (kept, with a broadcast fallback, until DDL
+    -- derives them: docsync._rederive)
     SELECT pg_catalog.string_agg(u.message, '; ' ORDER BY u.query) AS problem
-      FROM docsync.uncovered_queries() u
+      FROM (SELECT x.query, x.message FROM docsync.uncovered_queries() x
+            UNION ALL
+            SELECT q.name, pg_catalog.format('the watches of doc query "%s" could not be derived again after DDL (%s): the previous ones are kept and every change of a table they cover recomputes every live doc; DDL derives them again, or docsync.define_query(%L, …, or_replace => true)',
+                                             q.name, q.derive_problem, q.name)
+              FROM docsync.query_defs q
+             WHERE q.derive_problem IS NOT NULL) u
 ), joined AS (
     SELECT coalesce(s.database, f.database) AS database,
            coalesce(s.slot_name, f.slot_name) AS slot_name,

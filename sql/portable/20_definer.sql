@@ -432,6 +432,16 @@ $$;
 COMMENT ON FUNCTION docsync.check_definer(text, text, regrole) IS
   'raises unless the role may run the query: one SELECT, SELECT on what it reads, EXECUTE on what it calls, no row-level security applying to it';
 
+-- portable: function docsync.check_definer/4
+-- computed false (a watch's columns, sent from the stream): the same check, which in this form
+-- judges row-level security for the definer only.
+CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole, computed boolean)
+RETURNS void LANGUAGE sql VOLATILE AS $$
+  SELECT docsync.check_definer(sql, search_path, definer)
+$$;
+COMMENT ON FUNCTION docsync.check_definer(text, text, regrole, boolean) IS
+  'check_definer; computed false for a query never computed as the definer''s reader role (a watch''s columns)';
+
 -- portable: function docsync.batch_sql/3
 -- Batching (one statement for many param sets) needs the C library's rewrite of the query tree: the
 -- portable install has none, and the worker computes each doc with its own statement.
