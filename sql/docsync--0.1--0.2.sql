@@ -999,9 +999,16 @@ WITH files AS (
            -- servers with output_plugin_libraries let a role without superuser use only listed plugins
            docsync.output_plugin_problem() AS plugin_problem
 ), uncovered AS (
-    -- this database's doc queries whose docs go stale because a table they read has no watch
+    -- this database's doc queries whose docs go stale because a table they read has no watch, and
+    -- those whose watches DDL could not derive again (kept, with a broadcast fallback, until DDL
+    -- derives them: docsync._rederive)
     SELECT pg_catalog.string_agg(u.message, '; ' ORDER BY u.query) AS problem
-      FROM docsync.uncovered_queries() u
+      FROM (SELECT x.query, x.message FROM docsync.uncovered_queries() x
+            UNION ALL
+            SELECT q.name, pg_catalog.format('the watches of doc query "%s" could not be derived again after DDL (%s): the previous ones are kept and every change of a table they cover recomputes every live doc; DDL derives them again, or docsync.define_query(%L, …, or_replace => true)',
+                                             q.name, q.derive_problem, q.name)
+              FROM docsync.query_defs q
+             WHERE q.derive_problem IS NOT NULL) u
 ), joined AS (
     SELECT coalesce(s.database, f.database) AS database,
            coalesce(s.slot_name, f.slot_name) AS slot_name,
@@ -1168,6 +1175,175 @@ SELECT j.database,
  ) h;
 COMMENT ON VIEW docsync.status IS
   'one row per docsync slot or status file: is the worker up, how far behind, how much WAL held, what failed last';
+
+-- 0.2: row-level security judged for the reader role a query is computed as; a query that DDL made
+-- call what cannot be analysed is refused
+
+CREATE FUNCTION docsync.check_definer(sql text, search_path text, definer regrole, computed boolean)
+RETURNS void LANGUAGE c VOLATILE
+AS 'MODULE_PATHNAME', 'docsync_check_definer';
+
+COMMENT ON FUNCTION docsync.check_definer(text, text, regrole, boolean) IS
+  'check_definer; computed false for a query never computed as the definer''s reader role (a watch''s columns)';
+
+DROP FUNCTION docsync.check_query_rights(text, text, text, regrole);
+
+CREATE FUNCTION docsync.check_query_rights(what text, sql text, path text, definer regrole,
+                                           computed boolean DEFAULT true)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  msg text; det text; hnt text;
+BEGIN
+  PERFORM docsync.check_definer(sql, path, definer, computed);
+EXCEPTION WHEN insufficient_privilege THEN
+  GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+  RAISE EXCEPTION '% reads what its definer % may not: %', what, definer, msg
+    USING ERRCODE = 'insufficient_privilege',
+          DETAIL = coalesce(nullif(det, ''),
+                            'A definition never reads more than the role that defines it may: the worker''s pool role is granted only that.'),
+          HINT = coalesce(nullif(hnt, ''),
+                          format('Grant %s SELECT on what the query reads (and EXECUTE on what it calls), or have a role that may read it define the query.', definer));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.check_watch_rights(query text, rel regclass, cols name[], keys_sql text, path text,
+                                           definer regrole)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  col name;
+  what text := format('the watch of docsync query "%s" on %s', query, rel);
+BEGIN
+  FOREACH col IN ARRAY cols LOOP
+    IF NOT has_column_privilege(definer::oid, rel::oid, col::text, 'SELECT') THEN
+      RAISE EXCEPTION '% sends column % of %, which its definer % may not SELECT', what, quote_ident(col), rel, definer
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = 'A watch publishes the values of the columns it maps, in channel names and doc params, so its definer must be able to read them.',
+              HINT = format('Grant it first: GRANT SELECT (%I) ON %s TO %s; or watch columns %s may read.', col, rel, definer, definer);
+    END IF;
+  END LOOP;
+  -- the same columns read as a query: row-level security of the table, checked as the executor would
+  -- (the plugin sends them from the stream: never computed as the definer's reader role)
+  PERFORM docsync.check_query_rights(what,
+    format('SELECT %s FROM %s', (SELECT string_agg(quote_ident(c), ', ' ORDER BY o) FROM unnest(cols) WITH ORDINALITY u(c, o)), rel),
+    NULL, definer, false);
+  IF keys_sql IS NOT NULL THEN
+    PERFORM docsync.check_query_rights(format('the keys query of %s', what), keys_sql, path, definer);
+  END IF;
+END
+$$;
+
+CREATE FUNCTION docsync.uncovered_since_ddl(q docsync.query_defs) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  uncovered text;
+BEGIN
+  IF q.watches <> 'derived' OR q.allow_uncovered OR q.derive_problem IS NULL THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    SELECT string_agg(DISTINCT x.why, '; ') INTO uncovered
+      FROM docsync.derive_watches(q.sql, q.search_path, docsync.definer_role(q.defined_by)) x
+     WHERE x.kind = 'uncovered';
+  EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+  END;
+  RETURN CASE WHEN uncovered IS NOT NULL THEN
+    format('since DDL changed what it reads, it calls functions whose reads docsync cannot analyse (%s), so the tables they read are watched by nothing: change the DDL back (a view, a function) so that it calls none, or redefine it with docsync.define_query(%L, …, or_replace => true, allow_uncovered => true) and watch the tables those functions read with docsync.watch(%L, table, broadcast => true)',
+           uncovered, q.name, q.name) END;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.refusal(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  w record;
+  msg text;
+  pinned text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = refusal.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF to_regrole(quote_ident(q.defined_by)) IS NULL THEN
+    RETURN format('its definer %s no longer exists: redefine it with docsync.define_query(%L, …, or_replace => true)',
+                  quote_ident(q.defined_by), q.name);
+  END IF;
+  BEGIN
+    PERFORM docsync.check_query_rights(format('doc query "%s"', q.name), q.sql, q.search_path,
+                                       to_regrole(quote_ident(q.defined_by)));
+    -- params that DDL made unfit to name docs since the query was defined
+    msg := docsync.stored_key_problem(q.name);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
+    -- the query's definer's own watches refuse the query when they no longer check; another
+    -- definer's are set aside alone (docsync.watch_set_aside); a watch that does not resolve is
+    -- never used (docsync.watch_targets reports it)
+    FOR w IN SELECT x.id FROM docsync.watch_targets x
+              WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by ORDER BY x.id LOOP
+      msg := docsync.watch_problem(w.id);
+      IF msg IS NOT NULL THEN
+        RETURN msg;
+      END IF;
+    END LOOP;
+    -- DDL made a query with derived watches call a function whose reads cannot be analysed (a view
+    -- replaced): define_query refuses that shape without allow_uncovered, and so does a load
+    msg := docsync.uncovered_since_ddl(q);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
+    -- a REVOKE from the definer takes effect now, not when grant_reader next runs
+    msg := docsync.reader_stale(q.defined_by);
+    IF msg IS NOT NULL THEN
+      RETURN msg;
+    END IF;
+    -- what was checked is what runs: every schema of the stored path that exists is still usable
+    -- by its definer, and "$user" (which the worker's role would spell otherwise) is spelled out
+    pinned := docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)));
+    IF pinned IS DISTINCT FROM docsync.pin_search_path(q.search_path, to_regrole(quote_ident(q.defined_by)), false)
+       OR q.search_path LIKE '%$user%' THEN
+      RETURN format('its search_path %s no longer resolves as it did for its definer %s (now %s: a schema was dropped, renamed or is no longer usable by it): redefine it with docsync.define_query(%L, …, or_replace => true)',
+                    q.search_path, quote_ident(q.defined_by), pinned, q.name);
+    END IF;
+  EXCEPTION
+    WHEN OTHERS THEN
+      -- fail closed: a definition that cannot be judged is not run
+      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+      RETURN msg;
+  END;
+  RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION docsync.notice_uncovered() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '100ms' AS $$
+DECLARE
+  qname text;
+  q docsync.query_defs;
+  chk record;
+  seen text := coalesce(current_setting('docsync_notice.uncovered', true), '');
+BEGIN
+  IF TG_TABLE_NAME = 'query_defs' THEN qname := NEW.name; ELSE qname := NEW.query; END IF;
+  IF position(E'\n' || qname || E'\n' IN seen) > 0 THEN RETURN NULL; END IF;   -- named already
+  PERFORM set_config('docsync_notice.uncovered', coalesce(nullif(seen, ''), E'\n') || qname || E'\n', true);
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = qname;
+  IF NOT FOUND OR NOT EXISTS (SELECT FROM docsync.watch_defs w WHERE w.query = qname) THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    SELECT * INTO chk FROM docsync.query_check(q);
+  EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;   -- docsync.queries shows why it does not analyse
+  END;
+  IF cardinality(chk.unwatched) > 0 THEN
+    RAISE NOTICE 'doc query "%" reads %, which no watch covers', qname, array_to_string(chk.unwatched, ', ')
+      USING DETAIL = 'A change there never refreshes the query''s docs: they go stale. docsync.queries lists such tables in unwatched_tables, and docsync.status warns while a worker runs the query.',
+            HINT = format('Watch each with SELECT docsync.watch(%L, table, params => ARRAY[…]), or with keys_sql => … when its rows do not hold the doc''s params.', qname);
+  END IF;
+  RETURN NULL;
+END
+$$;
 
 -- function privileges, as a fresh install sets them (sql/parts/13_grants.sql)
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
