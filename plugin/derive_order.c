@@ -1,0 +1,139 @@
+/*-------------------------------------------------------------------------
+ *
+ * derive_order.c
+ *		Which query blocks give a result that depends on the order their rows are read in. Such an
+ *		order is the heap's: an UPDATE of any column, one no doc reads included, writes a new row
+ *		version elsewhere and can change it. Below such a block every column of every table read
+ *		counts as read (derive_walk.c), so that no change is filtered out by its columns. A block is
+ *		order-dependent when it
+ *		- computes an aggregate without an ORDER BY or DISTINCT of its own, other than those whose
+ *		  result is the same in any order (count, min, max, bool_and, bool_or, every, bit_and,
+ *		  bit_or, bit_xor, and sum and avg of anything but floating point, whose rounding follows
+ *		  the order);
+ *		- computes a window function other than such an aggregate, rank, dense_rank, percent_rank
+ *		  or cume_dist (the last four: the same for rows that tie);
+ *		- has a LIMIT, OFFSET or DISTINCT ON whose ORDER BY does not sort by every output column
+ *		  (only then do rows that tie print the same).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/lsyscache.h"
+
+#include "derive.h"
+
+/* pg_catalog's aggregates whose result does not depend on the order of their input. */
+static const char *const order_insensitive[] = {
+	"count", "min", "max", "sum", "avg", "bool_and", "bool_or", "every", "bit_and", "bit_or",
+	"bit_xor", NULL
+};
+
+/* pg_catalog's window functions whose result is the same for rows that tie. */
+static const char *const tie_stable[] = {
+	"rank", "dense_rank", "percent_rank", "cume_dist", NULL
+};
+
+static bool
+named_in(Oid funcid, const char *const *names)
+{
+	const char *name;
+	int			i;
+
+	if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE)
+		return false;
+	name = get_func_name(funcid);
+	for (i = 0; names[i] != NULL; i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Whether an aggregate over these arguments gives the same result in any input order. */
+static bool
+aggregate_insensitive(Oid funcid, List *args)
+{
+	const char *name;
+	Oid			type;
+
+	if (!named_in(funcid, order_insensitive))
+		return false;
+	name = get_func_name(funcid);
+	if (strcmp(name, "sum") != 0 && strcmp(name, "avg") != 0)
+		return true;
+	if (args == NIL)
+		return false;
+	if (IsA(linitial(args), TargetEntry))
+		type = exprType((Node *) ((TargetEntry *) linitial(args))->expr);
+	else
+		type = exprType((Node *) linitial(args));
+	return type != FLOAT4OID && type != FLOAT8OID;
+}
+
+/* Finds an order-dependent aggregate or window function of the block (not of its sublinks). */
+static bool
+order_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+		return false;			/* a sublink's query is a block of its own */
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *agg = (Aggref *) node;
+
+		if (agg->agglevelsup == 0 && agg->aggorder == NIL && agg->aggdistinct == NIL &&
+			agg->aggkind == AGGKIND_NORMAL && !aggregate_insensitive(agg->aggfnoid, agg->args))
+			return true;
+		return false;
+	}
+	if (IsA(node, WindowFunc))
+	{
+		WindowFunc *win = (WindowFunc *) node;
+
+		return win->winagg ? !aggregate_insensitive(win->winfnoid, win->args)
+			: !named_in(win->winfnoid, tie_stable);
+	}
+	return expression_tree_walker(node, order_walker, context);
+}
+
+/* Whether the block's ORDER BY sorts by every output column. */
+static bool
+sorted_by_every_output(Query *query)
+{
+	ListCell   *lc;
+
+	if (query->sortClause == NIL)
+		return false;
+	foreach(lc, query->targetList)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		ListCell   *ls;
+		bool		sorted = false;
+
+		if (tle->resjunk)
+			continue;
+		foreach(ls, query->sortClause)
+			sorted = sorted || (tle->ressortgroupref != 0 &&
+								lfirst_node(SortGroupClause, ls)->tleSortGroupRef == tle->ressortgroupref);
+		if (!sorted)
+			return false;
+	}
+	return true;
+}
+
+/* Whether the result of a query block depends on the order its rows are read in. */
+bool
+docsync_derive_order_dependent(Query *query)
+{
+	if ((query->limitCount != NULL || query->limitOffset != NULL || query->hasDistinctOn) &&
+		!sorted_by_every_output(query))
+		return true;
+	if (!query->hasAggs && !query->hasWindowFuncs)
+		return false;
+	return order_walker((Node *) query->targetList, NULL) || order_walker(query->havingQual, NULL);
+}
