@@ -226,6 +226,20 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 		List	   *where = NIL;
 		ListCell   *lc;
 
+		/*
+		 * Beyond the bound on occurrences every one is broadcast: gathering the equalities (each
+		 * item gets every other's) would only cost time and memory quadratic in the items.
+		 */
+		if (list_length(from->fromlist) > DERIVE_MAX_OCCURRENCES ||
+			list_length(ctx->state->occs) > DERIVE_MAX_OCCURRENCES)
+		{
+			foreach(lc, from->fromlist)
+			{
+				CHECK_FOR_INTERRUPTS();
+				place(ctx, stack, (Node *) lfirst(lc), NIL);
+			}
+			return;
+		}
 		docsync_derive_conjunct_edges(ctx, stack, from->quals, NULL, &where);
 		foreach(lc, from->fromlist)
 		{
