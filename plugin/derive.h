@@ -151,6 +151,8 @@ extern void docsync_derive_walk_body(DeriveState *state, Query *query, const cha
 
 /* derive_order.c */
 extern bool docsync_derive_order_dependent(Query *query);
+extern void docsync_derive_record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole);
+extern void docsync_derive_read_all(Node *node, DeriveState *state);
 
 /* derive_path.c */
 extern DeriveRow *docsync_derive_classify(DeriveState *state, DeriveOcc *occ);

@@ -14,11 +14,13 @@
  *		  or cume_dist (the last four: the same for rows that tie);
  *		- has a LIMIT, OFFSET or DISTINCT ON whose ORDER BY does not sort by every output column
  *		  (only then do rows that tie print the same).
+ *		Also the record of what the query reads of each table, which such a block makes whole.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/sysattr.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
@@ -136,4 +138,60 @@ docsync_derive_order_dependent(Query *query)
 	if (!query->hasAggs && !query->hasWindowFuncs)
 		return false;
 	return order_walker((Node *) query->targetList, NULL) || order_walker(query->havingQual, NULL);
+}
+
+/*
+ * Records that the query reads a table and, when column, its column attno (0, a whole-row
+ * reference, or a system column: all of them). whole: every column, as the table is read below a
+ * block whose result depends on row order, which a change of any column can move.
+ */
+void
+docsync_derive_record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole)
+{
+	DeriveRead *read = NULL;
+	ListCell   *lc;
+
+	foreach(lc, state->reads)
+	{
+		if (((DeriveRead *) lfirst(lc))->relid == relid)
+			read = (DeriveRead *) lfirst(lc);
+	}
+	if (read == NULL)
+	{
+		read = palloc0(sizeof(DeriveRead));
+		read->relid = relid;
+		state->reads = lappend(state->reads, read);
+	}
+	if (whole || state->unordered > 0)
+		read->all = true;
+	if (!column)
+		return;
+	if (attno <= 0)
+		read->all = true;
+	else
+		read->columns = bms_add_member(read->columns, attno - FirstLowInvalidHeapAttributeNumber);
+}
+
+static bool
+read_all_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, RangeTblEntry))
+	{
+		if (((RangeTblEntry *) node)->rtekind == RTE_RELATION)
+			docsync_derive_record_read((DeriveState *) context, ((RangeTblEntry *) node)->relid, false,
+									   InvalidAttrNumber, true);
+		return false;
+	}
+	if (IsA(node, Query))
+		return query_tree_walker((Query *) node, read_all_walker, context, QTW_EXAMINE_RTES_BEFORE);
+	return expression_tree_walker(node, read_all_walker, context);
+}
+
+/* Records every table a query tree reads as read whole (it lies below an order-dependent block). */
+void
+docsync_derive_read_all(Node *node, DeriveState *state)
+{
+	(void) read_all_walker(node, state);
 }

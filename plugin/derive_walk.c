@@ -39,8 +39,6 @@
 
 static void walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
 static void walk_block(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
-static void record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole);
-static bool read_all_walker(Node *node, void *context);
 static void place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held);
 
 /*
@@ -200,7 +198,7 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 			{
 				/* walked from another reference: read all the same below an order-dependent block */
 				if (ctx->unordered_level > 0)
-					(void) read_all_walker(cte->ctequery, ctx->state);
+					docsync_derive_read_all(cte->ctequery, ctx->state);
 				return;
 			}
 			ctx->ctes_walked = lappend(ctx->ctes_walked, cte);
@@ -290,55 +288,6 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 	}
 }
 
-/*
- * Records that the query reads a table and, when column, its column attno (0, a whole-row
- * reference, or a system column: all of them). whole: every column, as the table is read below a
- * block whose result depends on row order, which a change of any column can move.
- */
-static void
-record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole)
-{
-	DeriveRead *read = NULL;
-	ListCell   *lc;
-
-	foreach(lc, state->reads)
-	{
-		if (((DeriveRead *) lfirst(lc))->relid == relid)
-			read = (DeriveRead *) lfirst(lc);
-	}
-	if (read == NULL)
-	{
-		read = palloc0(sizeof(DeriveRead));
-		read->relid = relid;
-		state->reads = lappend(state->reads, read);
-	}
-	if (whole || state->unordered > 0)
-		read->all = true;
-	if (!column)
-		return;
-	if (attno <= 0)
-		read->all = true;
-	else
-		read->columns = bms_add_member(read->columns, attno - FirstLowInvalidHeapAttributeNumber);
-}
-
-/* Records every table a query tree reads as read whole (below an order-dependent block). */
-static bool
-read_all_walker(Node *node, void *context)
-{
-	if (node == NULL)
-		return false;
-	if (IsA(node, RangeTblEntry))
-	{
-		if (((RangeTblEntry *) node)->rtekind == RTE_RELATION)
-			record_read((DeriveState *) context, ((RangeTblEntry *) node)->relid, false, InvalidAttrNumber, true);
-		return false;
-	}
-	if (IsA(node, Query))
-		return query_tree_walker((Query *) node, read_all_walker, context, QTW_EXAMINE_RTES_BEFORE);
-	return expression_tree_walker(node, read_all_walker, context);
-}
-
 /* The depth of a block: the top one's is 1. */
 static int
 depth_of(DeriveLevel *stack)
@@ -386,7 +335,7 @@ scan_walker(Node *node, void *context)
 			return false;
 		rte = rt_fetch(var->varno, query->rtable);
 		if (rte->rtekind == RTE_RELATION)
-			record_read(ctx->state, rte->relid, true, var->varattno,
+			docsync_derive_record_read(ctx->state, rte->relid, true, var->varattno,
 						ctx->unordered_level > 0 && depth_of(ctx->stack) - (int) var->varlevelsup >= ctx->unordered_level);
 		else if (rte->rtekind == RTE_JOIN)
 		{
@@ -470,7 +419,7 @@ walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 	{
 		/* walked from another place (a CTE's query): read all the same below an order-dependent one */
 		if (ctx->unordered_level > 0)
-			(void) read_all_walker((Node *) query, ctx->state);
+			docsync_derive_read_all((Node *) query, ctx->state);
 		return;
 	}
 	ctx->walked = lappend(ctx->walked, query);
@@ -545,7 +494,7 @@ walk_block(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 			occ->broadcast_why = ctx->broadcast_why != NULL ? ctx->broadcast_why
 				: "the analysis does not see how its rows are joined";
 		}
-		record_read(ctx->state, rte->relid, false, InvalidAttrNumber, ctx->unordered_level > 0);
+		docsync_derive_record_read(ctx->state, rte->relid, false, InvalidAttrNumber, ctx->unordered_level > 0);
 	}
 }
 
