@@ -10,8 +10,9 @@
  *		  result is the same in any order (count, min, max, bool_and, bool_or, every, bit_and,
  *		  bit_or, bit_xor, and sum and avg of anything but floating point, whose rounding follows
  *		  the order);
- *		- computes a window function other than such an aggregate, rank, dense_rank, percent_rank
- *		  or cume_dist (the last four: the same for rows that tie);
+ *		- computes a window function other than such an aggregate over a frame of whole peer groups
+ *		  (RANGE or GROUPS, or ROWS over the whole partition), rank, dense_rank, percent_rank or
+ *		  cume_dist (the last four: the same for rows that tie);
  *		- has a LIMIT, OFFSET or DISTINCT ON whose ORDER BY does not sort by every output column
  *		  (only then do rows that tie print the same).
  *		Also the record of what the query reads of each table, which such a block makes whole.
@@ -76,6 +77,29 @@ aggregate_insensitive(Oid funcid, List *args)
 	return type != FLOAT4OID && type != FLOAT8OID;
 }
 
+/*
+ * Whether a window's frame is made of whole peer groups, so an aggregate over it is the same for
+ * rows that tie: RANGE or GROUPS, or ROWS from the partition's start to its end.
+ */
+static bool
+frame_of_peers(Query *query, Index winref)
+{
+	ListCell   *lc;
+
+	foreach(lc, query->windowClause)
+	{
+		WindowClause *wc = lfirst_node(WindowClause, lc);
+
+		if (wc->winref != winref)
+			continue;
+		if (!(wc->frameOptions & FRAMEOPTION_ROWS))
+			return true;
+		return (wc->frameOptions & FRAMEOPTION_START_UNBOUNDED_PRECEDING) &&
+			(wc->frameOptions & FRAMEOPTION_END_UNBOUNDED_FOLLOWING);
+	}
+	return false;
+}
+
 /* Finds an order-dependent aggregate or window function of the block (not of its sublinks). */
 static bool
 order_walker(Node *node, void *context)
@@ -97,8 +121,10 @@ order_walker(Node *node, void *context)
 	{
 		WindowFunc *win = (WindowFunc *) node;
 
-		return win->winagg ? !aggregate_insensitive(win->winfnoid, win->args)
-			: !named_in(win->winfnoid, tie_stable);
+		if (!win->winagg)
+			return !named_in(win->winfnoid, tie_stable);
+		return !aggregate_insensitive(win->winfnoid, win->args) ||
+			!frame_of_peers((Query *) context, win->winref);
 	}
 	return expression_tree_walker(node, order_walker, context);
 }
@@ -137,7 +163,7 @@ docsync_derive_order_dependent(Query *query)
 		return true;
 	if (!query->hasAggs && !query->hasWindowFuncs)
 		return false;
-	return order_walker((Node *) query->targetList, NULL) || order_walker(query->havingQual, NULL);
+	return order_walker((Node *) query->targetList, query) || order_walker(query->havingQual, query);
 }
 
 /*

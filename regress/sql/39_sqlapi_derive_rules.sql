@@ -61,6 +61,11 @@ SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(t.r ORDER BY t.r) FROM
   (SELECT rank() OVER (ORDER BY i.ts) AS r FROM items i WHERE i.order_id = $1) t$$);
 SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(t.r ORDER BY t.r) FROM
   (SELECT row_number() OVER (ORDER BY i.ts) AS r FROM items i WHERE i.order_id = $1) t$$);
+-- a running count over ROWS gives rows that tie other counts; over RANGE (the default) their peers'
+SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(t.n ORDER BY t.n) FROM
+  (SELECT count(*) OVER (ORDER BY i.ts ROWS UNBOUNDED PRECEDING) AS n FROM items i WHERE i.order_id = $1) t$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(t.n ORDER BY t.n) FROM
+  (SELECT count(*) OVER (ORDER BY i.ts) AS n FROM items i WHERE i.order_id = $1) t$$);
 -- a CTE read by an order-dependent block and by another: read whole, whichever comes first
 SELECT tbl, kind, read_columns FROM d($$WITH c AS MATERIALIZED (SELECT i.x FROM items i WHERE i.order_id = $1)
   SELECT jsonb_build_object('n', (SELECT count(*) FROM c), 'xs', (SELECT jsonb_agg(c.x) FROM c))$$);
