@@ -154,6 +154,23 @@ place_unrestricted(DeriveWalk *ctx, DeriveLevel *stack, Node *side, List *held, 
 		pop_note(ctx);
 }
 
+/*
+ * Beyond the bound on occurrences every one is broadcast: gathering the equalities (each join side
+ * gets every other's) would only cost time and memory quadratic in the occurrences, or worse.
+ */
+static bool
+beyond_bound(DeriveWalk *ctx)
+{
+	return list_length(ctx->state->occs) > DERIVE_MAX_OCCURRENCES;
+}
+
+/* What holds for every row of a join tree node, unless the query is beyond the bound. */
+static List *
+inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode)
+{
+	return beyond_bound(ctx) ? NIL : docsync_derive_inner_edges(ctx, stack, jtnode);
+}
+
 /* Gives every occurrence under a join tree node what holds for its rows (held: around the node). */
 static void
 place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
@@ -224,12 +241,7 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 		List	   *where = NIL;
 		ListCell   *lc;
 
-		/*
-		 * Beyond the bound on occurrences every one is broadcast: gathering the equalities (each
-		 * item gets every other's) would only cost time and memory quadratic in the items.
-		 */
-		if (list_length(from->fromlist) > DERIVE_MAX_OCCURRENCES ||
-			list_length(ctx->state->occs) > DERIVE_MAX_OCCURRENCES)
+		if (list_length(from->fromlist) > DERIVE_MAX_OCCURRENCES || beyond_bound(ctx))
 		{
 			foreach(lc, from->fromlist)
 			{
@@ -247,7 +259,7 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 			CHECK_FOR_INTERRUPTS();
 			foreach(other, from->fromlist)
 				if (other != lc)
-					mine = list_concat(mine, docsync_derive_inner_edges(ctx, stack, (Node *) lfirst(other)));
+					mine = list_concat(mine, inner_edges(ctx, stack, (Node *) lfirst(other)));
 			place(ctx, stack, (Node *) lfirst(lc), mine);
 		}
 		return;
@@ -257,26 +269,33 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 		JoinExpr   *join = (JoinExpr *) jtnode;
 		List	   *on = NIL;
 
+		CHECK_FOR_INTERRUPTS();
+		if (beyond_bound(ctx))
+		{
+			place(ctx, stack, join->larg, NIL);
+			place(ctx, stack, join->rarg, NIL);
+			return;
+		}
 		docsync_derive_conjunct_edges(ctx, stack, join->quals, NULL, &on);
 		switch (join->jointype)
 		{
 			case JOIN_INNER:
 				place(ctx, stack, join->larg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->rarg)));
 				place(ctx, stack, join->rarg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_LEFT:
 				place_unrestricted(ctx, stack, join->larg, held, on,
 								   "it is on the preserved side of a LEFT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->rarg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_RIGHT:
 				place_unrestricted(ctx, stack, join->rarg, held, on,
 								   "it is on the preserved side of a RIGHT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->larg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->rarg)));
 				break;
 			default:
 				place_unrestricted(ctx, stack, join->larg, held, on,
