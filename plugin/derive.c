@@ -64,9 +64,29 @@ docsync_derive_add_uncovered(DeriveState *state, Oid funcid, const char *why)
 }
 
 /*
+ * Whether an error raised while analysing a text says the text cannot be analysed (a name that
+ * does not resolve, a construct the parser refuses, a malformed literal). Anything else — a cancel,
+ * a statement or lock timeout, a deadlock, running out of memory, a shutdown, an internal error —
+ * says nothing about the text and must reach the caller, whose own fallback then applies.
+ */
+static bool
+error_is_about_text(int sqlerrcode)
+{
+	switch (ERRCODE_TO_CATEGORY(sqlerrcode))
+	{
+		case ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION:
+		case ERRCODE_FEATURE_NOT_SUPPORTED:
+		case ERRCODE_DATA_EXCEPTION:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
  * Runs fn(arg) in a subtransaction: returns NULL, or the message of the error it raised (rolled
- * back, so the derivation goes on). A cancel, a shutdown, running out of resources or an internal
- * error is no answer about the text: it is raised again.
+ * back, so the derivation goes on) when that error says the text cannot be analysed; any other
+ * error is raised again.
  */
 static char *
 try_in_subtransaction(void (*fn) (void *), void *arg)
@@ -92,9 +112,7 @@ try_in_subtransaction(void (*fn) (void *), void *arg)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INSUFFICIENT_RESOURCES ||
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_INTERNAL_ERROR)
+		if (!error_is_about_text(edata->sqlerrcode))
 			ReThrowError(edata);
 		message = edata->message;
 	}
@@ -376,6 +394,7 @@ derive(DeriveState *state, Query *query)
 		bool		dup = false;
 		char		relkind = get_rel_relkind(occ->relid);
 
+		CHECK_FOR_INTERRUPTS();
 		/* what changes can be decoded: tables, partitioned tables, matviews */
 		if (!occ->placed || list_member_oid(undecoded, occ->relid) ||
 			(relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE && relkind != RELKIND_MATVIEW))
@@ -475,6 +494,7 @@ docsync_derive_watches(PG_FUNCTION_ARGS)
 								   &param_types, &nparams, NULL);
 	memset(&state, 0, sizeof(state));
 	state.nparams = nparams;
+	state.param_types = param_types;
 	docsync_definer_enter(definer, path, &save);
 	PG_TRY();
 	{

@@ -25,6 +25,7 @@ typedef struct DeriveOcc
 	List	   *edges;			/* DeriveEdge *: the equalities every contributing row satisfies */
 	List	   *notes;			/* char *: why conditions around it did not reach it (for why) */
 	const char *broadcast_why;	/* non-null: broadcast whatever the equalities say, for this reason */
+	List	   *picked_by;		/* Query *: blocks around it whose LIMIT, DISTINCT ON … pick its rows */
 } DeriveOcc;
 
 /* One side of an equality: a column of an occurrence, a doc param, or something else (opaque). */
@@ -69,9 +70,19 @@ typedef struct DeriveUncovered
 	const char *why;
 } DeriveUncovered;
 
+/*
+ * Bounds of the analysis: beyond them an occurrence is broadcast, its why naming the bound, so that
+ * no query makes a derivation (run by define_query, and again by DDL) cost more than a fraction of a
+ * second.
+ */
+#define DERIVE_MAX_OCCURRENCES 200	/* table occurrences of one query */
+#define DERIVE_MAX_EDGES 400		/* equalities that hold for one occurrence's rows */
+#define DERIVE_MAX_PATH 12			/* tables of a keys query's join path */
+
 typedef struct DeriveState
 {
 	int			nparams;
+	Oid		   *param_types;	/* the doc params' types ($1 at [0]) */
 	List	   *occs;			/* DeriveOcc *, in order of discovery */
 	int			nedges;			/* DeriveEdges made */
 	List	   *reads;			/* DeriveRead * */
@@ -81,6 +92,8 @@ typedef struct DeriveState
 	List	   *defaults_seen;	/* the default arguments walked already (derive_cover.c) */
 	const char *in_function;	/* while walking a SQL function's body: its name */
 	int			depth;			/* nesting of function bodies */
+	int			unordered;		/* > 0: every table read now is read whole (a function's body called
+								 * below a block whose result depends on row order) */
 } DeriveState;
 
 /* One derived watch (or uncovered function), as docsync.derive_watches returns it. */
@@ -113,6 +126,9 @@ typedef struct DeriveWalk
 	List	   *ctes_walked;	/* CommonTableExpr * walked already */
 	List	   *walked;			/* Query * walked already */
 	List	   *notes;			/* char *: the notes an occurrence placed now gets */
+	List	   *pickers;		/* Query *: the picked_by an occurrence placed now gets */
+	int			unordered_level;	/* 0, or the depth (the top block's is 1) of the outermost block
+									 * around whose result depends on row order (derive_order.c) */
 	List	   *inner_queries;	/* Query *: blocks whose inner edges are known … */
 	List	   *inner_results;	/* … and those edges (List * of DeriveEdge *) */
 } DeriveWalk;
@@ -128,10 +144,17 @@ extern void docsync_derive_conjunct_edges(DeriveWalk *ctx, DeriveLevel *stack, N
 										  List **edges);
 extern List *docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte);
 extern List *docsync_derive_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode);
+extern bool docsync_derive_term_of_block(const DeriveTerm *term, Query *block);
+extern void docsync_derive_close_over_neighbours(DeriveState *state);
 
 /* derive_walk.c */
 extern void docsync_derive_walk(DeriveState *state, Query *query);
 extern void docsync_derive_walk_body(DeriveState *state, Query *query, const char *function);
+
+/* derive_order.c */
+extern bool docsync_derive_order_dependent(Query *query);
+extern void docsync_derive_record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole);
+extern void docsync_derive_read_all(Node *node, DeriveState *state);
 
 /* derive_path.c */
 extern DeriveRow *docsync_derive_classify(DeriveState *state, DeriveOcc *occ);

@@ -4,13 +4,15 @@
  *		From the equalities that hold for an occurrence's rows (derive_walk.c) to its cheapest sound
  *		watch:
  *		- direct: the equalities, closed under transitivity, tie a column of the occurrence to every
- *		  doc param ($n in order; the lowest-numbered such column);
+ *		  doc param ($n in order; the lowest-numbered such column whose values print as the param's
+ *		  do: a date tied to a timestamp param by a cross-type equality names no channel of its own);
  *		- keys: a shortest join path through those equalities leads to another occurrence tied so;
  *		  the keys query walks the path backwards: SELECT DISTINCT that occurrence's param columns
  *		  FROM the path's tables (schema-qualified, quoted, aliased t1…) WHERE the hops' equalities
  *		  AND t1's columns = the changed row's ($1::type…). Other filters are left out: a superset
  *		  of docs is sound. The text must analyse, or the occurrence is broadcast;
- *		- broadcast otherwise, saying which rule failed.
+ *		- broadcast otherwise, saying which rule failed, or which bound of the analysis (derive.h) the
+ *		  query exceeds.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +22,8 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -87,8 +91,12 @@ build_graph(DeriveOcc *occ)
 	foreach(lc, occ->edges)
 	{
 		DeriveEdge *edge = (DeriveEdge *) lfirst(lc);
-		int			a = node_of(g, &edge->left, true);
-		int			b = node_of(g, &edge->right, true);
+		int			a,
+					b;
+
+		CHECK_FOR_INTERRUPTS();
+		a = node_of(g, &edge->left, true);
+		b = node_of(g, &edge->right, true);
 
 		g->edges[g->nedges] = edge;
 		g->from[g->nedges] = a;
@@ -98,9 +106,29 @@ build_graph(DeriveOcc *occ)
 	return g;
 }
 
-/* The node of occ's lowest-numbered column tied to $param, or -1. */
+static bool
+integer_type(Oid type)
+{
+	return type == INT2OID || type == INT4OID || type == INT8OID;
+}
+
+/*
+ * Whether a column's values print as a param's do, so that the column names the param's channel
+ * (docsync.same_text_form, which define_query checks every watch against).
+ */
+static bool
+same_text_form(Oid column, Oid param)
+{
+	Oid			a = getBaseType(column);
+	Oid			b = getBaseType(param);
+
+	return a == b || (integer_type(a) && integer_type(b)) ||
+		((a == TEXTOID || a == VARCHAROID || a == NAMEOID) && (b == TEXTOID || b == VARCHAROID));
+}
+
+/* The node of occ's lowest-numbered column tied to $param that prints as it does, or -1. */
 static int
-column_for_param(Graph *g, DeriveOcc *occ, int param)
+column_for_param(Graph *g, DeriveState *state, DeriveOcc *occ, int param)
 {
 	DeriveTerm	p;
 	int			pn;
@@ -115,6 +143,7 @@ column_for_param(Graph *g, DeriveOcc *occ, int param)
 		return -1;
 	for (i = 0; i < g->nnodes; i++)
 		if (g->nodes[i].kind == DERIVE_COLUMN && g->nodes[i].occ == occ && find(g, i) == find(g, pn) &&
+			same_text_form(g->nodes[i].type, state->param_types[param - 1]) &&
 			(best < 0 || g->nodes[i].attno < g->nodes[best].attno))
 			best = i;
 	return best;
@@ -122,13 +151,13 @@ column_for_param(Graph *g, DeriveOcc *occ, int param)
 
 /* occ's columns for $1…$n (nodes), or NULL unless every param has one. */
 static int *
-direct_columns(Graph *g, DeriveOcc *occ, int nparams)
+direct_columns(Graph *g, DeriveState *state, DeriveOcc *occ)
 {
-	int		   *cols = palloc(sizeof(int) * nparams);
+	int		   *cols = palloc(sizeof(int) * state->nparams);
 	int			p;
 
-	for (p = 0; p < nparams; p++)
-		if ((cols[p] = column_for_param(g, occ, p + 1)) < 0)
+	for (p = 0; p < state->nparams; p++)
+		if ((cols[p] = column_for_param(g, state, occ, p + 1)) < 0)
 			return NULL;
 	return cols;
 }
@@ -253,14 +282,15 @@ hop_to(DeriveEdge *edge, DeriveOcc *from)
 }
 
 /*
- * The keys watch of occ: a shortest path occ → t1 → … → tk where tk is tied to every param. Returns
- * NULL when there is none.
+ * The keys watch of occ: a shortest path occ → t1 → … → tk where tk is tied to every param and k is
+ * at most DERIVE_MAX_PATH. Returns NULL when there is none (*too_long: there may be a longer one).
  */
 static DeriveRow *
-keys_row(DeriveState *state, DeriveOcc *occ, Graph *g)
+keys_row(DeriveState *state, DeriveOcc *occ, Graph *g, bool *too_long)
 {
 	int			nocc = list_length(state->occs);
 	int		   *prev = palloc(sizeof(int) * nocc);
+	int		   *hops = palloc(sizeof(int) * nocc);
 	int		   *queue = palloc(sizeof(int) * nocc);
 	int		   *target_cols = NULL;
 	DeriveOcc **path;
@@ -281,11 +311,19 @@ keys_row(DeriveState *state, DeriveOcc *occ, Graph *g)
 	for (i = 0; i < nocc; i++)
 		prev[i] = -2;
 	prev[occ->id] = -1;
+	hops[occ->id] = 0;
 	queue[tail++] = occ->id;
+	*too_long = false;
 	while (head < tail && target < 0)
 	{
 		DeriveOcc  *cur = (DeriveOcc *) list_nth(state->occs, queue[head++]);
 
+		CHECK_FOR_INTERRUPTS();
+		if (hops[cur->id] >= DERIVE_MAX_PATH)
+		{
+			*too_long = true;
+			break;
+		}
 		for (e = 0; e < g->nedges && target < 0; e++)
 		{
 			DeriveOcc  *next = hop_to(g->edges[e], cur);
@@ -293,8 +331,9 @@ keys_row(DeriveState *state, DeriveOcc *occ, Graph *g)
 			if (next == NULL || prev[next->id] != -2)
 				continue;
 			prev[next->id] = cur->id;
+			hops[next->id] = hops[cur->id] + 1;
 			queue[tail++] = next->id;
-			if ((target_cols = direct_columns(g, next, state->nparams)) != NULL)
+			if ((target_cols = direct_columns(g, state, next)) != NULL)
 				target = next->id;
 		}
 	}
@@ -427,11 +466,15 @@ docsync_derive_classify(DeriveState *state, DeriveOcc *occ)
 	StringInfoData why;
 	ListCell   *lc;
 	List	   *seen = NIL;
+	bool		too_long = false;
 
+	if (occ->broadcast_why == NULL && state->nparams > 0 && list_length(occ->edges) > DERIVE_MAX_EDGES)
+		occ->broadcast_why = psprintf("more than %d equalities hold for its rows, more than the analysis follows",
+									  DERIVE_MAX_EDGES);
 	if (occ->broadcast_why == NULL && state->nparams > 0)
 	{
 		g = build_graph(occ);
-		if ((cols = direct_columns(g, occ, state->nparams)) != NULL)
+		if ((cols = direct_columns(g, state, occ)) != NULL)
 		{
 			row = palloc0(sizeof(DeriveRow));
 			row->relid = occ->relid;
@@ -443,15 +486,19 @@ docsync_derive_classify(DeriveState *state, DeriveOcc *occ)
 			row->why = why.data;
 			return row;
 		}
-		if ((row = keys_row(state, occ, g)) != NULL)
+		if ((row = keys_row(state, occ, g, &too_long)) != NULL)
 			return row;
 		initStringInfo(&why);
 		appendStringInfo(&why, "no equality that holds for the rows of %s ties a column of it to",
 						 quote_identifier(occ->alias));
 		for (i = 0; i < state->nparams; i++)
-			if (column_for_param(g, occ, i + 1) < 0)
+			if (column_for_param(g, state, occ, i + 1) < 0)
 				appendStringInfo(&why, " $%d", i + 1);
-		appendStringInfoString(&why, ", and no join path through such equalities reaches a table tied to every param");
+		if (too_long)
+			appendStringInfo(&why, ", and no join path of at most %d tables through such equalities reaches a table tied to every param",
+							 DERIVE_MAX_PATH);
+		else
+			appendStringInfoString(&why, ", and no join path through such equalities reaches a table tied to every param");
 		foreach(lc, occ->notes)
 		{
 			if (!list_member(seen, makeString(lfirst(lc))))

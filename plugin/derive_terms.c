@@ -11,7 +11,10 @@
  *		- an EXISTS / IN (SELECT …) conjunct has a witness row satisfying the sublink's own
  *		  conjuncts, so those hold too, and IN adds outer = output;
  *		- a block that aggregates without GROUP BY (or with grouping sets), or a set operation,
- *		  guarantees nothing about its tables' rows.
+ *		  guarantees nothing about its tables' rows;
+ *		- a strict equality on another occurrence's column brings what holds for that one's rows
+ *		  (the closure derive_walk.c runs last), except through the output of a block whose LIMIT,
+ *		  DISTINCT ON … picks the rows.
  *		derive_walk.c decides which of these hold for which occurrence.
  *
  *-------------------------------------------------------------------------
@@ -367,4 +370,107 @@ docsync_derive_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode)
 		}
 	}
 	return NIL;
+}
+
+/* Whether a column term comes out of (a table, subquery or CTE in) a block's range table. */
+bool
+docsync_derive_term_of_block(const DeriveTerm *term, Query *block)
+{
+	ListCell   *lc;
+
+	if (term->kind != DERIVE_COLUMN)
+		return false;
+	if (list_member_ptr(block->rtable, term->occ->rte))
+		return true;
+	foreach(lc, term->via)
+		if (list_member_ptr(block->rtable, lfirst(lc)))
+		return true;
+	return false;
+}
+
+/*
+ * Whether an edge goes through the output of a block whose LIMIT, DISTINCT ON … picks x's rows:
+ * it holds for the picked rows, not for all that decide which are picked.
+ */
+static bool
+through_picker(DeriveEdge *edge, DeriveOcc *x)
+{
+	ListCell   *lc;
+
+	foreach(lc, x->picked_by)
+		if (docsync_derive_term_of_block(&edge->left, (Query *) lfirst(lc)) || docsync_derive_term_of_block(&edge->right, (Query *) lfirst(lc)))
+		return true;
+	return false;
+}
+
+/*
+ * A strict equality on a column of another occurrence Y that holds for X's rows means Y's row is
+ * there, not null-extended, wherever X's row counts: what holds for Y's rows then holds for X's too.
+ * So a WHERE on a column of a LEFT JOIN's nullable side brings that join's ON along for the
+ * preserved side, and a sublink correlated with such a side gets its ON as well.
+ */
+void
+docsync_derive_close_over_neighbours(DeriveState *state)
+{
+	int			n = list_length(state->occs);
+	List	  **own = palloc(sizeof(List *) * Max(n, 1));
+	ListCell   *lc;
+
+	foreach(lc, state->occs)
+		own[foreach_current_index(lc)] = ((DeriveOcc *) lfirst(lc))->edges;
+	foreach(lc, state->occs)
+	{
+		DeriveOcc  *x = (DeriveOcc *) lfirst(lc);
+		Bitmapset  *added = NULL;
+		Bitmapset  *have = NULL;
+		List	   *edges = NIL;
+		ListCell   *le;
+
+		if (!x->placed || x->broadcast_why != NULL)
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		/* its own edges, each once */
+		foreach(le, own[x->id])
+		{
+			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
+
+			if (!bms_is_member(edge->id, have))
+			{
+				have = bms_add_member(have, edge->id);
+				edges = lappend(edges, edge);
+			}
+		}
+		foreach(le, own[x->id])
+		{
+			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
+			DeriveTerm *sides[2] = {&edge->left, &edge->right};
+			ListCell   *ly;
+			int			i;
+
+			if (!op_strict(edge->opno))
+				continue;
+			for (i = 0; i < 2; i++)
+			{
+				DeriveOcc  *y = sides[i]->kind == DERIVE_COLUMN ? sides[i]->occ : NULL;
+
+				if (y == NULL || y == x || !y->placed || y->broadcast_why != NULL || y->id >= n ||
+					bms_is_member(y->id, added))
+					continue;
+				added = bms_add_member(added, y->id);
+				foreach(ly, own[y->id])
+				{
+					DeriveEdge *theirs = (DeriveEdge *) lfirst(ly);
+
+					if (through_picker(theirs, x))
+						continue;
+					if (!bms_is_member(theirs->id, have))
+					{
+						have = bms_add_member(have, theirs->id);
+						edges = lappend(edges, theirs);
+					}
+				}
+			}
+		}
+		x->edges = edges;
+	}
 }

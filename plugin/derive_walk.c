@@ -13,12 +13,15 @@
  *		  a LIMIT/OFFSET, window function, DISTINCT ON or grouping sets decide which of its rows
  *		  count: then only those that do not go through its output columns (a LATERAL subquery's
  *		  outer references, say), besides its own;
- *		- a sublink's relations get its own conjuncts and what holds for every row of its block;
+ *		- a sublink's relations get its own conjuncts and what holds for every row of its block,
+ *		  but not what goes through its output when, as above, its LIMIT … picks its rows;
  *		- set operation branches are walked each on its own; a CTE referenced more than once
  *		  with its own conjuncts only; a recursive CTE's tables and a SQL function body's are
  *		  marked broadcast;
  *		- last, a strict equality on another occurrence's column that holds for an occurrence's rows
- *		  brings what holds for that other one's (its row is there, not null-extended).
+ *		  brings what holds for that other one's (its row is there, not null-extended);
+ *		- below a block whose result depends on row order (derive_order.c), every column of every
+ *		  table read counts as read.
  *		derive_path.c turns the equalities into watches.
  *
  *-------------------------------------------------------------------------
@@ -36,6 +39,7 @@
 #include "derive.h"
 
 static void walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
+static void walk_block(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited);
 static void place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held);
 
 /*
@@ -97,7 +101,46 @@ place_subquery(DeriveWalk *ctx, DeriveLevel *outer, Query *sub, RangeTblEntry *r
 	}
 	push_note(ctx, psprintf("the subquery %s %s, so the conditions on its output do not restrict its rows",
 							quote_identifier(rte->eref != NULL ? rte->eref->aliasname : "?"), subquery_stop(sub)));
+	ctx->pickers = lappend(ctx->pickers, sub);
 	walk_query(ctx, outer, sub, kept);
+	ctx->pickers = list_delete_last(ctx->pickers);
+	pop_note(ctx);
+}
+
+/*
+ * Walks a sublink's query with what holds for every row of the block around it. outer IN (SELECT
+ * output …) holds for the rows its LIMIT, OFFSET, DISTINCT ON or window functions pick, but which
+ * rows those are depends on all the others: then the equalities through its output do not reach
+ * its rows (as for a subquery in FROM).
+ */
+static void
+walk_sublink(DeriveWalk *ctx, Query *sub)
+{
+	List	   *kept = NIL;
+	ListCell   *lc;
+
+	if (subquery_passes(sub) || sub->setOperations != NULL)
+	{
+		walk_query(ctx, ctx->stack, sub, ctx->held);
+		return;
+	}
+	foreach(lc, ctx->held)
+	{
+		DeriveEdge *edge = (DeriveEdge *) lfirst(lc);
+
+		if (!docsync_derive_term_of_block(&edge->left, sub) && !docsync_derive_term_of_block(&edge->right, sub))
+			kept = lappend(kept, edge);
+	}
+	if (list_length(kept) == list_length(ctx->held))
+	{
+		walk_query(ctx, ctx->stack, sub, ctx->held);
+		return;
+	}
+	push_note(ctx, psprintf("the subquery of a sublink %s, so the conditions on its output do not restrict its rows",
+							subquery_stop(sub)));
+	ctx->pickers = lappend(ctx->pickers, sub);
+	walk_query(ctx, ctx->stack, sub, kept);
+	ctx->pickers = list_delete_last(ctx->pickers);
 	pop_note(ctx);
 }
 
@@ -110,6 +153,23 @@ place_unrestricted(DeriveWalk *ctx, DeriveLevel *stack, Node *side, List *held, 
 	place(ctx, stack, side, held);
 	if (on != NIL)
 		pop_note(ctx);
+}
+
+/*
+ * Beyond the bound on occurrences every one is broadcast: gathering the equalities (each join side
+ * gets every other's) would only cost time and memory quadratic in the occurrences, or worse.
+ */
+static bool
+beyond_bound(DeriveWalk *ctx)
+{
+	return list_length(ctx->state->occs) > DERIVE_MAX_OCCURRENCES;
+}
+
+/* What holds for every row of a join tree node, unless the query is beyond the bound. */
+static List *
+inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode)
+{
+	return beyond_bound(ctx) ? NIL : docsync_derive_inner_edges(ctx, stack, jtnode);
 }
 
 /* Gives every occurrence under a join tree node what holds for its rows (held: around the node). */
@@ -138,6 +198,7 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 				occ->placed = true;
 				occ->edges = list_copy(held);
 				occ->notes = list_copy(ctx->notes);
+				occ->picked_by = list_copy(ctx->pickers);
 				occ->broadcast_why = ctx->broadcast_why;
 			}
 		}
@@ -149,8 +210,15 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 			CommonTableExpr *cte = docsync_derive_find_cte(stack, rte, &owner);
 			const char *save = ctx->broadcast_why;
 
-			if (cte == NULL || list_member_ptr(ctx->ctes_walked, cte))
+			if (cte == NULL)
 				return;
+			if (list_member_ptr(ctx->ctes_walked, cte))
+			{
+				/* walked from another reference: read all the same below an order-dependent block */
+				if (ctx->unordered_level > 0)
+					docsync_derive_read_all(cte->ctequery, ctx->state);
+				return;
+			}
 			ctx->ctes_walked = lappend(ctx->ctes_walked, cte);
 			if (cte->cterecursive && ctx->broadcast_why == NULL)
 				ctx->broadcast_why = psprintf("it is read by the recursive CTE %s", cte->ctename);
@@ -174,15 +242,25 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 		List	   *where = NIL;
 		ListCell   *lc;
 
+		if (list_length(from->fromlist) > DERIVE_MAX_OCCURRENCES || beyond_bound(ctx))
+		{
+			foreach(lc, from->fromlist)
+			{
+				CHECK_FOR_INTERRUPTS();
+				place(ctx, stack, (Node *) lfirst(lc), NIL);
+			}
+			return;
+		}
 		docsync_derive_conjunct_edges(ctx, stack, from->quals, NULL, &where);
 		foreach(lc, from->fromlist)
 		{
 			List	   *mine = list_concat(list_copy(held), where);
 			ListCell   *other;
 
+			CHECK_FOR_INTERRUPTS();
 			foreach(other, from->fromlist)
 				if (other != lc)
-					mine = list_concat(mine, docsync_derive_inner_edges(ctx, stack, (Node *) lfirst(other)));
+					mine = list_concat(mine, inner_edges(ctx, stack, (Node *) lfirst(other)));
 			place(ctx, stack, (Node *) lfirst(lc), mine);
 		}
 		return;
@@ -192,26 +270,33 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 		JoinExpr   *join = (JoinExpr *) jtnode;
 		List	   *on = NIL;
 
+		CHECK_FOR_INTERRUPTS();
+		if (beyond_bound(ctx))
+		{
+			place(ctx, stack, join->larg, NIL);
+			place(ctx, stack, join->rarg, NIL);
+			return;
+		}
 		docsync_derive_conjunct_edges(ctx, stack, join->quals, NULL, &on);
 		switch (join->jointype)
 		{
 			case JOIN_INNER:
 				place(ctx, stack, join->larg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->rarg)));
 				place(ctx, stack, join->rarg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_LEFT:
 				place_unrestricted(ctx, stack, join->larg, held, on,
 								   "it is on the preserved side of a LEFT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->rarg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->larg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->larg)));
 				break;
 			case JOIN_RIGHT:
 				place_unrestricted(ctx, stack, join->rarg, held, on,
 								   "it is on the preserved side of a RIGHT JOIN, whose ON does not restrict its rows");
 				place(ctx, stack, join->larg,
-					  list_concat(list_concat(list_copy(held), on), docsync_derive_inner_edges(ctx, stack, join->rarg)));
+					  list_concat(list_concat(list_copy(held), on), inner_edges(ctx, stack, join->rarg)));
 				break;
 			default:
 				place_unrestricted(ctx, stack, join->larg, held, on,
@@ -223,39 +308,28 @@ place(DeriveWalk *ctx, DeriveLevel *stack, Node *jtnode, List *held)
 	}
 }
 
-/*
- * Records that the query reads a table and, when column, its column attno (0, a whole-row
- * reference, or a system column: all of them).
- */
-static void
-record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno)
+/* The depth of a block: the top one's is 1. */
+static int
+depth_of(DeriveLevel *stack)
 {
-	DeriveRead *read = NULL;
-	ListCell   *lc;
+	int			depth = 0;
 
-	foreach(lc, state->reads)
-	{
-		if (((DeriveRead *) lfirst(lc))->relid == relid)
-			read = (DeriveRead *) lfirst(lc);
-	}
-	if (read == NULL)
-	{
-		read = palloc0(sizeof(DeriveRead));
-		read->relid = relid;
-		state->reads = lappend(state->reads, read);
-	}
-	if (!column)
-		return;
-	if (attno <= 0)
-		read->all = true;
-	else
-		read->columns = bms_add_member(read->columns, attno - FirstLowInvalidHeapAttributeNumber);
+	for (; stack != NULL; stack = stack->up)
+		depth++;
+	return depth;
 }
 
 static bool
 check_function_cb(Oid funcid, void *context)
 {
-	docsync_derive_check_function(((DeriveWalk *) context)->state, funcid);
+	DeriveWalk *ctx = (DeriveWalk *) context;
+
+	/* a body called below an order-dependent block: what it reads can move the rows */
+	if (ctx->unordered_level > 0)
+		ctx->state->unordered++;
+	docsync_derive_check_function(ctx->state, funcid);
+	if (ctx->unordered_level > 0)
+		ctx->state->unordered--;
 	return false;
 }
 
@@ -282,7 +356,8 @@ scan_walker(Node *node, void *context)
 			return false;
 		rte = rt_fetch(var->varno, query->rtable);
 		if (rte->rtekind == RTE_RELATION)
-			record_read(ctx->state, rte->relid, true, var->varattno);
+			docsync_derive_record_read(ctx->state, rte->relid, true, var->varattno,
+						ctx->unordered_level > 0 && depth_of(ctx->stack) - (int) var->varlevelsup >= ctx->unordered_level);
 		else if (rte->rtekind == RTE_JOIN)
 		{
 			/* a join's column is a column of one of its sides (or a COALESCE of both) */
@@ -303,7 +378,7 @@ scan_walker(Node *node, void *context)
 
 		(void) scan_walker(link->testexpr, context);
 		if (link->subselect != NULL && IsA(link->subselect, Query))
-			walk_query(ctx, ctx->stack, (Query *) link->subselect, ctx->held);
+			walk_sublink(ctx, (Query *) link->subselect);
 		return false;
 	}
 	if (IsA(node, Query))
@@ -356,15 +431,36 @@ scan_query(DeriveWalk *ctx, DeriveLevel *stack, Query *query, List *held)
 static void
 walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 {
+	bool		unordered;
+
+	check_stack_depth();
+	if (query == NULL)
+		return;
+	if (list_member_ptr(ctx->walked, query))
+	{
+		/* walked from another place (a CTE's query): read all the same below an order-dependent one */
+		if (ctx->unordered_level > 0)
+			docsync_derive_read_all((Node *) query, ctx->state);
+		return;
+	}
+	ctx->walked = lappend(ctx->walked, query);
+	CHECK_FOR_INTERRUPTS();
+	unordered = ctx->unordered_level == 0 && docsync_derive_order_dependent(query);
+	if (unordered)
+		ctx->unordered_level = depth_of(outer) + 1;
+	walk_block(ctx, outer, query, inherited);
+	if (unordered)
+		ctx->unordered_level = 0;
+}
+
+/* walk_query's work on one block. */
+static void
+walk_block(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
+{
 	DeriveLevel *stack;
 	List	   *held;
 	ListCell   *lc;
 
-	check_stack_depth();
-	if (query == NULL || list_member_ptr(ctx->walked, query))
-		return;
-	ctx->walked = lappend(ctx->walked, query);
-	CHECK_FOR_INTERRUPTS();
 	stack = docsync_derive_push(outer, query);
 	if (query->setOperations != NULL)
 	{
@@ -419,77 +515,7 @@ walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 			occ->broadcast_why = ctx->broadcast_why != NULL ? ctx->broadcast_why
 				: "the analysis does not see how its rows are joined";
 		}
-		record_read(ctx->state, rte->relid, false, InvalidAttrNumber);
-	}
-}
-
-/*
- * A strict equality on a column of another occurrence Y that holds for X's rows means Y's row is
- * there, not null-extended, wherever X's row counts: what holds for Y's rows then holds for X's too.
- * So a WHERE on a column of a LEFT JOIN's nullable side brings that join's ON along for the
- * preserved side, and a sublink correlated with such a side gets its ON as well.
- */
-static void
-close_over_neighbours(DeriveState *state)
-{
-	int			n = list_length(state->occs);
-	List	  **own = palloc(sizeof(List *) * Max(n, 1));
-	ListCell   *lc;
-
-	foreach(lc, state->occs)
-		own[foreach_current_index(lc)] = ((DeriveOcc *) lfirst(lc))->edges;
-	foreach(lc, state->occs)
-	{
-		DeriveOcc  *x = (DeriveOcc *) lfirst(lc);
-		Bitmapset  *added = NULL;
-		Bitmapset  *have = NULL;
-		List	   *edges = NIL;
-		ListCell   *le;
-
-		if (!x->placed || x->broadcast_why != NULL)
-			continue;
-		CHECK_FOR_INTERRUPTS();
-		/* its own edges, each once */
-		foreach(le, own[x->id])
-		{
-			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
-
-			if (!bms_is_member(edge->id, have))
-			{
-				have = bms_add_member(have, edge->id);
-				edges = lappend(edges, edge);
-			}
-		}
-		foreach(le, own[x->id])
-		{
-			DeriveEdge *edge = (DeriveEdge *) lfirst(le);
-			DeriveTerm *sides[2] = {&edge->left, &edge->right};
-			ListCell   *ly;
-			int			i;
-
-			if (!op_strict(edge->opno))
-				continue;
-			for (i = 0; i < 2; i++)
-			{
-				DeriveOcc  *y = sides[i]->kind == DERIVE_COLUMN ? sides[i]->occ : NULL;
-
-				if (y == NULL || y == x || !y->placed || y->broadcast_why != NULL || y->id >= n ||
-					bms_is_member(y->id, added))
-					continue;
-				added = bms_add_member(added, y->id);
-				foreach(ly, own[y->id])
-				{
-					DeriveEdge *theirs = (DeriveEdge *) lfirst(ly);
-
-					if (!bms_is_member(theirs->id, have))
-					{
-						have = bms_add_member(have, theirs->id);
-						edges = lappend(edges, theirs);
-					}
-				}
-			}
-		}
-		x->edges = edges;
+		docsync_derive_record_read(ctx->state, rte->relid, false, InvalidAttrNumber, ctx->unordered_level > 0);
 	}
 }
 
@@ -497,11 +523,24 @@ void
 docsync_derive_walk(DeriveState *state, Query *query)
 {
 	DeriveWalk	ctx;
+	ListCell   *lc;
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.state = state;
 	walk_query(&ctx, NULL, query, NIL);
-	close_over_neighbours(state);
+	if (list_length(state->occs) <= DERIVE_MAX_OCCURRENCES)
+	{
+		docsync_derive_close_over_neighbours(state);
+		return;
+	}
+	foreach(lc, state->occs)
+	{
+		DeriveOcc  *occ = (DeriveOcc *) lfirst(lc);
+
+		if (occ->broadcast_why == NULL)
+			occ->broadcast_why = psprintf("the query reads more than %d table occurrences, more than the analysis follows",
+										  DERIVE_MAX_OCCURRENCES);
+	}
 }
 
 /* The body of a SQL function: what it reads is broadcast (its arguments are not traced). */
