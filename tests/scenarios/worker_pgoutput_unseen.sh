@@ -37,7 +37,7 @@ order_sql() {
           'tags', (SELECT coalesce(jsonb_agg(t.tag ORDER BY t.id), '[]') FROM tags t WHERE t.order_id = o.id))
         FROM orders o WHERE o.id = $1"
 }
-sql "SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, params => ARRAY['id'])" >/dev/null 2>&1
+sql "SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null 2>&1
 sql "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" >/dev/null
 grant_reader
 
