@@ -29,7 +29,6 @@ struct CatalogRow {
     char replident = 'd';
     int attnum = 0;
     std::string attname;
-    bool generated = false;
     bool identity = false;  // in the primary key (DEFAULT) or the replica identity index (INDEX)
 };
 
@@ -81,7 +80,7 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
     // whether it is in the relation's replica identity key.
     auto r = conn.exec_simple(
         "SELECT c.oid, pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname), "
-        "n.nspname = 'docsync', c.relreplident, a.attnum, a.attname, a.attgenerated <> '', "
+        "n.nspname = 'docsync', c.relreplident, a.attnum, a.attname, "
         "coalesce(a.attnum = ANY (k.indkey::int2[]), false) "
         "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
@@ -100,8 +99,7 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         row.replident = r.get(i, 3).empty() ? 'd' : r.get(i, 3)[0];
         row.attnum = std::stoi(std::string(r.get(i, 4)));
         row.attname = r.get(i, 5);
-        row.generated = r.get(i, 6) == "t";
-        row.identity = r.get(i, 7) == "t";
+        row.identity = r.get(i, 6) == "t";
         relations[row.relid].push_back(std::move(row));
     }
     std::map<Oid, std::vector<int>> watched;
@@ -136,15 +134,12 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         PublishedTable table;
         table.relid = relid;
         table.name = first.name;
-        table.whole = watch.all_columns || first.replident == 'f';
-        std::set<int> wanted(watch.attnums.begin(), watch.attnums.end());
-        for (const CatalogRow& c : rows) {
-            watch.columns.push_back({c.attnum, c.attname});
-            if (!table.whole && !c.generated && (wanted.count(c.attnum) != 0 || c.identity)) {
-                table.columns.push_back(conn.quote_identifier(c.attname));
-                table.attnums.push_back(c.attnum);
-            }
-        }
+        // Whole, never with a column list: PostgreSQL refuses the application's UPDATE and DELETE of
+        // a table whose column list does not cover its replica identity, and the identity is the
+        // tables' owners' to change at any time (ALTER TABLE … REPLICA IDENTITY FULL, a new primary
+        // key). The decoder projects the rows onto the watched columns by name.
+        table.whole = true;
+        for (const CatalogRow& c : rows) watch.columns.push_back({c.attnum, c.attname});
         plan.watches.push_back(std::move(watch));
         plan.tables.push_back(std::move(table));
     }

@@ -4,11 +4,11 @@
 // `docsync_<slot>`, which the worker creates and keeps in step with the watches at every session
 // start (docs/internals.md, "Reading pgoutput").
 //
-// The publication lists each watched table with the watched columns plus its replica identity
-// columns (PostgreSQL refuses UPDATE and DELETE of a published table whose column list does not cover
-// its replica identity), or whole for an entry without a column list and for REPLICA IDENTITY FULL;
-// stored generated columns are left out (pgoutput cannot send them). The extension's own logged
-// tables are published whole, as the docsync plugin always emits them. Partitioned tables are
+// The publication lists every watched table whole, with no column list: PostgreSQL refuses UPDATE and
+// DELETE of a published table whose column list does not cover its replica identity, and the tables'
+// owners may change the identity at any time (ALTER TABLE … REPLICA IDENTITY FULL), so a column list
+// would let such an ALTER break the application's writes. The decoder projects each row onto the
+// watched columns by name. The extension's own logged tables are published whole too. Partitioned tables are
 // published as their root (publish_via_partition_root). A watched table without a replica identity
 // (NOTHING, or DEFAULT without a primary key) is refused by name: publishing it would make
 // PostgreSQL refuse the application's UPDATEs and DELETEs of it.
