@@ -187,6 +187,25 @@ std::map<Oid, std::string> publication_contents(pg::Connection& conn, const std:
 
 }  // namespace
 
+std::string publication_shortfall(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan,
+                                  pg::Deadline deadline) {
+    auto pub = conn.exec_simple("SELECT puballtables, pubviaroot, pubinsert AND pubupdate AND pubdelete AND pubtruncate "
+                                "FROM pg_catalog.pg_publication WHERE pubname = " + conn.quote_literal(name),
+                                deadline);
+    const std::string quoted = conn.quote_identifier(name);
+    if (pub.rows() == 0) return "publication " + quoted + " does not exist";
+    if (pub.get(0, 0) == "t") return "publication " + quoted + " is FOR ALL TABLES";
+    if (pub.get(0, 1) != "t") return "publication " + quoted + " does not publish partitions as their root";
+    if (pub.get(0, 2) != "t") return "publication " + quoted + " does not publish every insert, update, delete and truncate";
+    auto held = publication_contents(conn, name, deadline);
+    for (const auto& t : plan.tables) {
+        auto it = held.find(t.relid);
+        if (it == held.end()) return "publication " + quoted + " does not hold table " + t.name;
+        if (it->second != "*") return "publication " + quoted + " holds table " + t.name + " with a column list";
+    }
+    return {};
+}
+
 bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oid, std::string>& wanted) {
     auto attnums = [](const std::string& attrs) {
         std::set<int> out;
@@ -228,7 +247,8 @@ bool sync_publication(pg::Connection& conn, const std::string& name, const Pgout
         list += ")";
     }
     const std::string pub = conn.quote_identifier(name);
-    auto exists = conn.exec_simple("SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = " +
+    auto exists = conn.exec_simple("SELECT puballtables, pubviaroot, pubinsert AND pubupdate AND pubdelete AND "
+                                   "pubtruncate FROM pg_catalog.pg_publication WHERE pubname = " +
                                        conn.quote_literal(name),
                                    deadline);
     std::vector<std::string> statements;
@@ -242,8 +262,11 @@ bool sync_publication(pg::Connection& conn, const std::string& name, const Pgout
                         "watches: DROP PUBLICATION " + pub + " and let the worker create it");
         if (exists.get(0, 1) != "t")
             statements.push_back("ALTER PUBLICATION " + pub + " SET (publish_via_partition_root = true)");
+        // The default actions, as CREATE PUBLICATION gives them: the decoder reads all four.
+        if (exists.get(0, 2) != "t")
+            statements.push_back("ALTER PUBLICATION " + pub + " SET (publish = 'insert, update, delete, truncate')");
         auto held = publication_contents(conn, name, deadline);
-        // Publishing partitions as their root changes what is sent for them: counted as a gain.
+        // Publishing partitions as their root, or an action it did not, changes what is sent: a gain.
         gains = !statements.empty() || publication_gains(held, wanted);
         if (held != wanted) {
             if (!list.empty()) {

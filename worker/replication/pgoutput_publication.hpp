@@ -63,6 +63,15 @@ bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oi
 // run.
 bool sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
 
+// What keeps the publication from sending every change the plan needs, "" when nothing does: it is
+// missing, FOR ALL TABLES, does not publish partitions as their root or every action (insert,
+// update, delete, truncate), or lacks a planned table or holds it with a column list. A table an
+// owner took out by hand (ALTER PUBLICATION … DROP TABLE) sends nothing from then on, so the worker
+// checks this at every --catalog-check and has the next session start set the publication right.
+// Tables it holds beyond the plan send changes the decoder drops: not counted.
+std::string publication_shortfall(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan,
+                                  pg::Deadline deadline);
+
 // Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
 // with the plugins output_plugin_libraries lists; without that setting any installed plugin may be
 // used.
