@@ -1,5 +1,5 @@
 // The stream reading PostgreSQL's built-in pgoutput (--plugin pgoutput): the worker creates the
-// publication docsync_<slot> before the slot, with the watched columns and the replica identity,
+// publication docsync_<slot> before the slot, with the watched tables whole (no column lists),
 // keeps it in step with the watches at every session start, hands up the records the docsync
 // plugin would, acknowledges as usual, and refuses what pgoutput cannot serve.
 #include <doctest/doctest.h>
@@ -64,8 +64,15 @@ TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the s
     REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
     REQUIRE_MESSAGE(runner.error().empty(), runner.error());
     CHECK(exec1(c, "SELECT plugin FROM pg_replication_slots WHERE slot_name = $1", {slot}) == "pgoutput");
-    // The watched column and the primary key (PostgreSQL requires the replica identity).
-    CHECK(published_columns(c, slot, "stream_pgo_t") == "id,v");
+    // Published whole, with no column list, though the watch reads one column: the decoder projects.
+    CHECK(published_columns(c, slot, "stream_pgo_t") == "id,skip,v");
+    CHECK(exec1(c, "SELECT count(*) FROM pg_publication_rel WHERE prrelid = " + oid + " AND prattrs IS NULL") == "1");
+    // The tables' owner may change the replica identity at any time: the application's UPDATE and
+    // DELETE still run (PostgreSQL refuses them on a table whose column list misses the identity).
+    exec1(c, "ALTER TABLE stream_pgo_t REPLICA IDENTITY FULL");
+    CHECK_NOTHROW(exec1(c, "UPDATE stream_pgo_t SET v = v WHERE id = 0"));
+    CHECK_NOTHROW(exec1(c, "DELETE FROM stream_pgo_t WHERE id = 0"));
+    exec1(c, "ALTER TABLE stream_pgo_t REPLICA IDENTITY DEFAULT");
 
     exec1(c, "INSERT INTO stream_pgo_t VALUES (1, 's', 'one'), (2, 's', 'two')");
     exec1(c, "UPDATE stream_pgo_t SET v = 'uno' WHERE id = 1");
@@ -86,7 +93,7 @@ TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the s
     CHECK(wait_for_confirmed(c, slot, last_end, 30s));
 
     // A new session with the same watches leaves the publication alone (no catalog churn, and no
-    // privilege needed); a re-plan sets it to the new watches.
+    // privilege needed), and so does one watching more columns of a table already published.
     const std::string pub_row = "SELECT xmin::text FROM pg_publication_rel WHERE prrelid = " + oid;
     const std::string before = exec1(c, pub_row);
     runner.stream.request_restart();
@@ -96,7 +103,8 @@ TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the s
     watch.set(oid);
     runner.stream.request_restart();
     REQUIRE(wait_until([&] { return handler.session_count() == 3; }, 30s));
-    CHECK(wait_until([&] { return published_columns(c, slot, "stream_pgo_t") == "id,skip,v"; }, 30s));
+    REQUIRE(wait_until([&] { return runner.streaming(); }, 30s));
+    CHECK(exec1(c, pub_row) == before);
     exec1(c, "UPDATE stream_pgo_t SET skip = 'now watched' WHERE id = 1");
     REQUIRE(wait_until([&] { return handler.commit_count() == 5; }, 30s));
     changes = changes_of(handler, relid);

@@ -5,7 +5,7 @@
 # hot row, unwatched traffic) through the real worker, kill -9ed once mid-stream.
 #   - The replication role does not own the tables: the first start stops before making a slot, its
 #     error ending with the statements for an owner; once an owner has run them the worker streams.
-#   - The slot is a pgoutput slot and the publication lists the watched and identity columns.
+#   - The slot is a pgoutput slot and the publication lists the watched tables whole (no column lists).
 #   - After the workload the sink converges (every order's doc equals a fresh run of its query),
 #     and no acknowledgement passed a transaction that had not completed (faults_common.bash).
 # Uses the cluster of the calling environment (packaging/dev-cluster.sh), or a private one.
@@ -37,8 +37,13 @@ publish_all
   fail "the slot is not a pgoutput slot"
 columns=$(sql "SELECT tablename || '(' || array_to_string(attnames, ',') || ')' FROM pg_publication_tables
                WHERE pubname = 'docsync_$slot' AND schemaname = 'public' ORDER BY tablename" | tr '\n' ' ')
-[ "$columns" = "order_items(id,order_id,product_id,qty) orders(id) products(id) " ] ||
+# Whole tables, no column lists: a column list that misses the replica identity makes PostgreSQL
+# refuse the application's UPDATE and DELETE, and the identity is the tables' owners' to change.
+[ "$columns" = "order_items(id,order_id,product_id,qty) orders(id,status) products(id,price) " ] ||
   fail "the publication lists $columns"
+[ "$(sql "SELECT count(*) FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+          WHERE p.pubname = 'docsync_$slot' AND r.prattrs IS NOT NULL")" = 0 ] ||
+  fail "the publication has a column list"
 
 run_workload "$tmp/workload.sql"
 sleep_random 500 1500

@@ -56,6 +56,9 @@ public:
     // What wait_visible waits for now, for docsync.status, or empty.
     std::string waiting() const;
 
+    // The control connection (reconnected when lost), for the stream thread's other catalog reads.
+    pg::Connection& control() { return connection(); }
+
 private:
     pg::Connection& connection();
 

@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "engine/definitions.hpp"
+#include "replication/pgoutput_publication.hpp"
 
 namespace docsync::lifecycle {
 
@@ -152,10 +153,34 @@ void Pipeline::maybe_check_catalog() {
     if (now < last_catalog_check_ + catalog_check_) return;
     last_catalog_check_ = now;
     auto defs = definitions_.fetch();
-    if (!dependencies_moved(engine_.definitions(), defs) && plugin_tables(defs) == tables_) return;
+    if (!dependencies_moved(engine_.definitions(), defs) && plugin_tables(defs) == tables_) {
+        if (publication_falls_short()) stream_->request_restart();
+        return;
+    }
     log_info("definitions", "what the doc queries read changed without a definitions message (DDL that docsync's "
                             "event triggers did not see): reloading, generation " + std::to_string(defs.generation));
     install(std::move(defs));
+}
+
+bool Pipeline::publication_falls_short() {
+    if (publication_.empty() || !stream_) return false;
+    std::string shortfall;
+    try {
+        auto& conn = definitions_.control();
+        auto deadline = pg::deadline_in(std::chrono::seconds(30));
+        shortfall = publication_shortfall(conn, publication_, plan_pgoutput(conn, tables_, deadline), deadline);
+    } catch (const Error& e) {
+        // A lost connection, or a watched table that lost its replica identity since the session
+        // start (the plan refuses it, naming the fix; PostgreSQL refuses its UPDATEs and DELETEs
+        // meanwhile, so none goes unsent): told, and checked again at the next catalog check. The
+        // next session start stops on the latter, as the worker's start does.
+        log_warning("definitions", std::string("could not check publication ") + publication_ + ": " + e.what());
+        return false;
+    }
+    if (shortfall.empty()) return false;
+    log_warning("definitions", shortfall + " (changed by hand?): pgoutput would never send the changes it misses; "
+                               "restarting the stream to set it right and recompute every live doc");
+    return true;
 }
 
 void Pipeline::maybe_recompute_after_open() {

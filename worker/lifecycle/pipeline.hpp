@@ -34,6 +34,9 @@ public:
     // With pgoutput, how often the definitions and their fingerprints are read again between
     // definitions messages (--catalog-check); 0: never.
     void set_catalog_check(std::chrono::milliseconds every) { catalog_check_ = every; }
+    // With pgoutput, the publication the slot reads from: each catalog check also checks that it
+    // still sends what the watches need (replication/pgoutput_publication.hpp).
+    void set_publication(std::string name) { publication_ = std::move(name); }
 
     // Stream thread, at every session start: the newest definitions and their `tables` option.
     std::optional<std::string> session_tables();
@@ -69,8 +72,14 @@ private:
     // messages show a table's new shape, but not a rewrite, a function or a type. Every
     // --catalog-check the definitions are read again, and when a query's fingerprint (what its docs
     // depend on besides rows), the generation or the tables changed, they are installed: the live docs
-    // of the queries that changed are recomputed. Every session start reads them too.
+    // of the queries that changed are recomputed. Every session start reads them too. The
+    // publication is checked too (publication_shortfall): a table taken out of it by hand, a column
+    // list or an action dropped, and pgoutput would never send those changes while the slot is
+    // acknowledged past them; the stream restarts, and the session start sets the publication right
+    // (or stops naming the statements for an owner) and recomputes every live doc.
     void maybe_check_catalog();
+    // Whether the publication falls short of the watches (logged); false when it cannot be told now.
+    bool publication_falls_short();
     // SessionInfo::publication_open_below: once the transactions open at the publication change
     // have ended (checked once a second), recomputes every live doc again.
     void maybe_recompute_after_open();
@@ -85,6 +94,7 @@ private:
     publish::RedisWatermark* watermark_ = nullptr;
     const std::vector<std::string> warm_;
     std::string tables_;
+    std::string publication_;
     std::uint64_t sessions_ = 0;
     std::uint64_t xid_ = 0;          // of the transaction being decoded
     std::uint64_t pending_xid_ = 0;  // of the last transaction that asked for a reload

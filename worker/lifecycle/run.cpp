@@ -32,6 +32,7 @@
 #include "metrics/worker_metrics.hpp"
 #include "progress/commit_latency.hpp"
 #include "progress/coordinator.hpp"
+#include "replication/pgoutput_publication.hpp"
 #include "publish/sink.hpp"
 #include "publish/watermark.hpp"
 #include "replication/lease_watch.hpp"
@@ -197,6 +198,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     Stream stream(stream_options, coordinator, pipeline);
     pipeline.set_stream(&stream);
     pipeline.set_catalog_check(settings.catalog_check);
+    pipeline.set_publication(publication_name(settings.slot));
     // With Redis, each acknowledgement also advances docsync:watermark, for clients that wait for
     // their own writes; the watermark passes it on to the stream first (publish/watermark.hpp).
     // The sink's breaks (Publisher::breaks) a lost-docs check has covered: while a break is newer,

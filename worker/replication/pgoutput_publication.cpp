@@ -29,7 +29,6 @@ struct CatalogRow {
     char replident = 'd';
     int attnum = 0;
     std::string attname;
-    bool generated = false;
     bool identity = false;  // in the primary key (DEFAULT) or the replica identity index (INDEX)
 };
 
@@ -81,7 +80,7 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
     // whether it is in the relation's replica identity key.
     auto r = conn.exec_simple(
         "SELECT c.oid, pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname), "
-        "n.nspname = 'docsync', c.relreplident, a.attnum, a.attname, a.attgenerated <> '', "
+        "n.nspname = 'docsync', c.relreplident, a.attnum, a.attname, "
         "coalesce(a.attnum = ANY (k.indkey::int2[]), false) "
         "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
@@ -100,8 +99,7 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         row.replident = r.get(i, 3).empty() ? 'd' : r.get(i, 3)[0];
         row.attnum = std::stoi(std::string(r.get(i, 4)));
         row.attname = r.get(i, 5);
-        row.generated = r.get(i, 6) == "t";
-        row.identity = r.get(i, 7) == "t";
+        row.identity = r.get(i, 6) == "t";
         relations[row.relid].push_back(std::move(row));
     }
     std::map<Oid, std::vector<int>> watched;
@@ -136,15 +134,12 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
         PublishedTable table;
         table.relid = relid;
         table.name = first.name;
-        table.whole = watch.all_columns || first.replident == 'f';
-        std::set<int> wanted(watch.attnums.begin(), watch.attnums.end());
-        for (const CatalogRow& c : rows) {
-            watch.columns.push_back({c.attnum, c.attname});
-            if (!table.whole && !c.generated && (wanted.count(c.attnum) != 0 || c.identity)) {
-                table.columns.push_back(conn.quote_identifier(c.attname));
-                table.attnums.push_back(c.attnum);
-            }
-        }
+        // Whole, never with a column list: PostgreSQL refuses the application's UPDATE and DELETE of
+        // a table whose column list does not cover its replica identity, and the identity is the
+        // tables' owners' to change at any time (ALTER TABLE … REPLICA IDENTITY FULL, a new primary
+        // key). The decoder projects the rows onto the watched columns by name.
+        table.whole = true;
+        for (const CatalogRow& c : rows) watch.columns.push_back({c.attnum, c.attname});
         plan.watches.push_back(std::move(watch));
         plan.tables.push_back(std::move(table));
     }
@@ -192,6 +187,25 @@ std::map<Oid, std::string> publication_contents(pg::Connection& conn, const std:
 
 }  // namespace
 
+std::string publication_shortfall(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan,
+                                  pg::Deadline deadline) {
+    auto pub = conn.exec_simple("SELECT puballtables, pubviaroot, pubinsert AND pubupdate AND pubdelete AND pubtruncate "
+                                "FROM pg_catalog.pg_publication WHERE pubname = " + conn.quote_literal(name),
+                                deadline);
+    const std::string quoted = conn.quote_identifier(name);
+    if (pub.rows() == 0) return "publication " + quoted + " does not exist";
+    if (pub.get(0, 0) == "t") return "publication " + quoted + " is FOR ALL TABLES";
+    if (pub.get(0, 1) != "t") return "publication " + quoted + " does not publish partitions as their root";
+    if (pub.get(0, 2) != "t") return "publication " + quoted + " does not publish every insert, update, delete and truncate";
+    auto held = publication_contents(conn, name, deadline);
+    for (const auto& t : plan.tables) {
+        auto it = held.find(t.relid);
+        if (it == held.end()) return "publication " + quoted + " does not hold table " + t.name;
+        if (it->second != "*") return "publication " + quoted + " holds table " + t.name + " with a column list";
+    }
+    return {};
+}
+
 bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oid, std::string>& wanted) {
     auto attnums = [](const std::string& attrs) {
         std::set<int> out;
@@ -233,7 +247,8 @@ bool sync_publication(pg::Connection& conn, const std::string& name, const Pgout
         list += ")";
     }
     const std::string pub = conn.quote_identifier(name);
-    auto exists = conn.exec_simple("SELECT puballtables, pubviaroot FROM pg_catalog.pg_publication WHERE pubname = " +
+    auto exists = conn.exec_simple("SELECT puballtables, pubviaroot, pubinsert AND pubupdate AND pubdelete AND "
+                                   "pubtruncate FROM pg_catalog.pg_publication WHERE pubname = " +
                                        conn.quote_literal(name),
                                    deadline);
     std::vector<std::string> statements;
@@ -247,8 +262,11 @@ bool sync_publication(pg::Connection& conn, const std::string& name, const Pgout
                         "watches: DROP PUBLICATION " + pub + " and let the worker create it");
         if (exists.get(0, 1) != "t")
             statements.push_back("ALTER PUBLICATION " + pub + " SET (publish_via_partition_root = true)");
+        // The default actions, as CREATE PUBLICATION gives them: the decoder reads all four.
+        if (exists.get(0, 2) != "t")
+            statements.push_back("ALTER PUBLICATION " + pub + " SET (publish = 'insert, update, delete, truncate')");
         auto held = publication_contents(conn, name, deadline);
-        // Publishing partitions as their root changes what is sent for them: counted as a gain.
+        // Publishing partitions as their root, or an action it did not, changes what is sent: a gain.
         gains = !statements.empty() || publication_gains(held, wanted);
         if (held != wanted) {
             if (!list.empty()) {

@@ -4,11 +4,11 @@
 // `docsync_<slot>`, which the worker creates and keeps in step with the watches at every session
 // start (docs/internals.md, "Reading pgoutput").
 //
-// The publication lists each watched table with the watched columns plus its replica identity
-// columns (PostgreSQL refuses UPDATE and DELETE of a published table whose column list does not cover
-// its replica identity), or whole for an entry without a column list and for REPLICA IDENTITY FULL;
-// stored generated columns are left out (pgoutput cannot send them). The extension's own logged
-// tables are published whole, as the docsync plugin always emits them. Partitioned tables are
+// The publication lists every watched table whole, with no column list: PostgreSQL refuses UPDATE and
+// DELETE of a published table whose column list does not cover its replica identity, and the tables'
+// owners may change the identity at any time (ALTER TABLE … REPLICA IDENTITY FULL), so a column list
+// would let such an ALTER break the application's writes. The decoder projects each row onto the
+// watched columns by name. The extension's own logged tables are published whole too. Partitioned tables are
 // published as their root (publish_via_partition_root). A watched table without a replica identity
 // (NOTHING, or DEFAULT without a primary key) is refused by name: publishing it would make
 // PostgreSQL refuse the application's UPDATEs and DELETEs of it.
@@ -62,6 +62,15 @@ bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oi
 // a publication takes its owner: when the role may not, the Error gives the statement for an owner to
 // run.
 bool sync_publication(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan, pg::Deadline deadline);
+
+// What keeps the publication from sending every change the plan needs, "" when nothing does: it is
+// missing, FOR ALL TABLES, does not publish partitions as their root or every action (insert,
+// update, delete, truncate), or lacks a planned table or holds it with a column list. A table an
+// owner took out by hand (ALTER PUBLICATION … DROP TABLE) sends nothing from then on, so the worker
+// checks this at every --catalog-check and has the next session start set the publication right.
+// Tables it holds beyond the plan send changes the decoder drops: not counted.
+std::string publication_shortfall(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan,
+                                  pg::Deadline deadline);
 
 // Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
 // with the plugins output_plugin_libraries lists; without that setting any installed plugin may be

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The publication a pgoutput worker reads from may be edited by the tables' owners; it must never
+# break the application's writes, and an edit must never leave docs stale (--plugin pgoutput):
+#   - ALTER TABLE … REPLICA IDENTITY FULL on a watched table (what docsync advises for a refused
+#     watch): the application's UPDATE and DELETE of it still run. PostgreSQL refuses them on a
+#     table whose publication column list does not cover the replica identity, so the worker
+#     publishes watched tables whole.
+#   - The watched table taken out of the publication by hand (ALTER PUBLICATION … DROP TABLE), then
+#     a row changed: pgoutput never sends that change. Within the catalog check (--catalog-check 1s)
+#     the worker sees the publication fall short, puts the table back and recomputes every live doc:
+#     the doc shows the change within 10 s.
+#   - The publication narrowed to inserts by hand (SET (publish = 'insert')), then a row updated:
+#     the same.
+# Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
+set -euo pipefail
+test_name=pgoutput_publication
+# shellcheck source=lib/worker_env.bash
+. "$(dirname "${BASH_SOURCE[0]}")/lib/worker_env.bash"
+
+setup_db
+# The worker keeps its publication itself here: its role may add any table to it.
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "ALTER ROLE $repl_role SUPERUSER"
+sql "CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL, note text)"
+sql "INSERT INTO orders VALUES (1, 'new', 'n'), (2, 'new', 'n')"
+order_sql() { echo "SELECT jsonb_build_object('id', o.id, 'status', o.status) FROM orders o WHERE o.id = $1"; }
+sql "SELECT docsync.define_query('order', \$q\$$(order_sql '$1')\$q\$, params => ARRAY['id'], watches => 'manual')" >/dev/null 2>&1
+sql "SELECT docsync.watch('order', 'orders', params => ARRAY['id'])" >/dev/null
+grant_reader
+
+# expect_current WHAT: every order's doc equals a fresh run of its query within 10 s.
+expect_current() {
+  local i ok
+  for i in 1 2; do
+    ok=
+    for _ in $(seq 1 100); do
+      [ "$(doc_equals_query "db:order:$i" "$(order_sql "$i")")" = t ] && { ok=1; break; }
+      sleep 0.1
+    done
+    [ -n "$ok" ] || fail "$1: db:order:$i is $(last_doc "db:order:$i"), its query gives $(sql "$(order_sql "$i")")"
+  done
+}
+
+# (the role check would refuse a superuser replication role otherwise)
+start_worker --plugin pgoutput --log-level info --allow-unsafe-pool --catalog-check 1s
+sql "UPDATE orders SET status = 'paid'"
+settle 30
+expect_current "at start"
+[ "$(sql "SELECT count(*) FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+          WHERE p.pubname = 'docsync_$slot' AND r.prattrs IS NOT NULL")" = 0 ] ||
+  fail "the publication has a column list: $(sql "SELECT attnames FROM pg_publication_tables WHERE pubname = 'docsync_$slot' AND tablename = 'orders'")"
+
+echo "REPLICA IDENTITY FULL on the watched table leaves the application's writes alone"
+sql "ALTER TABLE orders REPLICA IDENTITY FULL"
+out=$(sql "UPDATE orders SET status = 'packed' WHERE id = 1" 2>&1) || fail "the application's UPDATE failed: $out"
+out=$(sql "DELETE FROM orders WHERE id = 3" 2>&1) || fail "the application's DELETE failed: $out"
+expect_current "after REPLICA IDENTITY FULL"
+
+echo "the watched table taken out of the publication by hand: put back, docs recomputed"
+sql "ALTER PUBLICATION docsync_$slot DROP TABLE orders"
+sql "UPDATE orders SET status = 'shipped' WHERE id = 1"
+expect_current "after ALTER PUBLICATION … DROP TABLE"
+[ "$(last_doc db:order:1 | jq -r .status)" = shipped ] || fail "db:order:1 is $(last_doc db:order:1)"
+[ "$(sql "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'docsync_$slot' AND tablename = 'orders'")" = 1 ] ||
+  fail "orders is not back in the publication"
+grep -q "does not hold table public.orders" "$tmp/worker.log" || fail "the worker did not log the table it missed"
+
+echo "the publication narrowed to inserts by hand: set back, docs recomputed"
+sql "ALTER PUBLICATION docsync_$slot SET (publish = 'insert')"
+sql "UPDATE orders SET status = 'delivered' WHERE id = 2"
+expect_current "after ALTER PUBLICATION … SET (publish = 'insert')"
+[ "$(last_doc db:order:2 | jq -r .status)" = delivered ] || fail "db:order:2 is $(last_doc db:order:2)"
+[ "$(sql "SELECT pubupdate AND pubdelete AND pubtruncate FROM pg_publication WHERE pubname = 'docsync_$slot'")" = t ] ||
+  fail "the publication does not publish updates again"
+
+echo "later changes arrive through pgoutput"
+sql "UPDATE orders SET status = 'returned' WHERE id = 1"
+settle 30
+expect_current "after the publication was set right"
+
+stop_worker
+echo "PASS worker_pgoutput_publication"
