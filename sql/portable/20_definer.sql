@@ -184,7 +184,7 @@ DECLARE
   fn oid;
   tree text;
 BEGIN
-  PERFORM docsync.refuse_parse_time_code();
+  PERFORM docsync.refuse_parse_time_code(sql);
   body := docsync.one_statement(sql);
   head := lower(substring(regexp_replace(body, '^(\s|--[^\n]*\n|/\*.*?\*/|\()*', '', 's') FROM '^[A-Za-z]+'));
   IF head IS NULL OR head NOT IN ('select', 'with', 'values', 'table') THEN
@@ -282,13 +282,20 @@ $$;
 -- pg_replication_slot_advance, nextval, …) or reads the session (CURRENT_USER and kin), a type
 -- whose input runs a function outside pg_catalog, a range type with a canonical function outside it.
 -- The CHECK's stored expression is read, not pg_depend, which records no dependency on pg_catalog.
-CREATE FUNCTION docsync.refuse_parse_time_code() RETURNS void
+-- Only such code the text can reach counts: a type holding it (itself, an array, a domain over it,
+-- a composite or table with a column of it, a range over it), a function or an operator taking
+-- one, whose name appears in the text (compared in lower case, as a part of any word: more than
+-- the server would resolve, never less); a text with a Unicode-escaped identifier (U&"…"), which
+-- can spell any name, reaches all of them.
+CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   what text;
+  low text := lower(sql);
+  escaped boolean := sql ~* 'u&\s*"';
 BEGIN
-  SELECT x INTO what FROM (
-    SELECT format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure) AS x
+  WITH RECURSIVE risky(t, why) AS (
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure)
       FROM pg_constraint c
       CROSS JOIN LATERAL (
         SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
@@ -297,21 +304,44 @@ BEGIN
       JOIN pg_proc p ON p.oid = u.f
      WHERE c.contype = 'c' AND c.contypid <> 0
        AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
-    UNION ALL
-    SELECT format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
-                  lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
+    UNION
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
+                              lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
       FROM pg_constraint c
      WHERE c.contype = 'c' AND c.contypid <> 0
        AND c.conbin::text ~ '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)[ }]'
-    UNION ALL
-    SELECT format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
+    UNION
+    SELECT t.oid, format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
       FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
      WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-    UNION ALL
-    SELECT format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
+    UNION
+    SELECT r.rngtypid, format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
       FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace) s
-  LIMIT 1;
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+  ), holds(t, why) AS (
+    SELECT t, why FROM risky
+    UNION
+    SELECT n.t, h.why FROM holds h CROSS JOIN LATERAL (
+      SELECT x.oid FROM pg_type x WHERE x.typelem = h.t OR x.typbasetype = h.t
+      UNION ALL
+      SELECT c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+       WHERE a.atttypid = h.t AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+      UNION ALL
+      SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
+      UNION ALL
+      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t) n(t)
+  )
+  SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
+    FROM holds h CROSS JOIN LATERAL (
+      SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
+      UNION ALL
+      SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
+       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes)
+      UNION ALL
+      SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
+       WHERE h.t IN (o.oprleft, o.oprright)) w
+   WHERE escaped OR strpos(low, lower(w.name)) > 0
+   LIMIT 1;
   IF what IS NOT NULL THEN
     RAISE EXCEPTION 'the portable install parses no query while %', what
       USING ERRCODE = 'feature_not_supported',
