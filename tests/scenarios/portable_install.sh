@@ -13,7 +13,10 @@
 #   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
 #     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
 #     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
-#     text is parsed while a domain's CHECK would run a definer's code as the installing role;
+#     text is parsed while a domain's CHECK would run a definer's code as the installing role, or a
+#     pg_catalog function whose effect depends on who runs it, and only a domain the text can reach
+#     counts; a statement hidden where the scan and the server read quotes differently (€e'\') is
+#     refused by the server's own count and never runs;
 #   - channel() gives every vector of tests/channel_vectors.tsv;
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
