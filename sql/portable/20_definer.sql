@@ -283,12 +283,14 @@ $$;
 -- whose input runs a function outside pg_catalog, a range type with a canonical function outside it.
 -- The CHECK's stored expression is read, not pg_depend, which records no dependency on pg_catalog.
 -- Only such code the text can reach counts: a type holding it (itself, an array, a domain over it,
--- a composite or table with a column of it, a range over it), a function or an operator taking
--- one, whose name appears in the text (compared in lower case, as a part of any word: more than
--- the server would resolve, never less); a text with a Unicode-escaped identifier (U&"…"), which
--- can spell any name, reaches all of them.
+-- a composite or table with a column of it, a range over it, a domain whose CHECK converts to
+-- it), a function or an operator taking or returning one, whose name appears in the text (compared
+-- in lower case, as a part of any word, quoted or not: more than the server would resolve, never
+-- less); a text with a Unicode-escaped identifier (U&"…"), which can spell any name, reaches all.
+-- (jit off: the catalog's row estimates for the closure are far above what it reads, and compiling
+-- it would cost most of a second.)
 CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   what text;
   low text := lower(sql);
@@ -300,7 +302,10 @@ BEGIN
       CROSS JOIN LATERAL (
         SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
         UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':(opno) (\d+)', 'g') m
-                                    JOIN pg_operator o ON o.oid = m[2]::oid) u
+                                    JOIN pg_operator o ON o.oid = m[2]::oid
+        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':opnos \(o([ \d]+)\)', 'g') m
+                                    CROSS JOIN LATERAL regexp_split_to_table(btrim(m[1]), ' ') n
+                                    JOIN pg_operator o ON o.oid = n::oid) u
       JOIN pg_proc p ON p.oid = u.f
      WHERE c.contype = 'c' AND c.contypid <> 0
        AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
@@ -329,18 +334,22 @@ BEGIN
       UNION ALL
       SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
       UNION ALL
-      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t) n(t)
+      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t
+      UNION ALL
+      -- a domain whose CHECK converts to it
+      SELECT c.contypid FROM pg_constraint c
+       WHERE c.contype = 'c' AND c.contypid <> 0 AND c.conbin::text ~ (':resulttype ' || h.t::text || '\M')) n(t)
   )
   SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
     FROM holds h CROSS JOIN LATERAL (
       SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
       UNION ALL
       SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
-       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes)
+       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes) OR h.t = f.prorettype
       UNION ALL
       SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
-       WHERE h.t IN (o.oprleft, o.oprright)) w
-   WHERE escaped OR strpos(low, lower(w.name)) > 0
+       WHERE h.t IN (o.oprleft, o.oprright, o.oprresult)) w
+   WHERE escaped OR strpos(low, lower(w.name)) > 0 OR strpos(replace(low, '""', '"'), lower(w.name)) > 0
    LIMIT 1;
   IF what IS NOT NULL THEN
     RAISE EXCEPTION 'the portable install parses no query while %', what

@@ -216,11 +216,14 @@ psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERA
 psql_as definer app <<'SQL'
 CREATE DOMAIN public.who AS text CHECK (CURRENT_USER::text::int4 > 0);
 CREATE DOMAIN public.blob AS text CHECK (pg_catalog.lo_get(424242) IS NOT NULL);
+CREATE DOMAIN public.wrap AS text CHECK (VALUE::public.blob IS NOT NULL);
 SQL
 refused "a CHECK reading the session" 'parses no query while the CHECK constraint who_check of domain public.who reads the session \(sqlvaluefunction\)' definer \
   "SELECT docsync.define_query('who', 'SELECT to_jsonb(''{a}''::public.who[])')"
 refused "a CHECK calling lo_get" 'parses no query while the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\)' definer \
   "SELECT docsync.define_query('blob', 'SELECT to_jsonb(''{a}''::public.blob[])')"
+refused "a CHECK converting to such a domain" 'the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\) \(the query can reach it through type public.wrap' definer \
+  "SELECT docsync.define_query('wrap', 'SELECT to_jsonb(''{a}''::public.wrap[])')"
 # only what a text can reach counts: a domain it names nowhere (nor a type, function or operator
 # holding one) stops no other query, and a Unicode-escaped identifier, which can spell any name,
 # reaches every such domain
@@ -232,7 +235,7 @@ psql_as definer app -c "SELECT docsync.define_query('elsewhere', 'SELECT to_json
   fail "a query that reaches no domain was refused beside an unrelated one"
 refused "a Unicode-escaped name" 'parses no query while the CHECK constraint' definer \
   "SELECT docsync.define_query('escaped', 'SELECT to_jsonb(''{a}''::public.U&\"w\\0068o\"[])')"
-psql_as definer app -c "SELECT docsync.drop_query('elsewhere')" -c "DROP DOMAIN public.who" -c "DROP DOMAIN public.blob" \
+psql_as definer app -c "SELECT docsync.drop_query('elsewhere')" -c "DROP DOMAIN public.who" -c "DROP DOMAIN public.wrap" -c "DROP DOMAIN public.blob" \
   -c "DROP DOMAIN public.posint" -c "DROP FUNCTION public.positive(int)" >/dev/null
 # a text the scan and the server read differently never runs as the installing role: after a
 # non-ASCII character 'e' continues an identifier, so €e'\' is the identifier "€e" and a plain
