@@ -5,10 +5,13 @@
 
 -- portable: function docsync.analyze_query/3
 -- The text of sql when it is exactly one statement (a final ';' and comments allowed), else raises.
--- A scan of the server's lexical rules (comments, quoted strings and identifiers, dollar quotes):
--- the text is pasted into PREPARE and CREATE FUNCTION commands, which must hold one statement only.
+-- A scan of the server's lexical rules (comments, quoted strings and identifiers, dollar quotes)
+-- finds the final ';'; then the server's own parser proves the text one statement before anything
+-- pastes it into a command that runs every statement it holds (docsync.prove_one_statement). A
+-- character that continues an identifier (a letter, digit, '_', '$' or any non-ASCII character)
+-- before a quote or '$' makes that quote no E'' string and that '$' no dollar quote, as in the server.
 CREATE FUNCTION docsync.one_statement(sql text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n integer := length(sql);
   i integer := 1;
@@ -55,7 +58,7 @@ BEGIN
       i := i + 1;
     ELSIF c = '''' THEN
       esc := NOT std OR (i > 1 AND lower(substr(sql, i - 1, 1)) = 'e'
-                         AND (i = 2 OR substr(sql, i - 2, 1) !~ '[[:alnum:]_$]'));
+                         AND (i = 2 OR NOT docsync.ident_char(substr(sql, i - 2, 1))));
       i := i + 1;
       LOOP
         IF i > n THEN
@@ -82,7 +85,7 @@ BEGIN
           i := i + 1;
         END IF;
       END LOOP;
-    ELSIF c = '$' AND (i = 1 OR substr(sql, i - 1, 1) !~ '[[:alnum:]_$]') THEN
+    ELSIF c = '$' AND (i = 1 OR NOT docsync.ident_char(substr(sql, i - 1, 1))) THEN
       tag := substring(substr(sql, i, 200) FROM '^\$(?:[A-Za-z_\u0080-\uffff][A-Za-z_0-9\u0080-\uffff]*)?\$');
       IF tag IS NULL THEN
         i := i + 1;
@@ -99,7 +102,51 @@ BEGIN
       i := i + greatest(j, 1);
     END IF;
   END LOOP;
-  RETURN rtrim(CASE WHEN semi IS NULL THEN sql ELSE substr(sql, 1, semi - 1) END);
+  sql := rtrim(CASE WHEN semi IS NULL THEN sql ELSE substr(sql, 1, semi - 1) END);
+  PERFORM docsync.prove_one_statement(sql);
+  RETURN sql;
+END
+$$;
+
+-- Whether c continues an identifier in the server's scanner (ident_cont: [A-Za-z0-9_$] and every
+-- byte of a non-ASCII character).
+CREATE FUNCTION docsync.ident_char(c text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+  SELECT c ~ '^[A-Za-z0-9_$]$' OR ascii(c) >= 128
+$$;
+
+-- Raises unless the server's parser reads 'PREPARE … AS ' || sql as one statement. A cursor opened
+-- on a dynamic command is refused for a plan of several statements ("multi-query") and, for one
+-- PREPARE, because PREPARE returns no rows; both before anything is planned or run, so the text is
+-- parsed (raw and analysed, never executed) and the refusal says how many statements it held. The
+-- refusal of a known single PREPARE, raised first, is the reference (the message may be translated).
+CREATE FUNCTION docsync.prove_one_statement(sql text) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  c refcursor;
+  one text;
+  got text;
+BEGIN
+  BEGIN
+    OPEN c FOR EXECUTE 'PREPARE docsync_one AS SELECT 1';
+    CLOSE c;
+    RAISE EXCEPTION 'docsync.prove_one_statement: a cursor opened on a PREPARE' USING ERRCODE = 'internal_error';
+  EXCEPTION WHEN invalid_cursor_definition THEN
+    GET STACKED DIAGNOSTICS one = MESSAGE_TEXT;
+  END;
+  BEGIN
+    OPEN c FOR EXECUTE 'PREPARE docsync_one AS ' || sql || E'\n';
+    CLOSE c;
+    got := NULL;
+  EXCEPTION WHEN invalid_cursor_definition THEN
+    GET STACKED DIAGNOSTICS got = MESSAGE_TEXT;
+  END;
+  IF got IS DISTINCT FROM one THEN
+    RAISE EXCEPTION 'query must be exactly one statement'
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'The server reads more than one statement in the text (a quoted string or identifier may end where it seems not to).',
+            HINT = 'Write one SELECT; quote identifiers that hold non-ASCII characters next to a quote.';
+  END IF;
 END
 $$;
 
@@ -130,14 +177,15 @@ CREATE FUNCTION docsync.parse_select(sql text, search_path text,
   OUT collations oid[], OUT operators oid[])
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  body text := docsync.one_statement(sql);
+  body text;
   head text;
   args text;
   nulls text;
   fn oid;
   tree text;
 BEGIN
-  PERFORM docsync.refuse_parse_time_code();
+  PERFORM docsync.refuse_parse_time_code(sql);
+  body := docsync.one_statement(sql);
   head := lower(substring(regexp_replace(body, '^(\s|--[^\n]*\n|/\*.*?\*/|\()*', '', 's') FROM '^[A-Za-z]+'));
   IF head IS NULL OR head NOT IN ('select', 'with', 'values', 'table') THEN
     RAISE EXCEPTION 'query must be a SELECT'
@@ -226,40 +274,88 @@ END
 $$;
 
 -- Parse analysis runs a type's input function for a literal, and through an array or composite
--- literal the CHECK of a domain of its elements, so parsing a definer's text as the installing role
--- could run code the definer wrote with the installing role's rights. No text is parsed while the
--- database holds such code: a domain whose CHECK calls a function outside pg_catalog (or one of
--- pg_catalog's that run SQL text or read tables), a type whose input runs a function outside
--- pg_catalog, a range type with a canonical function outside it.
-CREATE FUNCTION docsync.refuse_parse_time_code() RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- literal (or a literal coerced to a function's argument) the CHECK of a domain of its elements, so
+-- parsing a definer's text as the installing role could run code the definer chose with the
+-- installing role's rights. No text is parsed while the database holds such code: a domain whose
+-- CHECK calls anything but pg_catalog's immutable functions and operators (a function outside
+-- pg_catalog, or one of its functions whose result depends on who runs it or that acts: lo_get,
+-- pg_replication_slot_advance, nextval, …) or reads the session (CURRENT_USER and kin), a type
+-- whose input runs a function outside pg_catalog, a range type with a canonical function outside it.
+-- The CHECK's stored expression is read, not pg_depend, which records no dependency on pg_catalog.
+-- Only such code the text can reach counts: a type holding it (itself, an array, a domain over it,
+-- a composite or table with a column of it, a range over it, a domain whose CHECK converts to
+-- it), a function or an operator taking or returning one, whose name appears in the text (compared
+-- in lower case, as a part of any word, quoted or not: more than the server would resolve, never
+-- less); a text with a Unicode-escaped identifier (U&"…"), which can spell any name, reaches all.
+-- (jit off: the catalog's row estimates for the closure are far above what it reads, and compiling
+-- it would cost most of a second.)
+CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
 DECLARE
   what text;
+  low text := lower(sql);
+  escaped boolean := sql ~* 'u&\s*"';
 BEGIN
-  SELECT x INTO what FROM (
-    SELECT format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure) AS x
+  WITH RECURSIVE risky(t, why) AS (
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure)
       FROM pg_constraint c
-      JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = c.oid
-      LEFT JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND o.oid = d.refobjid
-      JOIN pg_proc p ON p.oid = CASE WHEN d.refclassid = 'pg_proc'::regclass THEN d.refobjid
-                                     WHEN d.refclassid = 'pg_operator'::regclass THEN o.oprcode::oid END
+      CROSS JOIN LATERAL (
+        SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
+        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':(opno) (\d+)', 'g') m
+                                    JOIN pg_operator o ON o.oid = m[2]::oid
+        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':opnos \(o([ \d]+)\)', 'g') m
+                                    CROSS JOIN LATERAL regexp_split_to_table(btrim(m[1]), ' ') n
+                                    JOIN pg_operator o ON o.oid = n::oid) u
+      JOIN pg_proc p ON p.oid = u.f
      WHERE c.contype = 'c' AND c.contypid <> 0
-       AND (p.pronamespace <> 'pg_catalog'::regnamespace
-            OR p.proname ~ '_to_xml$|_to_xmlschema$|_to_xml_and_xmlschema$|^ts_stat$|^ts_rewrite$')
-    UNION ALL
-    SELECT format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
+       AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
+    UNION
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
+                              lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
+      FROM pg_constraint c
+     WHERE c.contype = 'c' AND c.contypid <> 0
+       AND c.conbin::text ~ '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)[ }]'
+    UNION
+    SELECT t.oid, format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
       FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
      WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-    UNION ALL
-    SELECT format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
+    UNION
+    SELECT r.rngtypid, format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
       FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace) s
-  LIMIT 1;
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+  ), holds(t, why) AS (
+    SELECT t, why FROM risky
+    UNION
+    SELECT n.t, h.why FROM holds h CROSS JOIN LATERAL (
+      SELECT x.oid FROM pg_type x WHERE x.typelem = h.t OR x.typbasetype = h.t
+      UNION ALL
+      SELECT c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+       WHERE a.atttypid = h.t AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+      UNION ALL
+      SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
+      UNION ALL
+      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t
+      UNION ALL
+      -- a domain whose CHECK converts to it
+      SELECT c.contypid FROM pg_constraint c
+       WHERE c.contype = 'c' AND c.contypid <> 0 AND c.conbin::text ~ (':resulttype ' || h.t::text || '\M')) n(t)
+  )
+  SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
+    FROM holds h CROSS JOIN LATERAL (
+      SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
+      UNION ALL
+      SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
+       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes) OR h.t = f.prorettype
+      UNION ALL
+      SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
+       WHERE h.t IN (o.oprleft, o.oprright, o.oprresult)) w
+   WHERE escaped OR strpos(low, lower(w.name)) > 0 OR strpos(replace(low, '""', '"'), lower(w.name)) > 0
+   LIMIT 1;
   IF what IS NOT NULL THEN
     RAISE EXCEPTION 'the portable install parses no query while %', what
       USING ERRCODE = 'feature_not_supported',
             DETAIL = 'It parses definitions as the role that installed docsync, and parsing a literal of such a type would run that function with that role''s rights.',
-            HINT = 'Write the CHECK with pg_catalog''s functions and operators only (or drop it), or install the docsync extension, which parses as the definer.';
+            HINT = 'Write the CHECK with pg_catalog''s immutable functions and operators only (or drop it), or install the docsync extension, which parses as the definer.';
   END IF;
 END
 $$;

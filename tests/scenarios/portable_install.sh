@@ -13,7 +13,10 @@
 #   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
 #     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
 #     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
-#     text is parsed while a domain's CHECK would run a definer's code as the installing role;
+#     text is parsed while a domain's CHECK would run a definer's code as the installing role, or a
+#     pg_catalog function whose effect depends on who runs it, and only a domain the text can reach
+#     counts; a statement hidden where the scan and the server read quotes differently (€e'\') is
+#     refused by the server's own count and never runs;
 #   - channel() gives every vector of tests/channel_vectors.tsv;
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
@@ -208,6 +211,52 @@ out=$(psql_as definer app -c "SELECT docsync.define_query('by_customer', 'SELECT
   fail "a query under a search_path naming pg_catalog late was refused: $out"
 ! grep -q "sneaky_eq ran as docsync_owner" <<<"$out" || fail "the definer's operator ran as the installing role: $out"
 psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERATOR public.= (text, text)" -c "DROP FUNCTION public.sneaky_eq(text, text)" >/dev/null
+# a domain CHECK of pg_catalog's functions alone runs at parse too: one whose result depends on
+# who runs it (CURRENT_USER, lo_get) stops the parse of a text that can reach it, before it runs
+psql_as definer app <<'SQL'
+CREATE DOMAIN public.who AS text CHECK (CURRENT_USER::text::int4 > 0);
+CREATE DOMAIN public.blob AS text CHECK (pg_catalog.lo_get(424242) IS NOT NULL);
+CREATE DOMAIN public.wrap AS text CHECK (VALUE::public.blob IS NOT NULL);
+SQL
+refused "a CHECK reading the session" 'parses no query while the CHECK constraint who_check of domain public.who reads the session \(sqlvaluefunction\)' definer \
+  "SELECT docsync.define_query('who', 'SELECT to_jsonb(''{a}''::public.who[])')"
+refused "a CHECK calling lo_get" 'parses no query while the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\)' definer \
+  "SELECT docsync.define_query('blob', 'SELECT to_jsonb(''{a}''::public.blob[])')"
+refused "a CHECK converting to such a domain" 'the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\) \(the query can reach it through type public.wrap' definer \
+  "SELECT docsync.define_query('wrap', 'SELECT to_jsonb(''{a}''::public.wrap[])')"
+# only what a text can reach counts: a domain it names nowhere (nor a type, function or operator
+# holding one) stops no other query, and a Unicode-escaped identifier, which can spell any name,
+# reaches every such domain
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.positive(int) RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN RETURN $1 > 0; END $f$;
+CREATE DOMAIN public.posint AS int CHECK (public.positive(VALUE));
+SQL
+psql_as definer app -c "SELECT docsync.define_query('elsewhere', 'SELECT to_jsonb(''{a}''::text[])')" >/dev/null ||
+  fail "a query that reaches no domain was refused beside an unrelated one"
+refused "a Unicode-escaped name" 'parses no query while the CHECK constraint' definer \
+  "SELECT docsync.define_query('escaped', 'SELECT to_jsonb(''{a}''::public.U&\"w\\0068o\"[])')"
+psql_as definer app -c "SELECT docsync.drop_query('elsewhere')" -c "DROP DOMAIN public.who" -c "DROP DOMAIN public.wrap" -c "DROP DOMAIN public.blob" \
+  -c "DROP DOMAIN public.posint" -c "DROP FUNCTION public.positive(int)" >/dev/null
+# a text the scan and the server read differently never runs as the installing role: after a
+# non-ASCII character 'e' continues an identifier, so €e'\' is the identifier "€e" and a plain
+# string, and the ';' after it ends a statement; the server's parser proves the count as well
+psql_as docsync_owner app -c "CREATE SEQUENCE public.owner_seq"
+psql_as definer app <<'SQL'
+CREATE DOMAIN public."€e" AS text;
+CREATE FUNCTION public.pwn() RETURNS int LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM nextval('public.owner_seq');
+  RAISE EXCEPTION 'pwn ran as %', current_user;
+END $f$;
+SQL
+refused "a statement hidden after €e'\\'" 'exactly one statement' definer \
+  "SELECT docsync.define_query('inj', \$q\$SELECT to_jsonb(€e'\') AS doc; CREATE TEMP TABLE IF NOT EXISTS zz AS SELECT public.pwn() AS a --') FROM public.orders o WHERE o.id = \$1\$q\$, ARRAY['id'])"
+expect "the hidden statement never ran" f "$(psql_as docsync_owner app -c "SELECT is_called FROM public.owner_seq")"
+refused "two statements, by the server's count" 'exactly one statement' definer \
+  "SELECT docsync.prove_one_statement(\$q\$SELECT to_jsonb(1); SELECT public.pwn()\$q\$)"
+expect "one statement, by the server's count" '' "$(psql_as definer app -c "SELECT docsync.prove_one_statement(\$q\$SELECT to_jsonb(€e'\\') -- ;\$q\$)")"
+psql_as definer app -c 'DROP FUNCTION public.pwn()' -c 'DROP DOMAIN public."€e"'
+psql_as docsync_owner app -c "DROP SEQUENCE public.owner_seq"
 psql_as docsync_owner app -c "REVOKE CREATE ON SCHEMA public FROM definer"
 # the one-statement scan follows the server's lexical rules: a ';' inside quotes or comments is text
 expect "one statement, whatever its quoting" "SELECT \$x\$;\$x\$|SELECT E'\\';'|SELECT ';' /* ; */|SELECT \"a;b\" -- ;" \
