@@ -86,6 +86,7 @@ static void
 place_subquery(DeriveWalk *ctx, DeriveLevel *outer, Query *sub, RangeTblEntry *rte, List *held)
 {
 	List	   *kept;
+	bool		dropped;
 
 	if (subquery_passes(sub))
 	{
@@ -93,18 +94,21 @@ place_subquery(DeriveWalk *ctx, DeriveLevel *outer, Query *sub, RangeTblEntry *r
 		return;
 	}
 	kept = docsync_derive_edges_not_via(held, rte);
-	/* a set operation's output columns are no column of its tables: never an edge to drop */
-	if (list_length(kept) == list_length(held) && sub->setOperations == NULL)
-	{
-		walk_query(ctx, outer, sub, held);
-		return;
-	}
-	push_note(ctx, psprintf("the subquery %s %s, so the conditions on its output do not restrict its rows",
-							quote_identifier(rte->eref != NULL ? rte->eref->aliasname : "?"), subquery_stop(sub)));
+
+	/*
+	 * Its rows are picked even when nothing around holds through its output yet: an outer join's ON
+	 * or a neighbour's edges can bring such an equality later, in the closure, which the picker
+	 * keeps from its rows.
+	 */
+	dropped = list_length(kept) < list_length(held) || sub->setOperations != NULL;
+	if (dropped)
+		push_note(ctx, psprintf("the subquery %s %s, so the conditions on its output do not restrict its rows",
+								quote_identifier(rte->eref != NULL ? rte->eref->aliasname : "?"), subquery_stop(sub)));
 	ctx->pickers = lappend(ctx->pickers, sub);
 	walk_query(ctx, outer, sub, kept);
 	ctx->pickers = list_delete_last(ctx->pickers);
-	pop_note(ctx);
+	if (dropped)
+		pop_note(ctx);
 }
 
 /*
@@ -118,8 +122,9 @@ walk_sublink(DeriveWalk *ctx, Query *sub)
 {
 	List	   *kept = NIL;
 	ListCell   *lc;
+	bool		dropped;
 
-	if (subquery_passes(sub) || sub->setOperations != NULL)
+	if (subquery_passes(sub))
 	{
 		walk_query(ctx, ctx->stack, sub, ctx->held);
 		return;
@@ -131,17 +136,21 @@ walk_sublink(DeriveWalk *ctx, Query *sub)
 		if (!docsync_derive_term_of_block(&edge->left, sub) && !docsync_derive_term_of_block(&edge->right, sub))
 			kept = lappend(kept, edge);
 	}
-	if (list_length(kept) == list_length(ctx->held))
-	{
-		walk_query(ctx, ctx->stack, sub, ctx->held);
-		return;
-	}
-	push_note(ctx, psprintf("the subquery of a sublink %s, so the conditions on its output do not restrict its rows",
-							subquery_stop(sub)));
+
+	/*
+	 * A picker even when the block's held edges have none through its output: the IN equality of a
+	 * sublink in an outer join's ON lives in the nullable side's edges, and the closure would bring
+	 * it to the picked rows.
+	 */
+	dropped = list_length(kept) < list_length(ctx->held);
+	if (dropped)
+		push_note(ctx, psprintf("the subquery of a sublink %s, so the conditions on its output do not restrict its rows",
+								subquery_stop(sub)));
 	ctx->pickers = lappend(ctx->pickers, sub);
 	walk_query(ctx, ctx->stack, sub, kept);
 	ctx->pickers = list_delete_last(ctx->pickers);
-	pop_note(ctx);
+	if (dropped)
+		pop_note(ctx);
 }
 
 /* Places a join's side that its ON does not restrict, saying so when the ON had equalities. */

@@ -35,6 +35,30 @@ SELECT tbl, kind, why FROM d($$SELECT coalesce(jsonb_agg(o.id ORDER BY o.id), '[
 -- the same through a LATERAL subquery: its output equality does not come back through o's
 SELECT tbl, kind, why FROM d($$SELECT jsonb_agg(s.x ORDER BY s.x) FROM orders o,
   LATERAL (SELECT i.x FROM items i ORDER BY i.ts LIMIT 1) s WHERE s.x = o.x AND o.id = $1$$);
+-- the same where the pick sits in an outer join's ON or on its preserved side: the equality through
+-- the picked output reaches the picked table through no other occurrence's edges either
+CREATE TABLE lines (id int PRIMARY KEY, order_id int NOT NULL, c int NOT NULL, x int NOT NULL);
+SELECT tbl, kind, keys_sql FROM d($$SELECT jsonb_agg(l.id ORDER BY l.id) FROM orders o LEFT JOIN lines l
+  ON l.order_id = o.id AND l.x IN (SELECT i.x FROM items i WHERE i.order_id = l.c ORDER BY i.ts DESC LIMIT 1)
+  WHERE o.id = $1$$);
+SELECT tbl, kind, keys_sql FROM d($$SELECT jsonb_agg(l.id ORDER BY l.id) FROM orders o LEFT JOIN (lines l
+  JOIN orders o2 ON o2.id = l.order_id AND l.x IN (SELECT i.x FROM items i WHERE i.order_id = l.c
+  ORDER BY i.ts DESC LIMIT 1)) ON l.order_id = o.id WHERE o.id = $1$$);
+SELECT tbl, kind, keys_sql FROM d($$SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]')
+  FROM (SELECT i.x FROM items i ORDER BY i.ts DESC LIMIT 1) s LEFT JOIN lines l ON l.x = s.x
+  WHERE l.order_id = $1$$);
+SELECT tbl, kind, keys_sql FROM d($$SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]')
+  FROM lines l RIGHT JOIN (SELECT i.x FROM items i ORDER BY i.ts DESC LIMIT 1) s ON l.x = s.x
+  WHERE l.order_id = $1$$);
+SELECT tbl, kind, keys_sql FROM d($$SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]')
+  FROM (SELECT i.x, row_number() OVER (ORDER BY i.ts DESC) rn FROM items i) s LEFT JOIN lines l ON l.x = s.x
+  WHERE l.order_id = $1 AND s.rn = 1$$);
+SELECT tbl, kind, keys_sql FROM d($$SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]')
+  FROM (SELECT DISTINCT ON (i.order_id) i.order_id, i.x FROM items i ORDER BY i.order_id, i.ts DESC) s
+  LEFT JOIN lines l ON l.x = s.x WHERE l.order_id = $1$$);
+-- without the pick the equality through the output holds for every row: a keys watch
+SELECT tbl, kind, keys_sql FROM d($$SELECT coalesce(jsonb_agg(l.id ORDER BY l.id), '[]')
+  FROM (SELECT i.x FROM items i) s LEFT JOIN lines l ON l.x = s.x WHERE l.order_id = $1$$);
 
 -- a result that depends on row order: every column of the tables read below it counts as read
 -- (an UPDATE of any column moves the row)
