@@ -153,6 +153,7 @@ extern void docsync_derive_walk_body(DeriveState *state, Query *query, const cha
 
 /* derive_order.c */
 extern bool docsync_derive_order_dependent(Query *query);
+extern bool docsync_derive_array_order_dependent(Query *sub);
 extern void docsync_derive_record_read(DeriveState *state, Oid relid, bool column, AttrNumber attno, bool whole);
 extern void docsync_derive_read_all(Node *node, DeriveState *state);
 

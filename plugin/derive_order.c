@@ -7,14 +7,20 @@
  *		counts as read (derive_walk.c), so that no change is filtered out by its columns. A block is
  *		order-dependent when it
  *		- computes an aggregate without an ORDER BY or DISTINCT of its own, other than those whose
- *		  result is the same in any order (count, min, max, bool_and, bool_or, every, bit_and,
- *		  bit_or, bit_xor, and sum and avg of anything but floating point, whose rounding follows
- *		  the order);
+ *		  result is the same in any order (count, bool_and, bool_or, every, bit_and, bit_or,
+ *		  bit_xor, sum and avg of anything but floating point, whose rounding follows the order,
+ *		  and min and max of a type whose equal values print alike), an aggregate of its level
+ *		  inside a sublink included;
+ *		- computes an ordered-set aggregate (mode, percentile_disc …) or an aggregate with DISTINCT
+ *		  over a type whose equal values print differently (numeric 1.0 and 1.00: which of them
+ *		  comes out depends on the order), or one not of pg_catalog;
  *		- computes a window function other than such an aggregate over a frame of whole peer groups
  *		  (RANGE or GROUPS, or ROWS over the whole partition), rank, dense_rank, percent_rank or
  *		  cume_dist (the last four: the same for rows that tie);
  *		- has a LIMIT, OFFSET or DISTINCT ON whose ORDER BY does not sort by every output column
  *		  (only then do rows that tie print the same).
+ *		An ARRAY(SELECT …) sublink is order-dependent unless its ORDER BY sorts by every output
+ *		column or it gives one row.
  *		Also the record of what the query reads of each table, which such a block makes whole.
  *
  *-------------------------------------------------------------------------
@@ -25,7 +31,11 @@
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "parser/parse_func.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 #include "derive.h"
@@ -34,6 +44,11 @@
 static const char *const order_insensitive[] = {
 	"count", "min", "max", "sum", "avg", "bool_and", "bool_or", "every", "bit_and", "bit_or",
 	"bit_xor", NULL
+};
+
+/* Of those, the ones that give one of their input values: of several that tie, whichever came. */
+static const char *const picks_a_value[] = {
+	"min", "max", NULL
 };
 
 /* pg_catalog's window functions whose result is the same for rows that tie. */
@@ -56,15 +71,62 @@ named_in(Oid funcid, const char *const *names)
 	return false;
 }
 
+/*
+ * Whether equal values of a type under a collation print alike: the rule for keys
+ * (docsync.key_type_problem: numeric, floating point, interval, jsonb, citext, a nondeterministic
+ * collation … at any depth). Without that function, no.
+ */
+static bool
+prints_alike(Oid type, Oid collation)
+{
+	Oid			argtypes[2] = {REGTYPEOID, OIDOID};
+	Oid			fn;
+	FmgrInfo	flinfo;
+
+	LOCAL_FCINFO(call, 2);
+
+	fn = LookupFuncName(list_make2(makeString("docsync"), makeString("key_type_problem")), 2, argtypes, true);
+	if (!OidIsValid(fn))
+		return false;
+	fmgr_info(fn, &flinfo);
+	InitFunctionCallInfoData(*call, &flinfo, 2, InvalidOid, NULL, NULL);
+	call->args[0].value = ObjectIdGetDatum(type);
+	call->args[0].isnull = false;
+	call->args[1].value = ObjectIdGetDatum(collation);
+	call->args[1].isnull = false;
+	(void) FunctionCallInvoke(call);
+	return call->isnull;
+}
+
+/* Whether every argument of an aggregate (expressions or target entries) prints alike when equal. */
+static bool
+arguments_print_alike(List *args, Oid collation)
+{
+	ListCell   *lc;
+
+	foreach(lc, args)
+	{
+		Node	   *arg = (Node *) lfirst(lc);
+
+		if (IsA(arg, TargetEntry))
+			arg = (Node *) ((TargetEntry *) arg)->expr;
+		if (!prints_alike(exprType(arg), collation))
+			return false;
+	}
+	return true;
+}
+
 /* Whether an aggregate over these arguments gives the same result in any input order. */
 static bool
-aggregate_insensitive(Oid funcid, List *args)
+aggregate_insensitive(Oid funcid, List *args, Oid collation)
 {
 	const char *name;
 	Oid			type;
 
 	if (!named_in(funcid, order_insensitive))
 		return false;
+	if (named_in(funcid, picks_a_value))
+		return arguments_print_alike(args, collation);
 	name = get_func_name(funcid);
 	if (strcmp(name, "sum") != 0 && strcmp(name, "avg") != 0)
 		return true;
@@ -76,6 +138,30 @@ aggregate_insensitive(Oid funcid, List *args)
 		type = exprType((Node *) linitial(args));
 	return type != FLOAT4OID && type != FLOAT8OID;
 }
+
+/*
+ * Whether an aggregate that sorts or deduplicates its input (an ordered-set one, ORDER BY or
+ * DISTINCT) still depends on the order: when the values it keeps of several that tie print
+ * differently. An ORDER BY's own ties are the query's to break (ending it with a unique column).
+ */
+static bool
+sorted_aggregate_dependent(Aggref *agg)
+{
+	if (agg->aggkind == AGGKIND_HYPOTHETICAL)
+		return get_func_namespace(agg->aggfnoid) != PG_CATALOG_NAMESPACE;	/* rank … of ties: alike */
+	if (agg->aggkind == AGGKIND_ORDERED_SET)
+		return get_func_namespace(agg->aggfnoid) != PG_CATALOG_NAMESPACE ||
+			!arguments_print_alike(agg->args, agg->inputcollid);
+	if (agg->aggdistinct != NIL)
+		return !arguments_print_alike(agg->args, agg->inputcollid);
+	return false;
+}
+
+typedef struct OrderWalk
+{
+	Query	   *query;			/* the block */
+	int			levelsup;		/* how many sublink levels below it the walk is */
+} OrderWalk;
 
 /*
  * Whether a window's frame is made of whole peer groups, so an aggregate over it is the same for
@@ -100,31 +186,50 @@ frame_of_peers(Query *query, Index winref)
 	return false;
 }
 
-/* Finds an order-dependent aggregate or window function of the block (not of its sublinks). */
+/*
+ * Finds an order-dependent aggregate or window function of the block: its own, and its aggregates
+ * inside its sublinks ((SELECT jsonb_agg(t.x)) over the block's t).
+ */
 static bool
 order_walker(Node *node, void *context)
 {
+	OrderWalk  *walk = (OrderWalk *) context;
+
 	if (node == NULL)
 		return false;
 	if (IsA(node, Query))
-		return false;			/* a sublink's query is a block of its own */
+	{
+		bool		found;
+
+		walk->levelsup++;
+		found = query_tree_walker((Query *) node, order_walker, context, 0);
+		walk->levelsup--;
+		return found;
+	}
 	if (IsA(node, Aggref))
 	{
 		Aggref	   *agg = (Aggref *) node;
 
-		if (agg->agglevelsup == 0 && agg->aggorder == NIL && agg->aggdistinct == NIL &&
-			agg->aggkind == AGGKIND_NORMAL && !aggregate_insensitive(agg->aggfnoid, agg->args))
-			return true;
-		return false;
+		if (agg->agglevelsup == (Index) walk->levelsup)
+		{
+			if (agg->aggorder != NIL || agg->aggdistinct != NIL || agg->aggkind != AGGKIND_NORMAL)
+			{
+				if (sorted_aggregate_dependent(agg))
+					return true;
+			}
+			else if (!aggregate_insensitive(agg->aggfnoid, agg->args, agg->inputcollid))
+				return true;
+		}
+		return expression_tree_walker(node, order_walker, context);
 	}
-	if (IsA(node, WindowFunc))
+	if (IsA(node, WindowFunc) && walk->levelsup == 0)
 	{
 		WindowFunc *win = (WindowFunc *) node;
 
 		if (!win->winagg)
 			return !named_in(win->winfnoid, tie_stable);
-		return !aggregate_insensitive(win->winfnoid, win->args) ||
-			!frame_of_peers((Query *) context, win->winref);
+		return !aggregate_insensitive(win->winfnoid, win->args, win->inputcollid) ||
+			!frame_of_peers(walk->query, win->winref);
 	}
 	return expression_tree_walker(node, order_walker, context);
 }
@@ -158,12 +263,29 @@ sorted_by_every_output(Query *query)
 bool
 docsync_derive_order_dependent(Query *query)
 {
+	OrderWalk	walk;
+
 	if ((query->limitCount != NULL || query->limitOffset != NULL || query->hasDistinctOn) &&
 		!sorted_by_every_output(query))
 		return true;
 	if (!query->hasAggs && !query->hasWindowFuncs)
 		return false;
-	return order_walker((Node *) query->targetList, query) || order_walker(query->havingQual, query);
+	walk.query = query;
+	walk.levelsup = 0;
+	return order_walker((Node *) query->targetList, &walk) || order_walker(query->havingQual, &walk);
+}
+
+/*
+ * Whether the array an ARRAY(SELECT …) sublink collects depends on the order the rows are read in:
+ * unless one row (an aggregate without GROUP BY) or sorted by every output column.
+ */
+bool
+docsync_derive_array_order_dependent(Query *sub)
+{
+	if (sub->setOperations == NULL && sub->hasAggs && sub->groupClause == NIL &&
+		sub->groupingSets == NIL && !sub->hasTargetSRFs)
+		return false;
+	return !sorted_by_every_output(sub);
 }
 
 /*

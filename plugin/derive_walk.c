@@ -387,7 +387,17 @@ scan_walker(Node *node, void *context)
 
 		(void) scan_walker(link->testexpr, context);
 		if (link->subselect != NULL && IsA(link->subselect, Query))
+		{
+			/* ARRAY(SELECT …) collects its rows in the order they are read */
+			bool		unordered = ctx->unordered_level == 0 && link->subLinkType == ARRAY_SUBLINK &&
+				docsync_derive_array_order_dependent((Query *) link->subselect);
+
+			if (unordered)
+				ctx->unordered_level = depth_of(ctx->stack) + 1;
 			walk_sublink(ctx, (Query *) link->subselect);
+			if (unordered)
+				ctx->unordered_level = 0;
+		}
 		return false;
 	}
 	if (IsA(node, Query))

@@ -93,6 +93,27 @@ SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(t.n ORDER BY t.n) FROM
 -- a CTE read by an order-dependent block and by another: read whole, whichever comes first
 SELECT tbl, kind, read_columns FROM d($$WITH c AS MATERIALIZED (SELECT i.x FROM items i WHERE i.order_id = $1)
   SELECT jsonb_build_object('n', (SELECT count(*) FROM c), 'xs', (SELECT jsonb_agg(c.x) FROM c))$$);
+-- ARRAY(SELECT …) collects its rows in the order they are read, unless sorted by every output
+-- column or one row
+SELECT tbl, kind, read_columns FROM d($$SELECT to_jsonb(ARRAY(SELECT i.x FROM items i WHERE i.order_id = $1))$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT to_jsonb(ARRAY(SELECT i.x FROM items i WHERE i.order_id = $1 ORDER BY i.x))$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT to_jsonb(ARRAY(SELECT count(*) FROM items i WHERE i.order_id = $1))$$);
+-- an aggregate of the outer block written inside a sublink
+SELECT tbl, kind, read_columns FROM d($$SELECT (SELECT jsonb_agg(i.x)) FROM items i WHERE i.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT (SELECT count(i.x)) FROM items i WHERE i.order_id = $1$$);
+-- min, max, DISTINCT and ordered-set aggregates keep one of several values that tie: order-dependent
+-- when equal values print differently (numeric 1.0 and 1.00), not otherwise
+CREATE TABLE prices (id int PRIMARY KEY, order_id int NOT NULL, amount numeric NOT NULL, n int NOT NULL, note text);
+SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_build_object('m', mode() WITHIN GROUP (ORDER BY p.amount))
+  FROM prices p WHERE p.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY p.amount)
+  FROM prices p WHERE p.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT max(p.amount) FROM prices p WHERE p.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT min(p.amount) OVER () FROM prices p WHERE p.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_agg(DISTINCT p.amount) FROM prices p WHERE p.order_id = $1$$);
+SELECT tbl, kind, read_columns FROM d($$SELECT jsonb_build_object('m', mode() WITHIN GROUP (ORDER BY p.n),
+  'x', max(p.n), 'r', rank(3) WITHIN GROUP (ORDER BY p.amount), 'd', jsonb_agg(DISTINCT p.n))
+  FROM prices p WHERE p.order_id = $1$$);
 
 -- a cross-type equality: a date column tied to a timestamp param prints otherwise, so it is not
 -- the param's direct key; the keys query reaches the timestamp column instead
