@@ -299,7 +299,9 @@ docsync_derive_cover_node(DeriveState *state, Node *node)
  * SQL text given as an argument are the backend's SPI callers taking a query or a name: the XML
  * exports (xml.c), ts_stat (tsvector_op.c) and ts_rewrite(tsquery, text) (tsquery_rewrite.c); the
  * other SPI callers run fixed queries on catalogs (ruleutils.c) or are triggers (ri_triggers.c).
- * Large objects and sequences change without any change logical decoding reports.
+ * Large objects and sequences change without any change logical decoding reports. set_config
+ * changes a setting for what runs after it: under another search_path a SQL function's text body,
+ * parsed at its first call, reads other tables than those analysed under the definer's path.
  */
 static const struct
 {
@@ -323,6 +325,7 @@ static const struct
 	{"schema_to_xml_and_xmlschema", -1, "runs SQL text docsync cannot see"},
 	{"ts_stat", -1, "runs SQL text docsync cannot see"},
 	{"ts_rewrite", 2, "runs SQL text docsync cannot see"},
+	{"set_config", -1, "changes a setting (search_path among them) the rest of the query resolves names and runs under"},
 #define LARGE_OBJECT "works on large objects, whose changes logical decoding never reports"
 	{"lo_open", -1, LARGE_OBJECT}, {"lo_close", -1, LARGE_OBJECT}, {"loread", -1, LARGE_OBJECT},
 	{"lowrite", -1, LARGE_OBJECT}, {"lo_lseek", -1, LARGE_OBJECT}, {"lo_lseek64", -1, LARGE_OBJECT},
