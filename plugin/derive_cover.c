@@ -12,7 +12,7 @@
  *		  or as a column of a row json(b)_populate_record(set) or json(b)_to_record(set) fills;
  *		- the default expressions of a call's omitted arguments, which the planner adds;
  *		so every expression's type (and every column of a function in FROM) is followed through
- *		domains, arrays and composite types. Also what no watch can follow: pg_catalog's functions
+ *		domains, arrays, ranges, multiranges and composite types. Also what no watch can follow: pg_catalog's functions
  *		that run SQL text or work on large objects or sequences, and the relations whose changes
  *		are never decoded.
  *
@@ -158,6 +158,10 @@ check_type(DeriveState *state, Oid typid, int depth)
 	}
 	else if (OidIsValid(elem) && type_is_array(typid))
 		check_type(state, elem, depth + 1);
+	else if (typtype == TYPTYPE_RANGE)
+		check_type(state, get_range_subtype(typid), depth + 1);	/* range_in checks a domain's */
+	else if (typtype == TYPTYPE_MULTIRANGE)
+		check_type(state, get_multirange_range(typid), depth + 1);
 	else if (typtype == TYPTYPE_COMPOSITE && OidIsValid(relid))
 	{
 		TupleDesc	desc = lookup_rowtype_tupdesc_copy(typid, -1);

@@ -63,6 +63,11 @@ SELECT * FROM d($$SELECT to_jsonb(count(*)) FROM orders o, jsonb_populate_record
   WHERE o.id = $1$$);
 SELECT * FROM d($$SELECT to_jsonb(count(*)) FROM orders o, jsonb_to_recordset('[{"id": 1}]') AS r(id known_id)
   WHERE o.id = $1$$);
+-- a range (and its multirange) over such a domain: range_in runs the domain's CHECK
+CREATE TYPE known_range AS RANGE (subtype = known_id);
+SELECT * FROM d($$SELECT to_jsonb(o.id) FROM orders o WHERE o.id = $1 AND format('[%s,%s)', o.id, o.id + 1)::known_range IS NOT NULL$$);
+SELECT * FROM d($$SELECT to_jsonb(o.id) FROM orders o WHERE o.id = $1
+  AND format('{[%s,%s)}', o.id, o.id + 1)::known_multirange IS NOT NULL$$);
 -- a CHECK calling a SQL function: its body is analysed, the table it reads broadcast
 CREATE FUNCTION known_sql(int) RETURNS boolean LANGUAGE sql STABLE
   AS 'SELECT EXISTS (SELECT FROM cov.hidden WHERE id = $1)';
