@@ -144,10 +144,24 @@ walk_sql_body(void *arg)
 
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for function %u", work->funcid);
-	/* the body's names resolve under the function's own settings (SET search_path) */
+	/*
+	 * the body's names resolve under the function's own settings (SET search_path); its timeouts
+	 * are for its own runs, not for the analysis, which keeps the caller's (the DDL's 100 ms)
+	 */
 	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_proconfig, &isnull);
 	if (!isnull)
+	{
+		static const char *const kept[] = {"lock_timeout", "statement_timeout"};
+		char	   *values[lengthof(kept)];
+		size_t		i;
+
+		for (i = 0; i < lengthof(kept); i++)
+			values[i] = pstrdup(GetConfigOption(kept[i], false, false));
 		ProcessGUCArray(DatumGetArrayTypeP(datum), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE);
+		for (i = 0; i < lengthof(kept); i++)
+			(void) set_config_option(kept[i], values[i], PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+	}
 	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosqlbody, &isnull);
 	if (!isnull)
 	{
