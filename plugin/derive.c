@@ -379,6 +379,39 @@ read_columns(DeriveState *state, Oid relid, bool *all)
 	return names;
 }
 
+typedef struct MapEntry
+{
+	const void *key;
+	void	   *value;
+} MapEntry;
+
+/* Whether map (NULL: empty) holds key; if so, *value is its value. */
+bool
+docsync_derive_map_find(HTAB *map, const void *key, void **value)
+{
+	MapEntry   *entry = map == NULL ? NULL : hash_search(map, &key, HASH_FIND, NULL);
+
+	if (entry != NULL && value != NULL)
+		*value = entry->value;
+	return entry != NULL;
+}
+
+/* Stores value under key, making the map (in the current memory context) at the first store. */
+void
+docsync_derive_map_store(HTAB **map, const void *key, void *value)
+{
+	if (*map == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(void *);
+		ctl.entrysize = sizeof(MapEntry);
+		ctl.hcxt = CurrentMemoryContext;
+		*map = hash_create("docsync derive map", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	((MapEntry *) hash_search(*map, &key, HASH_ENTER, NULL))->value = value;
+}
+
 /* Derives the watches of one analysed query, as the current user (the definer). */
 static List *
 derive(DeriveState *state, Query *query)
