@@ -144,10 +144,24 @@ walk_sql_body(void *arg)
 
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for function %u", work->funcid);
-	/* the body's names resolve under the function's own settings (SET search_path) */
+	/*
+	 * the body's names resolve under the function's own settings (SET search_path); its timeouts
+	 * are for its own runs, not for the analysis, which keeps the caller's (the DDL's 100 ms)
+	 */
 	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_proconfig, &isnull);
 	if (!isnull)
+	{
+		static const char *const kept[] = {"lock_timeout", "statement_timeout"};
+		char	   *values[lengthof(kept)];
+		size_t		i;
+
+		for (i = 0; i < lengthof(kept); i++)
+			values[i] = pstrdup(GetConfigOption(kept[i], false, false));
 		ProcessGUCArray(DatumGetArrayTypeP(datum), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE);
+		for (i = 0; i < lengthof(kept); i++)
+			(void) set_config_option(kept[i], values[i], PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+	}
 	datum = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosqlbody, &isnull);
 	if (!isnull)
 	{
@@ -363,6 +377,39 @@ read_columns(DeriveState *state, Oid relid, bool *all)
 			names = lappend(names, get_attname(relid, m + FirstLowInvalidHeapAttributeNumber, false));
 	}
 	return names;
+}
+
+typedef struct MapEntry
+{
+	const void *key;
+	void	   *value;
+} MapEntry;
+
+/* Whether map (NULL: empty) holds key; if so, *value is its value. */
+bool
+docsync_derive_map_find(HTAB *map, const void *key, void **value)
+{
+	MapEntry   *entry = map == NULL ? NULL : hash_search(map, &key, HASH_FIND, NULL);
+
+	if (entry != NULL && value != NULL)
+		*value = entry->value;
+	return entry != NULL;
+}
+
+/* Stores value under key, making the map (in the current memory context) at the first store. */
+void
+docsync_derive_map_store(HTAB **map, const void *key, void *value)
+{
+	if (*map == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(void *);
+		ctl.entrysize = sizeof(MapEntry);
+		ctl.hcxt = CurrentMemoryContext;
+		*map = hash_create("docsync derive map", 256, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	((MapEntry *) hash_search(*map, &key, HASH_ENTER, NULL))->value = value;
 }
 
 /* Derives the watches of one analysed query, as the current user (the definer). */

@@ -13,6 +13,7 @@
 #include "nodes/bitmapset.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
+#include "utils/hsearch.h"
 
 /* One reference to a table in the query tree (a range table entry), with what is known of its rows. */
 typedef struct DeriveOcc
@@ -84,6 +85,7 @@ typedef struct DeriveState
 	int			nparams;
 	Oid		   *param_types;	/* the doc params' types ($1 at [0]) */
 	List	   *occs;			/* DeriveOcc *, in order of discovery */
+	HTAB	   *occ_index;		/* occs by RangeTblEntry * (docsync_derive_map_find) */
 	int			nedges;			/* DeriveEdges made */
 	List	   *reads;			/* DeriveRead * */
 	List	   *uncovered;		/* DeriveUncovered * */
@@ -124,14 +126,20 @@ typedef struct DeriveWalk
 	const char *broadcast_why;	/* set inside a recursive CTE or a function's body */
 	bool		body;			/* walking a function's body: its params are not the doc's */
 	List	   *ctes_walked;	/* CommonTableExpr * walked already */
-	List	   *walked;			/* Query * walked already */
+	HTAB	   *walked;			/* Query * walked already (docsync_derive_map_find) */
 	List	   *notes;			/* char *: the notes an occurrence placed now gets */
 	List	   *pickers;		/* Query *: the picked_by an occurrence placed now gets */
 	int			unordered_level;	/* 0, or the depth (the top block's is 1) of the outermost block
 									 * around whose result depends on row order (derive_order.c) */
-	List	   *inner_queries;	/* Query *: blocks whose inner edges are known … */
-	List	   *inner_results;	/* … and those edges (List * of DeriveEdge *) */
+	HTAB	   *inner_edges;	/* Query * to what holds for its rows (List * of DeriveEdge *) */
 } DeriveWalk;
+
+/*
+ * Maps from a node of the tree to a value, made at the first store, so that a lookup costs the same
+ * at any number of occurrences (derive.c).
+ */
+extern bool docsync_derive_map_find(HTAB *map, const void *key, void **value);
+extern void docsync_derive_map_store(HTAB **map, const void *key, void *value);
 
 /* derive_terms.c */
 extern Query *docsync_derive_level_query(DeriveLevel *stack, Index levelsup);

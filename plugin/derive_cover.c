@@ -12,7 +12,7 @@
  *		  or as a column of a row json(b)_populate_record(set) or json(b)_to_record(set) fills;
  *		- the default expressions of a call's omitted arguments, which the planner adds;
  *		so every expression's type (and every column of a function in FROM) is followed through
- *		domains, arrays and composite types. Also what no watch can follow: pg_catalog's functions
+ *		domains, arrays, ranges, multiranges and composite types. Also what no watch can follow: pg_catalog's functions
  *		that run SQL text or work on large objects or sequences, and the relations whose changes
  *		are never decoded.
  *
@@ -158,6 +158,10 @@ check_type(DeriveState *state, Oid typid, int depth)
 	}
 	else if (OidIsValid(elem) && type_is_array(typid))
 		check_type(state, elem, depth + 1);
+	else if (typtype == TYPTYPE_RANGE)
+		check_type(state, get_range_subtype(typid), depth + 1);	/* range_in checks a domain's */
+	else if (typtype == TYPTYPE_MULTIRANGE)
+		check_type(state, get_multirange_range(typid), depth + 1);
 	else if (typtype == TYPTYPE_COMPOSITE && OidIsValid(relid))
 	{
 		TupleDesc	desc = lookup_rowtype_tupdesc_copy(typid, -1);
@@ -299,7 +303,9 @@ docsync_derive_cover_node(DeriveState *state, Node *node)
  * SQL text given as an argument are the backend's SPI callers taking a query or a name: the XML
  * exports (xml.c), ts_stat (tsvector_op.c) and ts_rewrite(tsquery, text) (tsquery_rewrite.c); the
  * other SPI callers run fixed queries on catalogs (ruleutils.c) or are triggers (ri_triggers.c).
- * Large objects and sequences change without any change logical decoding reports.
+ * Large objects and sequences change without any change logical decoding reports. set_config
+ * changes a setting for what runs after it: under another search_path a SQL function's text body,
+ * parsed at its first call, reads other tables than those analysed under the definer's path.
  */
 static const struct
 {
@@ -323,6 +329,7 @@ static const struct
 	{"schema_to_xml_and_xmlschema", -1, "runs SQL text docsync cannot see"},
 	{"ts_stat", -1, "runs SQL text docsync cannot see"},
 	{"ts_rewrite", 2, "runs SQL text docsync cannot see"},
+	{"set_config", -1, "changes a setting (search_path among them) the rest of the query resolves names and runs under"},
 #define LARGE_OBJECT "works on large objects, whose changes logical decoding never reports"
 	{"lo_open", -1, LARGE_OBJECT}, {"lo_close", -1, LARGE_OBJECT}, {"loread", -1, LARGE_OBJECT},
 	{"lowrite", -1, LARGE_OBJECT}, {"lo_lseek", -1, LARGE_OBJECT}, {"lo_lseek64", -1, LARGE_OBJECT},

@@ -62,15 +62,11 @@ docsync_derive_push(DeriveLevel *stack, Query *query)
 DeriveOcc *
 docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte)
 {
-	ListCell   *lc;
 	DeriveOcc  *occ;
 
-	foreach(lc, state->occs)
-	{
-		occ = (DeriveOcc *) lfirst(lc);
-		if (occ->rte == rte)
-			return occ;
-	}
+	if (docsync_derive_map_find(state->occ_index, rte, (void **) &occ))
+		return occ;
+	CHECK_FOR_INTERRUPTS();
 	occ = palloc0(sizeof(DeriveOcc));
 	occ->id = list_length(state->occs);
 	occ->rte = rte;
@@ -78,6 +74,7 @@ docsync_derive_occurrence(DeriveState *state, RangeTblEntry *rte)
 	occ->alias = (rte->eref != NULL && rte->eref->aliasname != NULL) ? rte->eref->aliasname
 		: get_rel_name(rte->relid);
 	state->occs = lappend(state->occs, occ);
+	docsync_derive_map_store(&state->occ_index, rte, occ);
 	return occ;
 }
 
@@ -292,8 +289,6 @@ docsync_derive_edges_not_via(List *edges, RangeTblEntry *rte)
 static List *
 query_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Query *query)
 {
-	ListCell   *q,
-			   *r;
 	List	   *edges;
 
 	if (query == NULL || query->setOperations != NULL || query->jointree == NULL ||
@@ -301,13 +296,11 @@ query_inner_edges(DeriveWalk *ctx, DeriveLevel *stack, Query *query)
 		(query->groupClause == NIL && (query->hasAggs || query->havingQual != NULL)))
 		return NIL;
 	/* a block lies at one place of the tree: what holds for its rows is computed once */
-	forboth(q, ctx->inner_queries, r, ctx->inner_results)
-		if (lfirst(q) == query)
-		return (List *) lfirst(r);
+	if (docsync_derive_map_find(ctx->inner_edges, query, (void **) &edges))
+		return edges;
 	CHECK_FOR_INTERRUPTS();
 	edges = docsync_derive_inner_edges(ctx, docsync_derive_push(stack, query), (Node *) query->jointree);
-	ctx->inner_queries = lappend(ctx->inner_queries, query);
-	ctx->inner_results = lappend(ctx->inner_results, edges);
+	docsync_derive_map_store(&ctx->inner_edges, query, edges);
 	return edges;
 }
 

@@ -455,14 +455,14 @@ walk_query(DeriveWalk *ctx, DeriveLevel *outer, Query *query, List *inherited)
 	check_stack_depth();
 	if (query == NULL)
 		return;
-	if (list_member_ptr(ctx->walked, query))
+	if (docsync_derive_map_find(ctx->walked, query, NULL))
 	{
 		/* walked from another place (a CTE's query): read all the same below an order-dependent one */
 		if (ctx->unordered_level > 0)
 			docsync_derive_read_all((Node *) query, ctx->state);
 		return;
 	}
-	ctx->walked = lappend(ctx->walked, query);
+	docsync_derive_map_store(&ctx->walked, query, query);
 	CHECK_FOR_INTERRUPTS();
 	unordered = ctx->unordered_level == 0 && docsync_derive_order_dependent(query);
 	if (unordered)

@@ -63,6 +63,11 @@ SELECT * FROM d($$SELECT to_jsonb(count(*)) FROM orders o, jsonb_populate_record
   WHERE o.id = $1$$);
 SELECT * FROM d($$SELECT to_jsonb(count(*)) FROM orders o, jsonb_to_recordset('[{"id": 1}]') AS r(id known_id)
   WHERE o.id = $1$$);
+-- a range (and its multirange) over such a domain: range_in runs the domain's CHECK
+CREATE TYPE known_range AS RANGE (subtype = known_id);
+SELECT * FROM d($$SELECT to_jsonb(o.id) FROM orders o WHERE o.id = $1 AND format('[%s,%s)', o.id, o.id + 1)::known_range IS NOT NULL$$);
+SELECT * FROM d($$SELECT to_jsonb(o.id) FROM orders o WHERE o.id = $1
+  AND format('{[%s,%s)}', o.id, o.id + 1)::known_multirange IS NOT NULL$$);
 -- a CHECK calling a SQL function: its body is analysed, the table it reads broadcast
 CREATE FUNCTION known_sql(int) RETURNS boolean LANGUAGE sql STABLE
   AS 'SELECT EXISTS (SELECT FROM cov.hidden WHERE id = $1)';
@@ -105,6 +110,15 @@ SELECT * FROM d($$SELECT to_jsonb(lo_get(o.id)) FROM orders o WHERE o.id = $1$$)
 SELECT * FROM d($$SELECT to_jsonb(pg_sequence_last_value('seq')) FROM orders o WHERE o.id = $1$$);
 SELECT * FROM d($$SELECT to_jsonb(currval('seq')) FROM orders o WHERE o.id = $1$$);
 
+-- set_config in the query changes the path a SQL function's text body is parsed under at its
+-- first call (here cov_shadow.t instead of cov.t): uncovered, naming set_config
+CREATE SCHEMA cov_shadow;
+CREATE TABLE cov_shadow.t (v text);
+CREATE TABLE t (v text);
+CREATE FUNCTION readt(text) RETURNS text LANGUAGE sql STABLE AS 'SELECT v FROM t';
+SELECT * FROM d($$SELECT jsonb_build_object('id', o.id,
+  'v', readt(set_config('search_path', 'cov_shadow, cov', true))) FROM orders o WHERE o.id = $1$$);
+
 -- relations whose changes are never decoded: system catalogs (through information_schema too),
 -- sequences, foreign tables; a materialized view is watched (its refresh is DDL, which recomputes)
 SELECT * FROM d($$SELECT jsonb_build_object('id', o.id, 'tables', (SELECT count(*) FROM pg_class c
@@ -131,6 +145,7 @@ SELECT docsync.drop_query('catalog');
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA cov CASCADE;
+DROP SCHEMA cov_shadow CASCADE;
 DROP SERVER cov_server;
 DROP FOREIGN DATA WRAPPER cov_fdw;
 RESET client_min_messages;

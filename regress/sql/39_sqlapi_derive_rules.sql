@@ -147,5 +147,18 @@ SELECT kind, why FROM docsync.derive_watches(
 SELECT kind, why FROM docsync.derive_watches(
   'SELECT count(*) FROM chain a, chain b WHERE a.a = $1 AND ' ||
   (SELECT string_agg('a.b = b.a', ' AND ') FROM generate_series(1, 398)), 'drr', NULL) ORDER BY why;
+-- views that each join the previous one twice: 2^15 occurrences of chain once rewritten, analysed
+-- in time linear in them (each occurrence and block is looked up in a hash, not a list)
+CREATE VIEW dbl0 AS SELECT a, b FROM chain;
+DO $$BEGIN FOR i IN 1..15 LOOP
+  EXECUTE format('CREATE VIEW drr.dbl%s AS SELECT x.a, x.b FROM drr.dbl%s x, drr.dbl%s y WHERE x.a = y.a',
+                 i, i - 1, i - 1);
+END LOOP; END$$;
+SET statement_timeout = '5s';
+SELECT kind, why FROM docsync.derive_watches('SELECT to_jsonb(v) FROM dbl15 v WHERE v.a = $1', 'drr', NULL);
+RESET statement_timeout;
+SET client_min_messages = warning;
+DROP VIEW dbl0 CASCADE;
+RESET client_min_messages;
 
 DROP SCHEMA drr CASCADE;
