@@ -16,8 +16,10 @@
 #     (the pool's prepared statements are not re-planned for a shadowing object);
 #   CREATE OR REPLACE AGGREGATE with another initial state;
 #   a table rewrite of a table read only through a string-bodied SQL function;
-#   REFRESH MATERIALIZED VIEW CONCURRENTLY; ALTER POLICY on a table read;
+#   REFRESH MATERIALIZED VIEW CONCURRENTLY;
 #   ALTER TEXT SEARCH CONFIGURATION … ALTER MAPPING.
+# (A policy change cannot change a doc: a doc query reading a table under row-level security is
+# refused, directly or through a view whose owner the policies apply to: 39_sqlapi_derived_refusal.)
 # Every step is checked, and the failures are reported together.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
@@ -61,16 +63,12 @@ sql "CREATE TABLE side (id int PRIMARY KEY, v int NOT NULL); INSERT INTO side VA
 sql "CREATE FUNCTION side_v(int) RETURNS int LANGUAGE sql STABLE AS 'SELECT v FROM public.side WHERE id = \$1'"
 sql "CREATE TABLE mbase (id int PRIMARY KEY, q int NOT NULL); INSERT INTO mbase VALUES (1, 5), (2, 6)"
 sql "CREATE MATERIALIZED VIEW mv AS SELECT id, q * 10 AS total FROM mbase; CREATE UNIQUE INDEX ON mv (id)"
-sql "CREATE TABLE notes (id int PRIMARY KEY, tid int NOT NULL, body text NOT NULL, secret bool NOT NULL);
-     INSERT INTO notes VALUES (1, 1, 'public', false), (2, 1, 'secret', true);
-     ALTER TABLE notes ENABLE ROW LEVEL SECURITY; CREATE POLICY everyone ON notes USING (true)"
 sql "CREATE TEXT SEARCH CONFIGURATION mycfg (COPY = simple)"
 declare -A case_sql=(
   [shadow]="SELECT jsonb_build_object('n', t.n, 'f', f(t.id)) FROM t WHERE t.id = \$1"
   [agg]="SELECT jsonb_build_object('n', t.n, 's', (SELECT mysum(x) FROM generate_series(1, 3) x)) FROM t WHERE t.id = \$1"
   [opaque]="SELECT jsonb_build_object('n', t.n, 'side', side_v(t.id)) FROM t WHERE t.id = \$1"
   [mat]="SELECT jsonb_build_object('n', t.n, 'total', (SELECT m.total FROM mv m WHERE m.id = t.id)) FROM t WHERE t.id = \$1"
-  [rls]="SELECT jsonb_build_object('n', t.n, 'notes', (SELECT jsonb_agg(x.body ORDER BY x.id) FROM notes x WHERE x.tid = t.id)) FROM t WHERE t.id = \$1"
   [ts]="SELECT jsonb_build_object('n', t.n, 'ts', to_tsvector('mycfg', 'running dogs')) FROM t WHERE t.id = \$1"
 )
 for q in "${!case_sql[@]}"; do
@@ -168,7 +166,6 @@ case_step opaque "a rewrite of a table read through a string-bodied function" \
 # mbase is read by no doc query, so its change reaches the doc only through the refresh
 sql "UPDATE mbase SET q = q + 1"
 case_step mat "REFRESH MATERIALIZED VIEW CONCURRENTLY" "REFRESH MATERIALIZED VIEW CONCURRENTLY mv"
-case_step rls "ALTER POLICY on a table read" "ALTER POLICY everyone ON notes USING (NOT secret)"
 case_step ts "ALTER TEXT SEARCH CONFIGURATION ... ALTER MAPPING" \
   "ALTER TEXT SEARCH CONFIGURATION mycfg ALTER MAPPING FOR asciiword WITH english_stem"
 [ ${#failures[@]} -eq 0 ] || fail "docs left stale by: $(printf '%s; ' "${failures[@]}")"
