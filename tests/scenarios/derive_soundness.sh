@@ -17,7 +17,7 @@
 # derived, and per transaction and per row change the docs recomputed (the worker's metrics,
 # docsync_query_recomputes_total) and the doc and keys statements run (pg_stat_statements, by the
 # definers' reader roles) for the derived set and the hand-written set.
-# DERIVE_QUERIES (60) × DERIVE_TXNS (400) takes 20-60 s on 2 cores; the full size,
+# DERIVE_QUERIES (40) × DERIVE_TXNS (300) takes 15-40 s on 2 cores; the full size,
 # DERIVE_QUERIES=200 DERIVE_TXNS=1000, 2-6 minutes. A cluster of its own
 # (lib/own_cluster.bash); needs DOCSYNC_WORKER.
 set -euo pipefail
@@ -25,8 +25,8 @@ test_name=derive
 # shellcheck source=lib/own_cluster.bash
 . "$(dirname "${BASH_SOURCE[0]}")/lib/own_cluster.bash"
 seed=${DERIVE_SEED:-$(( $(date +%s%N) % 1000000 ))}
-nq=${DERIVE_QUERIES:-60}
-nt=${DERIVE_TXNS:-400}
+nq=${DERIVE_QUERIES:-40}
+nt=${DERIVE_TXNS:-300}
 echo "seed $seed, $nq queries, $nt transactions (replay with DERIVE_SEED=$seed DERIVE_QUERIES=$nq DERIVE_TXNS=$nt)"
 manual_role=docsync_manual_$$
 drop_manual() { psql -X -q -d postgres -c "DROP ROLE IF EXISTS $manual_role" >/dev/null 2>&1; }

@@ -51,8 +51,9 @@ sql "GRANT INSERT ON scribbles TO $reader_role"
 start_worker --statement-timeout 1s --pool 3
 good="SELECT jsonb_build_object('id', id, 'v', v) FROM t WHERE id = 1"
 for round in 1 2 3; do
-  sql "UPDATE t SET v = v + 1 WHERE id = 1"
+  # read before the change: a fast worker may acknowledge it before a read after it
   before=$(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'")
+  sql "UPDATE t SET v = v + 1 WHERE id = 1"
   settle 30
   [ "$(doc_equals_query db:good:1 "$good")" = t ] || fail "round $round: db:good:1 is $(last_doc db:good:1), not current"
   [ "$(sql "SELECT confirmed_flush_lsn > '$before' FROM pg_replication_slots WHERE slot_name = '$slot'")" = t ] ||
