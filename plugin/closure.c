@@ -23,8 +23,8 @@
 #include "docsync.h"
 
 /* Whether a node is an expression whose result type exprType() knows. */
-static bool
-typed_expression(Node *node)
+bool
+docsync_typed_expression(Node *node)
 {
 	switch (nodeTag(node))
 	{
@@ -81,7 +81,7 @@ docsync_collect_expression_types(Node *node, List **types, List **collations)
 {
 	Oid			collation;
 
-	if (node == NULL || !typed_expression(node))
+	if (node == NULL || !docsync_typed_expression(node))
 		return;
 	*types = list_append_unique_oid(*types, exprType(node));
 	if (IsA(node, RowCompareExpr))

@@ -41,6 +41,7 @@
 #include "utils/typcache.h"
 
 #include "derive.h"
+#include "docsync.h"
 
 /* How deep types are followed into arrays, domains and composite types' columns. */
 #define DERIVE_MAX_TYPE_DEPTH 16
@@ -238,45 +239,6 @@ check_defaults(DeriveState *state, FuncExpr *call)
 	}
 }
 
-/* Whether exprType() knows the node: an expression with a type. */
-static bool
-typed_expression(Node *node)
-{
-	switch (nodeTag(node))
-	{
-		case T_Var:
-		case T_Const:
-		case T_Param:
-		case T_Aggref:
-		case T_WindowFunc:
-		case T_SubscriptingRef:
-		case T_FuncExpr:
-		case T_OpExpr:
-		case T_DistinctExpr:
-		case T_NullIfExpr:
-		case T_SubLink:
-		case T_FieldSelect:
-		case T_FieldStore:
-		case T_RelabelType:
-		case T_CoerceViaIO:
-		case T_ArrayCoerceExpr:
-		case T_ConvertRowtypeExpr:
-		case T_CollateExpr:
-		case T_CaseExpr:
-		case T_CaseTestExpr:
-		case T_ArrayExpr:
-		case T_RowExpr:
-		case T_CoalesceExpr:
-		case T_MinMaxExpr:
-		case T_CoerceToDomain:
-		case T_CoerceToDomainValue:
-		case T_SetToDefault:
-			return true;
-		default:
-			return false;
-	}
-}
-
 /*
  * Checks what one node of a query's expressions runs beyond the functions it names: the casts
  * and constraints of its type, the defaults of a call's omitted arguments, and the column types
@@ -285,7 +247,7 @@ typed_expression(Node *node)
 void
 docsync_derive_cover_node(DeriveState *state, Node *node)
 {
-	if (typed_expression(node))
+	if (docsync_typed_expression(node))
 		check_type(state, exprType(node), 0);
 	if (IsA(node, FuncExpr))
 		check_defaults(state, (FuncExpr *) node);

@@ -18,6 +18,7 @@ extern void docsync_status_init(void);
 extern bool docsync_status_gap_open(const char *slot);
 
 /* closure.c: the types and collations a doc query's expressions use */
+extern bool docsync_typed_expression(Node *node);
 extern void docsync_collect_expression_types(Node *node, List **types, List **collations);
 extern void docsync_param_collations(Query *query, int nparams, Oid *collations);
 
