@@ -11,6 +11,7 @@ namespace docsync {
 namespace {
 
 constexpr auto kStatementTimeout = std::chrono::seconds(5);
+constexpr auto kEndTimeout = std::chrono::seconds(20);  // ending sessions waits up to 2 s for each
 
 // The lease key of $1 (the slot's name) for a seed, as SQL.
 std::string key_sql(long long seed) {
@@ -54,8 +55,8 @@ void Lease::connect() {
     conn_ = std::move(conn);
 }
 
-std::string Lease::query(const std::string& sql) {
-    auto r = conn_->exec(sql, {options_.slot}, pg::deadline_in(kStatementTimeout));
+std::string Lease::query(const std::string& sql, std::chrono::seconds timeout) {
+    auto r = conn_->exec(sql, {options_.slot}, pg::deadline_in(timeout));
     if (r.rows() != 1 || r.columns() != 1) throw Error("lease query returned an unexpected result", {}, true);
     return std::string(r.get(0, 0));
 }
@@ -172,11 +173,14 @@ Lease::State Lease::check() {
 
 int Lease::end_hung_holder() {
     if (!conn_) connect();
+    // Each end waits up to 2 s for the session to be gone, so that its lock is free when this returns.
     std::string lease_ended = query(holders_sql(std::string("pg_catalog.count(*) FILTER (WHERE ") + kWorkerRole +
-                                                " AND pg_catalog.pg_terminate_backend(l.pid))::text"));
+                                                " AND pg_catalog.pg_terminate_backend(l.pid, 2000))::text"),
+                                    kEndTimeout);
     std::string stream_ended = query(
-        "SELECT pg_catalog.count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(s.active_pid))::text "
-        "FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $1 AND s.active_pid IS NOT NULL");
+        "SELECT pg_catalog.count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(s.active_pid, 2000))::text "
+        "FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $1 AND s.active_pid IS NOT NULL",
+        kEndTimeout);
     return std::stoi(lease_ended) + std::stoi(stream_ended);
 }
 

@@ -112,7 +112,7 @@ private:
     void warn_squatted();
     void connect();
     // Runs a one-row, one-column statement with the slot's name as $1 and returns its value.
-    std::string query(const std::string& sql);
+    std::string query(const std::string& sql, std::chrono::seconds timeout = std::chrono::seconds(5));
     // application_name of the lease connection: "<name> active pid N" or "<name> standby pid N".
     void set_role(bool active);
 
