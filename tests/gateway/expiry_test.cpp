@@ -100,7 +100,8 @@ TEST_CASE("gateway: a token's expiry ends a slow reader's stream within a second
     auto ws_read = std::async(std::launch::async, [&] { return read_slowly(ws_socket, expires, until); });
     SlowRead on_sse = sse_read.get(), on_ws = ws_read.get();
     stop = true;
-    for (auto [name, r] : {std::pair{std::string("SSE"), on_sse}, std::pair{std::string("WebSocket"), on_ws}}) {
+    for (auto [name_bound, r] : {std::pair{std::string("SSE"), on_sse}, std::pair{std::string("WebSocket"), on_ws}}) {
+        const std::string name = name_bound;  // INFO takes a variable, not a structured binding
         INFO(name);
         MESSAGE(name << ": " << r.bytes_after << " bytes read after the expiry; ended at exp"
                      << (r.ended ? std::to_string(std::chrono::duration<double>(*r.ended - expires).count()) + " s"

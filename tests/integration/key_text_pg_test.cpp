@@ -64,8 +64,9 @@ TEST_CASE("canonical key text is what PostgreSQL prints, for every checked type"
                        "[-9223372036854775808,0)", "(-9223372036854775808,0)", "empty"}},
     };
     int checked = 0;
-    for (const auto& [type, spellings] : cases) {
-        for (const auto& text : spellings) {
+    for (const auto& one_case : cases) {
+        const std::string& type = one_case.first;  // named, not bound: doctest's INFO captures it
+        for (const auto& text : one_case.second) {
             std::string quoted;
             for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
             std::optional<std::string> printed;

@@ -20,41 +20,51 @@ namespace docsync::testing {
 struct JsonValue {
     enum class Kind { Scalar, Array, Object };
     Kind kind = Kind::Scalar;
-    std::string scalar;                                      // a scalar's JSON text
-    std::vector<std::pair<std::string, JsonValue>> members;  // key text as escaped (no quotes), value
+    std::string scalar;  // a scalar's JSON text
+    // An object's member: its key text as escaped (no quotes), and its value. Defined below, where
+    // JsonValue is complete (a std::pair of it here would need it complete).
+    struct Member;
+    std::vector<Member> members;
     std::vector<JsonValue> items;
 
-    void write(std::string& out) const {
-        if (kind == Kind::Scalar) {
-            out += scalar;
-            return;
-        }
-        bool first = true;
-        out += kind == Kind::Object ? '{' : '[';
-        if (kind == Kind::Object) {
-            for (const auto& [key, value] : members) {
-                if (!first) out += ',';
-                first = false;
-                out += '"';
-                out += key;
-                out += "\":";
-                value.write(out);
-            }
-        } else {
-            for (const JsonValue& item : items) {
-                if (!first) out += ',';
-                first = false;
-                item.write(out);
-            }
-        }
-        out += kind == Kind::Object ? '}' : ']';
-    }
+    void write(std::string& out) const;
     std::string text() const {
         std::string out;
         write(out);
         return out;
     }
 };
+
+struct JsonValue::Member {
+    std::string first;
+    JsonValue second;
+};
+
+inline void JsonValue::write(std::string& out) const {
+    if (kind == Kind::Scalar) {
+        out += scalar;
+        return;
+    }
+    bool first = true;
+    out += kind == Kind::Object ? '{' : '[';
+    if (kind == Kind::Object) {
+        for (const auto& [key, value] : members) {
+            if (!first) out += ',';
+            first = false;
+            out += '"';
+            out += key;
+            out += "\":";
+            value.write(out);
+        }
+    } else {
+        for (const JsonValue& item : items) {
+            if (!first) out += ',';
+            first = false;
+            item.write(out);
+        }
+    }
+    out += kind == Kind::Object ? '}' : ']';
+}
 
 struct JsonGenOptions {
     // Only numbers a double reads without overflow or a lost digit of an integer (no 1e400, no
@@ -210,7 +220,7 @@ private:
             if (kind == JsonValue::Kind::Array)
                 v.items.push_back(value(depth + 1));
             else
-                v.members.emplace_back(new_key(v), value(depth + 1));
+                v.members.push_back({new_key(v), value(depth + 1)});
         }
         return v;
     }
@@ -256,11 +266,11 @@ private:
                     if (!ms.empty()) ms[pick(ms.size())].second = chance(3) ? value(depth) : scalar();
                     break;
                 case 2:  // a new key at the end
-                    ms.emplace_back(new_key(c), value(depth));
+                    ms.push_back({new_key(c), value(depth)});
                     break;
                 case 3:  // a new key anywhere
                     ms.insert(ms.begin() + static_cast<std::ptrdiff_t>(pick(ms.size() + 1)),
-                              std::make_pair(new_key(c), value(depth)));
+                              JsonValue::Member{new_key(c), value(depth)});
                     break;
                 case 4:  // delete a key
                     if (!ms.empty()) ms.erase(ms.begin() + static_cast<std::ptrdiff_t>(pick(ms.size())));
@@ -278,7 +288,7 @@ private:
                 case 7:  // a key twice (rare: an object no patch can address)
                     if (!options_.ordinary && !ms.empty() && chance(8)) {
                         std::string key = ms[pick(ms.size())].first;
-                        ms.emplace_back(std::move(key), scalar());
+                        ms.push_back({std::move(key), scalar()});
                     } else if (!ms.empty()) {
                         ms[pick(ms.size())].second = scalar();
                     }

@@ -419,10 +419,11 @@ TEST_CASE("diff returns the shorter form, JSON Patch on a tie, and merge patches
     CHECK(p->form == Form::JsonPatch);
     CHECK(p->text == R"([{"op":"replace","path":"/xs/8","value":0}])");
     // A value set to null, or an object holding a null member where there was none: no merge patch.
-    for (auto [x, y] : {std::pair{R"({"a":1,"b":2})", R"({"a":1,"b":null})"},
+    for (auto [x, y_bound] : {std::pair{R"({"a":1,"b":2})", R"({"a":1,"b":null})"},
                         std::pair{R"({"a":1})", R"({"a":{"n":null}})"},
                         std::pair{R"({"a":1,"b":2})", R"({"b":2,"a":1})"},  // reordered keys
                         std::pair{R"({"a":1})", R"([1])"}}) {
+        const char* y = y_bound;  // CAPTURE takes a variable, not a structured binding
         CAPTURE(y);
         docsync::patch::Tree tx(x, "x"), ty(y, "y");
         CHECK_FALSE(docsync::patch::merge_patch_between(tx, ty));
