@@ -36,12 +36,16 @@ step "build: extension (PGXS, warnings are errors)"
 make -s clean >/dev/null 2>&1
 make -s PG_CONFIG="$PG_CONFIG" WERROR=yes || exit 1
 
-step "build: worker and tests (CMake, ASan+UBSan)"
+step "build: worker and tests (CMake, clang, ASan+UBSan, lock annotations checked)"
 mkdir -p "$(dirname "$build")"
 # -O0 -g1: sanitizer reports keep their stack traces, and the build (most of the suite's CPU on a
 # 2-core machine) takes well under half the time of -O1; the tests mostly wait on the server.
-cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DDOCSYNC_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" >"$build.cmake.log" 2>&1 ||
+# clang: it compiles this tree in half gcc's CPU time (2m44 against 5m49 on 2 cores), and its
+# thread-safety analysis checks the lock annotations in the same compile (a violation fails the
+# build). The packages' default build (gcc) stays covered by the Debian package scenario (--full)
+# and by every developer build.
+CC=clang CXX=clang++ cmake -S . -B "$build" -DDOCSYNC_SANITIZE=ON -DDOCSYNC_WERROR=ON -DDOCSYNC_THREAD_SAFETY=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1 -DNDEBUG" >"$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log"; exit 1; }
 cmake --build "$build" -j "$jobs" || exit 1
 
@@ -66,9 +70,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # the server, and the build takes only the CPU they leave (on 2 cores it is two minutes of CPU).
 # The CI suite's short runs follow the build in the same way, one target at a time, while the tests
 # go on; --full runs each target for 600 s after the tests, $jobs at a time.
-# The same compile checks the lock annotations (-DDOCSYNC_THREAD_SAFETY=ON, a violation fails the
-# build): the fuzz targets compile the engine and the Redis client; docsync_progress adds the
-# coordinator, the one annotated room no fuzz target compiles.
 fuzz_build="$build-fuzz"
 fuzz_pid=
 fuzz_seconds=$([ $full -eq 1 ] && echo 600 || echo 6)
@@ -88,9 +89,9 @@ if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
   rm -f "$fuzz_build".built
   (renice -n 19 "$BASHPID" >/dev/null
    CC=clang CXX=clang++ cmake -S . -B "$fuzz_build" -DDOCSYNC_FUZZ=ON -DDOCSYNC_TESTS=OFF \
-     -DDOCSYNC_THREAD_SAFETY=ON >"$fuzz_build.cmake.log" 2>&1 &&
+     >"$fuzz_build.cmake.log" 2>&1 &&
    cmake --build "$fuzz_build" -j "$jobs" \
-     --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) docsync_progress \
+     --target $(for f in tests/fuzz/*.cpp; do f=${f##*/}; echo "fuzz-${f%.cpp}"; done) \
      >"$fuzz_build.build.log" 2>&1 &&
    touch "$fuzz_build".built || exit 1
    if [ $full -eq 0 ]; then
