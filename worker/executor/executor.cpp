@@ -88,6 +88,11 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     database_ = identity.get(0, 0);
     system_identifier_ = identity.get(0, 1);
     slots_[0]->standby = standby_ = identity.get(0, 2) == "t";
+    if (standby_ && options_.lend_reader)
+        throw Error("--pool-dsn reaches a hot standby, but a portable install computes on the primary: its "
+                    "docsync.compute_as lends each compute its reader role by a GRANT in the compute's "
+                    "transaction, which a standby cannot run; point --pool-dsn at the primary "
+                    "(docs/portable.md)");
     slots_[0]->conn.emplace(std::move(conn));
 }
 

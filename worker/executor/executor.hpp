@@ -51,7 +51,8 @@ struct ExecutorOptions {
     // its transaction begins READ WRITE (compute_as makes it read-only once lent). Two lendings of
     // one reader role to the pool role wait for each other on the server (pg_auth_members is unique
     // on role and member), so the computes of one reader role take turns in the executor instead,
-    // holding no pool connection and no statement timeout while they wait.
+    // holding no pool connection and no statement timeout while they wait. A pool on a hot standby,
+    // where nothing can be lent, is refused at start.
     bool lend_reader = false;
     std::string application_name = "docsync-worker pool";
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
@@ -69,7 +70,8 @@ public:
     // anew (executor/settings_watch.hpp: database and role defaults, a reloaded configuration).
     void renew_sessions();
     // Connects the first pool connection and checks the role; throws docsync::Error when the server
-    // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
+    // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning),
+    // or with lend_reader when it is a hot standby.
     explicit Executor(ExecutorOptions options);
     ~Executor() override;
     Executor(const Executor&) = delete;

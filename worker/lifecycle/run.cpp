@@ -145,13 +145,6 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     executor_options.check_reader = portable;  // its compute_as cannot hold the role (docs/portable.md)
     executor_options.lend_reader = portable;   // its compute_as lends the reader role for the compute
     Executor executor(executor_options);
-    // A portable install lends each compute its reader role by a GRANT in the compute's transaction,
-    // which a hot standby cannot run.
-    if (portable && executor.standby())
-        throw Error("--pool-dsn reaches a hot standby, but a portable install computes on the primary: its "
-                    "docsync.compute_as lends each compute its reader role by a GRANT in the compute's "
-                    "transaction, which a standby cannot run; point --pool-dsn at the primary "
-                    "(docs/portable.md)");
     // The pool must see the rows the slot decodes: the same database, on the same server or a standby
     // of it (which shares its system identifier).
     if (executor.database() != identity.database || executor.system_identifier() != identity.system_identifier)
