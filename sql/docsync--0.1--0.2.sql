@@ -1345,6 +1345,241 @@ BEGIN
 END
 $$;
 
+-- grant_reader (sql/parts/10_roles.sql): in a portable install, no standing membership of the pool
+-- role in a reader role (docsync.compute_as lends it one for each compute)
+CREATE OR REPLACE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r pg_roles;
+  def docsync.query_defs;
+  problem text;
+  g record;
+  rg docsync.reader_grants;
+  sys record;
+  granted boolean := false;
+BEGIN
+  SELECT * INTO r FROM pg_roles WHERE rolname = role;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role "%" does not exist', role
+      USING ERRCODE = 'undefined_object', DETAIL = 'grant_reader grants to an existing role.',
+            HINT = format('Create it first: CREATE ROLE %I LOGIN;', role);
+  END IF;
+  IF EXISTS (SELECT FROM pg_roles x
+              WHERE (x.rolsuper OR x.rolreplication OR x.rolbypassrls) AND pg_has_role(r.oid, x.oid, 'MEMBER')) THEN
+    RAISE EXCEPTION 'role "%" is not a harmless reader', role
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = format('It is or is a member of %s. The pool role runs customer SQL; docsync-worker refuses a pool role that is or reaches a SUPERUSER, REPLICATION or BYPASSRLS role.',
+                            (SELECT string_agg(quote_ident(x.rolname), ', ' ORDER BY x.rolname) FROM pg_roles x
+                              WHERE (x.rolsuper OR x.rolreplication OR x.rolbypassrls) AND pg_has_role(r.oid, x.oid, 'MEMBER'))),
+            HINT = 'Use a separate role: CREATE ROLE docsync_reader LOGIN; SELECT docsync.grant_reader(''docsync_reader'');';
+  END IF;
+  -- first take back what a reader role holds that its definer no longer does (a REVOKE since):
+  -- a reader role never keeps more than its definer may read
+  FOR rg IN SELECT x.* FROM docsync.reader_grants x JOIN docsync.reader_roles rr ON rr.reader = x.reader
+            WHERE x.kind IN ('schema', 'table', 'function')
+              AND (to_regrole(quote_ident(rr.definer)) IS NULL
+                   OR NOT coalesce(docsync.reader_grant_held(x, to_regrole(quote_ident(rr.definer))), false))
+            ORDER BY x.reader, x.kind, x.schema_name, x.table_name LOOP
+    problem := docsync.revoke_reader_grant(rg);
+    IF problem IS NOT NULL THEN
+      RETURN NEXT problem;
+    END IF;
+  END LOOP;
+  -- a portable install lends the pool role one reader role for each compute (docsync.compute_as),
+  -- which refuses while it is a member of any: a standing membership (an older install's, one
+  -- granted by hand) would let a compute become another definer's reader role, so it goes
+  IF docsync.install_kind() = 'portable' THEN
+    FOR g IN SELECT x.rolname FROM pg_auth_members m JOIN pg_roles x ON x.oid = m.roleid
+              WHERE m.member = r.oid
+                AND x.rolname IN (SELECT rr.reader FROM docsync.reader_roles rr)
+              ORDER BY x.rolname LOOP
+      EXECUTE format('REVOKE %I FROM %I', g.rolname, role);
+      RETURN NEXT format('REVOKE %I FROM %I', g.rolname, role);
+    END LOOP;
+    DELETE FROM docsync.reader_grants x WHERE x.role = grant_reader.role AND x.kind = 'member';
+  END IF;
+  -- a refused definition is granted nothing (the others are: one definer's refused query never
+  -- stops everyone's grants); each is named in a WARNING and in docsync.queries.refused
+  CREATE TEMP TABLE docsync_reader_refused ON COMMIT DROP AS
+    SELECT d.name, docsync.refusal(d.name) AS problem FROM docsync.query_defs d;
+  DELETE FROM docsync_reader_refused x WHERE x.problem IS NULL;
+  FOR def IN SELECT d.* FROM docsync.query_defs d JOIN docsync_reader_refused x ON x.name = d.name ORDER BY d.name LOOP
+    RAISE WARNING 'docsync query "%" is refused, so nothing is granted for it: %', def.name,
+                  (SELECT x.problem FROM docsync_reader_refused x WHERE x.name = def.name)
+      USING DETAIL = 'grant_reader grants the pool role only what the definer of each definition may read.',
+            HINT = format('Grant the definer what the query reads again, redefine it as a role that may read it (docsync.define_query(%L, …, or_replace => true)), or drop it (docsync.drop_query(%L)); then run grant_reader again.',
+                          def.name, def.name);
+  END LOOP;
+  -- the definitions granted for: queries not refused, and their watches not set aside
+  CREATE TEMP TABLE docsync_reader_defs ON COMMIT DROP AS
+    SELECT q.name, NULL::bigint AS watch, q.defined_by AS definer
+      FROM docsync.query_defs q WHERE q.name NOT IN (SELECT x.name FROM docsync_reader_refused x)
+    UNION ALL
+    SELECT q.name, w.id, w.defined_by
+      FROM docsync.query_defs q JOIN docsync.watch_defs w ON w.query = q.name
+     WHERE q.name NOT IN (SELECT x.name FROM docsync_reader_refused x)
+       AND w.keys_sql IS NOT NULL AND (w.defined_by = q.defined_by OR docsync.watch_problem(w.id) IS NULL);
+  -- what the queries check SELECT on as the pool role, with the definer it was checked for: the
+  -- tables they read, and views rather than the tables behind them (checked as the view's owner)
+  CREATE TEMP TABLE docsync_reader_needs ON COMMIT DROP AS
+    SELECT DISTINCT x.rel, d.definer, d.name AS query
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).checked) AS x(rel);
+  -- the user functions they call, with the definer they were checked for
+  CREATE TEMP TABLE docsync_reader_fns ON COMMIT DROP AS
+    SELECT DISTINCT x.fn, d.definer
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).functions) AS x(fn)
+      JOIN pg_proc p ON p.oid = x.fn
+     WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace);
+  -- every schema the checked text's name resolution used (relations, functions, operators, types,
+  -- collations, and the param types the batched forms name, $1::s.t[]), where the definer has USAGE
+  -- itself: resolved without it, `||` would find another operator, and the doc would not be the one
+  -- checked
+  CREATE TEMP TABLE docsync_reader_type_schemas ON COMMIT DROP AS
+    SELECT DISTINCT x.nsp, d.definer
+      FROM docsync_reader_defs d
+      CROSS JOIN LATERAL unnest((docsync.stored_analysis(d.name, d.watch)).schemas) AS x(nsp)
+     WHERE has_schema_privilege(to_regrole(quote_ident(d.definer)), x.nsp, 'USAGE');
+  -- system catalogs: readable by PUBLIC already, or never granted
+  FOR sys IN
+    SELECT n.rel, min(n.query) AS query
+      FROM docsync_reader_needs n
+      JOIN pg_class c ON c.oid = n.rel
+     WHERE c.relnamespace IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+       AND NOT has_table_privilege('public', n.rel, 'SELECT')
+     GROUP BY n.rel
+  LOOP
+    RAISE EXCEPTION 'docsync query "%" reads %, a system catalog that PUBLIC may not read', sys.query, sys.rel
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'grant_reader never grants anything in pg_catalog or information_schema beyond what PUBLIC may read.',
+            HINT = 'Read what you need through a view owned by a role that may read it, or drop the query that reads the catalog (see docsync.queries).';
+  END LOOP;
+  -- each definer's reader role, and what is not yet granted to it (a privilege it holds already,
+  -- whoever granted it, is left as it is); each grant made is recorded for docsync.revoke_reader
+  CREATE TEMP TABLE docsync_reader_roles ON COMMIT DROP AS
+    SELECT d.definer, docsync.ensure_reader_role(d.definer) AS reader
+      FROM (SELECT q.defined_by AS definer FROM docsync.query_defs q
+            UNION SELECT w.defined_by FROM docsync.watch_defs w) d
+     WHERE to_regrole(quote_ident(d.definer)) IS NOT NULL  -- a role dropped since gets none
+     ORDER BY d.definer;
+  FOR g IN
+    WITH t AS (
+      SELECT n.rel, c.relnamespace, rr.reader,
+             has_table_privilege(to_regrole(quote_ident(n.definer)), n.rel, 'SELECT') AS whole,
+             (SELECT array_agg(a.attname ORDER BY a.attnum)
+                FROM pg_attribute a
+               WHERE a.attrelid = n.rel AND a.attnum > 0 AND NOT a.attisdropped
+                 AND NOT EXISTS (SELECT FROM aclexplode(a.attacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(rr.reader)) AND x.privilege_type = 'SELECT')
+                 AND has_column_privilege(to_regrole(quote_ident(n.definer)), n.rel, a.attnum, 'SELECT')) AS cols
+        FROM (SELECT DISTINCT x.rel, x.definer FROM docsync_reader_needs x) n
+        JOIN docsync_reader_roles rr ON rr.definer = n.definer
+        JOIN pg_class c ON c.oid = n.rel
+       WHERE c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))
+    , f AS (
+      SELECT p.oid AS fn, p.pronamespace, rr.reader, fd.definer
+        FROM docsync_reader_fns fd
+        JOIN docsync_reader_roles rr ON rr.definer = fd.definer
+        JOIN pg_proc p ON p.oid = fd.fn)
+    SELECT 'schema' AS kind, ns.nspname AS schema_name, NULL::text AS table_name, NULL::name[] AS cols,
+           format('GRANT USAGE ON SCHEMA %I TO %I', ns.nspname, u.reader) AS stmt, u.reader
+      FROM (SELECT t.relnamespace AS nsp, t.reader FROM t UNION SELECT f.pronamespace, f.reader FROM f
+            UNION SELECT ts.nsp, rr.reader FROM docsync_reader_type_schemas ts
+                    JOIN docsync_reader_roles rr ON rr.definer = ts.definer) u
+      JOIN pg_namespace ns ON ns.oid = u.nsp
+     WHERE NOT EXISTS (SELECT FROM aclexplode(ns.nspacl) x
+                        WHERE x.grantee = to_regrole(quote_ident(u.reader)) AND x.privilege_type = 'USAGE')
+    UNION ALL
+    -- EXECUTE where PUBLIC lacks it, when the definer has it; never on a function of an extension
+    -- that PUBLIC may not execute: an extension revokes it for a reason (dblink_connect_u connects as
+    -- anyone without a password, lo_import reads server files), and a superuser definer holds it
+    SELECT 'function', ns.nspname, f.fn::regprocedure::text, NULL,
+           format('GRANT EXECUTE ON FUNCTION %s TO %I', f.fn::regprocedure, f.reader), f.reader
+      FROM f JOIN pg_namespace ns ON ns.oid = f.pronamespace
+     WHERE has_function_privilege(to_regrole(quote_ident(f.definer)), f.fn, 'EXECUTE')
+       AND NOT has_function_privilege(to_regrole(quote_ident(f.reader)), f.fn, 'EXECUTE')
+       AND NOT EXISTS (SELECT FROM pg_depend d
+                        WHERE d.classid = 'pg_proc'::regclass AND d.objid = f.fn AND d.deptype = 'e')
+    UNION ALL
+    SELECT 'table', ns.nspname, c.relname, CASE WHEN t.whole THEN NULL ELSE t.cols END,
+           CASE WHEN t.whole THEN format('GRANT SELECT ON TABLE %s TO %I', t.rel, t.reader)
+                ELSE format('GRANT SELECT (%s) ON TABLE %s TO %I',
+                            (SELECT string_agg(quote_ident(x), ', ') FROM unnest(t.cols) x), t.rel, t.reader) END,
+           t.reader
+      FROM t JOIN pg_class c ON c.oid = t.rel JOIN pg_namespace ns ON ns.oid = c.relnamespace
+     WHERE CASE WHEN t.whole
+                THEN NOT EXISTS (SELECT FROM aclexplode(c.relacl) x
+                                  WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'SELECT')
+                ELSE t.cols IS NOT NULL END
+    UNION ALL
+    -- (a portable install lends the membership for each compute instead: docsync.compute_as)
+    SELECT 'member', NULL, NULL, NULL, format('GRANT %I TO %I', rr.reader, role), rr.reader
+      FROM docsync_reader_roles rr
+     WHERE NOT pg_has_role(r.oid, to_regrole(quote_ident(rr.reader)), 'MEMBER')
+       AND docsync.install_kind() = 'extension'
+    UNION ALL
+    -- (the row names the pool role, to which a portable install lends reader roles)
+    SELECT 'compute', NULL, NULL, NULL,
+           format('GRANT USAGE ON SCHEMA docsync TO %I; GRANT EXECUTE ON FUNCTION docsync.compute_as(name, text) TO %I', role, role),
+           NULL
+     WHERE NOT has_function_privilege(r.oid, 'docsync.compute_as(name, text)', 'EXECUTE')
+        OR NOT has_schema_privilege(r.oid, 'docsync', 'USAGE')
+        OR (docsync.install_kind() = 'portable'
+            AND NOT EXISTS (SELECT FROM docsync.reader_grants x WHERE x.role = grant_reader.role AND x.kind = 'compute'))
+    UNION ALL
+    -- the pool role never holds the union of the reader roles' rights itself: it only becomes one
+    SELECT 'noinherit', NULL, NULL, NULL, format('ALTER ROLE %I NOINHERIT', role), NULL
+     WHERE r.rolinherit
+    ORDER BY 5
+  LOOP
+    EXECUTE g.stmt;
+    INSERT INTO docsync.reader_grants (role, kind, schema_name, table_name, columns, reader)
+    VALUES (role, g.kind, g.schema_name, g.table_name, g.cols, g.reader);
+    granted := true;
+    RETURN NEXT g.stmt;
+  END LOOP;
+  -- computes may now run what failed for want of a grant: the worker reloads the definitions and
+  -- tries the batched forms it set aside again (docsync.queries.batched)
+  IF granted THEN
+    PERFORM docsync.next_generation();
+  END IF;
+  -- and what a reader role was granted that no definition granted for needs any more (a query
+  -- redefined, dropped or refused, a watch removed or set aside)
+  FOR rg IN
+    SELECT x.* FROM docsync.reader_grants x JOIN docsync.reader_roles rr ON rr.reader = x.reader
+     WHERE x.kind IN ('schema', 'table', 'function')
+       AND NOT CASE x.kind
+             WHEN 'table' THEN EXISTS (
+               SELECT FROM docsync_reader_needs n
+                WHERE n.definer = rr.definer AND n.rel = to_regclass(format('%I.%I', x.schema_name, x.table_name)))
+             WHEN 'function' THEN EXISTS (
+               SELECT FROM docsync_reader_fns f
+                WHERE f.definer = rr.definer AND f.fn = to_regprocedure(x.table_name))
+             ELSE EXISTS (
+               SELECT FROM (SELECT c.relnamespace AS nsp FROM docsync_reader_needs n JOIN pg_class c ON c.oid = n.rel
+                             WHERE n.definer = rr.definer
+                            UNION SELECT p.pronamespace FROM docsync_reader_fns f JOIN pg_proc p ON p.oid = f.fn
+                             WHERE f.definer = rr.definer
+                            UNION SELECT ts.nsp FROM docsync_reader_type_schemas ts WHERE ts.definer = rr.definer) u
+                WHERE u.nsp = to_regnamespace(quote_ident(x.schema_name)))
+           END
+     ORDER BY x.reader, x.kind, x.schema_name, x.table_name
+  LOOP
+    problem := docsync.revoke_reader_grant(rg);
+    IF problem IS NOT NULL THEN
+      RETURN NEXT problem;
+    END IF;
+  END LOOP;
+  DROP TABLE docsync_reader_refused;
+  DROP TABLE docsync_reader_defs;
+  DROP TABLE docsync_reader_roles;
+  DROP TABLE docsync_reader_fns;
+  DROP TABLE docsync_reader_needs;
+  DROP TABLE docsync_reader_type_schemas;
+END
+$$;
+
 -- function privileges, as a fresh install sets them (sql/parts/13_grants.sql)
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text), docsync.install_kind(),

@@ -99,8 +99,9 @@ CREATE TABLE docsync.reader_grants (
 COMMENT ON TABLE docsync.reader_grants IS 'grants made by docsync.grant_reader (undo with docsync.revoke_reader)';
 
 -- The reader role docsync made for each definer: NOLOGIN, holding exactly what grant_reader grants
--- for that definer's definitions. The pool role is a member of each, and every compute runs as the
--- reader role of its definition's definer (docsync.compute_as), never with the union of them.
+-- for that definer's definitions. The pool role is a member of each (a portable install lends it
+-- one for each compute), and every compute runs as the reader role of its definition's definer
+-- (docsync.compute_as), never with the union of them.
 CREATE TABLE docsync.reader_roles (
   definer     name PRIMARY KEY,
   reader      name NOT NULL UNIQUE,

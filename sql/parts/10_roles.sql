@@ -133,7 +133,8 @@ $$;
 -- The worker's pool role: for each definer, a reader role (docsync.ensure_reader_role) holding
 -- SELECT on what that definer's doc and keys queries read, never more than it may read, and USAGE
 -- on those schemas; the pool role is made a member of each (and NOINHERIT, so that it holds none of
--- their rights itself), and may run docsync.compute_as, which every compute runs first. The pool
+-- their rights itself; a portable install lends it one for each compute instead, and takes standing
+-- memberships back), and may run docsync.compute_as, which every compute runs first. The pool
 -- role itself is granted no table. System catalogs are never granted.
 CREATE FUNCTION docsync.grant_reader(role text) RETURNS SETOF text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -173,6 +174,19 @@ BEGIN
       RETURN NEXT problem;
     END IF;
   END LOOP;
+  -- a portable install lends the pool role one reader role for each compute (docsync.compute_as),
+  -- which refuses while it is a member of any: a standing membership (an older install's, one
+  -- granted by hand) would let a compute become another definer's reader role, so it goes
+  IF docsync.install_kind() = 'portable' THEN
+    FOR g IN SELECT x.rolname FROM pg_auth_members m JOIN pg_roles x ON x.oid = m.roleid
+              WHERE m.member = r.oid
+                AND x.rolname IN (SELECT rr.reader FROM docsync.reader_roles rr)
+              ORDER BY x.rolname LOOP
+      EXECUTE format('REVOKE %I FROM %I', g.rolname, role);
+      RETURN NEXT format('REVOKE %I FROM %I', g.rolname, role);
+    END LOOP;
+    DELETE FROM docsync.reader_grants x WHERE x.role = grant_reader.role AND x.kind = 'member';
+  END IF;
   -- a refused definition is granted nothing (the others are: one definer's refused query never
   -- stops everyone's grants); each is named in a WARNING and in docsync.queries.refused
   CREATE TEMP TABLE docsync_reader_refused ON COMMIT DROP AS
@@ -288,15 +302,20 @@ BEGIN
                                   WHERE x.grantee = to_regrole(quote_ident(t.reader)) AND x.privilege_type = 'SELECT')
                 ELSE t.cols IS NOT NULL END
     UNION ALL
+    -- (a portable install lends the membership for each compute instead: docsync.compute_as)
     SELECT 'member', NULL, NULL, NULL, format('GRANT %I TO %I', rr.reader, role), rr.reader
       FROM docsync_reader_roles rr
      WHERE NOT pg_has_role(r.oid, to_regrole(quote_ident(rr.reader)), 'MEMBER')
+       AND docsync.install_kind() = 'extension'
     UNION ALL
+    -- (the row names the pool role, to which a portable install lends reader roles)
     SELECT 'compute', NULL, NULL, NULL,
            format('GRANT USAGE ON SCHEMA docsync TO %I; GRANT EXECUTE ON FUNCTION docsync.compute_as(name, text) TO %I', role, role),
            NULL
      WHERE NOT has_function_privilege(r.oid, 'docsync.compute_as(name, text)', 'EXECUTE')
         OR NOT has_schema_privilege(r.oid, 'docsync', 'USAGE')
+        OR (docsync.install_kind() = 'portable'
+            AND NOT EXISTS (SELECT FROM docsync.reader_grants x WHERE x.role = grant_reader.role AND x.kind = 'compute'))
     UNION ALL
     -- the pool role never holds the union of the reader roles' rights itself: it only becomes one
     SELECT 'noinherit', NULL, NULL, NULL, format('ALTER ROLE %I NOINHERIT', role), NULL

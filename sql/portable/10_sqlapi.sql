@@ -219,11 +219,94 @@ END
 $$;
 
 -- portable: function docsync.compute_as/2
--- SET LOCAL ROLE and search_path, as the C function does; it cannot keep the compute from changing
--- the role back (docs/portable.md: what limits that).
+-- The first statement of every compute of the worker, as the C function is, but the membership it
+-- switches through is lent for the compute's transaction alone: the pool role is a member of no
+-- reader role (grant_reader makes it none in a portable install), and docsync._lend_reader grants it
+-- the one reader role of the compute's definer, a catalog change of that transaction which its
+-- ROLLBACK undoes. So while the compute runs the session can become that reader role or the pool
+-- role, never another definer's reader role: set_config('role', …) to one is refused by the server
+-- ("permission denied to set role"). Then SET LOCAL ROLE and search_path, and the transaction is
+-- made read-only (the lending needs a read-write one; the worker begins it READ WRITE, and the
+-- compute cannot turn it back once a query ran).
 CREATE FUNCTION docsync.is_reader_role(reader name) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT EXISTS (SELECT FROM docsync.reader_roles r WHERE r.reader = is_reader_role.reader)
+$$;
+-- A row per lending, never committed: the deferred trigger fails a commit (or PREPARE TRANSACTION)
+-- of a transaction that borrowed a reader role, so a lending made outside a transaction block, or
+-- in one that would commit, is undone with it.
+CREATE UNLOGGED TABLE docsync.reader_loans (
+  pool_role name NOT NULL,
+  reader    name NOT NULL
+);
+COMMENT ON TABLE docsync.reader_loans IS
+  'the reader role lent to the pool role by the compute now running (portable install); never committed';
+CREATE FUNCTION docsync._refuse_loan_commit() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  RAISE EXCEPTION 'a transaction that borrowed reader role % cannot commit', quote_ident(NEW.reader)
+    USING ERRCODE = 'invalid_transaction_termination',
+          DETAIL = 'docsync.compute_as lends a reader role to the pool role for one compute; the membership must end with it.',
+          HINT = 'End a compute''s transaction with ROLLBACK; call docsync.compute_as only inside BEGIN … ROLLBACK.';
+END
+$$;
+CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON docsync.reader_loans
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION docsync._refuse_loan_commit();
+-- Lends reader to the session's user for the rest of the transaction: GRANT reader TO session_user,
+-- as the installing role (CREATEROLE), undone by the transaction's ROLLBACK. Refused on a hot
+-- standby and in a read-only transaction (no catalog change is possible there), to a session whose
+-- user is no pool role of grant_reader, for a role that is no reader role, and when the session's
+-- user is a member of any reader role already: a second lending in the transaction (the compute
+-- calling it again, whatever role it switched to), or a standing membership, which grant_reader
+-- takes back.
+CREATE FUNCTION docsync._lend_reader(reader name) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  held name;
+BEGIN
+  IF pg_is_in_recovery() THEN
+    RAISE EXCEPTION 'docsync.compute_as cannot lend reader role % on a hot standby', quote_ident(reader)
+      USING ERRCODE = 'read_only_sql_transaction',
+            DETAIL = 'A portable install lends a compute its reader role by a GRANT in the compute''s transaction, which a standby cannot run.',
+            HINT = 'Point the worker''s --pool-dsn at the primary.';
+  END IF;
+  IF current_setting('transaction_read_only') = 'on' THEN
+    RAISE EXCEPTION 'docsync.compute_as cannot lend reader role % in a read-only transaction', quote_ident(reader)
+      USING ERRCODE = 'read_only_sql_transaction',
+            DETAIL = 'A portable install lends a compute its reader role by a GRANT in the compute''s transaction; compute_as makes the transaction read-only after it.',
+            HINT = 'Begin the compute with BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE (docsync-worker does).';
+  END IF;
+  IF NOT EXISTS (SELECT FROM docsync.reader_grants g WHERE g.role = session_user AND g.kind = 'compute') THEN
+    RAISE EXCEPTION 'role % is no docsync pool role', quote_ident(session_user)
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'A reader role is lent only to a role docsync.grant_reader made a pool role, in a session it logged in as.',
+            HINT = format('Run SELECT docsync.grant_reader(%L); as the installing role.', session_user);
+  END IF;
+  IF reader IS NULL OR NOT EXISTS (SELECT FROM docsync.reader_roles r WHERE r.reader = _lend_reader.reader) THEN
+    RAISE EXCEPTION 'role % is no docsync reader role', coalesce(quote_ident(reader), 'NULL')
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'A compute runs as the reader role docsync.grant_reader made for its definer.',
+            HINT = 'Name a role of docsync.reader_roles.';
+  END IF;
+  SELECT g.rolname INTO held
+    FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+   WHERE m.member = (SELECT u.oid FROM pg_roles u WHERE u.rolname = session_user)
+     AND g.rolname IN (SELECT r.reader FROM docsync.reader_roles r)
+   ORDER BY g.rolname LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'role % is a member of reader role % already: refusing to lend it reader role %',
+                    quote_ident(session_user), quote_ident(held), quote_ident(reader)
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = CASE WHEN EXISTS (SELECT FROM docsync.reader_loans l WHERE l.pool_role = session_user)
+                          THEN 'A compute borrows one reader role, once, for its whole transaction: lending another would let it read as another definer.'
+                          ELSE 'A portable install lends the pool role one reader role per compute; a standing membership in a reader role would let any compute become it.' END,
+            HINT = CASE WHEN EXISTS (SELECT FROM docsync.reader_loans l WHERE l.pool_role = session_user)
+                        THEN 'A doc or keys query must not call docsync.compute_as.'
+                        ELSE format('Run SELECT docsync.grant_reader(%L); as the installing role: it takes standing memberships back.', session_user) END;
+  END IF;
+  INSERT INTO docsync.reader_loans (pool_role, reader) VALUES (session_user, reader);
+  EXECUTE format('GRANT %I TO %I', reader, session_user);
+END
 $$;
 CREATE FUNCTION docsync.compute_as(reader name, search_path text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
@@ -239,8 +322,16 @@ BEGIN
       USING ERRCODE = 'invalid_parameter_value',
             HINT = 'Pass the search_path stored with the definition.';
   END IF;
+  IF current_user <> session_user THEN
+    RAISE EXCEPTION 'docsync.compute_as cannot be called inside a compute or a security-definer function'
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = format('It runs as %s, not as the session''s user %s: a compute runs as one reader role from its first statement to its end.',
+                            quote_ident(current_user), quote_ident(session_user));
+  END IF;
+  PERFORM docsync._lend_reader(reader);
   PERFORM pg_catalog.set_config('search_path', compute_as.search_path, true);
   PERFORM pg_catalog.set_config('role', reader, true);
+  PERFORM pg_catalog.set_config('transaction_read_only', 'on', true);
 END
 $$;
 

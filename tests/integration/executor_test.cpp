@@ -325,6 +325,10 @@ TEST_CASE("on a hot standby a compute starts only after replay passed what it co
     std::string dsn = "host=" + standby + "/socket port=" + port;
     Executor ex(executor_options(dsn));
     CHECK(ex.standby());
+    // A portable install's computes borrow their reader role by a GRANT, which a standby cannot run.
+    ExecutorOptions lend = executor_options(dsn);
+    lend.lend_reader = true;
+    CHECK_THROWS_WITH_AS([&] { Executor refused(lend); }(), doctest::Contains("--pool-dsn reaches a hot standby, but a portable install computes on the primary"), Error);
     // Wait for the fixture's tables to be replayed.
     std::uint64_t lsn = *parse_lsn(sql1(f.db, "SELECT pg_current_wal_lsn()::text"));
     OutcomeKind kind = OutcomeKind::NotVisible;

@@ -13,6 +13,8 @@ foreach(name
     "redis cluster: a master down fails only its docs, fast, a restart without its data is reported"
     # every statement of the executor under a 1 s, then a 300 ms statement timeout, setup included
     "hostile doc queries fail as outcomes while other docs keep updating and every ticket completes"
-    "a doc query past the statement timeout holds its transaction while the others complete")
+    "a doc query past the statement timeout holds its transaction while the others complete"
+    # a 1.2 s compute under a 1.5 s statement timeout, two side by side within 2 s
+    "portable: the computes of one reader role take turns in the executor, two reader roles run side by side")
   set_tests_properties("integration/${name}" PROPERTIES RUN_SERIAL TRUE)
 endforeach()

@@ -6,7 +6,10 @@
 # that role with psql. Then, as that role, a definer and an intruder:
 #   - the install is portable, has no C function and no event trigger, and a second run refuses;
 #   - queries and watches are defined, the definition views show them, grant_reader grants what the
-#     definer may read and compute_as computes a doc as the definer's reader role;
+#     definer may read and compute_as computes a doc as the definer's reader role, which it lends
+#     the pool role for the compute's transaction alone (refused in a read-only transaction, for a
+#     role that is no pool or no reader role, a second time, or while the pool role is a member of
+#     a reader role, which grant_reader takes back; a commit of the lending fails);
 #   - watches are written by hand: define_query's watches defaults to 'manual', 'derived' and
 #     derive_watches() raise feature_not_supported with a hint; a broadcast watch is defined, and
 #     explain shows direct, keys and broadcast watches;
@@ -159,9 +162,36 @@ order||" "$(psql_as definer app -c "SELECT name, refused, warning FROM docsync.q
 expect "reader role" "definer|docsync_reader_definer" "$(psql_as docsync_owner app -c "SELECT definer, reader FROM docsync.reader_roles")"
 expect "reader grants" "orders
 lines" "$(psql_as docsync_owner app -c "SELECT table_name FROM docsync.reader_grants WHERE kind = 'table' ORDER BY granted_at, table_name DESC")"
-# a compute as the worker does it: compute_as, then the doc query
-expect "compute as the reader role" '{"id": 1, "lines": ["tea", "cake"], "total": 10}|docsync_reader_definer' \
-  "$(psql_as docsync_pool app -c "BEGIN" -c "SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')" -c "SELECT jsonb_build_object('id', o.id, 'total', o.total, 'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id)), current_user FROM orders o WHERE o.id = 1" -c "COMMIT" | grep docsync_reader)"
+# a compute as the worker does it: compute_as, then the doc query; the pool role is a member of no
+# reader role but for the compute's transaction, which compute_as leaves read-only
+compute_begin="BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE"
+expect "compute as the reader role" '{"id": 1, "lines": ["tea", "cake"], "total": 10}|docsync_reader_definer|on' \
+  "$(psql_as docsync_pool app -c "$compute_begin" -c "SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')" -c "SELECT jsonb_build_object('id', o.id, 'total', o.total, 'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id)), current_user, current_setting('transaction_read_only') FROM orders o WHERE o.id = 1" -c "ROLLBACK" | grep docsync_reader)"
+members() { psql_as docsync_owner app -c "SELECT count(*) FROM pg_auth_members WHERE member = 'docsync_pool'::regrole"; }
+expect "the pool role's memberships" 0 "$(members)"
+refused "a compute that commits" 'a transaction that borrowed reader role docsync_reader_definer cannot commit' docsync_pool \
+  "$compute_begin; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp'); COMMIT"
+refused "a compute outside a transaction block" 'a transaction that borrowed reader role docsync_reader_definer cannot commit' docsync_pool \
+  "SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')"
+expect "the pool role's memberships after a commit" 0 "$(members)"
+refused "a compute in a read-only transaction" 'cannot lend reader role docsync_reader_definer in a read-only transaction' docsync_pool \
+  "BEGIN READ ONLY; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')"
+refused "a compute that lends again" 'cannot lend reader role docsync_reader_definer in a read-only transaction' docsync_pool \
+  "$compute_begin; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp'); RESET ROLE; SELECT docsync._lend_reader('docsync_reader_definer')"
+refused "a compute that takes the lending back" 'cannot execute REVOKE ROLE in a read-only transaction' docsync_pool \
+  "$compute_begin; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp'); RESET ROLE; REVOKE docsync_reader_definer FROM docsync_pool"
+refused "a lending to a role that is no pool role" 'role definer is no docsync pool role' definer \
+  "BEGIN READ WRITE; SELECT docsync._lend_reader('docsync_reader_definer')"
+refused "a lending of a role that is no reader role" 'role docsync_admin is no docsync reader role' docsync_pool \
+  "BEGIN READ WRITE; SELECT docsync._lend_reader('docsync_admin')"
+# a standing membership (an older install's, one granted by hand) refuses every lending until
+# grant_reader takes it back
+psql_as docsync_owner app -c "GRANT docsync_reader_definer TO docsync_pool" >/dev/null
+refused "a compute while the pool role is a member" 'role docsync_pool is a member of reader role docsync_reader_definer already' docsync_pool \
+  "$compute_begin; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')"
+expect "grant_reader takes a standing membership back" "REVOKE docsync_reader_definer FROM docsync_pool" \
+  "$(psql_as docsync_owner app -c "SELECT docsync.grant_reader('docsync_pool')")"
+expect "the pool role's memberships after grant_reader" 0 "$(members)"
 expect "the reader role cannot read secrets" f "$(psql_as docsync_owner app -c "SELECT has_table_privilege('docsync_reader_definer', 'secrets', 'SELECT')")"
 
 # refusals

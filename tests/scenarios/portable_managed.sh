@@ -13,6 +13,9 @@
 #     is down (the next start makes it anew and recomputes every live doc), and a column the docs
 #     read is rewritten (ALTER COLUMN … TYPE … USING: no event trigger here, nothing decoded), seen by
 #     --catalog-check;
+#   - a doc query of one definer calling a function that switches to another definer's reader role,
+#     reads what only that one may and switches back fails (never published), naming the refused
+#     role change: the pool role is a member of no reader role but the one its compute borrows;
 #   - after all that every order's doc equals a fresh run of its query.
 # Needs no running server: it starts and stops its own (packaging/dev-cluster.sh). DOCSYNC_WORKER:
 # the worker (default build/dev/docsync-worker); jq.
@@ -74,7 +77,27 @@ CREATE ROLE definer LOGIN IN ROLE docsync_admin;
 CREATE ROLE docsync_pool LOGIN;
 GRANT USAGE ON SCHEMA docsync TO definer;
 GRANT SELECT ON orders, lines TO definer;
+-- another definer, and what only it may read
+CREATE ROLE other LOGIN IN ROLE docsync_admin;
+GRANT USAGE ON SCHEMA docsync TO other;
+CREATE TABLE payroll (id int PRIMARY KEY, salary int NOT NULL);
+INSERT INTO payroll VALUES (1, 987654);
+GRANT SELECT ON payroll TO other;
+CREATE SCHEMA sneaky;
+GRANT USAGE, CREATE ON SCHEMA sneaky TO definer;
 SQL
+# definer's function that reads as other's reader role and switches back before it returns
+psql_as definer -c "CREATE FUNCTION sneaky.peek() RETURNS text LANGUAGE plpgsql AS \$f\$
+  DECLARE me text := current_user; s text;
+  BEGIN
+    PERFORM pg_catalog.set_config('role', 'docsync_reader_other', true);
+    SELECT string_agg(p.salary::text, ',') INTO s FROM public.payroll p;
+    PERFORM pg_catalog.set_config('role', me, true);
+    RETURN s;
+  END\$f\$"
+# shellcheck disable=SC2016 # '$1' is the doc query's parameter
+psql_as other -c "SELECT docsync.define_query('pay', 'SELECT jsonb_build_object(''salary'', p.salary) FROM payroll p WHERE p.id = \$1', ARRAY['id'])" \
+  -c "SELECT docsync.watch('pay', 'payroll', params => ARRAY['id'])" >/dev/null
 order_sql() {
   echo "SELECT jsonb_build_object('id', o.id, 'customer', o.customer, 'total', o.total,
           'lines', (SELECT coalesce(jsonb_agg(l.item ORDER BY l.n), '[]') FROM lines l WHERE l.order_id = o.id))
@@ -91,9 +114,15 @@ SELECT docsync.define_query('hostile_role', \$q\$SELECT jsonb_build_object('id',
 SELECT docsync.watch('hostile_role', 'orders', params => ARRAY['id']);
 SELECT docsync.define_query('hostile_path', \$q\$SELECT jsonb_build_object('id', o.id, 'path', pg_catalog.set_config('search_path', 'pg_catalog', true)) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
 SELECT docsync.watch('hostile_path', 'orders', params => ARRAY['id']);
+-- hostile: a compute that reads as another definer's reader role through a function
+SELECT docsync.define_query('sneak', \$q\$SELECT jsonb_build_object('id', o.id, 'peek', sneaky.peek()) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
+SELECT docsync.watch('sneak', 'orders', params => ARRAY['id']);
 COMMIT;
 SQL
 owner "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
+# the pool role is a member of no reader role: each compute borrows its own for its transaction
+[ "$(owner "SELECT count(*) FROM pg_auth_members m JOIN docsync.reader_roles r ON r.reader = pg_get_userbyid(m.roleid)
+             WHERE m.member = 'docsync_pool'::regrole")" = 0 ] || fail "grant_reader made the pool role a member of a reader role"
 # grant_replication grants what the status contract needs too (docs/portable.md): the worker's
 # role writes its rows in docsync.worker_status and worker_query_status
 grants=$(owner "SELECT docsync.grant_replication('docsync_repl')")
@@ -200,6 +229,17 @@ for q in hostile_role hostile_path; do
                 AND permanent_failures > 0 AND last_error ~ \$r\$$why\$r\$")" = 1 ] ||
     fail "$q: docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status WHERE query = '$q'")"
 done
+
+echo "a compute cannot become another definer's reader role, even for a moment"
+grep -q 987654 "$docs" && fail "a doc read as another definer's reader role was published: $(grep 987654 "$docs" | head -n 2)"
+[ "$(jq -c 'select(.channel | startswith("db:sneak:")) | .doc' "$docs" | grep -vcx null)" = 0 ] ||
+  fail "sneak: a doc was published: $(grep -m 2 'db:sneak:' "$docs")"
+refusal='permission denied to set role \"docsync_reader_other\"'
+grep -q "doc query \"sneak\" failed: .*$refusal" "$tmp/worker.log" ||
+  fail "sneak: the worker's log does not name the refused role change: $(grep -m 3 sneak "$tmp/worker.log")"
+[ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'sneak'
+              AND permanent_failures > 0 AND last_error ~ 'permission denied to set role \"docsync_reader_other\"'")" = 1 ] ||
+  fail "sneak: docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status WHERE query = 'sneak'")"
 
 echo "kill -9 mid-churn, twice"
 churn 0

@@ -88,6 +88,11 @@ Executor::Executor(ExecutorOptions options) : options_(std::move(options)) {
     database_ = identity.get(0, 0);
     system_identifier_ = identity.get(0, 1);
     slots_[0]->standby = standby_ = identity.get(0, 2) == "t";
+    if (standby_ && options_.lend_reader)
+        throw Error("--pool-dsn reaches a hot standby, but a portable install computes on the primary: its "
+                    "docsync.compute_as lends each compute its reader role by a GRANT in the compute's "
+                    "transaction, which a standby cannot run; point --pool-dsn at the primary "
+                    "(docs/portable.md)");
     slots_[0]->conn.emplace(std::move(conn));
 }
 
@@ -100,6 +105,13 @@ void Executor::pin(pg::Connection& conn, pg::Deadline deadline) {
               " set_config('idle_in_transaction_session_timeout', $2, false)",
               {millis(options_.statement_timeout), millis(options_.statement_timeout * 2 + std::chrono::seconds(5))},
               deadline);
+}
+
+std::shared_ptr<std::mutex> Executor::lend_turn(const std::string& reader_role) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& turn = lend_turns_[reader_role];
+    if (!turn) turn = std::make_shared<std::mutex>();
+    return turn;
 }
 
 void Executor::definitions_changed() {
@@ -200,6 +212,11 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
                                  const std::string& sql, const SqlArgs& args,
                                  const Visibility& need, const std::string& what, std::string& error,
                                  std::string& sqlstate, Lsn& snapshot_lsn, Check&& check) {
+    const bool lend = options_.lend_reader && !reader_role.empty();
+    // Computes of one reader role take turns here rather than on the server, where a lending waits
+    // for the other's transaction to end with its statement timeout running (ExecutorOptions).
+    std::shared_ptr<std::mutex> turn = lend ? lend_turn(reader_role) : nullptr;
+    std::unique_lock<std::mutex> my_turn = turn ? std::unique_lock<std::mutex>(*turn) : std::unique_lock<std::mutex>();
     Lease lease = acquire();
     if (!lease.slot->conn) {
         error = what + ": " + lease.error;
@@ -237,10 +254,15 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         // The position is where WAL is inserted, not written: an asynchronous commit is visible
         // before its WAL is written, and the version must still cover every commit the snapshot sees.
         pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
-        const pg::Statement begin{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}};
+        // A portable install's compute_as lends the reader role by a GRANT, which needs a read-write
+        // transaction; it makes the transaction read-only itself once lent, before the query runs.
+        const pg::Statement begin{lend ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE"
+                                       : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                                  {}};
         // With a reader role, docsync.compute_as sets the role and the search_path for the rest of
         // the transaction and refuses any other role change in it (plugin/reader.c), so the query
-        // reads only what its definer was granted through docsync.grant_reader.
+        // reads only what its definer was granted through docsync.grant_reader. The position is read
+        // before it, in a subquery: a lending may wait for another transaction.
         if (!reader_role.empty()) search.push_back(reader_role);
         pg::Statement snapshot_check{
             reader_role.empty()
@@ -248,10 +270,10 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
                   " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
                   " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
                   "      ELSE pg_catalog.pg_current_wal_insert_lsn() END"
-                : "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-                  " docsync.compute_as($2, $1),"
-                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-                  "      ELSE pg_catalog.pg_current_wal_insert_lsn() END",
+                : "SELECT s.snapshot, s.recovery, docsync.compute_as($2, $1), s.lsn FROM ("
+                  " SELECT pg_catalog.pg_current_snapshot()::text AS snapshot, pg_catalog.pg_is_in_recovery() AS recovery,"
+                  "  CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
+                  "       ELSE pg_catalog.pg_current_wal_insert_lsn() END AS lsn OFFSET 0) s",
             search, false, true};
         // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
         // A portable install's reader check follows the query in its group (ExecutorOptions).

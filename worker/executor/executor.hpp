@@ -4,6 +4,7 @@
 // Every session is pinned at connect time (default_transaction_read_only = on, statement_timeout,
 // idle_in_transaction_session_timeout, application_name); the pool role is checked harmless at
 // start. Every compute runs in its own BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY transaction
+// (a portable install's is read-only from its docsync.compute_as on: ExecutorOptions::lend_reader)
 // with the query's stored search_path (SET LOCAL), checks that its snapshot includes what it
 // completes (invariant 3, docs/design.md: pg_current_snapshot() on a primary,
 // pg_last_wal_replay_lsn() before BEGIN on a standby), runs the customer's SQL under a client-side
@@ -45,6 +46,14 @@ struct ExecutorOptions {
     // and the search_path still the query's; otherwise the result is dropped and the outcome is
     // Permanent, naming what changed. The extension's compute_as refuses the change itself.
     bool check_reader = false;
+    // A portable install (docs/portable.md): the pool role is a member of no reader role, and
+    // docsync.compute_as lends it the compute's one by a GRANT that the compute's ROLLBACK undoes, so
+    // its transaction begins READ WRITE (compute_as makes it read-only once lent). Two lendings of
+    // one reader role to the pool role wait for each other on the server (pg_auth_members is unique
+    // on role and member), so the computes of one reader role take turns in the executor instead,
+    // holding no pool connection and no statement timeout while they wait. A pool on a hot standby,
+    // where nothing can be lent, is refused at start.
+    bool lend_reader = false;
     std::string application_name = "docsync-worker pool";
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
     std::chrono::milliseconds reconnect_backoff{std::chrono::milliseconds(200)};  // doubles up to 50×
@@ -61,7 +70,8 @@ public:
     // anew (executor/settings_watch.hpp: database and role defaults, a reloaded configuration).
     void renew_sessions();
     // Connects the first pool connection and checks the role; throws docsync::Error when the server
-    // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning).
+    // cannot be reached or the role is not harmless (unless allow_unsafe_pool, which logs a warning),
+    // or with lend_reader when it is a hot standby.
     explicit Executor(ExecutorOptions options);
     ~Executor() override;
     Executor(const Executor&) = delete;
@@ -92,6 +102,9 @@ private:
     struct Lease;
     Lease acquire();
     void give_back(std::size_t index, bool keep);
+
+    // The turn of the computes of one reader role (ExecutorOptions::lend_reader).
+    std::shared_ptr<std::mutex> lend_turn(const std::string& reader_role);
 
     // Pins a pool session: text forms (pg::pin_text_forms), read-only, statement and idle timeouts.
     void pin(pg::Connection& conn, pg::Deadline deadline);
@@ -140,6 +153,7 @@ private:
         std::string why;
     };
     std::map<std::string, SetAside> unbatchable_;
+    std::map<std::string, std::shared_ptr<std::mutex>> lend_turns_;  // by reader role, under mutex_
     std::string database_;
     std::string system_identifier_;
 };

@@ -143,6 +143,7 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     executor_options.max_doc_bytes = settings.max_doc_bytes;
     executor_options.allow_unsafe_pool = settings.allow_unsafe_pool;
     executor_options.check_reader = portable;  // its compute_as cannot hold the role (docs/portable.md)
+    executor_options.lend_reader = portable;   // its compute_as lends the reader role for the compute
     Executor executor(executor_options);
     // The pool must see the rows the slot decodes: the same database, on the same server or a standby
     // of it (which shares its system identifier).

@@ -1,0 +1,119 @@
+// The executor over a portable install (docs/portable.md, compute_as): each compute borrows its
+// definer's reader role by a GRANT in its own transaction, so the computes of one reader role take
+// turns, in the executor rather than on the server (ExecutorOptions::lend_reader).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include "executor/executor.hpp"
+#include "executor_support.hpp"
+#include "pg/connection.hpp"
+
+using namespace docsync;
+using namespace docsync::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kLendDb = "docsync_exec_lend";
+
+// A database with the portable install (sql/docsync-portable.sql, built here), two definers with a
+// slow doc query each, and grant_reader run for the pool role docsync_lend_pool.
+struct PortableFixture {
+    pg::Connection admin_db = admin();
+    std::optional<pg::Connection> db;
+    PortableFixture() {
+        sql1(admin_db, "SET client_min_messages = warning");
+        drop();
+        sql1(admin_db, std::string("CREATE DATABASE ") + kLendDb);
+        const char* bindir = std::getenv("DOCSYNC_PG_BINDIR");
+        std::string psql = bindir ? std::string(bindir) + "/psql" : std::string("psql");
+        std::string source = DOCSYNC_SOURCE_DIR;
+        std::string script = "/tmp/docsync-exec-lend-" + std::to_string(::getpid()) + ".sql";
+        std::string done = run_command("cd '" + source + "' && python3 sql/portable/build.py '" + script +
+                                       "' --forms sql/portable sql/parts/*.sql && '" + psql +
+                                       "' -X -q -v ON_ERROR_STOP=1 -d " + kLendDb + " -f '" + script +
+                                       "' >/dev/null 2>&1 && echo installed; rm -f '" + script + "'");
+        REQUIRE_MESSAGE(done == "installed", "the portable install failed");
+        db.emplace(pg::Connection::connect(std::string("dbname=") + kLendDb, pg::deadline_in(10s)));
+        sql1(*db, "SET client_min_messages = warning");
+        for (const char* role : {"docsync_lend_pool", "docsync_lend_a", "docsync_lend_b"})
+            ensure_reader_role(*db, role);
+        sql1(*db, "CREATE TABLE t (id int PRIMARY KEY)");
+        sql1(*db, "INSERT INTO t VALUES (1), (2)");
+        sql1(*db, "GRANT docsync_admin TO docsync_lend_a, docsync_lend_b");
+        sql1(*db, "GRANT USAGE ON SCHEMA docsync TO docsync_lend_a, docsync_lend_b");
+        sql1(*db, "GRANT SELECT ON t TO docsync_lend_a, docsync_lend_b");
+        for (const char* definer : {"docsync_lend_a", "docsync_lend_b"}) {
+            sql1(*db, std::string("SET ROLE ") + definer);
+            std::string name = std::string("slow_") + (definer + std::string(definer).size() - 1);
+            sql1(*db, "SELECT docsync.define_query('" + name + "', 'SELECT to_jsonb(pg_catalog.pg_sleep(1.2) IS NULL) "
+                      "FROM t WHERE id = $1', ARRAY['id'])");
+            sql1(*db, "SELECT docsync.watch('" + name + "', 't', params => ARRAY['id'])");
+            sql1(*db, "RESET ROLE");
+        }
+        sql1(*db, "SELECT count(*) FROM docsync.grant_reader('docsync_lend_pool')");
+    }
+    ~PortableFixture() {
+        try {
+            if (db) sql1(*db, "SELECT docsync._before_drop()");
+            db.reset();
+            drop();
+            for (const char* role : {"docsync_lend_pool", "docsync_lend_a", "docsync_lend_b"})
+                sql1(admin_db, std::string("DROP ROLE IF EXISTS ") + role);
+        } catch (...) {
+        }
+    }
+    void drop() { sql1(admin_db, std::string("DROP DATABASE IF EXISTS ") + kLendDb + " WITH (FORCE)"); }
+};
+
+DocQuery slow_query(const std::string& reader_role) {
+    DocQuery q{"slow", "SELECT to_jsonb(pg_catalog.pg_sleep(1.2) IS NULL) FROM t WHERE id = $1", {"id"}, "public, pg_temp"};
+    q.reader_role = reader_role;
+    return q;
+}
+
+}  // namespace
+
+TEST_CASE("portable: the computes of one reader role take turns in the executor, two reader roles run side by side") {
+    PortableFixture f;
+    ExecutorOptions options = executor_options(std::string("dbname=") + kLendDb + " user=docsync_lend_pool", false);
+    options.check_reader = true;
+    options.lend_reader = true;
+    options.statement_timeout = 1500ms;  // one compute (1.2 s); its pipeline's deadline 2 s, not two computes
+    Executor ex(options);
+    auto both = [&](const std::string& first, const std::string& second) {
+        DocOutcome a, b;
+        auto started = std::chrono::steady_clock::now();
+        std::thread t([&] { a = ex.run_doc(slow_query(first), {"1"}, {}); });
+        b = ex.run_doc(slow_query(second), {"2"}, {});
+        t.join();
+        INFO("first: " << a.error << "; second: " << b.error);
+        CHECK(a.kind == OutcomeKind::Ok);
+        CHECK(b.kind == OutcomeKind::Ok);
+        CHECK(a.doc == std::optional<std::string>("false"));
+        return std::chrono::steady_clock::now() - started;
+    };
+    // Two lendings of one reader role wait for each other (pg_auth_members is unique on role and
+    // member): on the server the second would wait with its statement timeout running and time
+    // out; here it waits its turn first.
+    auto one_role = both("docsync_reader_docsync_lend_a", "docsync_reader_docsync_lend_a");
+    CHECK(one_role >= 2400ms);
+    // Two reader roles: no turns, no wait.
+    auto two_roles = both("docsync_reader_docsync_lend_a", "docsync_reader_docsync_lend_b");
+    CHECK(two_roles < 2000ms);
+    // The transaction is read-only from compute_as on, and the pool role a member of no reader role
+    // after it.
+    DocQuery ro{"ro", "SELECT to_jsonb(current_setting('transaction_read_only')) FROM t WHERE id = $1", {"id"},
+                "public, pg_temp"};
+    ro.reader_role = "docsync_reader_docsync_lend_a";
+    auto out = ex.run_doc(ro, {"1"}, {});
+    REQUIRE(out.kind == OutcomeKind::Ok);
+    CHECK(out.doc == std::optional<std::string>("\"on\""));
+    CHECK(sql1(*f.db, "SELECT count(*) FROM pg_auth_members WHERE member = 'docsync_lend_pool'::regrole") == "0");
+}
