@@ -75,7 +75,7 @@ BEGIN
             i := i + 2;
           ELSE
             i := i + 1;
-            j := length(substring(substr(sql, i) FROM '^[ \t\f]*[\n\r](?:[ \t\n\r\f]|--[^\n\r]*[\n\r])*'''));
+            j := length(substring(substr(sql, i) FROM '^(?:[ \t\f]|--[^\n\r]*)*[\n\r](?:[ \t\n\r\f]|--[^\n\r]*[\n\r])*'''));
             EXIT WHEN j IS NULL;
             i := i + j;
           END IF;

@@ -14,6 +14,7 @@ DECLARE
   out text := '';
   i integer := 1;
   hex text;
+  digits integer;
   code integer;
 BEGIN
   WHILE i <= length(body) LOOP
@@ -24,11 +25,12 @@ BEGIN
       out := out || escape;
       i := i + 2;
     ELSE
-      hex := CASE WHEN substr(body, i + 1, 1) = '+' THEN substr(body, i + 2, 6) ELSE substr(body, i + 1, 4) END;
-      IF hex !~ CASE WHEN substr(body, i + 1, 1) = '+' THEN '^[0-9A-Fa-f]{6}$' ELSE '^[0-9A-Fa-f]{4}$' END THEN
+      digits := CASE WHEN substr(body, i + 1, 1) = '+' THEN 6 ELSE 4 END;
+      hex := CASE WHEN digits = 6 THEN substr(body, i + 2, 6) ELSE substr(body, i + 1, 4) END;
+      IF hex !~ ('^[0-9A-Fa-f]{' || digits || '}$') THEN
         RETURN NULL;
       END IF;
-      i := i + CASE WHEN substr(body, i + 1, 1) = '+' THEN 8 ELSE 5 END;
+      i := i + CASE WHEN digits = 6 THEN 8 ELSE 5 END;
       code := ('x' || lpad(hex, 8, '0'))::bit(32)::integer;
       out := out || CASE WHEN code > 0 AND code < 128 THEN chr(code) ELSE chr(1) END;
     END IF;
