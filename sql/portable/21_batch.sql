@@ -116,11 +116,22 @@ BEGIN
       USING ERRCODE = 'null_value_not_allowed', DETAIL = 'A docsync doc or keys query is one SELECT statement.',
             HINT = 'Pass the query text.';
   END IF;
-  types := (docsync.parse_params(sql, path)).param_types;
+  -- the analysis, which refuses what a doc query may not be, as the extension's; a pseudo-type
+  -- param has no probe to make there, and is a problem instead
+  BEGIN
+    types := (docsync.parse_select(sql, path)).param_types;
+  EXCEPTION WHEN OTHERS THEN
+    BEGIN
+      types := (docsync.parse_params(sql, path)).param_types;
+    EXCEPTION WHEN OTHERS THEN
+      types := NULL;
+    END;
+    IF NOT EXISTS (SELECT FROM unnest(types) u JOIN pg_type t ON t.oid = u WHERE t.typtype = 'p') THEN
+      RAISE;
+    END IF;
+  END;
   n := coalesce(cardinality(types), 0);
   IF n = 0 THEN
-    -- the analysis refuses what a doc query may not be (locks, writes, temporary objects) first
-    PERFORM docsync.parse_select(sql, path);
     problem := 'it has no params: it computes one doc';
     RETURN;
   END IF;
@@ -146,17 +157,12 @@ BEGIN
       problem := format('param $%s is of type %s, whose array elements are separated by ''%s'', not '',''', k, shown, ty.typdelim);
     END IF;
     IF problem IS NOT NULL THEN
-      -- the analysis's refusals first, as in the extension; a pseudo-type param has no probe to make
-      IF ty.typtype <> 'p' THEN
-        PERFORM docsync.parse_select(sql, path);
-      END IF;
       RETURN;
     END IF;
     arrays[k] := format('%I.%I[]', ty.nspname, ty.typname);
     by_subscript[k] := ty.oid = 'record'::regtype OR ty.typtype = 'c'
                        OR (ty.typtype = 'd' AND (SELECT t.typtype = 'c' FROM pg_type t WHERE t.oid = base));
   END LOOP;
-  PERFORM docsync.parse_select(sql, path);
 
   SELECT array_agg(t.kind ORDER BY t.pos), array_agg(t.pos ORDER BY t.pos), array_agg(t.len ORDER BY t.pos)
     INTO kinds, poss, lens FROM docsync.sql_tokens(sql) t;
