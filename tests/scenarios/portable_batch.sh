@@ -5,8 +5,9 @@
 # batched queries and batch problems of regress/sql/31_sqlapi_batch.sql and 33_sqlapi_batch_types.sql,
 # hostile lexing — $1 in strings, E'' strings and their continuation, comments, dollar quotes and
 # quoted identifiers, U& identifiers with and without UESCAPE, identifiers holding $, $10 against
-# $1 — params of composite, array, domain, char(n) and bit(n) types, every base type of pg_catalog
-# and type modifiers):
+# $1, and 80 queries of four such fragments each under column aliases that may spell the batched
+# form's own — params of composite, array, domain, char(n) and bit(n) types, every base type of
+# pg_catalog and type modifiers):
 #   - docsync.batch_sql() gives the same statement in both, or both none with the same reason
 #     (docsync.batch_problem()), or both raise;
 #   - in the portable install, each batched form returns for every param set what the query

@@ -123,6 +123,28 @@ INSERT INTO corpus (sql, args) VALUES
   ('DELETE FROM items WHERE id = $1', NULL);
 RESET client_min_messages;
 
+-- hostile fragments, four at a time as a hash picks them: strings, comments, dollar quotes, escapes and
+-- continuations holding $1, between real params, under a column alias that may spell the batched
+-- form's own (\r stands for a carriage return)
+CREATE TABLE fragments (k serial, f text);
+INSERT INTO fragments (f) VALUES ($f$'$1'$f$), ($f$E'\'$1'$f$), ($f$E'\\'$f$), ($f$$$ $1 $$$f$), ($f$$t$ $1 $$ $t$$f$),
+  ($f$'a''$1'$f$), ($f$U&'\0024 1'$f$), ($f$/* $1 ' /* $2 */ */ 1$f$), ($f$E'-- $1 \''
+$f$), ($f$E'a'
+'\' $1 '$f$), ($f$'a' -- c
+'b $2'$f$), ($f$B'101'$f$), ($f$X'1F'$f$), ($f$$1::int + 1$f$), ($f$-$1::int$f$), ($f$$2::text || '$1'$f$),
+  ($f$1 -- x\r+ $1::int$f$), ($f$$é$ $1 $é$$f$), ($f$(SELECT count(*) FROM items WHERE owner = $1)$f$), ($f$$1::int IS NULL$f$),
+  ($f$e'\x24\x31'$f$), ($f$$2 = 'x'$f$), ($f$'$10'$f$), ($f$$x$$1$x$$f$);
+CREATE TABLE aliases (k serial, a text);
+INSERT INTO aliases (a) VALUES (''), (' AS "x$1"'), (' AS U&"d\006Fcsync_batch"'), (' AS docsync_batch'),
+  ($f$ AS U&"docsync!005Fbatch" UESCAPE '!'$f$), (' AS a$1'), (' AS "DOCSYNC_BATCH_1"'), (' -- $1');
+INSERT INTO corpus (sql, args)
+SELECT replace('SELECT jsonb_build_array(' || string_agg(f.f, ', ' ORDER BY n.n) || ', $1::int, $2::text)'
+               || (SELECT a FROM aliases WHERE aliases.k = 1 + abs(hashint4(q.q)) % 8), '\r', chr(13)),
+       '{"{1,2,NULL}","{a,NULL,x}"}'
+  FROM generate_series(1, 80) AS q(q) CROSS JOIN generate_series(1, 4) AS n(n)
+  JOIN fragments f ON f.k = 1 + abs(hashint4(q.q * 10 + n.n)) % 24
+ GROUP BY q.q ORDER BY q.q;
+
 -- every base type of pg_catalog that has arrays, as a doc query's and as a keys query's param
 INSERT INTO corpus (sql, args)
 SELECT format(f, format('%I.%I', n.nspname, t.typname)), NULL
