@@ -240,19 +240,18 @@ $$;
 -- (whose parameters stand for $1, $2, …) gives the result columns' types and collations; a temporary
 -- SQL function with a BEGIN ATOMIC body of the text records in pg_depend every relation, column,
 -- function, operator, type and collation it uses, and its stored query tree shows whether it locks
--- rows or modifies data. Views are followed to the relations they read. Every temporary object is
--- dropped before it returns.
+-- rows or modifies data (tree: that tree). Views are followed to the relations they read. Every
+-- temporary object is dropped before it returns.
 CREATE FUNCTION docsync.parse_select(sql text, search_path text,
   OUT param_types regtype[], OUT result_types regtype[], OUT result_collations regcollation[],
   OUT direct oid[], OUT columns text[], OUT relations oid[], OUT functions oid[], OUT types oid[],
-  OUT collations oid[], OUT operators oid[])
+  OUT collations oid[], OUT operators oid[], OUT tree text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   body text;
   args text;
   nulls text;
   fn oid;
-  tree text;
 BEGIN
   SELECT p.param_types, p.body INTO param_types, body FROM docsync.parse_params(sql, search_path) p;
   SELECT coalesce(string_agg(format('%I.%I', n.nspname, t.typname), ', ' ORDER BY u.o), ''),

@@ -80,9 +80,9 @@ $$;
 -- its item is pg_catalog.generate_subscripts($k::s.t[], 1) and $k becomes (($k::s.t[])[A.pk]).
 -- The types are schema-qualified quoted names without modifiers; the query's text is the statement
 -- the server reads, up to its ';'. Each $k is a 'param' token of docsync.sql_tokens, the scan that
--- also proved the text one statement; a text whose params the scan reads otherwise than the server
--- ($k outside 1..n, or one of them never seen) has no batched form and says so. A problem's type is
--- named as under the caller's search_path (caller_path), as the extension's message names it.
+-- also proved the text one statement, and the server's analysis checks that reading (below): a text
+-- whose params the scan reads otherwise than the server has no batched form, and says so. A
+-- problem's type is named as under the caller's search_path (caller_path), as the extension's is.
 CREATE FUNCTION docsync.batch_form(sql text, search_path text, caller_path text, OUT stmt text, OUT problem text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -110,6 +110,10 @@ DECLARE
   x integer;
   y integer;
   shown text;
+  tree text;
+  variant text := '';
+  reread text;
+  fn oid;
 BEGIN
   IF sql IS NULL THEN
     RAISE EXCEPTION 'query text must not be null'
@@ -119,7 +123,7 @@ BEGIN
   -- the analysis, which refuses what a doc query may not be, as the extension's; a pseudo-type
   -- param has no probe to make there, and is a problem instead
   BEGIN
-    types := (docsync.parse_select(sql, path)).param_types;
+    SELECT p.param_types, p.tree INTO types, tree FROM docsync.parse_select(sql, path) p;
   EXCEPTION WHEN OTHERS THEN
     BEGIN
       types := (docsync.parse_params(sql, path)).param_types;
@@ -206,6 +210,7 @@ BEGIN
     body := body || substr(sql, copied, poss[x] - copied)
             || CASE WHEN by_subscript[k] THEN format('(($%s::%s)[%s.p%s])', k, arrays[k], alias, k)
                     ELSE format('(%s.p%s)', alias, k) END;
+    variant := variant || substr(sql, copied, poss[x] - copied) || '$' || (n + k);
     copied := poss[x] + lens[x];
   END LOOP;
   IF EXISTS (SELECT FROM generate_series(1, n) g WHERE NOT g = ANY (seen)) THEN
@@ -213,6 +218,45 @@ BEGIN
     RETURN;
   END IF;
   body := body || CASE WHEN semi IS NULL THEN substr(sql, copied) ELSE substr(sql, copied, semi - copied) END;
+
+  -- The server's reading of the params against the scan's: the text with each $k the scan found
+  -- renumbered $(n+k) must analyse to the same query tree, its params renumbered back, with no
+  -- $k of 1..n left. A $k the scan read in a string, an identifier or a dollar quote changes a
+  -- constant or a name of that tree; one it missed stays $k. (A comment it misread changes
+  -- nothing the query means.) A function takes 100 arguments at most: no more than 50 params.
+  IF n > 50 THEN
+    problem := format('it has %s params, more than the 50 the portable install checks its reading of', n);
+    RETURN;
+  END IF;
+  variant := variant || CASE WHEN semi IS NULL THEN substr(sql, copied) ELSE substr(sql, copied, semi - copied) END;
+  BEGIN
+    variant := docsync.one_statement(variant);
+    PERFORM docsync.parse_under(path,
+      format('CREATE FUNCTION pg_temp.docsync_batch_check(%s) RETURNS SETOF record LANGUAGE sql BEGIN ATOMIC %s%s; END',
+             (SELECT string_agg(format('%I.%I', s.nspname, t.typname), ', ' ORDER BY u.o)
+                FROM unnest(types || types) WITH ORDINALITY u(p, o) JOIN pg_type t ON t.oid = u.p
+                JOIN pg_namespace s ON s.oid = t.typnamespace),
+             variant, E'\n'));
+    SELECT p.oid, p.prosqlbody::text INTO fn, reread FROM pg_proc p
+     WHERE p.proname = 'docsync_batch_check' AND p.pronamespace = pg_my_temp_schema();
+    EXECUTE format('DROP FUNCTION %s', fn::regprocedure);
+  EXCEPTION WHEN OTHERS THEN
+    reread := NULL;
+  END;
+  -- (a query's own params are PARAM_EXTERN, kind 0; a sublink's, kind 2, are numbered apart)
+  IF reread IS NULL OR reread ~ (':paramkind 0 :paramid (' || (SELECT string_agg(g::text, '|') FROM generate_series(1, n) g) || ') ') THEN
+    problem := 'the server reads its params elsewhere than its scan finds them';
+    RETURN;
+  END IF;
+  FOR k IN 1 .. n LOOP
+    reread := replace(reread, ':paramkind 0 :paramid ' || (n + k) || ' ', ':paramkind 0 :paramid ' || k || ' ');
+  END LOOP;
+  IF regexp_replace(reread, ':(location|stmt_location|stmt_len) -?\d+', '', 'g')
+     IS DISTINCT FROM regexp_replace(tree, ':(location|stmt_location|stmt_len) -?\d+', '', 'g') THEN
+    problem := 'the server reads its params elsewhere than its scan finds them';
+    RETURN;
+  END IF;
+
 
   stmt := format('SELECT %s.ord, d.* FROM ROWS FROM (', alias)
           || (SELECT string_agg(CASE WHEN by_subscript[g] THEN format('pg_catalog.generate_subscripts($%s::%s, 1)', g, arrays[g])
