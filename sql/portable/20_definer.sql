@@ -1,17 +1,23 @@
 -- sql/portable/20_definer.sql: portable forms of the privilege boundary (plugin/definer.c,
--- plugin/sqlapi.c, plugin/batch.c): query analysis and the definer checks, by parse analysis and
+-- plugin/sqlapi.c): query analysis and the definer checks, by parse analysis and
 -- the catalog instead of becoming the definer, and the API functions, which run as their caller and
 -- hand the writing to a SECURITY DEFINER writer that believes nothing the caller claims.
 
 -- portable: function docsync.analyze_query/3
--- The text of sql when it is exactly one statement (a final ';' and comments allowed), else raises.
--- A scan of the server's lexical rules (comments, quoted strings and identifiers, dollar quotes)
--- finds the final ';'; then the server's own parser proves the text one statement before anything
--- pastes it into a command that runs every statement it holds (docsync.prove_one_statement). A
--- character that continues an identifier (a letter, digit, '_', '$' or any non-ASCII character)
--- before a quote or '$' makes that quote no E'' string and that '$' no dollar quote, as in the server.
-CREATE FUNCTION docsync.one_statement(sql text) RETURNS text
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+-- The lexical tokens of a text as the server's scanner reads them, whitespace and comments left
+-- out, each with its kind and its position and length in characters: ';', 'param' ($n), 'string'
+-- (a quoted string), 'estring' (one whose backslashes escape: E'', or any when
+-- standard_conforming_strings is off), 'dollar' (a dollar-quoted string), 'ident' (a quoted
+-- identifier), 'uident' (a U&"…" one) or 'word' (anything else: an identifier, keyword, number or
+-- operator, up to the next character that starts something else; the prefix E, B, X or U& of a
+-- string or identifier ends the word before it). A character that continues an identifier (a
+-- letter, digit, '_', '$' or any non-ASCII character) before a quote or '$' makes that quote no
+-- E'' string and that '$' no dollar quote or param, as in the server. A -- comment ends at a line
+-- feed or a carriage return; a string followed by whitespace holding a newline (-- comments
+-- allowed) and a quote goes on after that quote, in the same mode (SQL's string continuation).
+-- Raises on an unterminated quote.
+CREATE FUNCTION docsync.sql_tokens(sql text) RETURNS TABLE (kind text, pos integer, len integer)
+LANGUAGE plpgsql STABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   n integer := length(sql);
   i integer := 1;
@@ -19,13 +25,10 @@ DECLARE
   c text;
   depth integer;
   esc boolean;
+  prefix text;
   tag text;
-  semi integer;
   std boolean := current_setting('standard_conforming_strings') = 'on';
 BEGIN
-  IF sql IS NULL THEN
-    RAISE EXCEPTION 'query text must not be null' USING ERRCODE = 'null_value_not_allowed';
-  END IF;
   WHILE i <= n LOOP
     c := substr(sql, i, 1);
     IF c ~ '\s' THEN
@@ -33,8 +36,7 @@ BEGIN
       CONTINUE;
     END IF;
     IF substr(sql, i, 2) = '--' THEN
-      j := strpos(substr(sql, i), E'\n');
-      i := CASE WHEN j = 0 THEN n + 1 ELSE i + j END;
+      i := i + length(substring(substr(sql, i) FROM '^--[^\n\r]*'));
       CONTINUE;
     END IF;
     IF substr(sql, i, 2) = '/*' THEN
@@ -47,18 +49,19 @@ BEGIN
       END LOOP;
       CONTINUE;
     END IF;
-    IF semi IS NOT NULL THEN
-      RAISE EXCEPTION 'query must be exactly one statement'
-        USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = 'A doc or keys query is one SELECT; text follows its '';''.',
-              HINT = 'Remove everything after the first statement.';
-    END IF;
+    pos := i;
     IF c = ';' THEN
-      semi := i;
+      kind := ';';
       i := i + 1;
     ELSIF c = '''' THEN
-      esc := NOT std OR (i > 1 AND lower(substr(sql, i - 1, 1)) = 'e'
-                         AND (i = 2 OR NOT docsync.ident_char(substr(sql, i - 2, 1))));
+      -- the prefix of the quote, when it starts a token: E, B, X, N or U&
+      prefix := CASE WHEN i > 2 AND lower(substr(sql, i - 2, 2)) = 'u&'
+                          AND (i = 3 OR NOT docsync.ident_char(substr(sql, i - 3, 1))) THEN 'u&'
+                     WHEN i > 1 AND (i = 2 OR NOT docsync.ident_char(substr(sql, i - 2, 1)))
+                     THEN lower(substr(sql, i - 1, 1)) END;
+      -- bit strings and Unicode-escaped strings never read a backslash as an escape
+      esc := prefix = 'e' OR (NOT std AND coalesce(prefix NOT IN ('b', 'x', 'u&'), true));
+      kind := CASE WHEN esc THEN 'estring' ELSE 'string' END;
       i := i + 1;
       LOOP
         IF i > n THEN
@@ -68,12 +71,21 @@ BEGIN
         IF esc AND c = '\' THEN
           i := i + 2;
         ELSIF c = '''' THEN
-          IF substr(sql, i + 1, 1) = '''' THEN i := i + 2; ELSE i := i + 1; EXIT; END IF;
+          IF substr(sql, i + 1, 1) = '''' THEN
+            i := i + 2;
+          ELSE
+            i := i + 1;
+            j := length(substring(substr(sql, i) FROM '^(?:[ \t\f]|--[^\n\r]*)*[\n\r](?:[ \t\n\r\f]|--[^\n\r]*[\n\r])*'''));
+            EXIT WHEN j IS NULL;
+            i := i + j;
+          END IF;
         ELSE
           i := i + 1;
         END IF;
       END LOOP;
     ELSIF c = '"' THEN
+      kind := CASE WHEN i > 2 AND lower(substr(sql, i - 2, 2)) = 'u&'
+                        AND (i = 3 OR NOT docsync.ident_char(substr(sql, i - 3, 1))) THEN 'uident' ELSE 'ident' END;
       i := i + 1;
       LOOP
         IF i > n THEN
@@ -86,20 +98,52 @@ BEGIN
         END IF;
       END LOOP;
     ELSIF c = '$' AND (i = 1 OR NOT docsync.ident_char(substr(sql, i - 1, 1))) THEN
-      tag := substring(substr(sql, i, 200) FROM '^\$(?:[A-Za-z_\u0080-\uffff][A-Za-z_0-9\u0080-\uffff]*)?\$');
-      IF tag IS NULL THEN
-        i := i + 1;
-      ELSE
+      tag := substring(substr(sql, i) FROM '^\$(?:(?:[A-Za-z_]|[^\x01-\x7f])(?:[A-Za-z_0-9]|[^\x01-\x7f])*)?\$');
+      IF tag IS NOT NULL THEN
+        kind := 'dollar';
         j := strpos(substr(sql, i + length(tag)), tag);
         IF j = 0 THEN
           RAISE EXCEPTION 'unterminated dollar-quoted string in query' USING ERRCODE = 'syntax_error';
         END IF;
         i := i + length(tag) + j - 1 + length(tag);
+      ELSE
+        j := coalesce(length(substring(substr(sql, i + 1) FROM '^[0-9]+')), 0);
+        kind := CASE WHEN j > 0 THEN 'param' ELSE 'word' END;
+        i := i + 1 + j;
       END IF;
     ELSE
-      -- an identifier, keyword, number or operator: up to the next character that starts something else
+      kind := 'word';
       j := coalesce(length(substring(substr(sql, i) FROM '^[^\s;''"$/-]+')), 0);
       i := i + greatest(j, 1);
+    END IF;
+    len := i - pos;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- The text of sql when it is exactly one statement (a final ';' and comments allowed), else raises.
+-- The server's lexical rules (docsync.sql_tokens) find the final ';'; then the server's own parser
+-- proves the text one statement before anything pastes it into a command that runs every statement
+-- it holds (docsync.prove_one_statement).
+CREATE FUNCTION docsync.one_statement(sql text) RETURNS text
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  t record;
+  semi integer;
+BEGIN
+  IF sql IS NULL THEN
+    RAISE EXCEPTION 'query text must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  FOR t IN SELECT * FROM docsync.sql_tokens(sql) LOOP
+    IF semi IS NOT NULL THEN
+      RAISE EXCEPTION 'query must be exactly one statement'
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = 'A doc or keys query is one SELECT; text follows its '';''.',
+              HINT = 'Remove everything after the first statement.';
+    END IF;
+    IF t.kind = ';' THEN
+      semi := t.pos;
     END IF;
   END LOOP;
   sql := rtrim(CASE WHEN semi IS NULL THEN sql ELSE substr(sql, 1, semi - 1) END);
@@ -164,25 +208,14 @@ BEGIN
 END
 $$;
 
--- The analysis of one SELECT as the current user, under search_path, never planned or run: PREPARE
--- gives the parameter types; a CREATE TEMP TABLE … AS … WITH NO DATA inside a temporary function
--- (whose parameters stand for $1, $2, …) gives the result columns' types and collations; a temporary
--- SQL function with a BEGIN ATOMIC body of the text records in pg_depend every relation, column,
--- function, operator, type and collation it uses, and its stored query tree shows whether it locks
--- rows or modifies data. Views are followed to the relations they read. Every temporary object is
--- dropped before it returns.
-CREATE FUNCTION docsync.parse_select(sql text, search_path text,
-  OUT param_types regtype[], OUT result_types regtype[], OUT result_collations regcollation[],
-  OUT direct oid[], OUT columns text[], OUT relations oid[], OUT functions oid[], OUT types oid[],
-  OUT collations oid[], OUT operators oid[])
+-- The parameter types of one SELECT as the current user, under search_path, from PREPARE (parsed
+-- and analysed, never planned or run), and its text as docsync.one_statement returns it; raises
+-- for a text that is not one SELECT, or that could reach code parse analysis would run
+-- (docsync.refuse_parse_time_code).
+CREATE FUNCTION docsync.parse_params(sql text, search_path text, OUT param_types regtype[], OUT body text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-  body text;
   head text;
-  args text;
-  nulls text;
-  fn oid;
-  tree text;
 BEGIN
   PERFORM docsync.refuse_parse_time_code(sql);
   body := docsync.one_statement(sql);
@@ -199,6 +232,28 @@ BEGIN
   PERFORM docsync.parse_under(search_path, 'PREPARE docsync_analysis AS ' || body || E'\n');
   SELECT p.parameter_types INTO param_types FROM pg_prepared_statements p WHERE p.name = 'docsync_analysis';
   DEALLOCATE docsync_analysis;
+END
+$$;
+
+-- The analysis of one SELECT as the current user, under search_path, never planned or run: PREPARE
+-- gives the parameter types; a CREATE TEMP TABLE … AS … WITH NO DATA inside a temporary function
+-- (whose parameters stand for $1, $2, …) gives the result columns' types and collations; a temporary
+-- SQL function with a BEGIN ATOMIC body of the text records in pg_depend every relation, column,
+-- function, operator, type and collation it uses, and its stored query tree shows whether it locks
+-- rows or modifies data (tree: that tree). Views are followed to the relations they read. Every
+-- temporary object is dropped before it returns.
+CREATE FUNCTION docsync.parse_select(sql text, search_path text,
+  OUT param_types regtype[], OUT result_types regtype[], OUT result_collations regcollation[],
+  OUT direct oid[], OUT columns text[], OUT relations oid[], OUT functions oid[], OUT types oid[],
+  OUT collations oid[], OUT operators oid[], OUT tree text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  body text;
+  args text;
+  nulls text;
+  fn oid;
+BEGIN
+  SELECT p.param_types, p.body INTO param_types, body FROM docsync.parse_params(sql, search_path) p;
   SELECT coalesce(string_agg(format('%I.%I', n.nspname, t.typname), ', ' ORDER BY u.o), ''),
          coalesce(string_agg(format('NULL::%I.%I', n.nspname, t.typname), ', ' ORDER BY u.o), '')
     INTO args, nulls
@@ -537,19 +592,3 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
 $$;
 COMMENT ON FUNCTION docsync.check_definer(text, text, regrole, boolean) IS
   'check_definer; computed false for a query never computed as the definer''s reader role (a watch''s columns)';
-
--- portable: function docsync.batch_sql/3
--- Batching (one statement for many param sets) needs the C library's rewrite of the query tree: the
--- portable install has none, and the worker computes each doc with its own statement.
-CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
-RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$ SELECT NULL::text $$;
-COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
-  'the batched form of a doc or keys query; always null in the portable install (docsync.batch_problem says why)';
-
--- portable: function docsync.batch_problem/3
-CREATE FUNCTION docsync.batch_problem(sql text, search_path text, definer regrole DEFAULT NULL)
-RETURNS text LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT 'the portable install (no docsync library) has no batched form: each doc is computed with a statement of its own'::text
-$$;
-COMMENT ON FUNCTION docsync.batch_problem(text, text, regrole) IS
-  'why a doc or keys query has no batched form; in the portable install, always that it has none';

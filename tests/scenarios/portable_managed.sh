@@ -16,7 +16,8 @@
 #   - a doc query of one definer calling a function that switches to another definer's reader role,
 #     reads what only that one may and switches back fails (never published), naming the refused
 #     role change: the pool role is a member of no reader role but the one its compute borrows;
-#   - after all that every order's doc equals a fresh run of its query.
+#   - after all that every order's doc equals a fresh run of its query, and the order doc is still
+#     computed by its batched form (docsync.queries: batched, no compute set it aside).
 # Needs no running server: it starts and stops its own (packaging/dev-cluster.sh). DOCSYNC_WORKER:
 # the worker (default build/dev/docsync-worker); jq.
 set -euo pipefail
@@ -267,6 +268,10 @@ echo "DDL no event trigger sees (there are none): a rewrite of a column the docs
 owner "ALTER TABLE orders ALTER COLUMN customer TYPE text USING upper(customer)"
 converged "after ALTER COLUMN customer TYPE text USING upper(customer)"
 wait_streaming
+
+echo "the order doc is computed by its batched form, which no compute set aside"
+[ "$(owner "SELECT batched FROM docsync.queries WHERE name = 'order'")" = batched ] ||
+  fail "docsync.queries: $(owner "SELECT batched, not_batched, batch_set_aside FROM docsync.queries WHERE name = 'order'")"
 
 kill -TERM "$worker_pid"
 wait "$worker_pid" || fail "SIGTERM: the worker failed"
