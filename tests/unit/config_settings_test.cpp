@@ -303,7 +303,7 @@ TEST_CASE("docs/worker.md's settings table lists every setting with its flag, ke
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 34);
+    CHECK(rows == 36);
 }
 
 TEST_CASE("--audit-rate takes a percentage of the live docs per minute, or 0, and says what it wants") {

@@ -94,6 +94,8 @@ private:
     std::string plugin_ = "docsync";    // the slot's output plugin
     std::optional<PgoutputDecoder> pgoutput_;  // when plugin_ is pgoutput
     std::vector<Record> decoded_;       // what the last pgoutput message yielded
+    bool pgoutput_streaming_ = false;   // protocol version 2 with streamed transactions
+    Lsn replay_wal_start_ = 0;          // the STREAM COMMIT being read back
 
     // The control check, every valve_interval on a connection of its own: the slot's retained WAL
     // and state for the safety valve, and whether the server still accepts new connections.
