@@ -225,6 +225,14 @@ TEST_CASE("pgoutput streaming: a RELATION sent in an aborted subtransaction is k
         f.feed(stop());
         f.feed(stream_commit(700, 0x2000, 0x2040));
         CHECK(show(f.out) == show(whole({relation(0), insert(0, "2")}, 700, 0x2000, 0x2040)));
+        // The RELATION after the subtransaction's first change: moved past the dropped ones.
+        f.out.clear();
+        PgoutputDecoder fresh(watches(), v2(memory));
+        for (const Msg& m : {start(705, true), message(706, "docsync.gone"), relation(706), insert(706, "1"), stop(),
+                             stream_abort(705, 706), start(705, false), insert(705, "2"), stop(),
+                             stream_commit(705, 0x2000, 0x2040)})
+            fresh.decode_all(m.b, f.out);
+        CHECK(show(f.out) == show(whole({relation(0), insert(0, "2")}, 705, 0x2000, 0x2040)));
         // The same again, the relation now described: the kept RELATION says nothing new.
         f.out.clear();
         f.feed(start(710, true));
