@@ -328,3 +328,18 @@ TEST_CASE("pgoutput streaming: out-of-place stream messages throw, naming the pr
     fails({}, Msg().u8('A').i32(700).i32(0), "subxid 0");
     fails({}, Msg().u8('E').u8(0), "trailing");
 }
+
+TEST_CASE("pgoutput streaming: a transaction that cannot be read back is abandoned, and the decoder reads on") {
+    PgoutputDecoder d(watches(), v2());
+    std::vector<Record> out;
+    for (const Msg& m : {start(700, true), insert(700, "1"), stop()}) d.decode(m.b, out);  // no RELATION before it
+    d.decode(stream_commit(700, 0x2000, 0x2040).b, out);
+    CHECK_THROWS_WITH_AS(d.replay(out), doctest::Contains("before its RELATION"), DecodeError);
+    CHECK_FALSE(d.replaying());
+    CHECK(out.empty());
+    CHECK(d.spool().open_transactions() == 0);
+    d.decode_all(begin(701, 0x3000).b, out);
+    d.decode_all(relation(0).b, out);
+    d.decode_all(commit(0x3000, 0x3040).b, out);
+    CHECK(out.size() == 3);
+}

@@ -241,7 +241,12 @@ std::size_t PgoutputDecoder::replay(std::vector<Record>& out) {
         replay_ = false;
         return 0;
     } catch (...) {
+        // The transaction cannot be read back: it is abandoned, so the decoder stays usable.
         out.resize(mark);
+        spool_.stop_reading();
+        in_transaction_ = false;
+        begin_sent_ = false;
+        replay_ = false;
         throw;
     }
 }

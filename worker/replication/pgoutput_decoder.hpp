@@ -95,6 +95,8 @@ public:
     bool replaying() const { return replay_; }
     // Reads back the next held message of the committed streamed transaction, appending what it
     // yields, or at the end the COMMIT; returns the held message's size in bytes (0 at the end).
+    // Throws DecodeError, or Error (transient) when a temporary file fails; the transaction is then
+    // abandoned and replaying() is false.
     std::size_t replay(std::vector<Record>& out);
 
     // decode(), then every replay() (tests and the fuzz target: the output is not bounded).

@@ -57,6 +57,10 @@ public:
     void start_reading(std::uint32_t xid);
     bool reading() const { return reading_; }
     bool next(std::string& message, bool& kept);
+    // Reading back ends early: the transaction read is dropped.
+    void stop_reading() {
+        if (reading_) drop(reading_xid_);
+    }
 
     std::size_t open_transactions() const { return txns_.size(); }
     std::size_t memory_bytes() const { return memory_; }
