@@ -8,6 +8,12 @@
 #   - The slot is a pgoutput slot and the publication lists the watched tables whole (no column lists).
 #   - After the workload the sink converges (every order's doc equals a fresh run of its query),
 #     and no acknowledgement passed a transaction that had not completed (faults_common.bash).
+#   - Streamed transactions (protocol version 2; the walsender's logical_decoding_work_mem at 64kB,
+#     the worker's --stream-memory at 32kB, so they go to temporary files), after that workload: a large one with a
+#     subtransaction rolled back inside it, two interleaved, a large one rolled back, and one in
+#     progress while the worker is killed with kill -9 and started again. The engine gets exactly
+#     the committed changes (its `changes` counter in docsync.status), none of a rolled-back
+#     (sub)transaction's, and the sink converges.
 # Uses the cluster of the calling environment (packaging/dev-cluster.sh), or a private one.
 #   DOCSYNC_FAULT_SEED=N  replay a seed
 set -uo pipefail
@@ -16,6 +22,9 @@ set -uo pipefail
 
 start_cluster
 write_workload 300 "$tmp/workload.sql"
+# The walsender streams a transaction past 64kB of decoded changes (every session of this script
+# inherits the setting; only the walsender's matters).
+export PGOPTIONS="-c logical_decoding_work_mem=64kB"
 
 echo "first start: the role may not set up the publication"
 start_worker --plugin pgoutput
@@ -31,7 +40,7 @@ statements=$(grep -o "$marker.*" "$tmp/worker.$run.log" | head -n 1)
 sql "${statements#"$marker"}" || fail "the statements the worker named failed: ${statements#"$marker"}"
 
 echo "with the publication an owner made, the worker streams pgoutput"
-start_worker --plugin pgoutput
+start_worker --plugin pgoutput --stream-memory 32kB
 publish_all
 [ "$(sql "SELECT plugin FROM pg_replication_slots WHERE slot_name = '$slot'")" = pgoutput ] ||
   fail "the slot is not a pgoutput slot"
@@ -50,10 +59,87 @@ sleep_random 500 1500
 worker_alive
 kill_worker
 sleep_random 0 800
-start_worker --plugin pgoutput
+start_worker --plugin pgoutput --stream-memory 32kB
 wait_workload 300
 echo "workload done; draining"
 drain 120
+
+echo "streamed transactions"
+# Each loop writes 20 to 40 rows a round: a few hundred kB of decoded changes, streamed in blocks.
+loop() { echo "DO \$\$ BEGIN FOR i IN 1..$1 LOOP $2; END LOOP; END \$\$;"; }
+# The changes the worker handed its engine since it started, once everything written is confirmed
+# and its status (written every 200 ms) says so.
+changes() { drain 60; sleep 0.4; sql "SELECT changes FROM docsync.status WHERE slot_name = '$slot'"; }
+sql "INSERT INTO orders VALUES (1) ON CONFLICT DO NOTHING"
+publish_all
+items=$(sql "SELECT count(*) FROM order_items")
+orders=$(sql "SELECT count(*) FROM orders")
+before=$(changes)
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<SQL || fail "the large transaction failed"
+BEGIN;
+$(loop 120 "UPDATE order_items SET qty = qty + 1")
+SAVEPOINT s;
+$(loop 80 "UPDATE orders SET status = 'never ' || i")
+SELECT pg_sleep(0.5);  -- streamed while it is alive (one already rolled back when decoded is not sent)
+ROLLBACK TO SAVEPOINT s;
+UPDATE orders SET status = 'large';
+COMMIT;
+SQL
+# The changes that committed (give or take one the status had not counted yet), none of the
+# rolled-back subtransaction's (80 per order).
+after=$(changes)
+[ "$((after - before))" -ge $((120 * items + orders)) ] && [ "$((after - before))" -le $((120 * items + orders + 5)) ] ||
+  fail "the large transaction handed $((after - before)) changes to the engine, not $((120 * items + orders))"
+# Two at once, each streamed between the other's blocks; the second commits first.
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >"$tmp/first.out" 2>&1 <<SQL &
+BEGIN;
+$(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 0")
+SELECT pg_sleep(0.8);
+$(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 0")
+UPDATE orders SET status = 'first' WHERE id % 2 = 0;
+COMMIT;
+SQL
+first=$!
+sleep 0.3
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<SQL || fail "the second interleaved transaction failed"
+BEGIN;
+$(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 1")
+UPDATE orders SET status = 'second' WHERE id % 2 = 1;
+COMMIT;
+SQL
+wait "$first" || fail "the first interleaved transaction failed: $(cat "$tmp/first.out")"
+# A large transaction rolled back: none of it may reach the engine.
+before=$(changes)
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<SQL || fail "the rolled-back transaction failed"
+BEGIN;
+$(loop 150 "UPDATE orders SET status = 'aborted ' || i")
+SELECT pg_sleep(0.5);
+ROLLBACK;
+SQL
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "UPDATE orders SET status = status WHERE id = 1" >/dev/null
+after=$(changes)
+[ "$((after - before))" -ge 1 ] && [ "$((after - before))" -le 6 ] ||
+  fail "the rolled-back transaction's changes reached the engine ($((after - before)) changes, not 1)"
+# One in progress, streamed, while the worker is killed; the next worker gets it from its start.
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >"$tmp/killed.out" 2>&1 <<SQL &
+BEGIN;
+$(loop 150 "UPDATE order_items SET qty = qty + 1")
+SELECT pg_sleep(1.5);
+$(loop 50 "UPDATE order_items SET qty = qty + 1")
+UPDATE orders SET status = 'across a kill';
+COMMIT;
+SQL
+held=$!
+sleep 0.7
+kill_worker
+start_worker --plugin pgoutput --stream-memory 32kB
+wait "$held" || fail "the transaction in progress across the kill failed: $(cat "$tmp/killed.out")"
+drain 60
 check_convergence
 check_acks
+grep -q 'pgoutput protocol version 2 with streamed transactions' "$tmp/worker.$((run - 1)).log" ||
+  fail "the worker did not stream with protocol version 2"
+grep -q 'over --stream-memory' "$tmp"/worker.*.log || fail "no streamed transaction went to a temporary file"
+[ "$(sql "SELECT count(*) FROM orders WHERE status = 'across a kill'")" -gt 0 ] || fail "the last transaction did not commit"
+
 echo "PASS worker_pgoutput (seed $seed)"

@@ -352,7 +352,10 @@ std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds a
     log_info(kComponent, "streaming slot \"" + options_.slot + "\" from " +
                              (info_.reconnect ? std::string("its confirmed position ") : std::string()) +
                              format_lsn(info_.start_lsn) + ", epoch " + std::to_string(info_.epoch) + ", generation " +
-                             std::to_string(info_.generation));
+                             std::to_string(info_.generation) +
+                             (!pgoutput_ ? std::string()
+                              : pgoutput_streaming_ ? std::string(", pgoutput protocol version 2 with streamed transactions")
+                                                    : std::string(", pgoutput protocol version 1")));
     stream_.set_state(StreamState::Streaming);
     return std::nullopt;
 }
