@@ -88,7 +88,7 @@ SQL
 # The changes that committed (give or take one the status had not counted yet), none of the
 # rolled-back subtransaction's (80 per order).
 after=$(changes)
-[ "$((after - before))" -ge $((120 * items + orders)) ] && [ "$((after - before))" -le $((120 * items + orders + 5)) ] ||
+(( after - before >= 120 * items + orders && after - before <= 120 * items + orders + 5 )) ||
   fail "the large transaction handed $((after - before)) changes to the engine, not $((120 * items + orders))"
 # Two at once, each streamed between the other's blocks; the second commits first.
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" >"$tmp/first.out" 2>&1 <<SQL &
@@ -118,7 +118,7 @@ ROLLBACK;
 SQL
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "UPDATE orders SET status = status WHERE id = 1" >/dev/null
 after=$(changes)
-[ "$((after - before))" -ge 1 ] && [ "$((after - before))" -le 6 ] ||
+(( after - before >= 1 && after - before <= 6 )) ||
   fail "the rolled-back transaction's changes reached the engine ($((after - before)) changes, not 1)"
 # One in progress, streamed, while the worker is killed; the next worker gets it from its start.
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" >"$tmp/killed.out" 2>&1 <<SQL &
