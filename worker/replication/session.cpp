@@ -397,7 +397,10 @@ Stream::Outcome Stream::Session::receive() {
         auto until = std::min(next_status_, next_control_);
         int timeout = buffered ? 0 : paused ? std::min(poll_timeout_ms(until), 50) : poll_timeout_ms(until);
         if (int tick = stream_.handler_.idle_tick_ms(); tick > 0) timeout = std::min(timeout, tick);
-        if (copy_->wait(!paused, unsent, stream_.wake_fd_, timeout)) stream_.drain_wake();
+        // While a committed streamed transaction is read back nothing is read from the server
+        // either: libpq would buffer whatever it sends meanwhile, in memory and without bound.
+        bool replaying = pgoutput_ && pgoutput_->replaying();
+        if (copy_->wait(!paused && !replaying, unsent, stream_.wake_fd_, timeout)) stream_.drain_wake();
     }
 }
 
