@@ -10,7 +10,8 @@
 #     and no acknowledgement passed a transaction that had not completed (faults_common.bash).
 #   - Streamed transactions (protocol version 2; the walsender's logical_decoding_work_mem at 64kB,
 #     the worker's --stream-memory at 32kB, so they go to temporary files), after that workload: a large one with a
-#     subtransaction rolled back inside it, two interleaved, a large one rolled back, and one in
+#     subtransaction rolled back inside it, two interleaved (the connection dropped while one is
+#     open), a large one rolled back, and one in
 #     progress while the worker is killed with kill -9 and started again. The engine gets exactly
 #     the committed changes (its `changes` counter in docsync.status), none of a rolled-back
 #     (sub)transaction's, and the sink converges.
@@ -90,11 +91,12 @@ SQL
 after=$(changes)
 (( after - before >= 120 * items + orders && after - before <= 120 * items + orders + 5 )) ||
   fail "the large transaction handed $((after - before)) changes to the engine, not $((120 * items + orders))"
-# Two at once, each streamed between the other's blocks; the second commits first.
+# Two at once, each streamed between the other's blocks; the second commits first, then the
+# connection drops while the first is still open: the server sends it again from its start.
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" >"$tmp/first.out" 2>&1 <<SQL &
 BEGIN;
 $(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 0")
-SELECT pg_sleep(0.8);
+SELECT pg_sleep(1.5);
 $(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 0")
 UPDATE orders SET status = 'first' WHERE id % 2 = 0;
 COMMIT;
@@ -107,6 +109,9 @@ $(loop 100 "UPDATE order_items SET qty = qty + 1 WHERE id % 2 = 1")
 UPDATE orders SET status = 'second' WHERE id % 2 = 1;
 COMMIT;
 SQL
+[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(1.5)%' AND state = 'active'")" -ge 1 ] ||
+  fail "the first interleaved transaction ended before the connection was dropped"
+sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null
 wait "$first" || fail "the first interleaved transaction failed: $(cat "$tmp/first.out")"
 # A large transaction rolled back: none of it may reach the engine.
 before=$(changes)
