@@ -52,8 +52,11 @@ private:
     void identify();
     // The slot: check it, and create or recreate it when asked; sets start_lsn.
     void check_slot(bool valve_recreate);
-    // With pgoutput: the watches from the catalog, the publication kept in step, a new decoder.
+    // With pgoutput: the watches from the catalog, the publication kept in step, a new decoder
+    // (session_pgoutput.cpp, as is replay_pgoutput()).
     void prepare_pgoutput();
+    // Hands up what the next held message of a committed streamed transaction yields.
+    void replay_pgoutput();
     // The generation: contract C (docs/design.md).
     void raise_generation();
     // docsync.advance_generation(), or its in-process stand-in on an older extension.
