@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the pgoutput_decoder fuzz target (tests/fuzz/corpus/pgoutput_decoder/).
 
-Each seed is a sequence of pgoutput protocol version 1 messages, each prefixed by a one-byte length
+Each seed is a sequence of pgoutput protocol version 2 messages (version 1's, and streamed transactions), each prefixed by a one-byte length
 (the target's input format), for the relations the target watches: one seed per message, one per
 transaction and one holding them all in order.
     python3 tests/fuzz/pgoutput_corpus.py
@@ -74,6 +74,16 @@ transactions = [
     [begin(702, 0x3000), b"O" + i64(0x2500) + cstr("node_a"),
      b"M" + i8(1) + i64(0x3010) + cstr("other") + i32(1) + b"x", commit(0x3000)],
     [b"M" + i8(0) + i64(0x3100) + cstr("docsync") + i32(2) + b"\0\1"],
+    # Streamed: 800 and 810 interleaved; 800's subtransaction 801 aborts, 800 commits, 810 aborts.
+    [b"S" + i32(800) + i8(1), b"R" + i32(800) + orders[1:],
+     b"M" + i32(800) + i8(1) + i64(0x4010) + cstr("docsync.rt") + i32(2) + b"hi",
+     b"I" + i32(801) + i32(16384) + b"N" + i16(3) + text("5") + b"n" + text("gone"), b"E",
+     b"S" + i32(810) + i8(1), b"R" + i32(810) + items[1:],
+     b"I" + i32(810) + i32(16385) + b"N" + i16(3) + text("1") + text("a") + b"n", b"E",
+     b"A" + i32(800) + i32(801),
+     b"S" + i32(800) + i8(0), b"I" + i32(800) + i32(16384) + b"N" + i16(3) + text("6") + b"n" + text("kept"), b"E",
+     b"c" + i32(800) + i8(0) + i64(0x5000) + i64(0x5030) + i64(812345678),
+     b"A" + i32(810) + i32(810)],
 ]
 
 os.makedirs(out, exist_ok=True)

@@ -304,3 +304,202 @@ TEST_CASE("pgoutput decodes to the records the docsync plugin gives for the same
     run("DROP TABLE " + a + ", " + b + ", " + k + ", " + d + ", " + e + ", " + g + ", " + h + ", " + u + ", " + p);
     run("DROP TYPE " + mood);
 }
+
+namespace {
+
+// An empty BEGIN … COMMIT (a transaction whose records were all left out) removed.
+std::vector<docsync::Record> without_empty_transactions(const std::vector<docsync::Record>& records) {
+    std::vector<docsync::Record> out;
+    for (const auto& record : records) {
+        if (std::holds_alternative<docsync::CommitRecord>(record) && !out.empty() &&
+            std::holds_alternative<docsync::BeginRecord>(out.back())) {
+            out.pop_back();
+            continue;
+        }
+        out.push_back(record);
+    }
+    return out;
+}
+
+void require_same(const std::vector<docsync::Record>& want_records, const std::vector<docsync::Record>& got_records,
+                  const char* what) {
+    FullRenderer left, right;
+    std::size_t n = std::max(want_records.size(), got_records.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        INFO(what << ", record " << i);
+        std::string want = i < want_records.size() ? left.render(want_records[i]) : "(none)";
+        std::string got = i < got_records.size() ? right.render(got_records[i]) : "(none)";
+        REQUIRE(got == want);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("pgoutput protocol 2 streams large transactions and decodes them to protocol 1's records and the plugin's") {
+    auto c = Connection::connect("", deadline_in(10s));
+    auto c1 = Connection::connect("", deadline_in(10s));
+    auto c2 = Connection::connect("", deadline_in(10s));
+    const std::string sfx = std::to_string(getpid());
+    auto run = [&](const std::string& sql) { return c.exec(sql, deadline_in(60s)); };
+    auto one = [&](const std::string& sql) { return std::string(run(sql).get(0, 0)); };
+    const std::string a = "pgs_a_" + sfx, b = "pgs_b_" + sfx, u = "pgs_u_" + sfx, pub = "pgs_pub_" + sfx;
+    const std::string slot_docsync = "pgs_ds_" + sfx, slot_v1 = "pgs_v1_" + sfx, slot_v2 = "pgs_v2_" + sfx;
+    run("SET client_min_messages = warning");
+    run("CREATE TABLE " + a + " (id int PRIMARY KEY, t text, pad text)");
+    run("CREATE TABLE " + b + " (id int, v text, w int)");
+    run("ALTER TABLE " + b + " REPLICA IDENTITY FULL");
+    run("CREATE TABLE " + u + " (id int PRIMARY KEY, t text, pad text)");  // published, not watched
+    run("CREATE PUBLICATION " + pub + " FOR TABLE " + a + ", " + b + ", " + u);
+    for (const auto& s : {slot_docsync})
+        run("SELECT pg_create_logical_replication_slot('" + s + "', 'docsync')");
+    for (const auto& s : {slot_v1, slot_v2}) run("SELECT pg_create_logical_replication_slot('" + s + "', 'pgoutput')");
+    const std::uint64_t reference = std::stoull(one("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"));
+    auto relid = [&](const std::string& table) { return static_cast<docsync::Oid>(std::stoul(one("SELECT '" + table + "'::regclass::oid"))); };
+    const docsync::Oid ra = relid(a), rb = relid(b);
+    const std::string tables = std::to_string(ra) + "," + std::to_string(rb) + "(1,2)";
+    std::vector<docsync::PgoutputWatch> watches;
+    auto watch = [&](docsync::Oid rel, bool all, std::vector<int> attnums) {
+        docsync::PgoutputWatch w;
+        w.relid = rel;
+        w.all_columns = all;
+        w.attnums = std::move(attnums);
+        auto cols = run("SELECT attnum, attname FROM pg_attribute WHERE attrelid = " + std::to_string(rel) +
+                        " AND attnum > 0 AND NOT attisdropped ORDER BY attnum");
+        for (int r = 0; r < cols.rows(); ++r) w.columns.push_back({std::stoi(std::string(cols.get(r, 0))), std::string(cols.get(r, 1))});
+        watches.push_back(std::move(w));
+    };
+    watch(ra, true, {});
+    watch(rb, false, {1, 2});
+    const std::string pad = "repeat('p', 200)";
+    auto rows = [&](const std::string& table, int from, int to, const std::string& v) {
+        return "INSERT INTO " + table + " SELECT g, '" + v + "' || g, " + pad + " FROM generate_series(" +
+               std::to_string(from) + ", " + std::to_string(to) + ") g";
+    };
+
+    // The workload: small transactions around large ones, well past 64kB of decoding memory.
+    run(rows(a, 1, 5, "small"));
+    // One large transaction: subtransactions rolled back (one holding a released one), a relation's
+    // columns changed, docsync messages.
+    run("BEGIN");
+    run(rows(a, 100, 1099, "big"));
+    run("SAVEPOINT s1");
+    // Enough to be streamed before its rollback: b's RELATION comes in it, after its first change,
+    // and not again for s4.
+    run("UPDATE " + a + " SET t = 'gone' WHERE id < 150");
+    run("INSERT INTO " + b + " SELECT g, 'gone' || g || " + pad + ", g FROM generate_series(1, 1500) g");
+    run("ROLLBACK TO s1");
+    run("SELECT pg_logical_emit_message(true, 'docsync.rt', 'in the large one')");
+    run("SAVEPOINT s2");
+    run("UPDATE " + a + " SET t = 'also gone' WHERE id < 600");
+    run("SAVEPOINT s3");
+    run("INSERT INTO " + b + " SELECT g, 'released, then gone' || g || " + pad + ", g FROM generate_series(1, 800) g");
+    run("RELEASE s3");
+    run("ROLLBACK TO s2");
+    run("SAVEPOINT s4");
+    run("INSERT INTO " + b + " SELECT g, 'kept' || g, g FROM generate_series(1, 400) g");
+    run("RELEASE s4");
+    run("ALTER TABLE " + b + " ADD COLUMN z int");
+    run("UPDATE " + b + " SET v = 'after ddl' WHERE id % 7 = 0");
+    run("UPDATE " + a + " SET t = 'kept' WHERE id % 3 = 0");
+    run("COMMIT");
+    // Two interleaved large transactions, a small one committing between their blocks; the one
+    // that started second commits first.
+    auto in1 = [&](const std::string& sql) { c1.exec(sql, deadline_in(60s)); };
+    auto in2 = [&](const std::string& sql) { c2.exec(sql, deadline_in(60s)); };
+    in1("BEGIN");
+    in1(rows(a, 2000, 2599, "first"));
+    in2("BEGIN");
+    in2("INSERT INTO " + b + " SELECT g, 'second' || g, g FROM generate_series(5000, 5599) g");
+    run(rows(a, 10, 12, "between"));
+    in1("DELETE FROM " + a + " WHERE id BETWEEN 2000 AND 2299");
+    in2("DELETE FROM " + b + " WHERE id BETWEEN 5000 AND 5099");
+    in2("COMMIT");
+    in1("COMMIT");
+    // A large transaction rolled back, and a large one of an unwatched table: neither yields anything.
+    run("BEGIN");
+    run(rows(a, 3000, 4999, "aborted"));
+    run("ROLLBACK");
+    run(rows(u, 1, 1500, "unwatched"));
+    run(rows(a, 20, 21, "last"));
+
+    auto ds = run("SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('" + slot_docsync +
+                  "', NULL, NULL, 'tables', '" + tables + "')");
+    auto v1 = run("SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('" + slot_v1 +
+                  "', NULL, NULL, 'proto_version', '1', 'publication_names', '" + pub + "', 'messages', 'true')");
+    run("SET logical_decoding_work_mem = '64kB'");
+    auto v2 = run("SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('" + slot_v2 +
+                  "', NULL, NULL, 'proto_version', '2', 'streaming', 'on', 'publication_names', '" + pub +
+                  "', 'messages', 'true')");
+
+    // The server did stream: blocks, two transactions open at once, a subtransaction's abort and a
+    // whole transaction's.
+    std::map<std::uint32_t, bool> open;
+    std::size_t most_open = 0, blocks = 0, sub_aborts = 0, aborts = 0, commits = 0;
+    auto be32 = [](const std::vector<std::uint8_t>& m, std::size_t at) {
+        return (std::uint32_t{m[at]} << 24) | (std::uint32_t{m[at + 1]} << 16) | (std::uint32_t{m[at + 2]} << 8) | m[at + 3];
+    };
+    for (int r = 0; r < v2.rows(); ++r) {
+        auto m = docsync_test::from_hex(v2.get(r, 0));
+        if (m[0] == 'S') {
+            ++blocks;
+            open[be32(m, 1)] = true;
+            most_open = std::max(most_open, open.size());
+        } else if (m[0] == 'A') {
+            if (be32(m, 1) == be32(m, 5)) {
+                ++aborts;
+                open.erase(be32(m, 1));
+            } else {
+                ++sub_aborts;
+            }
+        } else if (m[0] == 'c') {
+            ++commits;
+            open.erase(be32(m, 1));
+        }
+    }
+    CHECK(blocks >= 6);
+    CHECK(most_open >= 2);
+    CHECK(sub_aborts >= 2);
+    CHECK(aborts >= 1);
+    CHECK(commits >= 3);
+
+    docsync::Decoder docsync_decoder;
+    std::vector<docsync::Record> from_docsync;
+    for (int r = 0; r < ds.rows(); ++r) from_docsync.push_back(docsync_decoder.decode(docsync_test::from_hex(ds.get(r, 0))));
+    docsync::PgoutputOptions options;
+    options.reference_xid = reference;
+    std::vector<docsync::Record> from_v1, from_v2, from_v2_spilled;
+    docsync::PgoutputDecoder decoder_v1(watches, options);
+    for (int r = 0; r < v1.rows(); ++r) decoder_v1.decode(docsync_test::from_hex(v1.get(r, 0)), from_v1);
+    options.proto_version = 2;
+    docsync::PgoutputDecoder decoder_v2(watches, options);
+    for (int r = 0; r < v2.rows(); ++r) decoder_v2.decode_all(docsync_test::from_hex(v2.get(r, 0)), from_v2);
+    // The same with a memory bound of 16kB: the large transactions go to temporary files.
+    options.stream_memory = 16 * 1024;
+    docsync::PgoutputDecoder decoder_spilled(watches, options);
+    for (int r = 0; r < v2.rows(); ++r) decoder_spilled.decode_all(docsync_test::from_hex(v2.get(r, 0)), from_v2_spilled);
+    CHECK(decoder_spilled.spool().spilled_bytes() > 100 * 1024);
+    CHECK(decoder_v2.spool().spilled_bytes() == 0);
+    CHECK(decoder_v2.spool().open_transactions() == 0);
+
+    int repeats = 0;
+    auto expected = without_empty_transactions(without_repeated_relations(from_v1, repeats));
+    REQUIRE(expected.size() > 3000);
+    require_same(expected, without_empty_transactions(without_repeated_relations(from_v2, repeats)), "protocol 2");
+    require_same(expected, without_empty_transactions(without_repeated_relations(from_v2_spilled, repeats)),
+                 "protocol 2, spilled");
+    require_same(without_empty_transactions(without_repeated_relations(from_docsync, repeats)), expected,
+                 "the docsync plugin against protocol 1");
+    // Nothing of what was rolled back.
+    for (const auto& record : from_v2) {
+        auto* ch = std::get_if<docsync::ChangeRecord>(&record);
+        if (ch == nullptr) continue;
+        for (const auto& v : ch->new_values) {
+            CHECK(v.text.find("gone") == std::string::npos);
+            CHECK(v.text.find("aborted") == std::string::npos);
+        }
+    }
+
+    for (const auto& s : {slot_docsync, slot_v1, slot_v2}) run("SELECT pg_drop_replication_slot('" + s + "')");
+    run("DROP PUBLICATION " + pub);
+    run("DROP TABLE " + a + ", " + b + ", " + u);
+}

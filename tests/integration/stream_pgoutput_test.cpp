@@ -280,3 +280,62 @@ TEST_CASE("--plugin auto makes a docsync slot where the server may decode with i
     CHECK(plugin_made("stream_pgo_auto", "options='-c output_plugin_libraries=pgoutput,test_decoding'") == "pgoutput");
     exec1(c, "DROP TABLE stream_pgo_auto_t");
 }
+
+TEST_CASE("--plugin pgoutput streams a large transaction with protocol version 2; --pgoutput-streaming off reads version 1") {
+    const std::string slot = "stream_pgo_big";
+    auto c = sql();
+    drop_slot(c, slot);
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+    exec1(c, "DROP TABLE IF EXISTS stream_pgo_big_t");
+    exec1(c, "CREATE TABLE stream_pgo_big_t (id int PRIMARY KEY, v text)");
+    const std::string oid = exec1(c, "SELECT 'stream_pgo_big_t'::regclass::oid::text");
+    const auto relid = static_cast<Oid>(std::stoul(oid));
+    // The walsender's command, as pg_stat_activity shows it.
+    auto walsender_command = [&] {
+        return exec1(c, "SELECT coalesce(max(a.query), '') FROM pg_stat_activity a JOIN pg_replication_slots s "
+                        "ON s.active_pid = a.pid WHERE s.slot_name = $1", {slot});
+    };
+    for (bool streaming : {true, false}) {
+        CAPTURE(streaming);
+        DeliveryProgressCoordinator coordinator;
+        RecordingHandler handler(coordinator);
+        auto options = test_options(slot);
+        options.dsn = "options='-c logical_decoding_work_mem=64kB'";  // the walsender streams past 64kB
+        options.create_slot = true;
+        options.plugin = "pgoutput";
+        options.pgoutput_streaming = streaming;
+        options.stream_memory = 16 * 1024;  // and the worker holds 16kB in memory, the rest in a file
+        options.tables = [&oid] { return std::optional<std::string>(oid); };
+        StreamRunner runner(options, coordinator, handler);
+        REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
+        REQUIRE_MESSAGE(runner.error().empty(), runner.error());
+        REQUIRE(wait_until([&] { return !walsender_command().empty(); }, 10s));
+        std::string command = walsender_command();
+        CHECK_MESSAGE((command.find("\"proto_version\" '2', \"streaming\" 'on'") != std::string::npos) == streaming, command);
+        CHECK_MESSAGE((command.find("\"proto_version\" '1'") != std::string::npos) == !streaming, command);
+        std::size_t commits = handler.commit_count();
+        std::size_t before = changes_of(handler, relid).size();
+        exec1(c, "BEGIN");
+        exec1(c, "INSERT INTO stream_pgo_big_t SELECT g, repeat('v', 100) FROM generate_series(1, 3000) g");
+        exec1(c, "SAVEPOINT s");
+        exec1(c, "UPDATE stream_pgo_big_t SET v = 'rolled back' WHERE id <= 2000");
+        exec1(c, "SELECT pg_sleep(0.5)");  // streamed before its rollback
+        exec1(c, "ROLLBACK TO SAVEPOINT s");
+        exec1(c, "DELETE FROM stream_pgo_big_t WHERE id > 2000");
+        exec1(c, "COMMIT");
+        REQUIRE(wait_until([&] { return handler.commit_count() == commits + 1; }, 30s));
+        auto changes = changes_of(handler, relid);
+        CHECK(changes.size() - before == 3000 + 1000);
+        for (std::size_t i = before; i < changes.size(); ++i)
+            for (const auto& v : changes[i].new_values) CHECK(v.text != "rolled back");
+        Lsn end = handler.with_lock([&] { return handler.commits.back().end_lsn; });
+        CHECK(wait_for_confirmed(c, slot, end, 30s));
+        runner.stop();
+        CHECK(runner.error().empty());
+        exec1(c, "TRUNCATE stream_pgo_big_t");
+        drop_slot(c, slot);
+    }
+    exec1(c, "DROP PUBLICATION docsync_" + slot);
+    exec1(c, "DROP TABLE stream_pgo_big_t");
+}

@@ -303,7 +303,7 @@ TEST_CASE("docs/worker.md's settings table lists every setting with its flag, ke
         CHECK_MESSAGE(readme.find(row) != std::string::npos, row);
         ++rows;
     }
-    CHECK(rows == 34);
+    CHECK(rows == 36);
 }
 
 TEST_CASE("--audit-rate takes a percentage of the live docs per minute, or 0, and says what it wants") {
@@ -487,4 +487,28 @@ TEST_CASE("--patches, --patch-memory and --patch-min-bytes: off, 64MB and 1kB by
     fails({"--patch-memory", "1kB"}, "docsync-worker: --patch-memory \"1kB\": out of range; give a value from 64kB to");
     fails({"--patch-memory", "lots"}, "docsync-worker: --patch-memory \"lots\": not a size");
     fails({"--patch-min-bytes", "10"}, "docsync-worker: --patch-min-bytes \"10\": out of range; give a value from 64B to 1GB");
+}
+
+TEST_CASE("--pgoutput-streaming takes auto or off, --stream-memory a size from 0") {
+    auto p = parse({kDsn, kPoolDsn});
+    REQUIRE(p.run);
+    CHECK(p.settings.pgoutput_streaming);
+    CHECK(p.settings.stream_memory == std::uint64_t{64} << 20);
+    p = parse({kDsn, kPoolDsn, "--pgoutput-streaming", "OFF", "--stream-memory", "0"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK_FALSE(p.settings.pgoutput_streaming);
+    CHECK(p.settings.stream_memory == 0);
+    p = parse({kDsn, kPoolDsn}, {"DOCSYNC_PGOUTPUT_STREAMING=auto", "DOCSYNC_STREAM_MEMORY=1GB"});
+    REQUIRE_MESSAGE(p.run, p.error);
+    CHECK(p.settings.pgoutput_streaming);
+    CHECK(p.settings.stream_memory == std::uint64_t{1} << 30);
+    for (const char* bad : {"on", "2", ""}) {
+        p = parse({kDsn, kPoolDsn, "--pgoutput-streaming", bad});
+        CHECK_MESSAGE(p.exit_code == 2, bad);
+        CHECK_MESSAGE(p.error.find("--pgoutput-streaming") != std::string::npos, p.error);
+        CHECK_MESSAGE(p.error.find("give auto or off") != std::string::npos, p.error);
+    }
+    p = parse({kDsn, kPoolDsn, "--stream-memory", "lots"});
+    CHECK(p.exit_code == 2);
+    CHECK(p.error.find("--stream-memory") != std::string::npos);
 }

@@ -301,11 +301,12 @@ TEST_CASE("pgoutput: the 32-bit xid is widened to the full xid nearest the last 
 }
 
 TEST_CASE("pgoutput: other protocol versions and features are refused by name") {
-    PgoutputOptions v2;
-    v2.proto_version = 2;
-    CHECK_THROWS_WITH_AS(PgoutputDecoder(watches(), v2), doctest::Contains("protocol version 2 is not implemented"), Error);
-    CHECK_THROWS_WITH_AS(pgoutput::parse_pgoutput(begin(1).b, 3), doctest::Contains("proto_version '1'"), DecodeError);
+    PgoutputOptions v3;
+    v3.proto_version = 3;
+    CHECK_THROWS_WITH_AS(PgoutputDecoder(watches(), v3), doctest::Contains("protocol version 3 is not implemented"), Error);
+    CHECK_THROWS_WITH_AS(pgoutput::parse_pgoutput(begin(1).b, 3), doctest::Contains("proto_version '1' or '2'"), DecodeError);
     Fixture f;
+    // Protocol version 1 has no streamed transactions (tests/unit/pgoutput_stream_test.cpp reads them with 2).
     CHECK_THROWS_WITH_AS(f.feed(Msg().u8('S').i32(700).u8(1)), doctest::Contains("streamed"), DecodeError);
     CHECK_THROWS_WITH_AS(f.feed(Msg().u8('P').i64(1)), doctest::Contains("two-phase"), DecodeError);
     f.open();
@@ -378,20 +379,24 @@ TEST_CASE("pgoutput: the fuzz target's seed corpus is well formed") {
     fuzz_watches[1].relid = 16385;
     fuzz_watches[1].all_columns = true;
     fuzz_watches[1].columns = {{1, "id"}, {2, "v"}, {4, "w"}};
-    PgoutputDecoder decoder(fuzz_watches, PgoutputOptions{});
+    PgoutputOptions v2;
+    v2.proto_version = 2;
+    PgoutputDecoder decoder(fuzz_watches, v2);
     std::vector<Record> out;
     int messages = 0;
     for (std::size_t at = 0; at < data.size(); ++messages) {
         std::size_t n = data[at];
         REQUIRE(at + 1 + n <= data.size());
-        decoder.decode(std::span<const std::uint8_t>(data.data() + at + 1, n), out);
+        decoder.decode_all(std::span<const std::uint8_t>(data.data() + at + 1, n), out);
         at += 1 + n;
     }
-    CHECK(messages == 19);
+    CHECK(messages == 19 + 15);
     // Two transactions (BEGIN, RELATION, four changes, COMMIT; BEGIN, RELATION, an UPDATE, TRUNCATE,
     // a message, COMMIT); the third (a foreign message only) yields nothing; then the
-    // non-transactional message.
-    CHECK(out.size() == 7 + 6 + 0 + 1);
+    // non-transactional message; then the streamed one that commits (BEGIN, RELATION, the message,
+    // the top level's INSERT, COMMIT), its aborted subtransaction's INSERT and the aborted one left out.
+    CHECK(out.size() == 7 + 6 + 0 + 1 + 5);
+    CHECK(decoder.spool().open_transactions() == 0);
 }
 
 TEST_CASE("pgoutput: the worker's tables option is read back to relids and attnums") {

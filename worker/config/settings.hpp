@@ -38,6 +38,9 @@ struct Settings {
     std::string plugin = "docsync";   // the slot's output plugin: docsync | pgoutput | auto
     // pgoutput: how often the definitions' fingerprints are read again for DDL no event trigger saw
     std::chrono::milliseconds catalog_check{std::chrono::minutes(1)};
+    // pgoutput: streamed in-progress transactions (protocol version 2) when the server has them
+    bool pgoutput_streaming = true;
+    std::uint64_t stream_memory = defaults::kStreamMemory;  // streamed transactions held in memory
     bool standby = false;             // wait as a hot spare while another worker holds the lease
     std::string sink = "stdout";      // stdout | file:/path | redis://host:port[/db]
     LiveMode live = LiveMode::All;    // which docs are kept current

@@ -165,6 +165,21 @@ const std::vector<Spec>& specs() {
              s.catalog_check = trim(v) == "0" ? std::chrono::milliseconds(0)
                                               : duration_in(v, std::chrono::milliseconds(100), std::chrono::hours(24));
          }},
+        {"pgoutput-streaming", Kind::Choice, "auto|off",
+         "with --plugin pgoutput, auto reads protocol version 2 with streamed in-progress transactions on "
+         "PostgreSQL 14 and later (version 1 before); off reads version 1, the server holding a large "
+         "transaction until its commit",
+         [](const Settings& s) { return std::string(s.pgoutput_streaming ? "auto" : "off"); },
+         [](Settings& s, std::string_view v) {
+             auto value = lower(trim(v));
+             if (value != "auto" && value != "off") throw SettingError("give auto or off");
+             s.pgoutput_streaming = value == "auto";
+         }},
+        {"stream-memory", Kind::Size, "SIZE",
+         "with pgoutput streaming, memory for streamed transactions held until they commit; past it the "
+         "largest goes to a temporary file in $TMPDIR (else /tmp) until it ends",
+         [](const Settings& s) { return format_size(s.stream_memory); },
+         [](Settings& s, std::string_view v) { s.stream_memory = size_in(v, 0, TB); }},
         {"standby", Kind::Flag, "",
          "while another worker holds the slot's lease, wait as its hot spare and take over when it stops or dies",
          [](const Settings& s) { return std::string(s.standby ? "true" : "false"); },

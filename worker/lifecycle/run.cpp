@@ -190,6 +190,8 @@ int run(const Settings& settings, Lease& lease, const sigset_t& signals, metrics
     stream_options.slot = settings.slot;
     stream_options.create_slot = settings.create_slot;
     stream_options.plugin = settings.plugin;
+    stream_options.pgoutput_streaming = settings.pgoutput_streaming;
+    stream_options.stream_memory = static_cast<std::size_t>(settings.stream_memory);
     stream_options.tables = [&pipeline] { return pipeline.session_tables(); };
     stream_options.sink_high_water = [&publisher] { return publisher->max_version(); };
     stream_options.status_interval = settings.status_interval;

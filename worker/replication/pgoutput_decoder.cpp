@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 namespace docsync {
 
@@ -54,13 +55,27 @@ Value old_value(const pgoutput::Datum& d, const Value* new_v) {
     return v;
 }
 
+bool same_relation(const RelationRecord& x, const RelationRecord& y) {
+    if (x.relid != y.relid || x.schema != y.schema || x.name != y.name || x.replica_identity != y.replica_identity ||
+        x.columns.size() != y.columns.size())
+        return false;
+    for (std::size_t i = 0; i < x.columns.size(); ++i) {
+        const RelationColumn &a = x.columns[i], &b = y.columns[i];
+        if (a.attnum != b.attnum || a.name != b.name || a.type_oid != b.type_oid || a.identity != b.identity ||
+            a.missing != b.missing)
+            return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 PgoutputDecoder::PgoutputDecoder(std::vector<PgoutputWatch> watches, PgoutputOptions options)
-    : options_(options), reference_xid_(options.reference_xid) {
+    : options_(options), reference_xid_(options.reference_xid), spool_(options.stream_memory, options.spill_dir) {
     if (options_.proto_version < pgoutput::kProtoVersionMin || options_.proto_version > pgoutput::kProtoVersionMax)
         throw Error("pgoutput protocol version " + std::to_string(options_.proto_version) +
-                    " is not implemented; this worker reads version " + std::to_string(pgoutput::kProtoVersionMin));
+                    " is not implemented; this worker reads versions " + std::to_string(pgoutput::kProtoVersionMin) +
+                    " and " + std::to_string(pgoutput::kProtoVersionMax));
     for (auto& w : watches) {
         if (w.relid == 0) throw Error("a pgoutput watch names relid 0");
         for (int a : w.attnums)
@@ -81,6 +96,9 @@ void PgoutputDecoder::reset(std::uint64_t reference_xid) {
     reference_xid_ = reference_xid;
     in_transaction_ = false;
     begin_sent_ = false;
+    spool_.clear();
+    in_block_ = false;
+    replay_ = false;
 }
 
 std::uint64_t PgoutputDecoder::widen_xid(std::uint32_t xid) const {
@@ -108,48 +126,167 @@ void PgoutputDecoder::emit_in_transaction(Record&& record, std::vector<Record>& 
 }
 
 void PgoutputDecoder::decode(std::span<const std::uint8_t> message, std::vector<Record>& out) {
+    if (replay_) throw std::logic_error("PgoutputDecoder::decode() while a streamed transaction is read back");
     std::size_t mark = out.size();
     try {
-        pgoutput::Parsed parsed = pgoutput::parse_pgoutput(message, options_.proto_version);
-        if (auto* b = std::get_if<pgoutput::Begin>(&parsed)) {
-            if (in_transaction_) fail("BEGIN inside a transaction");
-            in_transaction_ = true;
-            begin_sent_ = false;
-            pending_begin_.xid = widen_xid(b->xid);
-            pending_begin_.commit_lsn = b->final_lsn;
-            pending_begin_.commit_time = b->commit_time;
-            reference_xid_ = pending_begin_.xid;
-        } else if (auto* c = std::get_if<pgoutput::Commit>(&parsed)) {
-            if (!in_transaction_) fail("COMMIT outside a transaction");
-            if (c->commit_lsn != pending_begin_.commit_lsn)
-                fail("COMMIT at " + format_lsn(c->commit_lsn) + " ends the transaction BEGIN said commits at " +
-                     format_lsn(pending_begin_.commit_lsn));
-            if (begin_sent_) out.emplace_back(CommitRecord{c->commit_lsn, c->end_lsn});
-            in_transaction_ = false;
-            begin_sent_ = false;
-        } else if (auto* rel = std::get_if<pgoutput::Relation>(&parsed)) {
-            on_relation(std::move(*rel), out);
-        } else if (auto* change = std::get_if<pgoutput::Change>(&parsed)) {
-            on_change(*change, out);
-        } else if (auto* t = std::get_if<pgoutput::Truncate>(&parsed)) {
-            on_truncate(*t, out);
-        } else if (auto* m = std::get_if<pgoutput::Message>(&parsed)) {
-            if (!options_.messages || m->prefix.compare(0, 7, "docsync") != 0) return;
-            if (m->transactional && !in_transaction_) fail("a transactional message outside a transaction");
-            MessageRecord rec{m->transactional, std::move(m->prefix), std::move(m->content)};
-            if (m->transactional)
-                emit_in_transaction(std::move(rec), out);
-            else
-                out.emplace_back(std::move(rec));
-        }
-        // ORIGIN and TYPE say nothing docsync records carry.
+        std::uint32_t xid = 0;
+        pgoutput::Parsed parsed = pgoutput::parse_pgoutput(message, options_.proto_version, in_block_, &xid);
+        if (std::holds_alternative<pgoutput::StreamStart>(parsed) || std::holds_alternative<pgoutput::StreamStop>(parsed) ||
+            std::holds_alternative<pgoutput::StreamCommit>(parsed) || std::holds_alternative<pgoutput::StreamAbort>(parsed))
+            on_stream(parsed);
+        else if (in_block_)
+            hold(parsed, xid, message);
+        else
+            apply(parsed, out);
     } catch (...) {
         out.resize(mark);
         throw;
     }
 }
 
-void PgoutputDecoder::on_relation(pgoutput::Relation&& rel, std::vector<Record>& out) {
+void PgoutputDecoder::decode_all(std::span<const std::uint8_t> message, std::vector<Record>& out) {
+    decode(message, out);
+    while (replay_) replay(out);
+}
+
+void PgoutputDecoder::on_stream(const pgoutput::Parsed& parsed) {
+    if (auto* s = std::get_if<pgoutput::StreamStart>(&parsed)) {
+        if (in_block_) fail("STREAM START of transaction " + std::to_string(s->xid) + " inside a block of " +
+                            std::to_string(block_xid_));
+        if (in_transaction_) fail("STREAM START inside a transaction");
+        if (s->first_segment) {
+            if (!spool_.open(s->xid))
+                fail("the first block of transaction " + std::to_string(s->xid) + ", which is streaming already");
+        } else if (!spool_.holds(s->xid)) {
+            fail("a later block of transaction " + std::to_string(s->xid) + ", whose first block this session did not see");
+        }
+        in_block_ = true;
+        block_xid_ = s->xid;
+        return;
+    }
+    if (std::holds_alternative<pgoutput::StreamStop>(parsed)) {
+        if (!in_block_) fail("STREAM STOP outside a block");
+        in_block_ = false;
+        return;
+    }
+    if (in_block_) fail("STREAM COMMIT or ABORT inside a block");
+    if (in_transaction_) fail("STREAM COMMIT or ABORT inside a transaction");
+    if (auto* c = std::get_if<pgoutput::StreamCommit>(&parsed)) {
+        if (!spool_.holds(c->xid))
+            fail("STREAM COMMIT of transaction " + std::to_string(c->xid) + ", which this session did not see streamed");
+        // Read back as the transaction sent whole at its commit: BEGIN … COMMIT at the commit's position.
+        in_transaction_ = true;
+        begin_sent_ = false;
+        pending_begin_.xid = widen_xid(c->xid);
+        pending_begin_.commit_lsn = c->commit_lsn;
+        pending_begin_.commit_time = c->commit_time;
+        reference_xid_ = pending_begin_.xid;
+        replay_commit_ = CommitRecord{c->commit_lsn, c->end_lsn};
+        replay_ = true;
+        spool_.start_reading(c->xid);
+        return;
+    }
+    const auto& a = std::get<pgoutput::StreamAbort>(parsed);
+    // An abort of a transaction none of whose blocks this session saw drops nothing.
+    if (a.subxid == a.xid)
+        spool_.drop(a.xid);
+    else
+        spool_.abort_subtransaction(a.xid, a.subxid);
+}
+
+void PgoutputDecoder::hold(const pgoutput::Parsed& parsed, std::uint32_t xid, std::span<const std::uint8_t> message) {
+    bool sticky = false;
+    if (std::holds_alternative<pgoutput::Begin>(parsed) || std::holds_alternative<pgoutput::Commit>(parsed))
+        fail("BEGIN or COMMIT inside a block of streamed transaction " + std::to_string(block_xid_));
+    if (std::holds_alternative<pgoutput::Origin>(parsed) || std::holds_alternative<pgoutput::Type>(parsed)) return;
+    if (auto* rel = std::get_if<pgoutput::Relation>(&parsed)) {
+        if (watches_.count(rel->relid) == 0) return;  // never read: not held
+        sticky = true;
+    } else if (auto* c = std::get_if<pgoutput::Change>(&parsed)) {
+        if (watches_.count(c->relid) == 0) return;
+    } else if (auto* t = std::get_if<pgoutput::Truncate>(&parsed)) {
+        if (std::none_of(t->relids.begin(), t->relids.end(), [&](Oid relid) { return watches_.count(relid) != 0; }))
+            return;
+    } else if (auto* m = std::get_if<pgoutput::Message>(&parsed)) {
+        if (!m->transactional) fail("a non-transactional message inside a block of streamed transaction " +
+                                    std::to_string(block_xid_));
+        if (!options_.messages || m->prefix.compare(0, 7, "docsync") != 0) return;
+    }
+    // Held as protocol version 1 has it: the type byte, then what follows the xid.
+    std::vector<std::uint8_t> v1;
+    v1.reserve(message.size() - 4);
+    v1.push_back(message[0]);
+    v1.insert(v1.end(), message.begin() + 5, message.end());
+    spool_.append(block_xid_, xid, sticky, v1);
+}
+
+std::size_t PgoutputDecoder::replay(std::vector<Record>& out) {
+    if (!replay_) return 0;
+    std::size_t mark = out.size();
+    try {
+        std::string message;
+        bool kept = false;
+        if (spool_.next(message, kept)) {
+            std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(message.data()), message.size());
+            pgoutput::Parsed parsed = pgoutput::parse_pgoutput(bytes, options_.proto_version);
+            if (auto* rel = std::get_if<pgoutput::Relation>(&parsed); rel && kept)
+                on_relation(std::move(*rel), out, true);
+            else
+                apply(parsed, out);
+            return message.size();
+        }
+        if (begin_sent_) out.emplace_back(replay_commit_);
+        in_transaction_ = false;
+        begin_sent_ = false;
+        replay_ = false;
+        return 0;
+    } catch (...) {
+        // The transaction cannot be read back: it is abandoned, so the decoder stays usable.
+        out.resize(mark);
+        spool_.stop_reading();
+        in_transaction_ = false;
+        begin_sent_ = false;
+        replay_ = false;
+        throw;
+    }
+}
+
+void PgoutputDecoder::apply(pgoutput::Parsed& parsed, std::vector<Record>& out) {
+    if (auto* b = std::get_if<pgoutput::Begin>(&parsed)) {
+        if (in_transaction_) fail("BEGIN inside a transaction");
+        in_transaction_ = true;
+        begin_sent_ = false;
+        pending_begin_.xid = widen_xid(b->xid);
+        pending_begin_.commit_lsn = b->final_lsn;
+        pending_begin_.commit_time = b->commit_time;
+        reference_xid_ = pending_begin_.xid;
+    } else if (auto* c = std::get_if<pgoutput::Commit>(&parsed)) {
+        if (!in_transaction_ || replay_) fail("COMMIT outside a transaction");
+        if (c->commit_lsn != pending_begin_.commit_lsn)
+            fail("COMMIT at " + format_lsn(c->commit_lsn) + " ends the transaction BEGIN said commits at " +
+                 format_lsn(pending_begin_.commit_lsn));
+        if (begin_sent_) out.emplace_back(CommitRecord{c->commit_lsn, c->end_lsn});
+        in_transaction_ = false;
+        begin_sent_ = false;
+    } else if (auto* rel = std::get_if<pgoutput::Relation>(&parsed)) {
+        on_relation(std::move(*rel), out);
+    } else if (auto* change = std::get_if<pgoutput::Change>(&parsed)) {
+        on_change(*change, out);
+    } else if (auto* t = std::get_if<pgoutput::Truncate>(&parsed)) {
+        on_truncate(*t, out);
+    } else if (auto* m = std::get_if<pgoutput::Message>(&parsed)) {
+        if (!options_.messages || m->prefix.compare(0, 7, "docsync") != 0) return;
+        if (m->transactional && !in_transaction_) fail("a transactional message outside a transaction");
+        MessageRecord rec{m->transactional, std::move(m->prefix), std::move(m->content)};
+        if (m->transactional)
+            emit_in_transaction(std::move(rec), out);
+        else
+            out.emplace_back(std::move(rec));
+    }
+    // ORIGIN and TYPE say nothing docsync records carry.
+}
+
+void PgoutputDecoder::on_relation(pgoutput::Relation&& rel, std::vector<Record>& out, bool kept) {
     auto w = watches_.find(rel.relid);
     if (w == watches_.end()) {
         relations_.erase(rel.relid);  // published but not watched: its changes are skipped
@@ -207,6 +344,12 @@ void PgoutputDecoder::on_relation(pgoutput::Relation&& rel, std::vector<Record>&
         col.missing = true;
         d.record.columns.push_back(std::move(col));
         d.source.push_back(-1);
+    }
+    if (kept) {
+        auto current = relations_.find(rel.relid);
+        if (current != relations_.end() && current->second.width == d.width && current->second.source == d.source &&
+            same_relation(current->second.record, d.record))
+            return;
     }
     RelationRecord record = d.record;
     relations_[rel.relid] = std::move(d);

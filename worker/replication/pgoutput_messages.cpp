@@ -22,6 +22,10 @@ const char* message_name(std::uint8_t type) {
         case 'D': return "DELETE";
         case 'T': return "TRUNCATE";
         case 'M': return "MESSAGE";
+        case 'S': return "STREAM START";
+        case 'E': return "STREAM STOP";
+        case 'c': return "STREAM COMMIT";
+        case 'A': return "STREAM ABORT";
         default: return "unknown";
     }
 }
@@ -112,13 +116,35 @@ std::uint32_t relid(Reader& r) {
 
 }  // namespace
 
-Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version) {
+Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version, bool in_block, std::uint32_t* xid) {
     if (proto_version < kProtoVersionMin || proto_version > kProtoVersionMax)
         throw DecodeError("pgoutput protocol version " + std::to_string(proto_version) +
-                          " is not implemented (this worker reads version 1: start the stream with proto_version '1')");
+                          " is not implemented (this worker reads versions 1 and 2: start the stream with "
+                          "proto_version '1' or '2')");
+    if (in_block && proto_version < kProtoVersionStream)
+        throw DecodeError("pgoutput protocol version " + std::to_string(proto_version) + " has no streamed transactions");
     if (message.empty()) throw DecodeError("malformed pgoutput message: empty message");
+    if (xid != nullptr) *xid = 0;
     std::uint8_t type = message[0];
     Reader r(message.subspan(1), message_name(type));
+    // Inside a block the messages of a change carry the (sub)transaction's xid first.
+    if (in_block && (type == 'R' || type == 'Y' || type == 'I' || type == 'U' || type == 'D' || type == 'T' ||
+                     type == 'M')) {
+        std::uint32_t v = r.u32("xid");
+        if (v == 0) r.fail("xid 0 is not a transaction");
+        if (xid != nullptr) *xid = v;
+    }
+    auto stream_message = [&] {
+        if (proto_version < kProtoVersionStream)
+            throw DecodeError(std::string("pgoutput sent a streamed-transaction message ('") + static_cast<char>(type) +
+                              "'), which protocol version 1 does not have; start the stream with proto_version '1' "
+                              "and without the `streaming` option, or read it with protocol version 2");
+    };
+    auto stream_xid = [&] {
+        std::uint32_t v = r.u32("xid");
+        if (v == 0) r.fail("xid 0 is not a transaction");
+        return v;
+    };
     Parsed out;
     switch (type) {
         case 'B': {
@@ -226,13 +252,42 @@ Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version) 
             out = std::move(m);
             break;
         }
-        case 'S':
+        case 'S': {
+            stream_message();
+            StreamStart s;
+            s.xid = stream_xid();
+            std::uint8_t first = r.u8("first_segment");
+            if (first > 1) r.fail("first_segment is " + std::to_string(first) + ", not 0 or 1");
+            s.first_segment = first == 1;
+            out = s;
+            break;
+        }
         case 'E':
-        case 'c':
-        case 'A':
-            throw DecodeError(std::string("pgoutput sent a streamed-transaction message ('") + static_cast<char>(type) +
-                              "'), which protocol version 1 does not have; start the stream with proto_version '1' "
-                              "and without the `streaming` option");
+            stream_message();
+            out = StreamStop{};
+            break;
+        case 'c': {
+            stream_message();
+            StreamCommit c;
+            c.xid = stream_xid();
+            std::uint8_t flags = r.u8("flags");
+            if (flags != 0) r.fail("unknown commit flags " + std::to_string(flags));
+            c.commit_lsn = r.u64("commit_lsn");
+            c.end_lsn = r.u64("end_lsn");
+            c.commit_time = r.i64("commit_time");
+            if (c.end_lsn <= c.commit_lsn) r.fail("end_lsn is not after commit_lsn");
+            out = c;
+            break;
+        }
+        case 'A': {
+            stream_message();
+            StreamAbort a;
+            a.xid = stream_xid();
+            a.subxid = r.u32("subxid");
+            if (a.subxid == 0) r.fail("subxid 0 is not a transaction");
+            out = a;
+            break;
+        }
         case 'b':
         case 'P':
         case 'K':

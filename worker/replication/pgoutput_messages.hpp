@@ -18,9 +18,15 @@
 //   'M' MESSAGE   Int8 flags (1: transactional), Int64 lsn, String prefix, Int32 length, bytes
 //   TupleData     Int16 ncols, per column: 'n' (NULL) | 'u' (unchanged TOAST) | 't' Int32 len, bytes
 //                 (text) | 'b' Int32 len, bytes (binary, only with the `binary` option)
-// Versions 2 (streamed transactions: 'S', 'E', 'c', 'A' and an xid in most messages) and 3 (two-phase
-// commit) are not parsed: parse_pgoutput() is told the version and refuses the messages only those
-// versions have, naming the version, so adding them is adding cases here.
+// Protocol version 2 (PostgreSQL 14 and later, with the `streaming` option) adds in-progress
+// transactions sent in blocks, before they commit:
+//   'S' STREAM START   Int32 xid (top-level), Int8 first_segment (1: the transaction's first block)
+//   'E' STREAM STOP    (nothing)
+//   'c' STREAM COMMIT  Int32 xid, Int8 flags (0), Int64 commit_lsn, Int64 end_lsn, Int64 commit_time
+//   'A' STREAM ABORT   Int32 xid, Int32 subxid (equal to xid: the whole transaction aborted)
+// and, inside a block (between 'S' and 'E'), RELATION, TYPE, INSERT, UPDATE, DELETE, TRUNCATE and
+// MESSAGE carry an Int32 xid, the (sub)transaction that made the change, right after their type byte.
+// Version 3 (two-phase commit) is not parsed: its messages are refused by name.
 //
 // Everything is bounds-checked and nothing recurses: a truncated, over-long or inconsistent message
 // throws DecodeError naming the message and the byte offset.
@@ -37,7 +43,9 @@ namespace docsync::pgoutput {
 
 // The protocol versions parse_pgoutput() implements.
 constexpr int kProtoVersionMin = 1;
-constexpr int kProtoVersionMax = 1;
+constexpr int kProtoVersionMax = 2;
+// The first version with streamed transactions.
+constexpr int kProtoVersionStream = 2;
 
 struct Begin {
     std::uint64_t final_lsn = 0;
@@ -108,10 +116,33 @@ struct Message {
     std::string content;
 };
 
-using Parsed = std::variant<Begin, Commit, Origin, Relation, Type, Change, Truncate, Message>;
+struct StreamStart {
+    std::uint32_t xid = 0;
+    bool first_segment = false;
+};
+
+struct StreamStop {};
+
+struct StreamCommit {
+    std::uint32_t xid = 0;
+    std::uint64_t commit_lsn = 0;
+    std::uint64_t end_lsn = 0;
+    std::int64_t commit_time = 0;
+};
+
+struct StreamAbort {
+    std::uint32_t xid = 0;
+    std::uint32_t subxid = 0;
+};
+
+using Parsed = std::variant<Begin, Commit, Origin, Relation, Type, Change, Truncate, Message, StreamStart, StreamStop,
+                            StreamCommit, StreamAbort>;
 
 // Parses one pgoutput message of protocol `proto_version` (which must be supported: see
-// kProtoVersionMin/Max). Throws DecodeError.
-Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version);
+// kProtoVersionMin/Max). `in_block`: the message comes between STREAM START and STOP (version 2), so
+// a change, RELATION, TYPE or MESSAGE carries its (sub)transaction's xid, stored in `*xid` (0 for the
+// other messages). Throws DecodeError.
+Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version, bool in_block = false,
+                      std::uint32_t* xid = nullptr);
 
 }  // namespace docsync::pgoutput

@@ -193,20 +193,6 @@ void Stream::Session::check_slot(bool valve_recreate) {
     info_.start_lsn = slot.confirmed_flush;
 }
 
-void Stream::Session::prepare_pgoutput() {
-    std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
-    PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
-    info_.publication_changed = sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
-    if (info_.publication_changed) {
-        auto open = conn_.exec_simple("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text "
-                                      "FROM pg_catalog.pg_current_snapshot() s", cmd_deadline());
-        if (open.get(0, 0) != open.get(0, 1)) info_.publication_open_below = std::stoull(std::string(open.get(0, 1)));
-    }
-    PgoutputOptions po;
-    po.reference_xid = next_full_xid(conn_, cmd_deadline());
-    pgoutput_.emplace(std::move(plan.watches), po);
-}
-
 void Stream::Session::raise_generation() {
     std::uint64_t floor = options_.generation_floor ? options_.generation_floor() : 0;
     DocVersion sink = options_.sink_high_water ? options_.sink_high_water() : DocVersion{floor, 0};
@@ -295,8 +281,9 @@ void Stream::Session::begin() {
 std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds active_grace) {
     std::string plugin_options = "\"proto_version\" '" + std::to_string(DOCSYNC_PROTO_VERSION_MAX) + "', \"format\" 'binary'";
     if (pgoutput_) {
-        plugin_options = "\"proto_version\" '1', \"publication_names\" " +
-                         quote_string(quote_ident(publication_name(options_.slot))) + ", \"messages\" 'true'";
+        plugin_options = std::string(pgoutput_streaming_ ? "\"proto_version\" '2', \"streaming\" 'on'" : "\"proto_version\" '1'") +
+                         ", \"publication_names\" " + quote_string(quote_ident(publication_name(options_.slot))) +
+                         ", \"messages\" 'true'";
     } else if (options_.tables) {
         if (auto tables = options_.tables()) plugin_options += ", \"tables\" " + quote_string(*tables);
     }
@@ -344,7 +331,10 @@ std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds a
     log_info(kComponent, "streaming slot \"" + options_.slot + "\" from " +
                              (info_.reconnect ? std::string("its confirmed position ") : std::string()) +
                              format_lsn(info_.start_lsn) + ", epoch " + std::to_string(info_.epoch) + ", generation " +
-                             std::to_string(info_.generation));
+                             std::to_string(info_.generation) +
+                             (!pgoutput_ ? std::string()
+                              : pgoutput_streaming_ ? std::string(", pgoutput protocol version 2 with streamed transactions")
+                                                    : std::string(", pgoutput protocol version 1")));
     stream_.set_state(StreamState::Streaming);
     return std::nullopt;
 }
@@ -386,16 +376,23 @@ Stream::Outcome Stream::Session::receive() {
         auto until = std::min(next_status_, next_control_);
         int timeout = buffered ? 0 : paused ? std::min(poll_timeout_ms(until), 50) : poll_timeout_ms(until);
         if (int tick = stream_.handler_.idle_tick_ms(); tick > 0) timeout = std::min(timeout, tick);
-        if (copy_->wait(!paused, unsent, stream_.wake_fd_, timeout)) stream_.drain_wake();
+        // While a committed streamed transaction is read back nothing is read from the server
+        // either: libpq would buffer whatever it sends meanwhile, in memory and without bound.
+        bool replaying = pgoutput_ && pgoutput_->replaying();
+        if (copy_->wait(!paused && !replaying, unsent, stream_.wake_fd_, timeout)) stream_.drain_wake();
     }
 }
 
 bool Stream::Session::read_messages() {
     DeliveryProgressCoordinator& coordinator = stream_.coordinator_;
     for (int i = 0; i < kMessagesPerTurn && !stream_.stop_ && !stream_.restart_; ++i) {
-        auto message = copy_->read();
-        if (!message) return false;
-        handle_message(*message);
+        if (pgoutput_ && pgoutput_->replaying()) {
+            replay_pgoutput();
+        } else {
+            auto message = copy_->read();
+            if (!message) return false;
+            handle_message(*message);
+        }
         if (coordinator.pending_groups() >= options_.max_pending_txns ||
             coordinator.pending_bytes() + txn_bytes_ >= options_.max_pending_bytes)
             break;
@@ -437,6 +434,7 @@ void Stream::Session::handle_message(std::string_view message) {
             local_.records++;
             handle_record(decoded_[i], wal_start, i == 0 ? payload.size() : 0);
         }
+        if (pgoutput_->replaying()) replay_wal_start_ = wal_start;  // a STREAM COMMIT
         return;
     }
     Record record = decoder_.decode(payload);

@@ -52,8 +52,11 @@ private:
     void identify();
     // The slot: check it, and create or recreate it when asked; sets start_lsn.
     void check_slot(bool valve_recreate);
-    // With pgoutput: the watches from the catalog, the publication kept in step, a new decoder.
+    // With pgoutput: the watches from the catalog, the publication kept in step, a new decoder
+    // (session_pgoutput.cpp, as is replay_pgoutput()).
     void prepare_pgoutput();
+    // Hands up what the next held message of a committed streamed transaction yields.
+    void replay_pgoutput();
     // The generation: contract C (docs/design.md).
     void raise_generation();
     // docsync.advance_generation(), or its in-process stand-in on an older extension.
@@ -94,6 +97,8 @@ private:
     std::string plugin_ = "docsync";    // the slot's output plugin
     std::optional<PgoutputDecoder> pgoutput_;  // when plugin_ is pgoutput
     std::vector<Record> decoded_;       // what the last pgoutput message yielded
+    bool pgoutput_streaming_ = false;   // protocol version 2 with streamed transactions
+    Lsn replay_wal_start_ = 0;          // the STREAM COMMIT being read back
 
     // The control check, every valve_interval on a connection of its own: the slot's retained WAL
     // and state for the safety valve, and whether the server still accepts new connections.

@@ -56,6 +56,12 @@ struct StreamOptions {
     // or "auto" (the existing slot's plugin; for a new slot docsync when the server may decode with
     // it, by output_plugin_libraries, else pgoutput).
     std::string plugin = "docsync";
+    // pgoutput: protocol version 2 with streamed in-progress transactions when the server has it
+    // (PostgreSQL 14 and later); false, or an older server: version 1.
+    bool pgoutput_streaming = true;
+    // pgoutput streaming: bytes of held streamed transactions kept in memory before the largest
+    // goes to a temporary file ($TMPDIR, else /tmp).
+    std::size_t stream_memory = defaults::kStreamMemory;
     std::string application_name = "docsync-worker";
     // The plugin's `tables` option (contract A), asked at every session start so a re-plan takes
     // effect; nullopt leaves the option out.

@@ -1,0 +1,40 @@
+// The session's pgoutput parts (see session.hpp): the decoder made for each session, and the
+// read-back of committed streamed transactions.
+#include "replication/pgoutput_publication.hpp"
+#include "replication/session.hpp"
+
+namespace docsync {
+
+void Stream::Session::prepare_pgoutput() {
+    std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
+    PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
+    info_.publication_changed = sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    if (info_.publication_changed) {
+        auto open = conn_.exec_simple("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text "
+                                      "FROM pg_catalog.pg_current_snapshot() s", cmd_deadline());
+        if (open.get(0, 0) != open.get(0, 1)) info_.publication_open_below = std::stoull(std::string(open.get(0, 1)));
+    }
+    PgoutputOptions po;
+    po.reference_xid = next_full_xid(conn_, cmd_deadline());
+    // Protocol version 2 streams a transaction larger than the server's logical_decoding_work_mem
+    // while it is in progress (PostgreSQL 14 and later); version 1 has the walsender spill it to
+    // its own disk and send it at its commit.
+    bool streaming = options_.pgoutput_streaming && conn_.server_version() >= 140000;
+    po.proto_version = streaming ? pgoutput::kProtoVersionStream : 1;
+    po.stream_memory = options_.stream_memory;
+    pgoutput_.emplace(std::move(plan.watches), po);
+    pgoutput_streaming_ = streaming;
+}
+
+void Stream::Session::replay_pgoutput() {
+    // A committed streamed transaction, read back a held message at a time as if it came now: the
+    // same caps hold it back, and the loop's timers keep running.
+    decoded_.clear();
+    std::size_t bytes = pgoutput_->replay(decoded_);
+    for (std::size_t j = 0; j < decoded_.size(); ++j) {
+        local_.records++;
+        handle_record(decoded_[j], replay_wal_start_, j == 0 ? bytes : 0);
+    }
+}
+
+}  // namespace docsync
