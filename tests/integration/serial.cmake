@@ -1,6 +1,7 @@
 # Read by ctest after the integration tests are discovered (CMakeLists.txt): the cases that bound a
-# time a neighbour's CPU could stretch run alone (RUN_SERIAL). The other cases take turns on the
-# cluster in the environment (RESOURCE_LOCK docsync_env_cluster) beside the unit and gateway tests.
+# time a neighbour's CPU could stretch run alone (RUN_SERIAL), and first (COST 1000: CMakeLists.txt
+# says why). The other cases take turns on the cluster in the environment (RESOURCE_LOCK
+# docsync_env_cluster) beside the unit and gateway tests.
 # A case renamed here and not in its source fails ctest's start, loudly.
 foreach(name
     # about one doc query per 100 ms round: a slower loop of updates means more rounds
@@ -16,5 +17,5 @@ foreach(name
     "a doc query past the statement timeout holds its transaction while the others complete"
     # a 1.2 s compute under a 1.5 s statement timeout, two side by side within 2 s
     "portable: the computes of one reader role take turns in the executor, two reader roles run side by side")
-  set_tests_properties("integration/${name}" PROPERTIES RUN_SERIAL TRUE)
+  set_tests_properties("integration/${name}" PROPERTIES RUN_SERIAL TRUE COST 1000)
 endforeach()
