@@ -11,6 +11,8 @@
 #     the doc shows the change within 10 s.
 #   - The publication narrowed to inserts by hand (SET (publish = 'insert')), then a row updated:
 #     the same.
+#   - A row filter put on the watched table by hand (ADD TABLE … WHERE), then a filtered row updated:
+#     the same, the filter taken off.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=pgoutput_publication
@@ -71,6 +73,16 @@ expect_current "after ALTER PUBLICATION … SET (publish = 'insert')"
 [ "$(last_doc db:order:2 | jq -r .status)" = delivered ] || fail "db:order:2 is $(last_doc db:order:2)"
 [ "$(sql "SELECT pubupdate AND pubdelete AND pubtruncate FROM pg_publication WHERE pubname = 'docsync_$slot'")" = t ] ||
   fail "the publication does not publish updates again"
+
+echo "a row filter added by hand: taken off, docs recomputed"
+# In one transaction, as a DBA would swap the table's entry: the filter drops the changes of order 1.
+sql "BEGIN; ALTER PUBLICATION docsync_$slot DROP TABLE orders; ALTER PUBLICATION docsync_$slot ADD TABLE orders WHERE (id <> 1); COMMIT"
+sql "UPDATE orders SET status = 'lost' WHERE id = 1"
+expect_current "after ALTER PUBLICATION … ADD TABLE orders WHERE (id <> 1)"
+[ "$(last_doc db:order:1 | jq -r .status)" = lost ] || fail "db:order:1 is $(last_doc db:order:1)"
+[ "$(sql "SELECT count(*) FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+           WHERE p.pubname = 'docsync_$slot' AND pr.prqual IS NOT NULL")" = 0 ] || fail "the row filter is still there"
+grep -q "holds table public.orders with a row filter" "$tmp/worker.log" || fail "the worker did not log the row filter"
 
 echo "later changes arrive through pgoutput"
 sql "UPDATE orders SET status = 'returned' WHERE id = 1"

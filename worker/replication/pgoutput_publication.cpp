@@ -157,17 +157,24 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
 
 namespace {
 
-// The publication's tables as pg_publication_rel has them: relid to "*" (no column list) or the
-// attnums, ascending and space-separated.
+// What publication_contents holds for a table published with a row filter (WHERE), whatever its
+// columns: a filter drops rows the docs read, so it never equals what the watches want.
+constexpr const char* kRowFilter = "row filter";
+
+// The publication's tables as pg_publication_rel has them: relid to "*" (no column list), the
+// attnums, ascending and space-separated, or kRowFilter.
 std::map<Oid, std::string> publication_contents(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
-    auto r = conn.exec_simple("SELECT pr.prrelid, pr.prattrs::text FROM pg_catalog.pg_publication_rel pr "
+    auto r = conn.exec_simple("SELECT pr.prrelid, pr.prattrs::text, pr.prqual IS NOT NULL "
+                              "FROM pg_catalog.pg_publication_rel pr "
                               "JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = " +
                                   conn.quote_literal(name),
                               deadline);
     std::map<Oid, std::string> out;
     for (int i = 0; i < r.rows(); ++i) {
         std::string attrs = "*";
-        if (!r.is_null(i, 1)) {
+        if (r.get(i, 2) == "t") {
+            attrs = kRowFilter;
+        } else if (!r.is_null(i, 1)) {
             std::vector<int> attnums;
             std::string text(r.get(i, 1));
             for (std::size_t at = 0; at < text.size();) {
@@ -201,6 +208,7 @@ std::string publication_shortfall(pg::Connection& conn, const std::string& name,
     for (const auto& t : plan.tables) {
         auto it = held.find(t.relid);
         if (it == held.end()) return "publication " + quoted + " does not hold table " + t.name;
+        if (it->second == kRowFilter) return "publication " + quoted + " holds table " + t.name + " with a row filter";
         if (it->second != "*") return "publication " + quoted + " holds table " + t.name + " with a column list";
     }
     return {};
@@ -218,7 +226,7 @@ bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oi
     };
     for (const auto& [relid, attrs] : wanted) {
         auto it = held.find(relid);
-        if (it == held.end()) return true;
+        if (it == held.end() || it->second == kRowFilter) return true;
         if (it->second == "*" || it->second == attrs) continue;
         if (attrs == "*") return true;
         auto had = attnums(it->second);
