@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "common/error.hpp"
@@ -123,8 +124,13 @@ PgoutputPlan plan_pgoutput(pg::Connection& conn, std::string_view tables, pg::De
                             ": reading pgoutput needs it in a publication, where PostgreSQL would refuse its UPDATEs and "
                             "DELETEs; give it a primary key or ALTER TABLE " + first.name +
                             " REPLICA IDENTITY FULL, or stream with --plugin docsync");
-            log_warning(kComponent, "the extension's table " + first.name + " has no replica identity; it is left out of "
-                                    "the publication");
+            // Once per table and process: the plan is made again at every catalog check.
+            static std::mutex warned_mutex;
+            static std::set<std::string> warned;
+            std::lock_guard<std::mutex> lock(warned_mutex);
+            if (warned.insert(first.name).second)
+                log_warning(kComponent, "the extension's table " + first.name + " has no replica identity; it is left "
+                                        "out of the publication");
             continue;
         }
         PgoutputWatch watch;
