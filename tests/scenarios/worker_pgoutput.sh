@@ -13,7 +13,8 @@
 #     subtransaction rolled back inside it, two interleaved (the connection dropped while one is
 #     open), a large one rolled back, and one in
 #     progress while the worker is killed with kill -9 and started again (the new one must get all
-#     of it). The engine gets exactly the committed changes (its `changes` counter in docsync.status), none of a rolled-back
+#     of it), and one that cannot go to a temporary file (its retries back off, nothing past it is
+#     acknowledged). The engine gets exactly the committed changes (its `changes` counter in docsync.status), none of a rolled-back
 #     (sub)transaction's, and the sink converges.
 # Uses the cluster of the calling environment (packaging/dev-cluster.sh), or a private one.
 #   DOCSYNC_FAULT_SEED=N  replay a seed
@@ -163,11 +164,35 @@ wait "$held" || fail "the transaction in progress across the kill failed: $(cat 
 after=$(changes)
 (( after - before >= 200 * items + orders && after - before <= 200 * items + orders + 5 )) ||
   fail "the transaction across the kill handed $((after - before)) changes to the engine, not $((200 * items + orders))"
+# A streamed transaction that cannot go to a temporary file (here $TMPDIR does not exist; a full
+# disk alike) fails each session at the same place: the retries back off as for a refused
+# connection, not every few hundred milliseconds with the server decoding it again each time; and
+# nothing past it is acknowledged. A worker with room then takes it.
+kill_worker
+TMPDIR=$tmp/no-such-dir start_worker --plugin pgoutput --stream-memory 32kB
+spill_log=$tmp/worker.$run.log
+confirmed() { sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"; }
+psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<SQL || fail "the transaction that cannot be spilled failed"
+BEGIN;
+$(loop 150 "UPDATE order_items SET qty = qty + 1")
+UPDATE orders SET status = 'spilled at last';
+COMMIT;
+SQL
+big=$(sql "SELECT pg_current_wal_lsn()")
+sleep 6
+lost=$(grep -Ec 'replication connection lost: could not (create|write) a temporary file' "$spill_log")
+echo "$lost sessions failed on the temporary file in 6 s"
+(( lost >= 2 && lost <= 9 )) ||
+  fail "$lost sessions failed on the temporary file in 6 s (the backoff must grow: 2 to 9)"
+[ "$(sql "SELECT '$(confirmed)'::pg_lsn < '$big'::pg_lsn")" = t ] ||
+  fail "the slot was confirmed past a transaction the worker could not hold"
+kill_worker
+start_worker --plugin pgoutput --stream-memory 32kB
 check_convergence
 check_acks
 grep -q 'pgoutput protocol version 2 with streamed transactions' "$tmp/worker.$((run - 1)).log" ||
   fail "the worker did not stream with protocol version 2"
 grep -q 'over --stream-memory' "$tmp"/worker.*.log || fail "no streamed transaction went to a temporary file"
-[ "$(sql "SELECT count(*) FROM orders WHERE status = 'across a kill'")" -gt 0 ] || fail "the last transaction did not commit"
+[ "$(sql "SELECT count(*) FROM orders WHERE status = 'spilled at last'")" -gt 0 ] || fail "the last transaction did not commit"
 
 echo "PASS worker_pgoutput (seed $seed)"

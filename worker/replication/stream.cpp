@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "common/error.hpp"
@@ -99,6 +100,11 @@ void Stream::run() {
     bool valve_pending = false;
     bool first = true;
     int failures = 0;
+    // The slot's position the last failed session started from: a session that fails again from
+    // there made no progress (the same transaction failing again, say a streamed one that cannot be
+    // spilled), and its retries back off as a connection refused does, instead of making the server
+    // decode it again every few hundred milliseconds.
+    std::optional<Lsn> last_failed_start;
     std::mt19937_64 rng(std::random_device{}());
     while (!stop_) {
         SessionInfo info;
@@ -110,7 +116,7 @@ void Stream::run() {
             outcome = Session(*this, info).run(valve_pending);
             streamed = true;
         } catch (const Error& e) {
-            streamed = info.epoch != 0;  // the session had started: reset the backoff
+            streamed = info.epoch != 0;  // the session had started: reset the backoff, unless it made no progress
             if (!e.transient()) {
                 set_state(StreamState::Failed);
                 record_error(e.what());
@@ -131,7 +137,10 @@ void Stream::run() {
             failures = 0;
             continue;
         }
-        if (streamed) failures = 0;
+        if (streamed) {
+            if (last_failed_start != info.start_lsn) failures = 0;
+            last_failed_start = info.start_lsn;
+        }
         // Capped exponential backoff with jitter (half to all of the step).
         auto step = options_.backoff_initial * (1LL << std::min(failures, 16));
         step = std::min<milliseconds>(step, options_.backoff_max);
