@@ -117,3 +117,38 @@ TEST_CASE("portable: the computes of one reader role take turns in the executor,
     CHECK(out.doc == std::optional<std::string>("\"on\""));
     CHECK(sql1(*f.db, "SELECT count(*) FROM pg_auth_members WHERE member = 'docsync_lend_pool'::regrole") == "0");
 }
+
+TEST_CASE("portable: a doc query that replaces the pool's prepared statements never runs as another reader role") {
+    PortableFixture f;
+    // Prepared statements outlive the compute's ROLLBACK, and a query may PREPARE and DEALLOCATE: this
+    // one replaces every statement on its connection whose text is the victim's doc query.
+    sql1(*f.db, R"(CREATE FUNCTION public.replace_statements() RETURNS int LANGUAGE plpgsql AS $f$
+        DECLARE s record; n int := 0;
+        BEGIN
+          FOR s IN SELECT name FROM pg_catalog.pg_prepared_statements
+                    WHERE statement = 'SELECT to_jsonb(id) FROM t WHERE id = $1' LOOP
+            EXECUTE pg_catalog.format('DEALLOCATE %I', s.name);
+            EXECUTE pg_catalog.format('PREPARE %I(int) AS SELECT to_jsonb(''replaced''::text) WHERE $1 IS NOT NULL', s.name);
+            n := n + 1;
+          END LOOP;
+          RETURN n;
+        END $f$)");
+    ExecutorOptions options = executor_options(std::string("dbname=") + kLendDb + " user=docsync_lend_pool", false);
+    options.pool_size = 1;  // one connection: every compute on the session the other one left
+    options.check_reader = true;
+    options.lend_reader = true;
+    Executor ex(options);
+    DocQuery victim{"victim", "SELECT to_jsonb(id) FROM t WHERE id = $1", {"id"}, "public, pg_temp"};
+    victim.reader_role = "docsync_reader_docsync_lend_a";
+    DocQuery replacer{"replacer", "SELECT to_jsonb(public.replace_statements()) FROM t WHERE id = $1", {"id"},
+                      "public, pg_temp"};
+    replacer.reader_role = "docsync_reader_docsync_lend_b";
+    for (int round = 0; round < 3; ++round) {
+        auto v = ex.run_doc(victim, {"1"}, {});
+        REQUIRE(v.kind == OutcomeKind::Ok);
+        CHECK(v.doc == std::optional<std::string>("1"));  // its own query, as its own reader role
+        auto r = ex.run_doc(replacer, {"1"}, {});
+        REQUIRE(r.kind == OutcomeKind::Ok);
+        CHECK(r.doc == std::optional<std::string>("0"));  // the worker left no statement of its own prepared
+    }
+}

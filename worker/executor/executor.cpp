@@ -276,13 +276,22 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
                   "       ELSE pg_catalog.pg_current_wal_insert_lsn() END AS lsn OFFSET 0) s",
             search, false, true};
         // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
+        // Not in a portable install: prepared statements are the session's, outside any transaction,
+        // and a query can PREPARE and DEALLOCATE (compute_as there is no security-restricted
+        // operation), so another definer's compute could replace one under its name and run as the
+        // next reader role lent on this connection. There every statement is unnamed, and the cleanup
+        // deallocates whatever the query prepared.
+        const bool keep_prepared = !options_.lend_reader;
+        snapshot_check.prepare = keep_prepared;
         // A portable install's reader check follows the query in its group (ExecutorOptions).
         const bool reader_check = options_.check_reader && !reader_role.empty();
-        const pg::Statement query{sql, args, !reader_check, true};
+        const pg::Statement query{sql, args, !reader_check, keep_prepared};
         const pg::Statement held{"SELECT current_user::pg_catalog.text, pg_catalog.current_setting('search_path')",
-                                 {}, true, true};
-        const pg::Statement rollback{"ROLLBACK", {}};
-        const pg::Statement unlock{"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true, true};
+                                 {}, true, keep_prepared};
+        // The cleanup, each statement a group of its own: no transaction, no advisory locks, and in a
+        // portable install no statement prepared.
+        std::vector<pg::Statement> cleanup{{"ROLLBACK", {}}, {"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true, keep_prepared}};
+        if (!keep_prepared) cleanup.push_back({"DEALLOCATE ALL", {}, true});
         auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
         std::vector<pg::Step> steps;
         auto run = [&](std::vector<pg::Statement> statements) {
@@ -298,10 +307,14 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         // the check fails. While checks fail (a synchronous standby stalling commits, say), the check
         // goes first and the query runs only once it passes, so waiting costs no doc queries.
         bool speculate = !check_first_.load(std::memory_order_relaxed);
+        auto with_cleanup = [&](std::vector<pg::Statement> statements) {
+            statements.insert(statements.end(), cleanup.begin(), cleanup.end());
+            return statements;
+        };
         if (speculate && reader_check) {
-            run({begin, snapshot_check, query, held, rollback, unlock});
+            run(with_cleanup({begin, snapshot_check, query, held}));
         } else if (speculate) {
-            run({begin, snapshot_check, query, rollback, unlock});
+            run(with_cleanup({begin, snapshot_check, query}));
         } else {
             snapshot_check.sync = true;
             run({begin, snapshot_check});
@@ -317,12 +330,10 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
             std::vector<pg::Statement> rest;
             if (!failed && seen == OutcomeKind::Ok) rest.push_back(query);
             if (!failed && seen == OutcomeKind::Ok && reader_check) rest.push_back(held);
-            rest.push_back(rollback);
-            rest.push_back(unlock);
-            run(std::move(rest));
+            run(with_cleanup(std::move(rest)));
         }
         // Leave the session as it was pinned: no transaction, no advisory locks.
-        for (std::size_t i = steps.size() - 2; i < steps.size(); ++i) {
+        for (std::size_t i = steps.size() - cleanup.size(); i < steps.size(); ++i) {
             if (steps[i].error) {
                 log_warning("executor", std::string("dropping a pool connection that did not clean up: ") +
                                             steps[i].error->what());
