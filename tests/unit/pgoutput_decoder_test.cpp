@@ -10,30 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "pgoutput_msg.hpp"
 #include "replication/pgoutput_decoder.hpp"
 #include "replication/pgoutput_publication.hpp"
 
 using namespace docsync;
+using docsync::testing::kOrders;
+using docsync::testing::kOther;
+using docsync::testing::Msg;
 
 namespace {
-
-// Builds pgoutput messages byte by byte: big-endian integers, NUL-terminated strings.
-struct Msg {
-    std::vector<std::uint8_t> b;
-    Msg& u8(std::uint8_t v) { b.push_back(v); return *this; }
-    Msg& be(std::uint64_t v, int bytes) {
-        for (int i = bytes - 1; i >= 0; --i) b.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-        return *this;
-    }
-    Msg& i16(std::uint16_t v) { return be(v, 2); }
-    Msg& i32(std::uint32_t v) { return be(v, 4); }
-    Msg& i64(std::uint64_t v) { return be(v, 8); }
-    Msg& cstr(const std::string& s) { b.insert(b.end(), s.begin(), s.end()); b.push_back(0); return *this; }
-    Msg& text(const std::string& s) { u8('t').i32(static_cast<std::uint32_t>(s.size())); b.insert(b.end(), s.begin(), s.end()); return *this; }
-};
-
-constexpr Oid kOrders = 16384;
-constexpr Oid kOther = 16400;
 
 Msg begin(std::uint32_t xid, std::uint64_t final_lsn = 0x1000) { return Msg().u8('B').i64(final_lsn).i64(777).i32(xid); }
 Msg commit(std::uint64_t lsn = 0x1000, std::uint64_t end = 0x1030) { return Msg().u8('C').u8(0).i64(lsn).i64(end).i64(777); }
