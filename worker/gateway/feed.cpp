@@ -25,6 +25,10 @@ namespace {
 
 constexpr std::chrono::milliseconds kInitialBackoff{100};
 constexpr std::size_t kChannelsPerCommand = 256;  // SUBSCRIBE / UNSUBSCRIBE arguments per command
+// How often a cluster subscriber asks for the slot map unprompted. A master demoted by a failover
+// may keep its shard subscribers and go on delivering what its new master replicates to it, so
+// nothing tells the subscriber to move: the map does, within this.
+constexpr std::chrono::seconds kClusterMapCheck{5};
 
 // The oldest PING a subscriber connection has not had answered yet, if any. (A flag and a time, not
 // a std::optional: GCC 12 warns falsely, -Wmaybe-uninitialized, on the optional's time at -O2.)
@@ -323,10 +327,13 @@ void Feed::cluster_subscribe_once() {
     std::map<std::string, Link> links;  // by master endpoint
     bool refresh = false;
     auto backoff = kInitialBackoff;
+    auto map_checked = clock::now();
     while (!stopping()) {
+        if (!links.empty() && clock::now() - map_checked >= kClusterMapCheck) refresh = true;
         if (refresh) {
             client.refresh(true);  // throws when no node answers: the outer loop backs off
             refresh = false;
+            map_checked = clock::now();
         }
         auto map = client.map();
         auto renewed = take_renewed();
