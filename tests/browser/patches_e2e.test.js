@@ -142,6 +142,19 @@ class Gateway {
     }
     throw new Error(`the gateway at ${this.url} did not answer /healthz`);
   }
+  // Waits until the gateway is subscribed to `n` channels. It serves a newly followed channel from
+  // the key at once and subscribes after: a patch published in between is not received, and the
+  // client gets that version whole from the key read that follows the subscription. That read
+  // finds the version already sent and drops it (older_docs_dropped), so it marks the subscription.
+  async subscribed(n) {
+    let health = '';
+    for (let i = 0; i < 100; i++) {
+      try { health = await (await fetch(`${this.url}/healthz`)).json(); } catch (e) { health = e.message; }
+      if (health.older_docs_dropped >= n) return;
+      await sleep(100);
+    }
+    throw new Error(`the gateway did not subscribe to ${n} channels within 10 s: ${JSON.stringify(health)}`);
+  }
   async stop() {
     const child = this.child;
     if (!child || child.exitCode !== null) return;
@@ -243,6 +256,7 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
 
     await reach(pub.current, 'the first doc');
     await reachB('the first doc');
+    await gw.subscribed(2);
 
     // patches: every edit as a patch
     const edits = 8;
@@ -262,6 +276,7 @@ test(`patches end to end over ${transport}: edits, a gateway restart, a dropped 
     await gw.start();
     await reach(pub.current, 'after the gateway restarted');
     await reachB('after the gateway restarted');
+    await gw.subscribed(2);
     const otherBefore = (await log()).otherPatches;
     pubB.step();
     await reachB('a patch after the restart');
