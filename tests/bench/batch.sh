@@ -156,20 +156,7 @@ CREATE INDEX ON orders (customer_id);
 CREATE INDEX ON products (category);
 ALTER TABLE order_items REPLICA IDENTITY FULL;
 VACUUM ANALYZE customers, products, orders, order_items;
-SELECT docsync.define_query('order', \$\$
-  SELECT json_build_object(
-    'id', o.id, 'status', o.status, 'revision', o.revision, 'created_at', o.created_at,
-    'updated_at', extract(epoch FROM o.updated_at),
-    'customer', json_build_object('id', c.id, 'name', c.name, 'email', c.email, 'city', c.city),
-    'items', (SELECT coalesce(json_agg(json_build_object('product', p.name, 'category', p.category,
-                                                         'qty', i.qty, 'price', p.price) ORDER BY i.id), '[]')
-                FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = o.id),
-    'total', (SELECT coalesce(sum(i.qty * p.price), 0)
-                FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = o.id))
-    FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = \$1\$\$,
-  params => ARRAY['order_id']);
-SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
-SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
+$(bench_order_query)
 SELECT docsync.watch('order', 'customers',
   keys_sql => \$\$SELECT id FROM orders WHERE customer_id = \$1\$\$, keys_args => ARRAY['id']);
 SELECT docsync.watch('order', 'products',

@@ -34,6 +34,27 @@ bench_setup_db() {
        -c "CREATE ROLE $reader LOGIN" -c "SELECT docsync.grant_reader('$reader')" >/dev/null
 }
 
+# bench_order_query: the SQL defining the shop's `order` doc (its customer, its items with their
+# products, a total), with the two direct watches written by hand: orders(id), order_items(order_id).
+bench_order_query() {
+  cat <<'SQL'
+SELECT docsync.define_query('order', $$
+  SELECT json_build_object(
+    'id', o.id, 'status', o.status, 'revision', o.revision, 'created_at', o.created_at,
+    'updated_at', extract(epoch FROM o.updated_at),
+    'customer', json_build_object('id', c.id, 'name', c.name, 'email', c.email, 'city', c.city),
+    'items', (SELECT coalesce(json_agg(json_build_object('product', p.name, 'category', p.category,
+                                                         'qty', i.qty, 'price', p.price) ORDER BY i.id), '[]')
+                FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = o.id),
+    'total', (SELECT coalesce(sum(i.qty * p.price), 0)
+                FROM order_items i JOIN products p ON p.id = i.product_id WHERE i.order_id = o.id))
+    FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = $1$$,
+  params => ARRAY['order_id'], watches => 'manual');
+SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
+SELECT docsync.watch('order', 'order_items', params => ARRAY['order_id']);
+SQL
+}
+
 # Starts a private redis-server on a free loopback port; sets redis_port.
 # bench_item_table N: the table `item` (id, v) with N rows, granted to the reader, and the doc query
 # `item` (db:item:ID) watching it, and the reader role that computes it.

@@ -60,6 +60,20 @@ bool same_relation(const docsync::RelationRecord& x, const docsync::RelationReco
     return true;
 }
 
+// What the worker reads from the catalog for a watch of `rel` when its session starts: all its
+// columns, or `attnums`.
+docsync::PgoutputWatch catalog_watch(Connection& c, docsync::Oid rel, bool all, std::vector<int> attnums) {
+    docsync::PgoutputWatch w;
+    w.relid = rel;
+    w.all_columns = all;
+    w.attnums = std::move(attnums);
+    auto cols = c.exec("SELECT attnum, attname FROM pg_attribute WHERE attrelid = " + std::to_string(rel) +
+                           " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                       deadline_in(60s));
+    for (int r = 0; r < cols.rows(); ++r) w.columns.push_back({std::stoi(std::string(cols.get(r, 0))), std::string(cols.get(r, 1))});
+    return w;
+}
+
 // The records without the RELATIONs that repeat the one in effect for their relation: the two
 // plugins resend a relation's description on different occasions (pgoutput once per partition of a
 // root published as the root), and an identical one changes nothing for the reader. Counts them.
@@ -137,16 +151,7 @@ TEST_CASE("pgoutput decodes to the records the docsync plugin gives for the same
                                "," + std::to_string(rh) + "(1,3)";
     // What the worker would read from the catalog when the session starts.
     std::vector<docsync::PgoutputWatch> watches;
-    auto watch = [&](docsync::Oid rel, bool all, std::vector<int> attnums) {
-        docsync::PgoutputWatch w;
-        w.relid = rel;
-        w.all_columns = all;
-        w.attnums = std::move(attnums);
-        auto cols = run("SELECT attnum, attname FROM pg_attribute WHERE attrelid = " + std::to_string(rel) +
-                        " AND attnum > 0 AND NOT attisdropped ORDER BY attnum");
-        for (int r = 0; r < cols.rows(); ++r) w.columns.push_back({std::stoi(std::string(cols.get(r, 0))), std::string(cols.get(r, 1))});
-        watches.push_back(std::move(w));
-    };
+    auto watch = [&](docsync::Oid rel, bool all, std::vector<int> attnums) { watches.push_back(catalog_watch(c, rel, all, std::move(attnums))); };
     watch(ra, true, {});
     watch(rb, false, {1, 2, 3, 99});
     watch(rc, false, {3, 4});
@@ -358,16 +363,7 @@ TEST_CASE("pgoutput protocol 2 streams large transactions and decodes them to pr
     const docsync::Oid ra = relid(a), rb = relid(b);
     const std::string tables = std::to_string(ra) + "," + std::to_string(rb) + "(1,2)";
     std::vector<docsync::PgoutputWatch> watches;
-    auto watch = [&](docsync::Oid rel, bool all, std::vector<int> attnums) {
-        docsync::PgoutputWatch w;
-        w.relid = rel;
-        w.all_columns = all;
-        w.attnums = std::move(attnums);
-        auto cols = run("SELECT attnum, attname FROM pg_attribute WHERE attrelid = " + std::to_string(rel) +
-                        " AND attnum > 0 AND NOT attisdropped ORDER BY attnum");
-        for (int r = 0; r < cols.rows(); ++r) w.columns.push_back({std::stoi(std::string(cols.get(r, 0))), std::string(cols.get(r, 1))});
-        watches.push_back(std::move(w));
-    };
+    auto watch = [&](docsync::Oid rel, bool all, std::vector<int> attnums) { watches.push_back(catalog_watch(c, rel, all, std::move(attnums))); };
     watch(ra, true, {});
     watch(rb, false, {1, 2});
     const std::string pad = "repeat('p', 200)";

@@ -39,26 +39,38 @@ std::vector<ChangeRecord> changes_of(RecordingHandler& handler, Oid relid) {
     });
 }
 
+// A fresh start for `slot`: no slot, no publication docsync_<slot>, and `table` made anew by
+// `create`; returns the table's oid.
+std::string fresh_table(pg::Connection& c, const std::string& slot, const std::string& table, const std::string& create) {
+    drop_slot(c, slot);
+    exec1(c, "SET client_min_messages = warning");
+    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
+    exec1(c, "DROP TABLE IF EXISTS " + table);
+    exec1(c, create);
+    return exec1(c, "SELECT '" + table + "'::regclass::oid::text");
+}
+
+// A stream of `slot` that creates it, reading pgoutput.
+StreamOptions pgoutput_options(const std::string& slot) {
+    auto options = test_options(slot);
+    options.create_slot = true;
+    options.plugin = "pgoutput";
+    return options;
+}
+
 }  // namespace
 
 TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the same records, acknowledgements") {
     const std::string slot = "stream_pgo";
     auto c = sql();
-    drop_slot(c, slot);
-    exec1(c, "SET client_min_messages = warning");
-    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
-    exec1(c, "DROP TABLE IF EXISTS stream_pgo_t");
-    exec1(c, "CREATE TABLE stream_pgo_t (id int PRIMARY KEY, skip text, v text)");
-    const std::string oid = exec1(c, "SELECT 'stream_pgo_t'::regclass::oid::text");
+    const std::string oid = fresh_table(c, slot, "stream_pgo_t", "CREATE TABLE stream_pgo_t (id int PRIMARY KEY, skip text, v text)");
     const auto relid = static_cast<Oid>(std::stoul(oid));
 
     Watch watch;
     watch.set(oid + "(3)");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
-    auto options = test_options(slot);
-    options.create_slot = true;
-    options.plugin = "pgoutput";
+    auto options = pgoutput_options(slot);
     options.tables = [&watch] { return watch.get(); };
     StreamRunner runner(options, coordinator, handler);
     REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
@@ -147,17 +159,10 @@ TEST_CASE("--plugin pgoutput: a publication kept in step with the watches, the s
 TEST_CASE("--plugin pgoutput refuses a watched table without a replica identity, naming the fix") {
     const std::string slot = "stream_pgo_none";
     auto c = sql();
-    drop_slot(c, slot);
-    exec1(c, "SET client_min_messages = warning");
-    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
-    exec1(c, "DROP TABLE IF EXISTS stream_pgo_none_t");
-    exec1(c, "CREATE TABLE stream_pgo_none_t (id int, v text)");
-    const std::string oid = exec1(c, "SELECT 'stream_pgo_none_t'::regclass::oid::text");
+    const std::string oid = fresh_table(c, slot, "stream_pgo_none_t", "CREATE TABLE stream_pgo_none_t (id int, v text)");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
-    auto options = test_options(slot);
-    options.create_slot = true;
-    options.plugin = "pgoutput";
+    auto options = pgoutput_options(slot);
     options.tables = [oid] { return std::optional<std::string>(oid); };
     StreamRunner runner(options, coordinator, handler);
     REQUIRE(wait_until([&] { return runner.done(); }, 30s));
@@ -173,11 +178,7 @@ TEST_CASE("--plugin pgoutput refuses a watched table without a replica identity,
 TEST_CASE("--plugin pgoutput without the right to set up the publication names the statement for an owner") {
     const std::string slot = "stream_pgo_owner";
     auto c = sql();
-    drop_slot(c, slot);
-    exec1(c, "SET client_min_messages = warning");
-    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
-    exec1(c, "DROP TABLE IF EXISTS stream_pgo_owner_t");
-    exec1(c, "CREATE TABLE stream_pgo_owner_t (id int PRIMARY KEY, v text)");
+    const std::string oid = fresh_table(c, slot, "stream_pgo_owner_t", "CREATE TABLE stream_pgo_owner_t (id int PRIMARY KEY, v text)");
     exec1(c, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'stream_pgo_repl') THEN "
              "CREATE ROLE stream_pgo_repl LOGIN REPLICATION; END IF; END $$");
     exec1(c, "GRANT CREATE ON DATABASE " + exec1(c, "SELECT quote_ident(current_database())") + " TO stream_pgo_repl");
@@ -185,13 +186,10 @@ TEST_CASE("--plugin pgoutput without the right to set up the publication names t
     // worker's role gets what grant_replication gives, as in the README's setup.
     if (exec1(c, "SELECT count(*) FROM pg_extension WHERE extname = 'docsync'") == "1")
         exec1(c, "SELECT count(*) FROM docsync.grant_replication('stream_pgo_repl')");
-    const std::string oid = exec1(c, "SELECT 'stream_pgo_owner_t'::regclass::oid::text");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
-    auto options = test_options(slot);
+    auto options = pgoutput_options(slot);
     options.dsn = "user=stream_pgo_repl";
-    options.create_slot = true;
-    options.plugin = "pgoutput";
     options.tables = [oid] { return std::optional<std::string>(oid + "(2)"); };
     {
         StreamRunner runner(options, coordinator, handler);
@@ -221,19 +219,12 @@ TEST_CASE("--plugin pgoutput without the right to set up the publication names t
 TEST_CASE("--plugin pgoutput reports a partition's changes as its watched root, columns mapped by name") {
     const std::string slot = "stream_pgo_part";
     auto c = sql();
-    drop_slot(c, slot);
-    exec1(c, "SET client_min_messages = warning");
-    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
-    exec1(c, "DROP TABLE IF EXISTS stream_pgo_part_t");
-    exec1(c, "CREATE TABLE stream_pgo_part_t (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)");
+    const std::string oid = fresh_table(c, slot, "stream_pgo_part_t", "CREATE TABLE stream_pgo_part_t (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)");
     exec1(c, "CREATE TABLE stream_pgo_part_t1 (v text, id int NOT NULL)");
     exec1(c, "ALTER TABLE stream_pgo_part_t ATTACH PARTITION stream_pgo_part_t1 FOR VALUES FROM (0) TO (100)");
-    const std::string oid = exec1(c, "SELECT 'stream_pgo_part_t'::regclass::oid::text");
     DeliveryProgressCoordinator coordinator;
     RecordingHandler handler(coordinator);
-    auto options = test_options(slot);
-    options.create_slot = true;
-    options.plugin = "pgoutput";
+    auto options = pgoutput_options(slot);
     options.tables = [oid] { return std::optional<std::string>(oid + "(2)"); };
     StreamRunner runner(options, coordinator, handler);
     REQUIRE(wait_until([&] { return runner.streaming() || runner.done(); }, 30s));
@@ -284,12 +275,7 @@ TEST_CASE("--plugin auto makes a docsync slot where the server may decode with i
 TEST_CASE("--plugin pgoutput streams a large transaction with protocol version 2; --pgoutput-streaming off reads version 1") {
     const std::string slot = "stream_pgo_big";
     auto c = sql();
-    drop_slot(c, slot);
-    exec1(c, "SET client_min_messages = warning");
-    exec1(c, "DROP PUBLICATION IF EXISTS docsync_" + slot);
-    exec1(c, "DROP TABLE IF EXISTS stream_pgo_big_t");
-    exec1(c, "CREATE TABLE stream_pgo_big_t (id int PRIMARY KEY, v text)");
-    const std::string oid = exec1(c, "SELECT 'stream_pgo_big_t'::regclass::oid::text");
+    const std::string oid = fresh_table(c, slot, "stream_pgo_big_t", "CREATE TABLE stream_pgo_big_t (id int PRIMARY KEY, v text)");
     const auto relid = static_cast<Oid>(std::stoul(oid));
     // The walsender's command, as pg_stat_activity shows it.
     auto walsender_command = [&] {
@@ -300,10 +286,8 @@ TEST_CASE("--plugin pgoutput streams a large transaction with protocol version 2
         CAPTURE(streaming);
         DeliveryProgressCoordinator coordinator;
         RecordingHandler handler(coordinator);
-        auto options = test_options(slot);
+        auto options = pgoutput_options(slot);
         options.dsn = "options='-c logical_decoding_work_mem=64kB'";  // the walsender streams past 64kB
-        options.create_slot = true;
-        options.plugin = "pgoutput";
         options.pgoutput_streaming = streaming;
         options.stream_memory = 16 * 1024;  // and the worker holds 16kB in memory, the rest in a file
         options.tables = [&oid] { return std::optional<std::string>(oid); };

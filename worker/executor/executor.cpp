@@ -11,8 +11,8 @@
 #include "common/log.hpp"
 #include "common/lsn.hpp"
 #include "executor/batch_forms.hpp"
+#include "executor/compute_statements.hpp"
 #include "executor/json_check.hpp"
-#include "executor/snapshot.hpp"
 #include "pg/connection.hpp"
 
 namespace docsync {
@@ -180,33 +180,6 @@ void Executor::give_back(std::size_t index, bool keep) {
     free_.notify_one();
 }
 
-namespace {
-
-// The check of a compute's snapshot (steps 0 and 1 of its pipeline: BEGIN and the check): Ok, or
-// NotVisible when it misses a transaction the compute completes (or the server changed role, which
-// `standby` follows). Throws the error of either step.
-OutcomeKind judge_snapshot(const std::vector<pg::Step>& steps, const Visibility& need, bool& standby,
-                           Lsn& snapshot_lsn) {
-    for (std::size_t i : {0u, 1u})
-        if (steps[i].error) throw *steps[i].error;
-    const pg::Result& r = steps[1].result;
-    bool in_recovery = r.get(0, 1) == "t";
-    if (!r.is_null(0, 3)) snapshot_lsn = parse_lsn(r.get(0, 3)).value_or(0);
-    if (in_recovery != standby) {
-        standby = in_recovery;  // promoted or demoted under us: check again the right way
-        return OutcomeKind::NotVisible;
-    }
-    if (!in_recovery) {
-        auto snapshot = parse_snapshot(r.get(0, 0));
-        if (!snapshot) throw Error("could not parse pg_current_snapshot(): " + std::string(r.get(0, 0)));
-        for (auto xid : need.xids)
-            if (!snapshot->sees_committed(xid)) return OutcomeKind::NotVisible;
-    }
-    return OutcomeKind::Ok;
-}
-
-}  // namespace
-
 template <typename Check>
 OutcomeKind Executor::in_compute(const std::string& search_path, const std::string& reader_role,
                                  const std::string& sql, const SqlArgs& args,
@@ -249,49 +222,11 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
             auto replayed = parse_lsn(r.get(0, 0));
             if (!replayed || *replayed < need.max_end_lsn) return OutcomeKind::NotVisible;
         }
-        // The transaction's snapshot is taken by its first statement, the check's; the cleanup is a
-        // group of its own, so it runs whatever the groups before it did.
-        // The position is where WAL is inserted, not written: an asynchronous commit is visible
-        // before its WAL is written, and the version must still cover every commit the snapshot sees.
-        pg::Params search{search_path.empty() ? std::nullopt : std::optional<std::string>(search_path)};
-        // A portable install's compute_as lends the reader role by a GRANT, which needs a read-write
-        // transaction; it makes the transaction read-only itself once lent, before the query runs.
-        const pg::Statement begin{lend ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE"
-                                       : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-                                  {}};
-        // With a reader role, docsync.compute_as sets the role and the search_path for the rest of
-        // the transaction and refuses any other role change in it (plugin/reader.c), so the query
-        // reads only what its definer was granted through docsync.grant_reader. The position is read
-        // before it, in a subquery: a lending may wait for another transaction.
-        if (!reader_role.empty()) search.push_back(reader_role);
-        pg::Statement snapshot_check{
-            reader_role.empty()
-                ? "SELECT pg_catalog.pg_current_snapshot()::text, pg_catalog.pg_is_in_recovery(),"
-                  " CASE WHEN $1::text IS NOT NULL THEN pg_catalog.set_config('search_path', $1, true) END,"
-                  " CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-                  "      ELSE pg_catalog.pg_current_wal_insert_lsn() END"
-                : "SELECT s.snapshot, s.recovery, docsync.compute_as($2, $1), s.lsn FROM ("
-                  " SELECT pg_catalog.pg_current_snapshot()::text AS snapshot, pg_catalog.pg_is_in_recovery() AS recovery,"
-                  "  CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_last_wal_replay_lsn()"
-                  "       ELSE pg_catalog.pg_current_wal_insert_lsn() END AS lsn OFFSET 0) s",
-            search, false, true};
-        // The SELECTs stay prepared on the connection: a compute is planned once, not every time.
-        // Not in a portable install: prepared statements are the session's, outside any transaction,
-        // and a query can PREPARE and DEALLOCATE (compute_as there is no security-restricted
-        // operation), so another definer's compute could replace one under its name and run as the
-        // next reader role lent on this connection. There every statement is unnamed, and the cleanup
-        // deallocates whatever the query prepared.
-        const bool keep_prepared = !options_.lend_reader;
-        snapshot_check.prepare = keep_prepared;
         // A portable install's reader check follows the query in its group (ExecutorOptions).
         const bool reader_check = options_.check_reader && !reader_role.empty();
-        const pg::Statement query{sql, args, !reader_check, keep_prepared};
-        const pg::Statement held{"SELECT current_user::pg_catalog.text, pg_catalog.current_setting('search_path')",
-                                 {}, true, keep_prepared};
-        // The cleanup, each statement a group of its own: no transaction, no advisory locks, and in a
-        // portable install no statement prepared.
-        std::vector<pg::Statement> cleanup{{"ROLLBACK", {}}, {"SELECT pg_catalog.pg_advisory_unlock_all()", {}, true, keep_prepared}};
-        if (!keep_prepared) cleanup.push_back({"DEALLOCATE ALL", {}, true});
+        ComputeStatements st = compute_statements(search_path, reader_role, sql, args,
+                                                  {.lend = lend, .keep_prepared = !options_.lend_reader,
+                                                   .reader_check = reader_check});
         auto deadline = pg::deadline_in(options_.statement_timeout + std::chrono::milliseconds(500));
         std::vector<pg::Step> steps;
         auto run = [&](std::vector<pg::Statement> statements) {
@@ -308,16 +243,16 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         // goes first and the query runs only once it passes, so waiting costs no doc queries.
         bool speculate = !check_first_.load(std::memory_order_relaxed);
         auto with_cleanup = [&](std::vector<pg::Statement> statements) {
-            statements.insert(statements.end(), cleanup.begin(), cleanup.end());
+            statements.insert(statements.end(), st.cleanup.begin(), st.cleanup.end());
             return statements;
         };
         if (speculate && reader_check) {
-            run(with_cleanup({begin, snapshot_check, query, held}));
+            run(with_cleanup({st.begin, st.snapshot_check, st.query, st.held}));
         } else if (speculate) {
-            run(with_cleanup({begin, snapshot_check, query}));
+            run(with_cleanup({st.begin, st.snapshot_check, st.query}));
         } else {
-            snapshot_check.sync = true;
-            run({begin, snapshot_check});
+            st.snapshot_check.sync = true;
+            run({st.begin, st.snapshot_check});
         }
         std::optional<Error> failed;
         OutcomeKind seen = OutcomeKind::Ok;
@@ -328,12 +263,12 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
         }
         if (!speculate) {
             std::vector<pg::Statement> rest;
-            if (!failed && seen == OutcomeKind::Ok) rest.push_back(query);
-            if (!failed && seen == OutcomeKind::Ok && reader_check) rest.push_back(held);
+            if (!failed && seen == OutcomeKind::Ok) rest.push_back(st.query);
+            if (!failed && seen == OutcomeKind::Ok && reader_check) rest.push_back(st.held);
             run(with_cleanup(std::move(rest)));
         }
         // Leave the session as it was pinned: no transaction, no advisory locks.
-        for (std::size_t i = steps.size() - cleanup.size(); i < steps.size(); ++i) {
+        for (std::size_t i = steps.size() - st.cleanup.size(); i < steps.size(); ++i) {
             if (steps[i].error) {
                 log_warning("executor", std::string("dropping a pool connection that did not clean up: ") +
                                             steps[i].error->what());

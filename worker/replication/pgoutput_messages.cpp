@@ -145,6 +145,15 @@ Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version, 
         if (v == 0) r.fail("xid 0 is not a transaction");
         return v;
     };
+    // A commit's fields after its xid (Stream Commit's only): no flags are defined in either.
+    auto commit_fields = [&](auto& c) {
+        std::uint8_t flags = r.u8("flags");
+        if (flags != 0) r.fail("unknown commit flags " + std::to_string(flags));
+        c.commit_lsn = r.u64("commit_lsn");
+        c.end_lsn = r.u64("end_lsn");
+        c.commit_time = r.i64("commit_time");
+        if (c.end_lsn <= c.commit_lsn) r.fail("end_lsn is not after commit_lsn");
+    };
     Parsed out;
     switch (type) {
         case 'B': {
@@ -157,12 +166,7 @@ Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version, 
         }
         case 'C': {
             Commit c;
-            c.flags = r.u8("flags");
-            if (c.flags != 0) r.fail("unknown commit flags " + std::to_string(c.flags));
-            c.commit_lsn = r.u64("commit_lsn");
-            c.end_lsn = r.u64("end_lsn");
-            c.commit_time = r.i64("commit_time");
-            if (c.end_lsn <= c.commit_lsn) r.fail("end_lsn is not after commit_lsn");
+            commit_fields(c);
             out = c;
             break;
         }
@@ -270,12 +274,7 @@ Parsed parse_pgoutput(std::span<const std::uint8_t> message, int proto_version, 
             stream_message();
             StreamCommit c;
             c.xid = stream_xid();
-            std::uint8_t flags = r.u8("flags");
-            if (flags != 0) r.fail("unknown commit flags " + std::to_string(flags));
-            c.commit_lsn = r.u64("commit_lsn");
-            c.end_lsn = r.u64("end_lsn");
-            c.commit_time = r.i64("commit_time");
-            if (c.end_lsn <= c.commit_lsn) r.fail("end_lsn is not after commit_lsn");
+            commit_fields(c);
             out = c;
             break;
         }

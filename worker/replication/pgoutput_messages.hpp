@@ -54,7 +54,6 @@ struct Begin {
 };
 
 struct Commit {
-    std::uint8_t flags = 0;
     std::uint64_t commit_lsn = 0;
     std::uint64_t end_lsn = 0;
     std::int64_t commit_time = 0;
