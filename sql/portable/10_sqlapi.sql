@@ -258,11 +258,12 @@ CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON docsync.reader_loans
 -- user is no pool role of grant_reader, for a role that is no reader role, and when the session's
 -- user is a member of any reader role already: a second lending in the transaction (the compute
 -- calling it again, whatever role it switched to), or a standing membership, which grant_reader
--- takes back.
+-- takes back; and for a reader role holding a privilege its definer lost (reader_stale_for).
 CREATE FUNCTION docsync._lend_reader(reader name) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   held name;
+  stale text;
 BEGIN
   IF pg_is_in_recovery() THEN
     RAISE EXCEPTION 'docsync.compute_as cannot lend reader role % on a hot standby', quote_ident(reader)
@@ -303,6 +304,15 @@ BEGIN
             HINT = CASE WHEN EXISTS (SELECT FROM docsync.reader_loans l WHERE l.pool_role = session_user)
                         THEN 'A doc or keys query must not call docsync.compute_as.'
                         ELSE format('Run SELECT docsync.grant_reader(%L); as the installing role: it takes standing memberships back.', session_user) END;
+  END IF;
+  -- A REVOKE from the definer stops its computes at once, as the extension's compute_as does,
+  -- before grant_reader takes the reader role's grant back.
+  stale := docsync.reader_stale_for(reader);
+  IF stale IS NOT NULL THEN
+    RAISE EXCEPTION 'docsync compute as "%" refused: %', reader, stale
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'A reader role never reads with a privilege its definer no longer holds.',
+            HINT = 'Run SELECT docsync.grant_reader(<the worker''s pool role>); as the installing role.';
   END IF;
   INSERT INTO docsync.reader_loans (pool_role, reader) VALUES (session_user, reader);
   EXECUTE format('GRANT %I TO %I', reader, session_user);

@@ -324,7 +324,14 @@ order" "$(psql_as docsync_owner app -c "SELECT name FROM docsync.query_defs ORDE
 psql_as docsync_owner app -c "REVOKE SELECT ON lines FROM definer"
 grep -q "permission denied for table public.lines" <<<"$(psql_as definer app -c "SELECT refused FROM docsync.queries WHERE name = 'order'")" ||
   fail "a REVOKE from the definer does not refuse its query"
+# and its computes at once: the reader role still holds the grant until grant_reader runs
+expect "the reader role's grant outlives the REVOKE until grant_reader" t \
+  "$(psql_as docsync_owner app -c "SELECT has_table_privilege('docsync_reader_definer', 'lines', 'SELECT')")"
+refused "a compute after a REVOKE from its definer" 'docsync compute as "docsync_reader_definer" refused: its definer definer no longer holds SELECT on public.lines' \
+  docsync_pool "$compute_begin; SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')"
 psql_as docsync_owner app -c "GRANT SELECT ON lines TO definer"
+expect "a compute after the GRANT back" docsync_reader_definer \
+  "$(psql_as docsync_pool app -c "$compute_begin" -c "SELECT docsync.compute_as('docsync_reader_definer', 'public, pg_temp')" -c "SELECT current_user" -c "ROLLBACK" | grep docsync_reader)"
 expect "unwatch and drop" "1|" "$(psql_as definer app -c "SELECT docsync.unwatch('customers', 'orders'), docsync.drop_query('customers')")"
 
 # channel(): the shared vectors
