@@ -13,6 +13,9 @@
 #     the same.
 #   - A row filter put on the watched table by hand (ADD TABLE … WHERE), then a filtered row updated:
 #     the same, the filter taken off.
+#   - An edit undone before the worker looks (the table taken out and put back, the actions narrowed
+#     and set back, with an update in between; and the same while the stream reconnects): the
+#     worker sees the publication's rows changed and recomputes every live doc all the same.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=pgoutput_publication
@@ -83,6 +86,28 @@ expect_current "after ALTER PUBLICATION … ADD TABLE orders WHERE (id <> 1)"
 [ "$(sql "SELECT count(*) FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
            WHERE p.pubname = 'docsync_$slot' AND pr.prqual IS NOT NULL")" = 0 ] || fail "the row filter is still there"
 grep -q "holds table public.orders with a row filter" "$tmp/worker.log" || fail "the worker did not log the row filter"
+
+echo "the table taken out and put back, and the actions narrowed and set back, between two looks"
+# Each in one transaction, so no catalog check can see the publication fall short: only the edit's
+# mark (new rows of pg_publication_rel, a new xmin of pg_publication) tells that pgoutput skipped
+# the update in between.
+sql "BEGIN; ALTER PUBLICATION docsync_$slot DROP TABLE orders; UPDATE orders SET status = 'hidden' WHERE id = 2;
+     ALTER PUBLICATION docsync_$slot ADD TABLE orders; COMMIT"
+expect_current "after a table taken out of the publication and put back"
+[ "$(last_doc db:order:2 | jq -r .status)" = hidden ] || fail "db:order:2 is $(last_doc db:order:2)"
+grep -q "was edited since the stream started, and is whole again" "$tmp/worker.log" ||
+  fail "the worker did not log the edit it recomputed for"
+sql "BEGIN; ALTER PUBLICATION docsync_$slot SET (publish = 'insert'); UPDATE orders SET status = 'narrowed' WHERE id = 1;
+     ALTER PUBLICATION docsync_$slot SET (publish = 'insert, update, delete, truncate'); COMMIT"
+expect_current "after the publication's actions were narrowed and set back"
+[ "$(last_doc db:order:1 | jq -r .status)" = narrowed ] || fail "db:order:1 is $(last_doc db:order:1)"
+# The same while the stream reconnects: the next session finds an edit newer than the slot's
+# catalog_xmin, or the pipeline's next look finds the mark moved.
+sql "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null
+sql "BEGIN; ALTER PUBLICATION docsync_$slot DROP TABLE orders; UPDATE orders SET status = 'unseen' WHERE id = 2;
+     ALTER PUBLICATION docsync_$slot ADD TABLE orders; COMMIT"
+expect_current "after an edit undone while the stream reconnected"
+[ "$(last_doc db:order:2 | jq -r .status)" = unseen ] || fail "db:order:2 is $(last_doc db:order:2)"
 
 echo "later changes arrive through pgoutput"
 sql "UPDATE orders SET status = 'returned' WHERE id = 1"

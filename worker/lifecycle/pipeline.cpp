@@ -24,6 +24,8 @@ std::optional<std::string> Pipeline::session_tables() {
 void Pipeline::on_session(const SessionInfo& session) {
     pgoutput_ = session.pgoutput;
     open_below_ = session.publication_open_below;
+    publication_mark_ = session.publication_mark;
+    last_mark_check_ = std::chrono::steady_clock::now();
     engine_.reset_stream();
     latency_.forget_all();
     engine_.set_generation(session.generation);
@@ -103,6 +105,7 @@ void Pipeline::on_record(const Record& record, Lsn, std::uint64_t ticket) {
             if (engine_.last_commit_wrote_definitions()) reload_definitions();
         }
         maybe_check_catalog();
+        maybe_check_publication_mark();
         maybe_recompute_after_open();
     }
     if (reload_pending_) maybe_reload();
@@ -181,6 +184,33 @@ bool Pipeline::publication_falls_short() {
     log_warning("definitions", shortfall + " (changed by hand?): pgoutput would never send the changes it misses; "
                                "restarting the stream to set it right and recompute every live doc");
     return true;
+}
+
+void Pipeline::maybe_check_publication_mark() {
+    if (!pgoutput_ || publication_.empty() || !stream_ || publication_mark_.empty()) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now < last_mark_check_ + kMarkCheck) return;
+    last_mark_check_ = now;
+    std::string mark;
+    try {
+        mark = publication_mark(definitions_.control(), publication_, pg::deadline_in(std::chrono::seconds(30)));
+    } catch (const Error& e) {
+        log_warning("definitions", std::string("could not look at publication ") + publication_ + ": " + e.what());
+        return;
+    }
+    if (mark == publication_mark_) return;
+    publication_mark_ = mark;
+    if (mark.empty() || publication_falls_short()) {
+        if (mark.empty()) log_warning("definitions", "publication " + publication_ + " was dropped: restarting the stream");
+        stream_->request_restart();
+        return;
+    }
+    log_warning("definitions", "publication " + publication_ +
+                                   " was edited since the stream started, and is whole again (a table taken out and "
+                                   "put back, or its actions narrowed and set back?): pgoutput never sent the changes "
+                                   "made in between; recomputing every live doc");
+    engine_.recompute_all_live(RecomputeReason::Publication, true);
+    if (on_gap_) on_gap_();
 }
 
 void Pipeline::maybe_recompute_after_open() {

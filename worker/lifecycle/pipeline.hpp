@@ -46,13 +46,15 @@ public:
     void on_idle() override {
         if (reload_pending_) maybe_reload();
         maybe_check_catalog();
+        maybe_check_publication_mark();
         maybe_recompute_after_open();
     }
     int idle_tick_ms() const override {
         if (reload_pending_) return 20;
         if (open_below_) return 1000;
-        if (!pgoutput_ || catalog_check_.count() <= 0) return 0;
-        return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), 1000));
+        if (!pgoutput_) return 0;
+        if (catalog_check_.count() <= 0) return static_cast<int>(kMarkCheck.count());
+        return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), kMarkCheck.count()));
     }
 
 private:
@@ -80,11 +82,18 @@ private:
     void maybe_check_catalog();
     // Whether the publication falls short of the watches (logged); false when it cannot be told now.
     bool publication_falls_short();
+    // pgoutput: every kMarkCheck, whether the publication was edited since the session set it up
+    // (SessionInfo::publication_mark), even when the edit was undone since (a table taken out and put
+    // back, its actions narrowed and set back): pgoutput never sent what changed in between, and the
+    // slot is acknowledged past it. An edit still in place restarts the stream, whose start sets it
+    // right and recomputes every live doc; an undone one recomputes every live doc as a gap at once.
+    void maybe_check_publication_mark();
     // SessionInfo::publication_open_below: once the transactions open at the publication change
     // have ended (checked once a second), recomputes every live doc again.
     void maybe_recompute_after_open();
 
     static constexpr std::chrono::milliseconds kMinReloadInterval{250};
+    static constexpr std::chrono::milliseconds kMarkCheck{1000};
 
     Engine& engine_;
     DefinitionsSource& definitions_;
@@ -104,6 +113,8 @@ private:
     bool pgoutput_ = false;                       // this session streams pgoutput
     std::chrono::milliseconds catalog_check_{0};  // --catalog-check
     std::chrono::steady_clock::time_point last_catalog_check_{};
+    std::string publication_mark_;  // SessionInfo::publication_mark, then as last seen
+    std::chrono::steady_clock::time_point last_mark_check_{};
     std::uint64_t open_below_ = 0;  // SessionInfo::publication_open_below, until they have ended
     std::chrono::steady_clock::time_point last_open_check_{};
     std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;

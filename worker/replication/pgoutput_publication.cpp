@@ -220,6 +220,28 @@ std::string publication_shortfall(pg::Connection& conn, const std::string& name,
     return {};
 }
 
+std::string publication_mark(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
+    auto r = conn.exec_simple(
+        "SELECT p.xmin::text || coalesce(':' || (SELECT pg_catalog.string_agg(pr.oid::text || '/' || pr.xmin::text, ',' "
+        "ORDER BY pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid), '') "
+        "FROM pg_catalog.pg_publication p WHERE p.pubname = " + conn.quote_literal(name),
+        deadline);
+    return r.rows() == 0 ? std::string() : std::string(r.get(0, 0));
+}
+
+bool publication_edited_since_slot(pg::Connection& conn, const std::string& name, const std::string& slot,
+                                   pg::Deadline deadline) {
+    auto r = conn.exec_simple(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p "
+        "  LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = p.oid, pg_catalog.pg_replication_slots s "
+        " WHERE p.pubname = " + conn.quote_literal(name) + " AND s.slot_name = " + conn.quote_literal(slot) +
+        "   AND s.catalog_xmin IS NOT NULL "
+        "   AND (pg_catalog.age(p.xmin) <= pg_catalog.age(s.catalog_xmin) "
+        "        OR pg_catalog.age(pr.xmin) <= pg_catalog.age(s.catalog_xmin)))",
+        deadline);
+    return r.get(0, 0) == "t";
+}
+
 bool publication_gains(const std::map<Oid, std::string>& held, const std::map<Oid, std::string>& wanted) {
     auto attnums = [](const std::string& attrs) {
         std::set<int> out;

@@ -72,6 +72,21 @@ bool sync_publication(pg::Connection& conn, const std::string& name, const Pgout
 std::string publication_shortfall(pg::Connection& conn, const std::string& name, const PgoutputPlan& plan,
                                   pg::Deadline deadline);
 
+// What changes with every edit of the publication, and only then: its row's xmin (ALTER PUBLICATION
+// … SET, RENAME, OWNER TO) and each of its tables' rows, oid and xmin (ADD, DROP and SET TABLE make
+// new ones); "" when it does not exist. A table taken out and put back, or the actions narrowed and
+// set back, between two looks leaves publication_shortfall nothing to find, but moves this: pgoutput
+// never sent what changed in between.
+std::string publication_mark(pg::Connection& conn, const std::string& name, pg::Deadline deadline);
+
+// Whether an edit of the publication may have committed after the slot's confirmed position (simple
+// queries): a row of the publication (see publication_mark) written by a transaction not older than
+// the slot's catalog_xmin, the oldest a session of the slot may still decode. Such an edit, undone
+// before this session started, hid the changes between: the caller recomputes every live doc. The
+// worker's own last change of the publication counts too, until the slot has moved past it.
+bool publication_edited_since_slot(pg::Connection& conn, const std::string& name, const std::string& slot,
+                                   pg::Deadline deadline);
+
 // Whether the server may decode with the output plugin `name`: PostgreSQL 15.19 and later decode only
 // with the plugins output_plugin_libraries lists; without that setting any installed plugin may be
 // used.

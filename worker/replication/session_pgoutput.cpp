@@ -1,5 +1,6 @@
 // The session's pgoutput parts (see session.hpp): the decoder made for each session, and the
 // read-back of committed streamed transactions.
+#include "common/log.hpp"
 #include "replication/pgoutput_publication.hpp"
 #include "replication/session.hpp"
 
@@ -13,7 +14,15 @@ void Stream::Session::prepare_pgoutput() {
         auto open = conn_.exec_simple("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text "
                                       "FROM pg_catalog.pg_current_snapshot() s", cmd_deadline());
         if (open.get(0, 0) != open.get(0, 1)) info_.publication_open_below = std::stoull(std::string(open.get(0, 1)));
+    } else if (publication_edited_since_slot(conn_, publication_name(options_.slot), options_.slot, cmd_deadline())) {
+        // An edit since the slot's confirmed position, undone before this session (while no worker
+        // looked, or since the last one did): what it hid was never sent. Recomputed as a gap.
+        log_warning("stream", "publication " + publication_name(options_.slot) +
+                                  " was changed since the slot's last confirmed position (by hand, or by the last "
+                                  "session's own set-up): recomputing every live doc for what it may have hidden");
+        info_.publication_changed = true;
     }
+    info_.publication_mark = publication_mark(conn_, publication_name(options_.slot), cmd_deadline());
     PgoutputOptions po;
     po.reference_xid = next_full_xid(conn_, cmd_deadline());
     // Protocol version 2 streams a transaction larger than the server's logical_decoding_work_mem

@@ -114,6 +114,9 @@ struct SessionInfo {
     // commit after the recompute read the docs: once they have all ended, every live doc is
     // recomputed again.
     std::uint64_t publication_open_below = 0;
+    // pgoutput: publication_mark once this session set the publication up; the pipeline looks again
+    // every second, and a mark that moved is an edit by hand (even one undone since).
+    std::string publication_mark;
     bool pgoutput = false;         // the slot is a pgoutput slot
     bool reconnect = false;        // not the first session of this Stream
     // The sink holds docs of another history than this server's: positions past its WAL end in
