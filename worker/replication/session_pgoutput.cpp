@@ -9,20 +9,21 @@ namespace docsync {
 void Stream::Session::prepare_pgoutput() {
     std::optional<std::string> tables = options_.tables ? options_.tables() : std::nullopt;
     PgoutputPlan plan = plan_pgoutput(conn_, tables.value_or(""), cmd_deadline());
-    info_.publication_changed = sync_publication(conn_, publication_name(options_.slot), plan, cmd_deadline());
+    const std::string publication = publication_name(options_.slot);
+    info_.publication_changed = sync_publication(conn_, publication, plan, cmd_deadline());
     if (info_.publication_changed) {
         auto open = conn_.exec_simple("SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text "
                                       "FROM pg_catalog.pg_current_snapshot() s", cmd_deadline());
         if (open.get(0, 0) != open.get(0, 1)) info_.publication_open_below = std::stoull(std::string(open.get(0, 1)));
-    } else if (publication_edited_since_slot(conn_, publication_name(options_.slot), options_.slot, cmd_deadline())) {
+    } else if (publication_edited_since_slot(conn_, publication, options_.slot, cmd_deadline())) {
         // An edit since the slot's confirmed position, undone before this session (while no worker
         // looked, or since the last one did): what it hid was never sent. Recomputed as a gap.
-        log_warning("stream", "publication " + publication_name(options_.slot) +
+        log_warning("stream", "publication " + publication +
                                   " was changed since the slot's last confirmed position (by hand, or by the last "
                                   "session's own set-up): recomputing every live doc for what it may have hidden");
         info_.publication_changed = true;
     }
-    info_.publication_mark = publication_mark(conn_, publication_name(options_.slot), cmd_deadline());
+    info_.publication_mark = publication_mark(conn_, publication, cmd_deadline());
     PgoutputOptions po;
     po.reference_xid = next_full_xid(conn_, cmd_deadline());
     // Protocol version 2 streams a transaction larger than the server's logical_decoding_work_mem
