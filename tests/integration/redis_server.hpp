@@ -264,10 +264,12 @@ private:
     static int cluster_port() {
         // The cluster bus listens on port + 10000: both must be free, and below the ephemeral range
         // (32768 and up), where a client connection's own end could take them before the server binds.
+        // Ports 10000-19999, buses 20000-29999: no node's port is another cluster's bus port (the
+        // scenarios' clusters pick from the same ranges).
         for (int attempt = 0; attempt < 200; ++attempt) {
             int port = 10000 + static_cast<int>((static_cast<unsigned>(::getpid()) * 7919u +
                                                  static_cast<unsigned>(attempt) * 104729u) %
-                                                12000u);
+                                                10000u);
             if (RedisServer::free_port(port) == port && RedisServer::free_port(port + 10000) == port + 10000) return port;
         }
         throw std::runtime_error("no free pair of loopback ports for a cluster node");
