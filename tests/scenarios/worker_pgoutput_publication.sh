@@ -15,7 +15,8 @@
 #     the same, the filter taken off.
 #   - An edit undone before the worker looks (the table taken out and put back, the actions narrowed
 #     and set back, with an update in between; and the same while the stream reconnects): the
-#     worker sees the publication's rows changed and recomputes every live doc all the same.
+#     worker sees the publication's rows changed and recomputes every live doc all the same, and
+#     the slot confirms the edit's position only once the doc shows the update.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=pgoutput_publication
@@ -108,6 +109,30 @@ sql "BEGIN; ALTER PUBLICATION docsync_$slot DROP TABLE orders; UPDATE orders SET
      ALTER PUBLICATION docsync_$slot ADD TABLE orders; COMMIT"
 expect_current "after an edit undone while the stream reconnected"
 [ "$(last_doc db:order:2 | jq -r .status)" = unseen ] || fail "db:order:2 is $(last_doc db:order:2)"
+
+echo "an undone edit's position is confirmed only once the change it hid is published"
+# What docsync.wait_published trusts: the slot's confirmed position, and no recompute running
+# (the portable form's look, sql/portable/50_wait.sql; the extension's C form knows only docsync
+# slots). The edit's transaction is empty to pgoutput, so the worker receives its WAL end at once;
+# were it confirmed before the next look at the publication (up to a second later), the wait would
+# end with the doc still stale.
+confirmed_and_settled() {
+  sql "SELECT r.confirmed_flush_lsn >= '$1' AND NOT coalesce(w.recompute IS NOT NULL AND w.recompute_finished_at IS NULL, false)
+         FROM pg_replication_slots r LEFT JOIN docsync.status w ON w.slot_name = r.slot_name
+        WHERE r.slot_name = '$slot'"
+}
+for round in 1 2 3 4 5; do
+  sql "BEGIN; ALTER PUBLICATION docsync_$slot DROP TABLE orders; UPDATE orders SET status = 'waited $round' WHERE id = 1;
+       ALTER PUBLICATION docsync_$slot ADD TABLE orders; COMMIT"
+  target=$(sql "SELECT pg_current_wal_insert_lsn()")
+  ok=
+  for _ in $(seq 1 2000); do
+    [ "$(confirmed_and_settled "$target")" = t ] && { ok=1; break; }
+  done
+  [ -n "$ok" ] || fail "round $round: $target was not confirmed"
+  [ "$(doc_equals_query db:order:1 "$(order_sql 1)")" = t ] ||
+    fail "round $round: $target was confirmed, but db:order:1 is $(last_doc db:order:1)"
+done
 
 echo "later changes arrive through pgoutput"
 sql "UPDATE orders SET status = 'returned' WHERE id = 1"

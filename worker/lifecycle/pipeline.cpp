@@ -26,6 +26,9 @@ void Pipeline::on_session(const SessionInfo& session) {
     open_below_ = session.publication_open_below;
     publication_mark_ = session.publication_mark;
     last_mark_check_ = std::chrono::steady_clock::now();
+    // The session read the mark before it streamed: nothing it receives is cleared yet.
+    if (pgoutput_ && !publication_.empty() && !publication_mark_.empty() && stream_)
+        stream_->cap_acknowledgements(session.start_lsn);
     engine_.reset_stream();
     latency_.forget_all();
     engine_.set_generation(session.generation);
@@ -189,16 +192,24 @@ bool Pipeline::publication_falls_short() {
 void Pipeline::maybe_check_publication_mark() {
     if (!pgoutput_ || publication_.empty() || !stream_ || publication_mark_.empty()) return;
     auto now = std::chrono::steady_clock::now();
-    if (now < last_mark_check_ + kMarkCheck) return;
+    if (now < last_mark_check_ + mark_check_interval()) return;
     last_mark_check_ = now;
+    const Lsn received = stream_->received();
     std::string mark;
     try {
         mark = publication_mark(definitions_.control(), publication_, pg::deadline_in(std::chrono::seconds(30)));
     } catch (const Error& e) {
-        log_warning("definitions", std::string("could not look at publication ") + publication_ + ": " + e.what());
+        log_warning("definitions", std::string("could not look at publication ") + publication_ + ": " + e.what() +
+                                       "; nothing streamed since the last look is confirmed until one succeeds");
+        mark_check_failed_ = true;
         return;
     }
-    if (mark == publication_mark_) return;
+    mark_check_failed_ = false;
+    if (mark == publication_mark_) {
+        stream_->cap_acknowledgements(received);
+        return;
+    }
+    // The cap stays until the next look finds this mark: the gap below is in the status by then.
     publication_mark_ = mark;
     if (mark.empty() || publication_falls_short()) {
         if (mark.empty()) log_warning("definitions", "publication " + publication_ + " was dropped: restarting the stream");

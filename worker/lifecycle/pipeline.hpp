@@ -53,8 +53,9 @@ public:
         if (reload_pending_) return 20;
         if (open_below_) return 1000;
         if (!pgoutput_) return 0;
-        if (catalog_check_.count() <= 0) return static_cast<int>(kMarkCheck.count());
-        return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), kMarkCheck.count()));
+        auto mark = mark_check_interval();
+        if (catalog_check_.count() <= 0) return static_cast<int>(mark.count());
+        return static_cast<int>(std::min<std::int64_t>(catalog_check_.count(), mark.count()));
     }
 
 private:
@@ -84,16 +85,24 @@ private:
     bool publication_falls_short();
     // pgoutput: every kMarkCheck, whether the publication was edited since the session set it up
     // (SessionInfo::publication_mark), even when the edit was undone since (a table taken out and put
-    // back, its actions narrowed and set back): pgoutput never sent what changed in between, and the
-    // slot is acknowledged past it. An edit still in place restarts the stream, whose start sets it
-    // right and recomputes every live doc; an undone one recomputes every live doc as a gap at once.
+    // back, its actions narrowed and set back): pgoutput never sent what changed in between. An edit
+    // still in place restarts the stream, whose start sets it right and recomputes every live doc;
+    // an undone one recomputes every live doc as a gap at once. Until a look that started after a
+    // position was received finds the mark unmoved, the stream confirms nothing past it
+    // (Stream::cap_acknowledgements): a confirmed position is what docsync.wait_published trusts,
+    // and an edit committed before it may have hidden changes. While durable positions wait on the
+    // cap, the looks come every kMarkCheckHeld.
     void maybe_check_publication_mark();
+    std::chrono::milliseconds mark_check_interval() const {
+        return stream_ && stream_->acknowledgements_capped() && !mark_check_failed_ ? kMarkCheckHeld : kMarkCheck;
+    }
     // SessionInfo::publication_open_below: once the transactions open at the publication change
     // have ended (checked once a second), recomputes every live doc again.
     void maybe_recompute_after_open();
 
     static constexpr std::chrono::milliseconds kMinReloadInterval{250};
     static constexpr std::chrono::milliseconds kMarkCheck{1000};
+    static constexpr std::chrono::milliseconds kMarkCheckHeld{50};
 
     Engine& engine_;
     DefinitionsSource& definitions_;
@@ -115,6 +124,7 @@ private:
     std::chrono::steady_clock::time_point last_catalog_check_{};
     std::string publication_mark_;  // SessionInfo::publication_mark, then as last seen
     std::chrono::steady_clock::time_point last_mark_check_{};
+    bool mark_check_failed_ = false;  // the last look could not be made: the next comes after kMarkCheck
     std::uint64_t open_below_ = 0;  // SessionInfo::publication_open_below, until they have ended
     std::chrono::steady_clock::time_point last_open_check_{};
     std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;

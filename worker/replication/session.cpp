@@ -275,6 +275,7 @@ void Stream::Session::begin() {
         stream_.acknowledge(info_.start_lsn);
     }
     info_.epoch = stream_.coordinator_.stats().epoch;
+    stream_.ack_cap_ = kNoCap;
     stream_.handler_.on_session(info_);
 }
 
@@ -342,6 +343,7 @@ std::optional<Stream::Outcome> Stream::Session::start_replication(milliseconds a
 Stream::Outcome Stream::Session::receive() {
     copy_.emplace(conn_);
     received_ = info_.start_lsn;
+    stream_.received_ = received_;
     next_status_ = Clock::now();
     next_control_ = Clock::now() + options_.valve_interval;
     DeliveryProgressCoordinator& coordinator = stream_.coordinator_;
@@ -362,7 +364,7 @@ Stream::Outcome Stream::Session::receive() {
         // have completed; a read-your-writes wait for that WAL would otherwise last until more comes.
         if (!in_txn_ && idle_end_ > coordinator.checkpoint()) coordinator.acknowledge_idle(idle_end_);
         auto now = Clock::now();
-        if (stream_.acked_.load() > sent_flush_ || now >= next_status_) send_status();
+        if (acknowledgeable() > sent_flush_ || now >= next_status_) send_status();
         if (now >= next_control_) {
             next_control_ = now + options_.valve_interval;
             if (auto outcome = control_check()) return *outcome;
@@ -410,6 +412,7 @@ void Stream::Session::handle_message(std::string_view message) {
         bool reply = buf[17] != 0;
         local_.keepalives++;
         received_ = std::max(received_, wal_end);
+        stream_.received_ = received_;
         // A keepalive's WAL end is acknowledged only when nothing is open or pending; one that comes
         // while transactions are pending is offered again once they complete (receive()).
         if (!in_txn_) {
@@ -425,6 +428,7 @@ void Stream::Session::handle_message(std::string_view message) {
     Lsn wal_start = get64(buf + 1);
     Lsn wal_end = get64(buf + 9);
     received_ = std::max(received_, wal_end);
+    stream_.received_ = received_;
     std::span<const std::uint8_t> payload(reinterpret_cast<const std::uint8_t*>(buf + 25), len - 25);
     local_.bytes += payload.size();
     if (pgoutput_) {
@@ -482,7 +486,7 @@ void Stream::Session::handle_record(const Record& record, Lsn wal_start, std::si
 }
 
 void Stream::Session::send_status() {
-    Lsn flush = std::max(stream_.acked_.load(), sent_flush_);
+    Lsn flush = std::max(acknowledgeable(), sent_flush_);
     std::string msg;
     msg.reserve(34);
     msg.push_back('r');

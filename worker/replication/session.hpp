@@ -76,6 +76,8 @@ private:
     void handle_record(const Record& record, Lsn wal_start, std::size_t bytes);
     // A standby status update: what is acknowledged may be confirmed.
     void send_status();
+    // What may be confirmed: the durable position, under the handler's cap.
+    Lsn acknowledgeable() const { return std::min(stream_.acked_.load(), stream_.ack_cap_.load()); }
     // The control check on its own connection: the valve, and whether the server is shutting down.
     // nullopt: carry on.
     std::optional<Outcome> control_check();

@@ -73,6 +73,11 @@ void Stream::acknowledge(Lsn lsn) {
     wake();
 }
 
+void Stream::cap_acknowledgements(Lsn lsn) {
+    ack_cap_ = lsn;
+    wake();
+}
+
 void Stream::stop() {
     stop_ = true;
     wake();

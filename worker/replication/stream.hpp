@@ -30,6 +30,10 @@
 //
 // Threads: run() is the stream thread; it owns both connections, the decoder and calls the handler.
 // acknowledge(), stop(), request_restart() and stats() may be called from any thread.
+//
+// A handler may cap what is acknowledged (cap_acknowledgements): pgoutput drops the changes a
+// publication edit hid, and what a look at the publication has not yet cleared must not be
+// confirmed, or docsync.wait_published would say it was published (lifecycle/pipeline.hpp).
 
 #include <atomic>
 #include <chrono>
@@ -178,6 +182,13 @@ public:
 
     // Any thread: the position `lsn` is durable (never moves the sent position backwards).
     void acknowledge(Lsn lsn) override;
+    // Stream thread (the handler): acknowledge nothing past `lsn` from now on, even what is durable;
+    // kNoCap lifts the cap. Each session starts without one.
+    static constexpr Lsn kNoCap = ~Lsn{0};
+    void cap_acknowledgements(Lsn lsn);
+    // Stream thread: whether the cap holds back a durable position; the highest WAL end received.
+    bool acknowledgements_capped() const { return acked_.load() > ack_cap_.load(); }
+    Lsn received() const { return received_.load(); }
     // Any thread: end run() cleanly.
     void stop();
     // Any thread: end the session and start a new one from the confirmed position (new epoch), e.g.
@@ -214,6 +225,8 @@ private:
     int last_timeline_ = 0;
     int wake_fd_ = -1;  // eventfd: acknowledge/stop/restart wake the poll()
     std::atomic<Lsn> acked_{0};
+    std::atomic<Lsn> ack_cap_{kNoCap};
+    std::atomic<Lsn> received_{0};  // the session's received position, for the handler
     std::atomic<bool> stop_{false};
     std::atomic<bool> restart_{false};
     mutable std::mutex stats_mutex_;
