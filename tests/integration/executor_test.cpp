@@ -76,16 +76,23 @@ TEST_CASE("doc contract violations are permanent outcomes that name the query") 
     auto two_rows = ex.run_doc(doc_query("SELECT to_jsonb(id) FROM orders WHERE id <= $1"), {"2"}, {});
     CHECK(two_rows.kind == OutcomeKind::Permanent);
     CHECK(two_rows.error.find("\"order\"") != std::string::npos);
-    CHECK(two_rows.error.find("2 rows") != std::string::npos);
+    CHECK(two_rows.error.find("more than one row") != std::string::npos);
     auto two_columns = ex.run_doc(doc_query("SELECT to_jsonb(id), status FROM orders WHERE id = $1"), {"2"}, {});
     CHECK(two_columns.kind == OutcomeKind::Permanent);
-    CHECK(two_columns.error.find("2 columns") != std::string::npos);
+    CHECK(two_columns.error.find("exactly one column") != std::string::npos);
     auto not_json = ex.run_doc(doc_query("SELECT status FROM orders WHERE id = $1"), {"2"}, {});
     CHECK(not_json.kind == OutcomeKind::Permanent);
     CHECK(not_json.error.find("not valid JSON") != std::string::npos);
     auto big = ex.run_doc(doc_query("SELECT to_jsonb(repeat('x', 10 * 1024 * 1024)) WHERE $1::int > 0"), {"1"}, {});
     CHECK(big.kind == OutcomeKind::Permanent);
     CHECK(big.error.find("--max-doc-bytes") != std::string::npos);
+    CHECK(big.error.find("10485762 bytes") != std::string::npos);
+    auto none = ex.run_doc(doc_query("SELECT to_jsonb(id) FROM orders WHERE id = $1 AND false"), {"1"}, {});
+    CHECK(none.kind == OutcomeKind::Ok);
+    CHECK_FALSE(none.doc);
+    auto null_doc = ex.run_doc(doc_query("SELECT NULL::jsonb WHERE $1::int > 0"), {"1"}, {});
+    CHECK(null_doc.kind == OutcomeKind::Ok);
+    CHECK_FALSE(null_doc.doc);
     auto error = ex.run_doc(doc_query("SELECT to_jsonb(1 / 0) WHERE $1::int > 0"), {"1"}, {});
     CHECK(error.kind == OutcomeKind::Permanent);
     CHECK(error.sqlstate == "22012");
@@ -103,7 +110,9 @@ TEST_CASE("hostile doc queries cannot write, unpin the session, run long or keep
                                       "SELECT to_jsonb(id) FROM w WHERE $1::int > 0"),
                             {"1"}, {});
     CHECK(write.kind == OutcomeKind::Permanent);
-    CHECK(write.sqlstate == "25006");
+    // refused as a read-only transaction's write, or before it runs: a data-modifying WITH is not
+    // at the top level of the statement the worker sends (bounded_forms.hpp)
+    CHECK((write.sqlstate == "25006" || write.sqlstate == "0A000"));
     auto unpin = ex.run_doc(doc_query("WITH s AS (SELECT set_config('default_transaction_read_only', 'off', false)), "
                                       "w AS (INSERT INTO orders VALUES (101, 'evil') RETURNING id) "
                                       "SELECT to_jsonb(id) FROM w, s WHERE $1::int > 0"),

@@ -61,17 +61,25 @@ echo "every doc equals a fresh run of its query"
 [ "$(sql "SELECT count(*) FROM canary")" = 1 ] || fail "the canary table lost its row"
 # What the pool role ran (itself, or as the definers' reader roles): the worker's session
 # statements (the settings watch's two included), the doc query and the keys query only,
-# each alone or in its batched form (docs/internals.md#batched-recomputes).
+# each alone or in its batched form (docs/internals.md#batched-recomputes), bounded.
 others_sql=$(cat <<'SQL'
-SELECT string_agg(s.query, E'\n') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
- WHERE (r.rolname = 'READER' OR r.rolname LIKE 'docsync\_reader\_%')
-   AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-   AND s.query NOT LIKE 'SELECT jsonb_build_object($2, h."x"" , ""y", $3, h."v""; --") FROM %'
-   AND s.query NOT LIKE 'SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $1'
-   AND NOT (s.query LIKE 'SELECT docsync_batch.ord, d.* FROM ROWS FROM (pg_catalog.unnest($1::%[])) WITH ORDINALITY AS docsync_batch(p1, ord)%'
-            AND (s.query LIKE E'%(\nSELECT jsonb_build_object($3, h."x"" , ""y", $4, h."v""; --") FROM "''; DROP TABLE canary; --" h WHERE h."x"" , ""y" = (docsync_batch.p1)\n) AS q)%'
+WITH s AS (
+  -- numbered constants as $n, and the bounds the worker puts around a doc or keys query
+  -- (worker/executor/bounded_forms.hpp) taken off
+  SELECT regexp_replace(regexp_replace(regexp_replace(x.query, '\$[0-9]+', '$n', 'g'),
+           '^SELECT \* FROM \(\n(.*)\n\) AS docsync_k LIMIT \$n$', '\1'),
+           '^SELECT (docsync_r\.c1, docsync_r\.c2, )?CASE WHEN .* FROM \(\(\n(.*)\n\) UNION ALL SELECT [^\n]* AS docsync_t LIMIT \$n$',
+           '\2') AS query
+    FROM pg_stat_statements x JOIN pg_roles r ON r.oid = x.userid
+   WHERE (r.rolname = 'READER' OR r.rolname LIKE 'docsync\_reader\_%')
+     AND x.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
+SELECT string_agg(s.query, E'\n') FROM s
+ WHERE s.query NOT LIKE 'SELECT jsonb_build_object($n, h."x"" , ""y", $n, h."v""; --") FROM %'
+   AND s.query NOT LIKE 'SELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = $n'
+   AND NOT (s.query LIKE 'SELECT docsync_batch.ord, d.* FROM ROWS FROM (pg_catalog.unnest($n::%[])) WITH ORDINALITY AS docsync_batch(p1, ord)%'
+            AND (s.query LIKE E'%(\nSELECT jsonb_build_object($n, h."x"" , ""y", $n, h."v""; --") FROM "''; DROP TABLE canary; --" h WHERE h."x"" , ""y" = (docsync_batch.p1)\n) AS q)%'
                  OR s.query LIKE E'%(\nSELECT "ref""); DROP TABLE canary; --" FROM "k"" ; DROP TABLE canary; --" WHERE id = (docsync_batch.p1)\n) AS q)%'))
-   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT s\.snapshot, s\.recovery, docsync\.compute_as\(\$2, \$1\), s\.lsn FROM \( SELECT pg_catalog\.pg_current_snapshot\(\)::text AS snapshot, |SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT rolreplication FROM pg_catalog\.pg_roles WHERE rolname = current_user$|SELECT pg_catalog\.current_database\(\), \(SELECT system_identifier FROM pg_catalog\.pg_control_system\(\)\)::text, pg_catalog\.pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$1, n\.nspname, c\.relname\)|SELECT coalesce\(pg_catalog\.string_agg\(s\.setdatabase::text|SELECT pg_catalog\.current_setting\(n\) FROM pg_catalog\.unnest\()'
+   AND s.query !~ '^(BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY|ROLLBACK|SELECT pg_catalog\.(pg_current_snapshot|pg_advisory_unlock_all)\(\)|SELECT s\.snapshot, s\.recovery, docsync\.compute_as\(\$n, \$n\), s\.lsn FROM \( SELECT pg_catalog\.pg_current_snapshot\(\)::text AS snapshot, |SELECT set_config\(|SELECT pg_is_in_recovery\(\)$|SELECT rolreplication FROM pg_catalog\.pg_roles WHERE rolname = current_user$|SELECT pg_catalog\.current_database\(\), \(SELECT system_identifier FROM pg_catalog\.pg_control_system\(\)\)::text, pg_catalog\.pg_is_in_recovery\(\)$|SET (client_encoding|TimeZone|DateStyle|IntervalStyle|extra_float_digits|bytea_output) =|WITH RECURSIVE reach\(oid, path\)|SELECT pg_catalog\.format\(\$n, n\.nspname, c\.relname\)|SELECT coalesce\(pg_catalog\.string_agg\(s\.setdatabase::text|SELECT pg_catalog\.current_setting\(n\) FROM pg_catalog\.unnest\()'
 SQL
 )
 others=$(sql "${others_sql//READER/$reader_role}")

@@ -10,6 +10,7 @@ inline constexpr const char* kConnectionFailure = "08006";
 inline constexpr const char* kProtocolViolation = "08P01";
 inline constexpr const char* kInvalidSqlStatementName = "26000";  // e.g. a prepared statement that is gone
 inline constexpr const char* kInvalidSchemaName = "3F000";         // no docsync schema: no extension
+inline constexpr const char* kSyntaxError = "42601";              // e.g. a UNION of other column counts
 inline constexpr const char* kInsufficientPrivilege = "42501";
 inline constexpr const char* kUndefinedFunction = "42883";         // an older extension
 inline constexpr const char* kUndefinedObject = "42704";           // e.g. a missing slot

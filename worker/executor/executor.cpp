@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "common/lsn.hpp"
 #include "executor/batch_forms.hpp"
+#include "executor/bounded_forms.hpp"
 #include "executor/compute_statements.hpp"
 #include "executor/json_check.hpp"
 #include "pg/connection.hpp"
@@ -306,22 +307,25 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
 
 namespace {
 
-// The one-row rule, the size cap and JSON validity for one doc whose query returned `rows` rows,
-// the first being `value` (nullopt: SQL NULL). Ok with `doc` set, or with it empty when there is
-// no doc (no row, or NULL: publishes null).
+// The one-row rule, the size cap and JSON validity for one doc whose query returned `rows` rows
+// (2: two or more, as a bounded form returns them), the first being `value` (nullopt: SQL NULL,
+// or a doc the server found over the cap, `oversize` its size). Ok with `doc` set, or with it empty
+// when there is no doc (no row, or NULL: publishes null).
 OutcomeKind judge_doc(const std::string& what, std::size_t rows, std::optional<std::string_view> value,
-                      std::size_t max_doc_bytes, std::optional<std::string>& doc, std::string& error) {
+                      std::optional<std::size_t> oversize, std::size_t max_doc_bytes,
+                      std::optional<std::string>& doc, std::string& error) {
     if (rows > 1) {
-        error = what + " returned " + std::to_string(rows) +
-                " rows for one doc; a doc query returns at most one row per set of params";
+        error = what + " returned more than one row for one doc; a doc query returns at most one row per set of params";
         return OutcomeKind::Permanent;
     }
-    if (rows == 0 || !value) return OutcomeKind::Ok;
-    if (value->size() > max_doc_bytes) {
-        error = what + " returned a doc of " + std::to_string(value->size()) + " bytes, over --max-doc-bytes (" +
+    std::optional<std::size_t> size = oversize;
+    if (!size && value && value->size() > max_doc_bytes) size = value->size();
+    if (rows == 1 && size) {
+        error = what + " returned a doc of " + std::to_string(*size) + " bytes, over --max-doc-bytes (" +
                 std::to_string(max_doc_bytes) + ")";
         return OutcomeKind::Permanent;
     }
+    if (rows == 0 || !value) return OutcomeKind::Ok;
     if (!valid_json(*value)) {
         error = what + " returned a value that is not valid JSON; return json or jsonb";
         return OutcomeKind::Permanent;
@@ -330,12 +334,13 @@ OutcomeKind judge_doc(const std::string& what, std::size_t rows, std::optional<s
     return OutcomeKind::Ok;
 }
 
-std::string columns_error(const std::string& what, int columns) {
-    return what + " returned " + std::to_string(columns) + " columns; a doc query returns exactly one (the doc's JSON)";
+std::optional<std::string_view> text_at(const pg::Result& r, int row, int column) {
+    if (r.is_null(row, column)) return std::nullopt;
+    return r.get(row, column);
 }
 
-std::string max_keys_error(const std::string& what, std::size_t rows, std::size_t max_keys) {
-    return what + " returned " + std::to_string(rows) + " rows, over --max-keys (" + std::to_string(max_keys) +
+std::string max_keys_error(const std::string& what, std::size_t max_keys) {
+    return what + " returned more than " + std::to_string(max_keys) + " rows, over --max-keys (" + std::to_string(max_keys) +
            "); narrow keys_sql or raise --max-keys (a truncated key set would leave docs stale)";
 }
 
@@ -350,18 +355,22 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
         out.error = *refused;
         return out;
     }
-    out.kind = in_compute(query.search_path, query.reader_role, query.sql, args, need, what, out.error, out.sqlstate, out.snapshot_lsn,
-                          [&](const pg::Result& r, std::string& error) {
-                              if (r.columns() != 1) {
-                                  error = columns_error(what, r.columns());
-                                  return OutcomeKind::Permanent;
-                              }
+    // At most two rows: one more than a doc has.
+    std::string sql = bounded_forms::doc_form(query.sql, 0, options_.max_doc_bytes, 2);
+    out.kind = in_compute(query.search_path, query.reader_role, sql, args, need, what, out.error, out.sqlstate,
+                          out.snapshot_lsn, [&](const pg::Result& r, std::string& error) {
+                              if (r.columns() != 2) throw Error(what + ": its bounded form returned a malformed result");
                               std::optional<std::string_view> value;
-                              if (r.rows() > 0 && !r.is_null(0, 0)) value = r.get(0, 0);
-                              return judge_doc(what, static_cast<std::size_t>(r.rows()), value,
+                              std::optional<std::size_t> size;
+                              if (r.rows() > 0) {
+                                  value = text_at(r, 0, 0);
+                                  size = bounded_forms::oversize(text_at(r, 0, 1));
+                              }
+                              return judge_doc(what, static_cast<std::size_t>(r.rows()), value, size,
                                                options_.max_doc_bytes, out.doc, error);
                           });
     if (out.kind != OutcomeKind::Ok) out.doc.reset();
+    if (out.sqlstate == sqlstate::kSyntaxError) out.error += " (" + std::string(bounded_forms::kOneColumnHint) + ")";
     return out;
 }
 
@@ -422,15 +431,19 @@ bool Executor::batchable(const std::string& batch_sql) const {
 template <class Outcome, class Judge, class One>
 BatchOutcome<Outcome> Executor::run_batched(const std::string& query, const std::string& search_path,
                                             const std::string& reader_role,
-                                            const std::string& batch_sql,
-                                            const std::vector<SqlArgs>& args, const Visibility& need,
-                                            const std::string& what, Judge&& judge, One&& one) {
+                                            const std::string& batch_sql, const std::string& statement,
+                                            std::size_t max_rows, const std::vector<SqlArgs>& args,
+                                            const Visibility& need, const std::string& what, Judge&& judge,
+                                            One&& one) {
     std::vector<Outcome> outcomes(args.size());
     std::string error;
     std::string sqlstate;
     Lsn snapshot_lsn = 0;
-    OutcomeKind kind = in_compute(search_path, reader_role, batch_sql, batch_forms::batch_params(args), need, what, error, sqlstate,
+    OutcomeKind kind = in_compute(search_path, reader_role, statement, batch_forms::batch_params(args), need, what, error, sqlstate,
                                   snapshot_lsn, [&](const pg::Result& r, std::string&) {
+                                      if (static_cast<std::size_t>(r.rows()) >= max_rows)
+                                          throw Error(what + ": its batched form returned " + std::to_string(r.rows()) +
+                                                      " rows or more, more than its docs' rows can be; they run apart");
                                       auto rows = r.columns() >= 2 ? batch_forms::rows_by_ordinal(r, args.size())
                                                                    : std::vector<std::vector<int>>();
                                       if (rows.empty())
@@ -483,17 +496,21 @@ DocBatchOutcome Executor::run_docs(const DocQuery& query, const std::vector<SqlA
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_docs(query, args, need);
     std::string what = "doc query \"" + query.name + "\"";
+    // A right result has a row for each param set (`present` NULL when its query returned none);
+    // twice as many are cut: some doc has two rows or more, and they run apart to find which.
+    std::size_t max_rows = 2 * args.size() + 1;
     return run_batched<DocOutcome>(
-        query.name, query.search_path, query.reader_role, query.batch_sql, args, need, what,
+        query.name, query.search_path, query.reader_role, query.batch_sql,
+        bounded_forms::doc_form(query.batch_sql, 2, options_.max_doc_bytes, max_rows), max_rows, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, DocOutcome& doc) {
-            if (r.columns() != 3) {
-                doc.kind = OutcomeKind::Permanent;
-                doc.error = columns_error(what, r.columns() - 2);
-                return;
-            }
+            if (r.columns() != 4) throw Error(what + ": its bounded batched form returned a malformed result");
             std::optional<std::string_view> value;
-            if (!rows.empty() && !r.is_null(rows.front(), 2)) value = r.get(rows.front(), 2);
-            doc.kind = judge_doc(what, rows.size(), value, options_.max_doc_bytes, doc.doc, doc.error);
+            std::optional<std::size_t> size;
+            if (!rows.empty()) {
+                value = text_at(r, rows.front(), 2);
+                size = bounded_forms::oversize(text_at(r, rows.front(), 3));
+            }
+            doc.kind = judge_doc(what, rows.size(), value, size, options_.max_doc_bytes, doc.doc, doc.error);
             if (doc.kind != OutcomeKind::Ok) doc.doc.reset();
         },
         [&](std::size_t i) { return run_doc(query, args[i], need); });
@@ -509,10 +526,11 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
         return out;
     }
     Lsn snapshot_lsn = 0;
-    out.kind = in_compute(query.search_path, query.reader_role, query.sql, args, need, what, out.error, out.sqlstate, snapshot_lsn,
-                          [&](const pg::Result& r, std::string& error) {
+    // One row more than --max-keys tells a key set over it.
+    out.kind = in_compute(query.search_path, query.reader_role, bounded_forms::keys_form(query.sql, max_keys + 1), args,
+                          need, what, out.error, out.sqlstate, snapshot_lsn, [&](const pg::Result& r, std::string& error) {
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {
-                                  error = max_keys_error(what, static_cast<std::size_t>(r.rows()), max_keys);
+                                  error = max_keys_error(what, max_keys);
                                   return OutcomeKind::Permanent;
                               }
                               if (r.columns() < 1) {
@@ -536,15 +554,19 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
+    // A right result has up to --max-keys rows for each param set (one, `present` NULL, for a set
+    // with none); one more is cut, and they run apart.
+    std::size_t max_rows = args.size() * std::max<std::size_t>(max_keys, 1) + 1;
     return run_batched<KeysOutcome>(
-        query.query, query.search_path, query.reader_role, query.batch_sql, args, need, what,
+        query.query, query.search_path, query.reader_role, query.batch_sql,
+        bounded_forms::keys_form(query.batch_sql, max_rows), max_rows, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
             if (r.columns() < 3) {
                 lookup.kind = OutcomeKind::Permanent;
                 lookup.error = what + " returned no columns";
             } else if (rows.size() > max_keys) {
                 lookup.kind = OutcomeKind::Permanent;
-                lookup.error = max_keys_error(what, rows.size(), max_keys);
+                lookup.error = max_keys_error(what, max_keys);
             } else {
                 for (int row : rows) {
                     SqlArgs key;

@@ -124,15 +124,16 @@ private:
 
     // Whether `batch_sql` is there and has not failed where single computes succeed.
     bool batchable(const std::string& batch_sql) const;
-    // Runs `args` through `batch_sql` in one compute and `judge(result, rows, outcome)` gives each
-    // item its outcome from its rows. A failure the batched form itself may cause runs the items
-    // one by one with `one(i)` (and, when any succeeds, sets the form aside under `query`, the doc
-    // query it serves); any other query error asks for a split; not visible or transient holds for
+    // Runs `args` through `statement` (`batch_sql` bounded to `max_rows` rows, bounded_forms.hpp)
+    // in one compute and `judge(result, rows, outcome)` gives each item its outcome from its rows.
+    // A failure the batched form itself may cause runs the items one by one with `one(i)` (and, when
+    // any succeeds, sets `batch_sql` aside under `query`, the doc query it serves); any other query
+    // error, and a result cut at `max_rows`, asks for a split; not visible or transient holds for
     // every item.
     template <class Outcome, class Judge, class One>
     BatchOutcome<Outcome> run_batched(const std::string& query, const std::string& search_path,
                                       const std::string& reader_role,
-                                      const std::string& batch_sql,
+                                      const std::string& batch_sql, const std::string& statement, std::size_t max_rows,
                                       const std::vector<SqlArgs>& args, const Visibility& need,
                                       const std::string& what, Judge&& judge, One&& one);
 

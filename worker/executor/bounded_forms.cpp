@@ -1,0 +1,42 @@
+// Doc and keys statements bounded on the server; the contract is in bounded_forms.hpp.
+#include "executor/bounded_forms.hpp"
+
+#include <charconv>
+
+namespace docsync::bounded_forms {
+
+std::string doc_form(const std::string& sql, int leading, std::size_t max_doc_bytes, std::size_t max_rows) {
+    // The text is made once, in a LATERAL subquery that OFFSET 0 keeps from being pulled up, so a
+    // jsonb doc is printed once. The operators are pg_catalog's whatever the query's search_path:
+    // the check must not be the definer's to answer. The UNION ALL branch is never run (the planner
+    // drops it); it only makes the server count the query's columns.
+    const std::string cap = std::to_string(max_doc_bytes);
+    const std::string size = "pg_catalog.octet_length(docsync_t.t)";
+    std::string lead;
+    std::string nulls;
+    std::string names;
+    for (int i = 1; i <= leading; ++i) {
+        lead += "docsync_r.c" + std::to_string(i) + ", ";
+        nulls += "NULL, ";
+        names += "c" + std::to_string(i) + ", ";
+    }
+    return "SELECT " + lead + "CASE WHEN " + size + " OPERATOR(pg_catalog.<=) " + cap + " THEN docsync_t.t END, CASE WHEN " +
+           size + " OPERATOR(pg_catalog.>) " + cap + " THEN " + size + " END FROM ((\n" + sql + "\n) UNION ALL SELECT " +
+           nulls + "NULL WHERE false) AS docsync_r(" + names +
+           "d) CROSS JOIN LATERAL (SELECT docsync_r.d::pg_catalog.text AS t OFFSET 0) AS docsync_t LIMIT " +
+           std::to_string(max_rows);
+}
+
+std::string keys_form(const std::string& sql, std::size_t max_rows) {
+    return "SELECT * FROM (\n" + sql + "\n) AS docsync_k LIMIT " + std::to_string(max_rows);
+}
+
+std::optional<std::size_t> oversize(std::optional<std::string_view> column) {
+    if (!column) return std::nullopt;
+    std::size_t n = 0;
+    auto [end, ec] = std::from_chars(column->data(), column->data() + column->size(), n);
+    if (ec != std::errc() || end != column->data() + column->size()) return std::nullopt;
+    return n;
+}
+
+}  // namespace docsync::bounded_forms
