@@ -27,6 +27,7 @@ void Pipeline::on_session(const SessionInfo& session) {
     publication_mark_ = session.publication_mark;
     last_mark_check_ = std::chrono::steady_clock::now();
     // The session read the mark before it streamed: nothing it receives is cleared yet.
+    cleared_next_ = session.start_lsn;
     if (pgoutput_ && !publication_.empty() && !publication_mark_.empty() && stream_)
         stream_->cap_acknowledgements(session.start_lsn);
     engine_.reset_stream();
@@ -205,11 +206,15 @@ void Pipeline::maybe_check_publication_mark() {
         return;
     }
     mark_check_failed_ = false;
+    // What the last look cleared is confirmed now, a look later: an edit's commit is in the WAL
+    // before it is visible, and the stream may have received it before the look's snapshot saw it.
+    // After a look that found the mark moved, the gap recompute it started is in the status first.
+    Lsn cleared = cleared_next_;
+    cleared_next_ = received;
     if (mark == publication_mark_) {
-        stream_->cap_acknowledgements(received);
+        stream_->cap_acknowledgements(cleared);
         return;
     }
-    // The cap stays until the next look finds this mark: the gap below is in the status by then.
     publication_mark_ = mark;
     if (mark.empty() || publication_falls_short()) {
         if (mark.empty()) log_warning("definitions", "publication " + publication_ + " was dropped: restarting the stream");

@@ -87,11 +87,11 @@ private:
     // (SessionInfo::publication_mark), even when the edit was undone since (a table taken out and put
     // back, its actions narrowed and set back): pgoutput never sent what changed in between. An edit
     // still in place restarts the stream, whose start sets it right and recomputes every live doc;
-    // an undone one recomputes every live doc as a gap at once. Until a look that started after a
-    // position was received finds the mark unmoved, the stream confirms nothing past it
-    // (Stream::cap_acknowledgements): a confirmed position is what docsync.wait_published trusts,
-    // and an edit committed before it may have hidden changes. While durable positions wait on the
-    // cap, the looks come every kMarkCheckHeld.
+    // an undone one recomputes every live doc as a gap at once. The stream confirms nothing past a
+    // position until a look that started after it was received, and the look after that one, found
+    // the mark unmoved (Stream::cap_acknowledgements): a confirmed position is what
+    // docsync.wait_published trusts, and an edit committed before it may have hidden changes. While
+    // durable positions wait on the cap, the looks come every kMarkCheckHeld.
     void maybe_check_publication_mark();
     std::chrono::milliseconds mark_check_interval() const {
         return stream_ && stream_->acknowledgements_capped() && !mark_check_failed_ ? kMarkCheckHeld : kMarkCheck;
@@ -125,6 +125,7 @@ private:
     std::string publication_mark_;  // SessionInfo::publication_mark, then as last seen
     std::chrono::steady_clock::time_point last_mark_check_{};
     bool mark_check_failed_ = false;  // the last look could not be made: the next comes after kMarkCheck
+    Lsn cleared_next_ = 0;            // received when the last look started: confirmed after the next
     std::uint64_t open_below_ = 0;  // SessionInfo::publication_open_below, until they have ended
     std::chrono::steady_clock::time_point last_open_check_{};
     std::chrono::steady_clock::duration reload_interval_ = kMinReloadInterval;
