@@ -152,3 +152,57 @@ TEST_CASE("portable: a doc query that replaces the pool's prepared statements ne
         CHECK(r.doc == std::optional<std::string>("0"));  // the worker left no statement of its own prepared
     }
 }
+
+TEST_CASE("portable: a doc query cannot act as the pool role, not even for a moment") {
+    PortableFixture f;
+    // Each switches to the session's own role (the pool role), notes who it is there, and switches
+    // back before the query ends, where the worker's reader check would see nothing amiss.
+    sql1(*f.db, R"(CREATE FUNCTION public.as_pool_by_set_config() RETURNS text LANGUAGE plpgsql AS $f$
+        DECLARE me text := current_user; there text;
+        BEGIN
+          PERFORM pg_catalog.set_config('role', 'none', true);
+          there := current_user;
+          PERFORM pg_catalog.set_config('role', me, true);
+          RETURN there;
+        END $f$)");
+    sql1(*f.db, R"(CREATE FUNCTION public.as_pool_by_reset() RETURNS text LANGUAGE plpgsql AS $f$
+        DECLARE me text := current_user; there text;
+        BEGIN
+          RESET ROLE;
+          there := current_user;
+          EXECUTE pg_catalog.format('SET LOCAL ROLE %I', me);
+          RETURN there;
+        END $f$)");
+    ExecutorOptions options = executor_options(std::string("dbname=") + kLendDb + " user=docsync_lend_pool", false);
+    options.check_reader = true;
+    options.lend_reader = true;
+    Executor ex(options);
+    for (const char* fn : {"as_pool_by_set_config", "as_pool_by_reset"}) {
+        DocQuery q{"sneak", std::string("SELECT to_jsonb(public.") + fn + "()) FROM t WHERE id = $1", {"id"},
+                   "public, pg_temp"};
+        q.reader_role = "docsync_reader_docsync_lend_a";
+        auto out = ex.run_doc(q, {"1"}, {});
+        INFO(std::string(fn) << ": " << out.error << " " << (out.doc ? *out.doc : std::string("(no doc)")));
+        CHECK(out.kind == OutcomeKind::Permanent);
+        CHECK_FALSE(out.doc);
+        CHECK(out.error.find("cannot set parameter \"role\" within security-definer function") != std::string::npos);
+    }
+    // Docs and keys as the reader role still compute: a param that needs quoting, no row, NULL and
+    // an empty text.
+    DocQuery plain{"plain", "SELECT jsonb_build_object('id', id, 'who', current_user, 'p', $2::text) FROM t WHERE id = $1",
+                   {"id", "p"}, "public, pg_temp"};
+    plain.reader_role = "docsync_reader_docsync_lend_a";
+    auto out = ex.run_doc(plain, {"2", std::string("a'b\"c, (x) \\ y")}, {});
+    INFO(out.error);
+    REQUIRE(out.kind == OutcomeKind::Ok);
+    CHECK(out.doc == std::optional<std::string>(R"({"p": "a'b\"c, (x) \\ y", "id": 2, "who": "docsync_reader_docsync_lend_a"})"));
+    auto none = ex.run_doc(plain, {"3", std::nullopt}, {});
+    CHECK(none.kind == OutcomeKind::Ok);
+    CHECK_FALSE(none.doc);
+    KeysQuery keys_query{"plain", "SELECT id, NULL::text, ''::text FROM t WHERE id >= $1 ORDER BY id", "public, pg_temp",
+                         "public.t", "", "", "docsync_reader_docsync_lend_a"};
+    auto keys = ex.run_keys(keys_query, {"1"}, 100, {});
+    INFO(keys.error);
+    REQUIRE(keys.kind == OutcomeKind::Ok);
+    CHECK(keys.keys == std::vector<SqlArgs>{{"1", std::nullopt, ""}, {"2", std::nullopt, ""}});
+}

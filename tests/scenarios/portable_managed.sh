@@ -14,8 +14,9 @@
 #     read is rewritten (ALTER COLUMN … TYPE … USING: no event trigger here, nothing decoded), seen by
 #     --catalog-check;
 #   - a doc query of one definer calling a function that switches to another definer's reader role,
-#     reads what only that one may and switches back fails (never published), naming the refused
-#     role change: the pool role is a member of no reader role but the one its compute borrows;
+#     reads what only that one may and switches back, or that becomes the pool role for a moment,
+#     fails (never published), naming the refused role change: each compute runs inside its reader
+#     role's runner, where the server refuses any role change;
 #   - after all that every order's doc equals a fresh run of its query, and the order doc is still
 #     computed by its batched form (docsync.queries: batched, no compute set it aside).
 # Needs no running server: it starts and stops its own (packaging/dev-cluster.sh). DOCSYNC_WORKER:
@@ -96,6 +97,16 @@ psql_as definer -c "CREATE FUNCTION sneaky.peek() RETURNS text LANGUAGE plpgsql 
     PERFORM pg_catalog.set_config('role', me, true);
     RETURN s;
   END\$f\$"
+# and one that becomes the pool role for a moment (what it could do there: signal the pool's other
+# connections, read their statements) and switches back
+psql_as definer -c "CREATE FUNCTION sneaky.as_pool() RETURNS text LANGUAGE plpgsql AS \$f\$
+  DECLARE me text := current_user; there text;
+  BEGIN
+    RESET ROLE;
+    there := current_user;
+    PERFORM pg_catalog.set_config('role', me, true);
+    RETURN there;
+  END\$f\$"
 # shellcheck disable=SC2016 # '$1' is the doc query's parameter
 psql_as other -c "SELECT docsync.define_query('pay', 'SELECT jsonb_build_object(''salary'', p.salary) FROM payroll p WHERE p.id = \$1', ARRAY['id'])" \
   -c "SELECT docsync.watch('pay', 'payroll', params => ARRAY['id'])" >/dev/null
@@ -118,6 +129,8 @@ SELECT docsync.watch('hostile_path', 'orders', params => ARRAY['id']);
 -- hostile: a compute that reads as another definer's reader role through a function
 SELECT docsync.define_query('sneak', \$q\$SELECT jsonb_build_object('id', o.id, 'peek', sneaky.peek()) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
 SELECT docsync.watch('sneak', 'orders', params => ARRAY['id']);
+SELECT docsync.define_query('moment', \$q\$SELECT jsonb_build_object('id', o.id, 'as', sneaky.as_pool()) FROM orders o WHERE o.id = \$1\$q\$, ARRAY['id']);
+SELECT docsync.watch('moment', 'orders', params => ARRAY['id']);
 COMMIT;
 SQL
 owner "SELECT docsync.grant_reader('docsync_pool')" >/dev/null
@@ -216,31 +229,26 @@ wait_streaming
 [ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'order' AND recomputes > 0")" = 1 ] ||
   fail "docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status")"
 
-echo "a compute that changes its role or search_path is refused, its result never published"
-for q in hostile_role hostile_path; do
+echo "a compute that changes its search_path is refused, its result never published"
+grep -q "doc query \"hostile_path\" is refused: it changed its search_path from its stored \".*\" to \"pg_catalog\"; its result is discarded" "$tmp/worker.log" ||
+  fail "hostile_path: the worker's log does not say why it was refused"
+
+echo "a compute cannot change its role, not even for a moment: to the pool role or another definer's reader role"
+# Each runs inside its reader role's runner (a SECURITY DEFINER function), where the server refuses
+# any role change.
+grep -q 987654 "$docs" && fail "a doc read as another definer's reader role was published: $(grep 987654 "$docs" | head -n 2)"
+grep -q '"as": *"docsync_pool"' "$docs" && fail "a doc computed as the pool role was published: $(grep -m 2 docsync_pool "$docs")"
+refusal='cannot set parameter \"role\" within security-definer function'
+for q in hostile_role sneak moment hostile_path; do
   [ "$(jq -c --arg q "db:$q:" 'select(.channel | startswith($q)) | .doc' "$docs" | grep -vcx null)" = 0 ] ||
     fail "$q: a doc computed after its role or search_path changed was published"
-  case $q in
-    hostile_role) why='changed the role it computes as from its definer.s reader role ".*" to "docsync_pool"' ;;
-    hostile_path) why='changed its search_path from its stored ".*" to "pg_catalog"' ;;
-  esac
-  grep -q "doc query \"$q\" is refused: it $why; its result is discarded" "$tmp/worker.log" ||
-    fail "$q: the worker's log does not say why it was refused"
+  [ "$q" = hostile_path ] && why='changed its search_path from its stored ".*" to "pg_catalog"' || why=$refusal
+  grep -q "doc query \"$q\" .*$why" "$tmp/worker.log" ||
+    fail "$q: the worker's log does not name the refused change: $(grep -m 3 "\"$q\"" "$tmp/worker.log")"
   [ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = '$q'
                 AND permanent_failures > 0 AND last_error ~ \$r\$$why\$r\$")" = 1 ] ||
     fail "$q: docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status WHERE query = '$q'")"
 done
-
-echo "a compute cannot become another definer's reader role, even for a moment"
-grep -q 987654 "$docs" && fail "a doc read as another definer's reader role was published: $(grep 987654 "$docs" | head -n 2)"
-[ "$(jq -c 'select(.channel | startswith("db:sneak:")) | .doc' "$docs" | grep -vcx null)" = 0 ] ||
-  fail "sneak: a doc was published: $(grep -m 2 'db:sneak:' "$docs")"
-refusal='permission denied to set role \"docsync_reader_other\"'
-grep -q "doc query \"sneak\" failed: .*$refusal" "$tmp/worker.log" ||
-  fail "sneak: the worker's log does not name the refused role change: $(grep -m 3 sneak "$tmp/worker.log")"
-[ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'sneak'
-              AND permanent_failures > 0 AND last_error ~ 'permission denied to set role \"docsync_reader_other\"'")" = 1 ] ||
-  fail "sneak: docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status WHERE query = 'sneak'")"
 
 echo "kill -9 mid-churn, twice"
 churn 0

@@ -7,6 +7,32 @@
 
 namespace docsync::batch_forms {
 
+namespace {
+
+void append_element(std::string& array, const SqlValue& value) {
+    if (!value) {
+        array += "NULL";
+        return;
+    }
+    array += '"';
+    for (char c : *value) {
+        if (c == '"' || c == '\\') array += '\\';
+        array += c;
+    }
+    array += '"';
+}
+
+}  // namespace
+
+std::string text_array(const SqlArgs& values) {
+    std::string array = "{";
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (i) array += ',';
+        append_element(array, values[i]);
+    }
+    return array + '}';
+}
+
 SqlArgs batch_params(const std::vector<SqlArgs>& args) {
     std::size_t count = args.front().size();
     SqlArgs out(count, std::string("{"));
@@ -14,17 +40,7 @@ SqlArgs batch_params(const std::vector<SqlArgs>& args) {
         std::string& array = *out[k];
         for (std::size_t i = 0; i < args.size(); ++i) {
             if (i) array += ',';
-            const SqlValue& value = args[i][k];
-            if (!value) {
-                array += "NULL";
-                continue;
-            }
-            array += '"';
-            for (char c : *value) {
-                if (c == '"' || c == '\\') array += '\\';
-                array += c;
-            }
-            array += '"';
+            append_element(array, args[i][k]);
         }
         array += '}';
     }

@@ -2,6 +2,7 @@
 #include "executor/compute_statements.hpp"
 
 #include "common/error.hpp"
+#include "executor/runner.hpp"
 #include "executor/snapshot.hpp"
 
 namespace docsync {
@@ -45,7 +46,8 @@ ComputeStatements compute_statements(const std::string& search_path, const std::
     return ComputeStatements{
         std::move(begin),
         std::move(snapshot_check),
-        pg::Statement{sql, args, !form.reader_check, keep_prepared},
+        form.lend ? pg::Statement{runner::call(reader_role), runner::call_params(sql, args), !form.reader_check, false}
+                  : pg::Statement{sql, args, !form.reader_check, keep_prepared},
         pg::Statement{"SELECT current_user::pg_catalog.text, pg_catalog.current_setting('search_path')", {}, true,
                       keep_prepared},
         std::move(cleanup),

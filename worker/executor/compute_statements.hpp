@@ -22,7 +22,10 @@ struct ComputeStatements {
 };
 
 struct ComputeForm {
-    bool lend = false;          // the reader role is lent by a GRANT: the transaction begins read-write
+    // A portable install: the reader role is lent by a GRANT (the transaction begins read-write), and
+    // the query runs inside the reader role's runner (executor/runner.hpp), whose rows come back as
+    // record texts for runner::unpack.
+    bool lend = false;
     bool keep_prepared = true;  // the SELECTs stay prepared (never in a portable install)
     bool reader_check = false;  // `held` follows the query in its group
 };

@@ -14,6 +14,7 @@
 #include "executor/bounded_forms.hpp"
 #include "executor/compute_statements.hpp"
 #include "executor/json_check.hpp"
+#include "executor/runner.hpp"
 #include "pg/connection.hpp"
 
 namespace docsync {
@@ -290,6 +291,8 @@ OutcomeKind Executor::in_compute(const std::string& search_path, const std::stri
                     "; its result is discarded, never published. A doc or keys query must not change the role "
                     "or the search_path it computes under (set_config('role', …), set_config('search_path', …))";
             kind = OutcomeKind::Permanent;
+        } else if (lend) {
+            kind = check(runner::unpack(steps[2].result), error);
         } else {
             kind = check(steps[2].result, error);
         }
@@ -359,7 +362,8 @@ DocOutcome Executor::run_doc(const DocQuery& query, const SqlArgs& args, const V
     std::string sql = bounded_forms::doc_form(query.sql, 0, options_.max_doc_bytes, 2);
     out.kind = in_compute(query.search_path, query.reader_role, sql, args, need, what, out.error, out.sqlstate,
                           out.snapshot_lsn, [&](const pg::Result& r, std::string& error) {
-                              if (r.columns() != 2) throw Error(what + ": its bounded form returned a malformed result");
+                              if (r.rows() > 0 && r.columns() != 2)
+                                  throw Error(what + ": its bounded form returned a malformed result");
                               std::optional<std::string_view> value;
                               std::optional<std::size_t> size;
                               if (r.rows() > 0) {
@@ -533,7 +537,7 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
                                   error = max_keys_error(what, max_keys);
                                   return OutcomeKind::Permanent;
                               }
-                              if (r.columns() < 1) {
+                              if (r.rows() > 0 && r.columns() < 1) {
                                   error = what + " returned no columns";
                                   return OutcomeKind::Permanent;
                               }

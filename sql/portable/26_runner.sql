@@ -1,0 +1,109 @@
+-- sql/portable/26_runner.sql: each reader role's runner, in which a portable install's computes
+-- run (docs/portable.md, compute_as). The extension's compute_as makes a local user id change that
+-- refuses every role change until the transaction ends; a plain SQL function cannot. But the server
+-- refuses any change of role inside a SECURITY DEFINER function, whatever it calls: so each reader
+-- role owns a SECURITY DEFINER function, docsync_run.<reader>(stmt, args), which runs the compute's
+-- statement as that role, and a doc or keys query can no longer switch back to the pool role (RESET
+-- ROLE, set_config('role', …)) for a moment and return.
+
+-- portable: replaces /CREATE FUNCTION docsync\.ensure_reader_role\(/
+@ORIGINAL@;
+CREATE SCHEMA docsync_run;
+COMMENT ON SCHEMA docsync_run IS 'docsync: each reader role''s runner, owned by that role (docsync.ensure_runner)';
+
+-- The body of every runner: PREPARE types each $n as the unnamed statement the worker would send
+-- does; EXECUTE passes the values as literals, which the params' input functions read as they read
+-- a bound value; each row comes back as its record's text (record_out: the columns' output
+-- functions, as the worker reads them), whatever the statement's columns. Every function and
+-- operator is pg_catalog's: it runs under the query's search_path. The worker deallocates every
+-- statement after each compute; one left by the query itself is replaced.
+CREATE FUNCTION docsync.runner_body() RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
+SELECT $b$
+DECLARE
+  r record;
+BEGIN
+  IF EXISTS (SELECT FROM pg_catalog.pg_prepared_statements p WHERE p.name OPERATOR(pg_catalog.=) 'docsync_run') THEN
+    EXECUTE 'DEALLOCATE docsync_run';
+  END IF;
+  EXECUTE 'PREPARE docsync_run AS ' OPERATOR(pg_catalog.||) stmt;
+  FOR r IN EXECUTE 'EXECUTE docsync_run' OPERATOR(pg_catalog.||) COALESCE(
+      (SELECT '(' OPERATOR(pg_catalog.||) pg_catalog.string_agg(pg_catalog.quote_nullable(a), ', ' ORDER BY o)
+                  OPERATOR(pg_catalog.||) ')'
+         FROM pg_catalog.unnest(args) WITH ORDINALITY AS u(a, o)), '') LOOP
+    RETURN NEXT r::pg_catalog.text;
+  END LOOP;
+END
+$b$::text
+$f$;
+
+-- Makes (or makes right) docsync_run.<reader>(stmt text, args text[]), owned by the reader role,
+-- executable by it alone, and returns the reader role. The installing role becomes a member of the
+-- reader role for the ALTER FUNCTION … OWNER TO (CREATEROLE), and the reader role may create in
+-- docsync_run only meanwhile: both end before it returns. A reader role's computes are read-only
+-- transactions, so it never alters its runner.
+CREATE FUNCTION docsync.ensure_runner(reader name) RETURNS name
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  fn regprocedure := to_regprocedure(format('docsync_run.%I(text, text[])', reader));
+  role_oid oid := to_regrole(quote_ident(reader));
+  member boolean;
+BEGIN
+  IF role_oid IS NULL THEN
+    RAISE EXCEPTION 'role "%" does not exist', reader USING ERRCODE = 'undefined_object';
+  END IF;
+  IF fn IS NOT NULL AND EXISTS (
+       SELECT FROM pg_proc p
+        WHERE p.oid = fn AND p.proowner = role_oid AND p.prosecdef AND p.proconfig IS NULL AND p.proretset
+          AND p.prorettype = 'text'::regtype AND p.prosrc = docsync.runner_body()
+          AND p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'plpgsql')
+          AND p.proacl = ARRAY[makeaclitem(role_oid, role_oid, 'EXECUTE', false)]) THEN
+    RETURN reader;
+  END IF;
+  IF fn IS NOT NULL THEN
+    EXECUTE format('DROP FUNCTION %s', fn);
+  END IF;
+  member := pg_has_role(current_user, role_oid, 'MEMBER');
+  IF NOT member THEN
+    EXECUTE format('GRANT %I TO %I', reader, current_user);
+  END IF;
+  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA docsync_run TO %I', reader);
+  EXECUTE format('CREATE FUNCTION docsync_run.%I(stmt text, args text[]) RETURNS SETOF text '
+                 'LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS %L', reader, docsync.runner_body());
+  EXECUTE format('REVOKE ALL ON FUNCTION docsync_run.%I(text, text[]) FROM PUBLIC', reader);
+  EXECUTE format('ALTER FUNCTION docsync_run.%I(text, text[]) OWNER TO %I', reader, reader);
+  EXECUTE format('REVOKE CREATE ON SCHEMA docsync_run FROM %I', reader);
+  IF NOT member THEN
+    EXECUTE format('REVOKE %I FROM %I', reader, current_user);
+  END IF;
+  RETURN reader;
+END
+$$;
+
+-- Every reader role gets its runner as ensure_reader_role records it (each grant_reader makes the
+-- runner of each reader role right again): a BEFORE INSERT trigger fires for the row it proposes,
+-- whether or not ON CONFLICT then keeps it. A row of a role that does not exist (a restore before
+-- the roles) gets none.
+CREATE FUNCTION docsync.reader_role_runner() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF to_regrole(quote_ident(NEW.reader)) IS NOT NULL THEN
+    PERFORM docsync.ensure_runner(NEW.reader);
+  END IF;
+  RETURN NEW;
+END
+$$;
+CREATE TRIGGER reader_role_runner BEFORE INSERT ON docsync.reader_roles
+  FOR EACH ROW EXECUTE FUNCTION docsync.reader_role_runner();
+
+-- portable: replaces /CREATE FUNCTION docsync\._before_drop\(\)/
+@ORIGINAL@;
+ALTER FUNCTION docsync._before_drop() RENAME TO before_drop_roles;
+-- The runners first: a role that owns one cannot be dropped.
+CREATE FUNCTION docsync._before_drop() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  DROP SCHEMA IF EXISTS docsync_run CASCADE;
+  PERFORM docsync.before_drop_roles();
+END
+$$;
