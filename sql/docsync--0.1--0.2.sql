@@ -1580,6 +1580,60 @@ BEGIN
 END
 $$;
 
+-- fingerprint (sql/parts/08_worker_contracts.sql): a partition's link to its parent counts
+CREATE OR REPLACE FUNCTION docsync.fingerprint(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  rels oid[] := '{}';
+  fns oid[] := '{}';
+  typs oid[] := '{}';
+  colls oid[] := '{}';
+  d record;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs x WHERE x.name = fingerprint.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    FOR d IN
+      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by)) dq
+      UNION ALL
+      SELECT dk.* FROM docsync.watch_defs w
+       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by)) dk
+       WHERE w.query = q.name AND w.keys_sql IS NOT NULL
+    LOOP
+      rels := rels || d.relations;
+      fns := fns || d.functions;
+      typs := typs || d.types;
+      colls := colls || d.collations;
+    END LOOP;
+  EXCEPTION WHEN OTHERS THEN
+    RETURN md5('error: ' || SQLERRM);
+  END;
+  rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
+  RETURN md5(concat_ws(E'\n',
+    -- names, never OIDs or attnums (closure_state's storage identity aside: a restored copy's
+    -- fingerprint differs there, and its docs are recomputed once); a partition's or child's link
+    -- to its parent by its row's xmin, so that a partition detached, changed and attached again
+    -- with the same bounds recomputes: its changes while it was out were never its root's
+    (SELECT string_agg(format('%s %s %s %s %s %s', c.oid::regclass, c.relkind,
+                              (SELECT string_agg(format('%s:%s', a.attname, format_type(a.atttypid, a.atttypmod)),
+                                                 ',' ORDER BY a.attnum)
+                                 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                              CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END,
+                              pg_get_expr(c.relpartbound, c.oid),
+                              (SELECT string_agg(i.inhparent::regclass || ':' || i.xmin, ',' ORDER BY i.inhseqno)
+                                 FROM pg_inherits i WHERE i.inhrelid = c.oid)), E'\n' ORDER BY c.oid::regclass::text)
+       FROM pg_class c WHERE c.oid IN (SELECT DISTINCT unnest(rels))),
+    (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
+                       ORDER BY p.oid::regprocedure::text)
+       FROM pg_proc p
+      WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p')),
+    docsync.closure_state(rels, fns, typs, colls)));
+END
+$$;
+
 -- function privileges, as a fresh install sets them (sql/parts/13_grants.sql)
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA docsync FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION docsync.channel(text, text[]), docsync.channel(text), docsync.install_kind(),

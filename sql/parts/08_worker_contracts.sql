@@ -215,13 +215,17 @@ BEGIN
   rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
   RETURN md5(concat_ws(E'\n',
     -- names, never OIDs or attnums (closure_state's storage identity aside: a restored copy's
-    -- fingerprint differs there, and its docs are recomputed once)
-    (SELECT string_agg(format('%s %s %s %s %s', c.oid::regclass, c.relkind,
+    -- fingerprint differs there, and its docs are recomputed once); a partition's or child's link
+    -- to its parent by its row's xmin, so that a partition detached, changed and attached again
+    -- with the same bounds recomputes: its changes while it was out were never its root's
+    (SELECT string_agg(format('%s %s %s %s %s %s', c.oid::regclass, c.relkind,
                               (SELECT string_agg(format('%s:%s', a.attname, format_type(a.atttypid, a.atttypmod)),
                                                  ',' ORDER BY a.attnum)
                                  FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
                               CASE WHEN c.relkind IN ('v', 'm') THEN pg_get_viewdef(c.oid) END,
-                              pg_get_expr(c.relpartbound, c.oid)), E'\n' ORDER BY c.oid::regclass::text)
+                              pg_get_expr(c.relpartbound, c.oid),
+                              (SELECT string_agg(i.inhparent::regclass || ':' || i.xmin, ',' ORDER BY i.inhseqno)
+                                 FROM pg_inherits i WHERE i.inhrelid = c.oid)), E'\n' ORDER BY c.oid::regclass::text)
        FROM pg_class c WHERE c.oid IN (SELECT DISTINCT unnest(rels))),
     (SELECT string_agg(format('%s %s', p.oid::regprocedure, md5(pg_get_functiondef(p.oid))), E'\n'
                        ORDER BY p.oid::regprocedure::text)

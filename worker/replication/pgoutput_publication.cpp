@@ -220,11 +220,30 @@ std::string publication_shortfall(pg::Connection& conn, const std::string& name,
     return {};
 }
 
+namespace {
+
+// The publication's row, and its tables with every partition or child under them (their
+// pg_inherits rows): the CTEs publication_mark and publication_edited_since_slot read.
+std::string publication_tree(pg::Connection& conn, const std::string& name) {
+    return "WITH RECURSIVE pub AS (SELECT p.oid, p.xmin FROM pg_catalog.pg_publication p WHERE p.pubname = " +
+           conn.quote_literal(name) +
+           "), tree(relid) AS (SELECT pr.prrelid FROM pg_catalog.pg_publication_rel pr JOIN pub ON pr.prpubid = pub.oid"
+           " UNION SELECT i.inhrelid FROM tree t JOIN pg_catalog.pg_inherits i ON i.inhparent = t.relid),"
+           " links AS (SELECT i.inhrelid, i.inhparent, i.xmin FROM tree t JOIN pg_catalog.pg_inherits i ON i.inhrelid = t.relid) ";
+}
+
+}  // namespace
+
 std::string publication_mark(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
+    // A partition detached and attached again (or a child taken out of its parent and put back)
+    // leaves the publication's rows alone, yet pgoutput, publishing through the root, skipped its
+    // changes in between: its link's xmin is in the mark.
     auto r = conn.exec_simple(
-        "SELECT p.xmin::text || coalesce(':' || (SELECT pg_catalog.string_agg(pr.oid::text || '/' || pr.xmin::text, ',' "
-        "ORDER BY pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = p.oid), '') "
-        "FROM pg_catalog.pg_publication p WHERE p.pubname = " + conn.quote_literal(name),
+        publication_tree(conn, name) +
+            "SELECT pub.xmin::text || coalesce(':' || (SELECT pg_catalog.string_agg(pr.oid::text || '/' || pr.xmin::text, "
+            "',' ORDER BY pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = pub.oid), '') || "
+            "coalesce(';' || (SELECT pg_catalog.string_agg(l.inhrelid::text || '<' || l.inhparent::text || '/' || "
+            "l.xmin::text, ',' ORDER BY l.inhrelid, l.inhparent) FROM links l), '') FROM pub",
         deadline);
     return r.rows() == 0 ? std::string() : std::string(r.get(0, 0));
 }
@@ -232,12 +251,13 @@ std::string publication_mark(pg::Connection& conn, const std::string& name, pg::
 bool publication_edited_since_slot(pg::Connection& conn, const std::string& name, const std::string& slot,
                                    pg::Deadline deadline) {
     auto r = conn.exec_simple(
-        "SELECT EXISTS (SELECT FROM pg_catalog.pg_publication p "
-        "  LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = p.oid, pg_catalog.pg_replication_slots s "
-        " WHERE p.pubname = " + conn.quote_literal(name) + " AND s.slot_name = " + conn.quote_literal(slot) +
-        "   AND s.catalog_xmin IS NOT NULL "
-        "   AND (pg_catalog.age(p.xmin) <= pg_catalog.age(s.catalog_xmin) "
-        "        OR pg_catalog.age(pr.xmin) <= pg_catalog.age(s.catalog_xmin)))",
+        publication_tree(conn, name) +
+            "SELECT EXISTS (SELECT FROM pub LEFT JOIN pg_catalog.pg_publication_rel pr ON pr.prpubid = pub.oid, "
+            "  pg_catalog.pg_replication_slots s "
+            " WHERE s.slot_name = " + conn.quote_literal(slot) + " AND s.catalog_xmin IS NOT NULL "
+            "   AND (pg_catalog.age(pub.xmin) <= pg_catalog.age(s.catalog_xmin) "
+            "        OR pg_catalog.age(pr.xmin) <= pg_catalog.age(s.catalog_xmin) "
+            "        OR EXISTS (SELECT FROM links l WHERE pg_catalog.age(l.xmin) <= pg_catalog.age(s.catalog_xmin))))",
         deadline);
     return r.get(0, 0) == "t";
 }
