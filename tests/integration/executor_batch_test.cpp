@@ -158,6 +158,21 @@ TEST_CASE("a doc over --max-doc-bytes is measured on the server and never reache
     CHECK(batch.outcomes[2].kind == OutcomeKind::Ok);
     INFO("batch: peak " << peak << " kB, " << before << " kB before");
     CHECK(peak - before < 32 * 1024);
+    // A key row is bounded by the same cap (its record's text), alone and batched.
+    KeysQuery keys{"big", "SELECT repeat('k', 64 * 1024 * 1024) || $1::text UNION ALL SELECT $1::text", "exec_b",
+                   "exec_b.orders"};
+    keys.batch_sql = batch_sql(f.db, keys.sql, "exec_b");
+    reset_peak_rss();
+    before = rss_kb("VmRSS");
+    auto wide = ex.run_keys(keys, {"1"}, 100, {});
+    auto wide_batch = ex.run_keys_batch(keys, {{"1"}, {"2"}}, 100, {});
+    peak = rss_kb("VmHWM");
+    INFO(wide.error);
+    CHECK(wide.kind == OutcomeKind::Permanent);
+    CHECK(wide.error.find("a key row of 67108867 bytes, over --max-doc-bytes (1048576)") != std::string::npos);
+    CHECK((wide_batch.split || (!wide_batch.outcomes.empty() && wide_batch.outcomes[0].kind == OutcomeKind::Permanent)));
+    INFO("keys: peak " << peak << " kB, " << before << " kB before");
+    CHECK(peak - before < 32 * 1024);
 }
 
 TEST_CASE("in a batch, a doc whose query raises, returns two rows or is over --max-doc-bytes fails alone") {

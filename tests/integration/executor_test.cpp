@@ -93,6 +93,12 @@ TEST_CASE("doc contract violations are permanent outcomes that name the query") 
     auto null_doc = ex.run_doc(doc_query("SELECT NULL::jsonb WHERE $1::int > 0"), {"1"}, {});
     CHECK(null_doc.kind == OutcomeKind::Ok);
     CHECK_FALSE(null_doc.doc);
+    // An error's text is the query's to make as long as it likes (an input function quotes its
+    // input): the worker keeps 4 kB of it.
+    auto long_error = ex.run_doc(doc_query("SELECT to_jsonb((repeat('x', 10 * 1024 * 1024) || $1)::int)"), {"1"}, {});
+    CHECK(long_error.kind == OutcomeKind::Permanent);
+    CHECK(long_error.error.size() < 8 * 1024);
+    CHECK(long_error.error.find("bytes in all)") != std::string::npos);
     auto error = ex.run_doc(doc_query("SELECT to_jsonb(1 / 0) WHERE $1::int > 0"), {"1"}, {});
     CHECK(error.kind == OutcomeKind::Permanent);
     CHECK(error.sqlstate == "22012");

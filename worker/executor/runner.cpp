@@ -59,39 +59,39 @@ std::optional<std::vector<std::optional<std::string>>> record_fields(std::string
 }
 
 pg::Result unpack(const pg::Result& rows) {
-    std::vector<std::vector<std::optional<std::string>>> records;
-    records.reserve(static_cast<std::size_t>(rows.rows()));
+    // Row by row into the result made here: one row's fields at a time besides the two results.
+    auto malformed = [] { return Error("the reader role's runner returned a malformed row"); };
+    auto no_memory = [] { return Error("out of memory unpacking a runner's result", {}, true); };
+    PGresult* made = PQmakeEmptyPGresult(nullptr, PGRES_TUPLES_OK);
+    if (!made) throw no_memory();
+    pg::Result out(made);
+    int columns = -1;
     for (int row = 0; row < rows.rows(); ++row) {
         auto fields = rows.is_null(row, 0) ? std::nullopt : record_fields(rows.get(row, 0));
-        if (!fields || (!records.empty() && fields->size() != records.front().size()))
-            throw Error("the reader role's runner returned a malformed row");
-        records.push_back(std::move(*fields));
-    }
-    int columns = records.empty() ? 0 : static_cast<int>(records.front().size());
-    PGresult* made = PQmakeEmptyPGresult(nullptr, PGRES_TUPLES_OK);
-    if (!made) throw Error("out of memory unpacking a runner's result", {}, true);
-    pg::Result out(made);
-    std::vector<PGresAttDesc> attributes(static_cast<std::size_t>(columns));
-    std::vector<std::string> names;
-    for (int c = 0; c < columns; ++c) names.push_back("c" + std::to_string(c + 1));
-    for (int c = 0; c < columns; ++c) {
-        auto& a = attributes[static_cast<std::size_t>(c)];
-        a = PGresAttDesc{};
-        a.name = names[static_cast<std::size_t>(c)].data();
-        a.typid = 25;  // text
-        a.typlen = -1;
-        a.atttypmod = -1;
-    }
-    if (columns > 0 && !PQsetResultAttrs(made, columns, attributes.data()))
-        throw Error("out of memory unpacking a runner's result", {}, true);
-    for (std::size_t row = 0; row < records.size(); ++row)
-        for (int c = 0; c < columns; ++c) {
-            const auto& v = records[row][static_cast<std::size_t>(c)];
-            std::string empty;
-            if (!PQsetvalue(made, static_cast<int>(row), c, v ? const_cast<char*>(v->data()) : empty.data(),
-                            v ? static_cast<int>(v->size()) : -1))
-                throw Error("out of memory unpacking a runner's result", {}, true);
+        if (!fields) throw malformed();
+        if (columns < 0) {
+            columns = static_cast<int>(fields->size());
+            std::vector<std::string> names;
+            for (int c = 0; c < columns; ++c) names.push_back("c" + std::to_string(c + 1));
+            std::vector<PGresAttDesc> attributes(static_cast<std::size_t>(columns));
+            for (int c = 0; c < columns; ++c) {
+                auto& a = attributes[static_cast<std::size_t>(c)];
+                a = PGresAttDesc{};
+                a.name = names[static_cast<std::size_t>(c)].data();
+                a.typid = 25;  // text
+                a.typlen = -1;
+                a.atttypmod = -1;
+            }
+            if (!PQsetResultAttrs(made, columns, attributes.data())) throw no_memory();
         }
+        if (static_cast<int>(fields->size()) != columns) throw malformed();
+        for (int c = 0; c < columns; ++c) {
+            auto& v = (*fields)[static_cast<std::size_t>(c)];
+            char empty = '\0';
+            if (!PQsetvalue(made, row, c, v ? v->data() : &empty, v ? static_cast<int>(v->size()) : -1))
+                throw no_memory();
+        }
+    }
     return out;
 }
 

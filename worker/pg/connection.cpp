@@ -26,6 +26,18 @@ std::string trim(std::string text) {
     return text;
 }
 
+// A server's error or notice text as the worker keeps, logs and records it: a definer's query
+// decides its length (an input function quotes its whole input), so past kMaxServerText bytes it
+// is cut at a character's start and says how long it was.
+constexpr std::size_t kMaxServerText = 4096;
+std::string bounded_text(const char* text) {
+    std::string_view whole = text ? std::string_view(text) : std::string_view();
+    if (whole.size() <= kMaxServerText) return std::string(whole);
+    std::size_t cut = kMaxServerText;
+    while (cut > 0 && (static_cast<unsigned char>(whole[cut]) & 0xC0) == 0x80) --cut;
+    return std::string(whole.substr(0, cut)) + "… (" + std::to_string(whole.size()) + " bytes in all)\n";
+}
+
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 // The quoted name after `word` in a server message: quoted_after(…role "x" does not exist…, "role")
@@ -85,12 +97,13 @@ std::string take_sqlstate(std::string& message) {
     return sqlstate;
 }
 
-// Prints a notice the server sends while connecting as libpq's default receiver would at the default
-// verbosity, which the connect's verbose errors (take_sqlstate) would otherwise change.
+// Prints a notice as libpq's default receiver would at the default verbosity (which the connect's
+// verbose errors, take_sqlstate, would otherwise change), bounded (bounded_text): a doc query may
+// raise one of any length.
 void print_notice(void*, const PGresult* notice) {
     std::unique_ptr<char, decltype(&PQfreemem)> text(
         PQresultVerboseErrorMessage(notice, PQERRORS_DEFAULT, PQSHOW_CONTEXT_ERRORS), &PQfreemem);
-    if (text) std::fputs(text.get(), stderr);
+    if (text) std::fputs(bounded_text(text.get()).c_str(), stderr);
 }
 
 // Connect failure: "--pool-dsn: could not connect as user "r" to database "app": <libpq>; <fix>",
@@ -218,9 +231,9 @@ Error error_from(PGconn* conn, const PGresult* result, std::string_view context)
     std::string message;
     if (result) {
         if (const char* s = PQresultErrorField(result, PG_DIAG_SQLSTATE)) sqlstate = s;
-        message = trim(PQresultErrorMessage(result));
+        message = trim(bounded_text(PQresultErrorMessage(result)));
     }
-    if (message.empty() && conn) message = trim(PQerrorMessage(conn));
+    if (message.empty() && conn) message = trim(bounded_text(PQerrorMessage(conn)));
     message = fold_message(message);
     if (message.empty()) message = "unknown libpq error";
     bool lost = conn == nullptr || PQstatus(conn) != CONNECTION_OK;
@@ -245,9 +258,9 @@ Connection Connection::connect(const std::string& conninfo, Deadline deadline,
     Connection c(PQconnectStartParams(keys.data(), values.data(), 1));
     if (!c.conn_) throw Error("could not allocate a libpq connection", {}, true);
     if (PQstatus(c.conn_.get()) == CONNECTION_BAD) throw connect_error(c.conn_.get(), setting, walsender, {});
-    // Verbose errors for the SQLSTATE of a refusal (take_sqlstate); notices print as usual.
+    // Verbose errors for the SQLSTATE of a refusal (take_sqlstate); notices print bounded, here and after.
     PQsetErrorVerbosity(c.conn_.get(), PQERRORS_VERBOSE);
-    PQnoticeReceiver libpq_receiver = PQsetNoticeReceiver(c.conn_.get(), print_notice, nullptr);
+    PQsetNoticeReceiver(c.conn_.get(), print_notice, nullptr);
     for (;;) {
         auto state = PQconnectPoll(c.conn_.get());
         if (state == PGRES_POLLING_OK) break;
@@ -258,7 +271,6 @@ Connection Connection::connect(const std::string& conninfo, Deadline deadline,
         }
     }
     PQsetErrorVerbosity(c.conn_.get(), PQERRORS_DEFAULT);
-    PQsetNoticeReceiver(c.conn_.get(), libpq_receiver, nullptr);  // the default receiver takes no argument
     if (PQsetnonblocking(c.conn_.get(), 1) != 0) throw connect_error(c.conn_.get(), setting, walsender, {});
     return c;
 }
