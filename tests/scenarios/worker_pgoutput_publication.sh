@@ -19,6 +19,8 @@
 #     the slot confirms the edit's position only once the doc shows the update.
 #   - A partition of a watched table detached, changed and attached again, with docsync's event
 #     triggers disabled: the same.
+#   - The publication renamed away and back around an update: pgoutput cannot decode past it, and the
+#     worker stops naming the fix (drop the slot); done, every doc is current again.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
 set -euo pipefail
 test_name=pgoutput_publication
@@ -167,5 +169,26 @@ sql "UPDATE orders SET status = 'returned' WHERE id = 1"
 settle 30
 expect_current "after the publication was set right"
 
+stop_worker
+
+echo "the publication renamed away and back: the worker stops naming the fix, which recovers every doc"
+# pgoutput looks the publication up by name as of each change: the change made while it was
+# renamed fails every session from there on.
+start_worker --plugin pgoutput --log-level info --allow-unsafe-pool --catalog-check 1s
+settle 30
+sql "ALTER PUBLICATION docsync_$slot RENAME TO docsync_${slot}_away"
+sql "UPDATE orders SET status = 'renamed' WHERE id = 2"
+sql "ALTER PUBLICATION docsync_${slot}_away RENAME TO docsync_$slot"
+code=0
+timeout 60 tail --pid="$worker_pid" -f /dev/null || fail "the worker did not stop"
+wait "$worker_pid" || code=$?
+worker_pid=
+[ "$code" -ne 0 ] || fail "the worker exited 0"
+grep -q "drop the slot (SELECT pg_drop_replication_slot('$slot')) and start the worker again" "$tmp/worker.log" ||
+  fail "the worker's log does not name the fix: $(grep -m 3 ERROR "$tmp/worker.log")"
+sql "SELECT pg_drop_replication_slot('$slot')" >/dev/null
+start_worker --plugin pgoutput --log-level info --allow-unsafe-pool --catalog-check 1s
+expect_current "after the slot was dropped and the worker started again"
+[ "$(last_doc db:order:2 | jq -r .status)" = renamed ] || fail "db:order:2 is $(last_doc db:order:2)"
 stop_worker
 echo "PASS worker_pgoutput_publication"

@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/sqlstate.hpp"
 #include "replication/session.hpp"
 
 namespace docsync {
@@ -124,9 +125,17 @@ void Stream::run() {
             streamed = info.epoch != 0;  // the session had started: reset the backoff, unless it made no progress
             if (!e.transient()) {
                 set_state(StreamState::Failed);
-                record_error(e.what());
-                log_error(kComponent, e.what());
-                throw;
+                // pgoutput looks its publication up by name as of each change it decodes: one that
+                // was dropped, or renamed away and back, fails every session from here on.
+                std::string message = e.what();
+                if (info.pgoutput && streamed && e.sqlstate() == sqlstate::kUndefinedObject)
+                    message += "; if the publication was dropped or renamed while the slot existed, pgoutput cannot "
+                               "decode the changes made meanwhile: drop the slot (SELECT pg_drop_replication_slot('" +
+                               options_.slot + "')) and start the worker again, which makes both anew and recomputes "
+                               "every live doc";
+                record_error(message);
+                log_error(kComponent, message);
+                throw Error(message, e.sqlstate(), false);
             }
             record_error(e.what());
             log_warning(kComponent, std::string("replication connection lost: ") + e.what());
