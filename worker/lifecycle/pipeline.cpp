@@ -208,11 +208,12 @@ void Pipeline::maybe_check_publication_mark() {
     mark_check_failed_ = false;
     // What the last look cleared is confirmed now, a look later: an edit's commit is in the WAL
     // before it is visible, and the stream may have received it before the look's snapshot saw it.
-    // After a look that found the mark moved, the gap recompute it started is in the status first.
+    // Nothing is while a gap recompute runs (this look's or a session start's): it holds the waits
+    // through the status the worker writes, which a lock on the status table, say, may hold up.
     Lsn cleared = cleared_next_;
     cleared_next_ = received;
     if (mark == publication_mark_) {
-        stream_->cap_acknowledgements(cleared);
+        if (!engine_.recompute_progress().holds_waits()) stream_->cap_acknowledgements(cleared);
         return;
     }
     publication_mark_ = mark;

@@ -89,9 +89,9 @@ private:
     // still in place restarts the stream, whose start sets it right and recomputes every live doc;
     // an undone one recomputes every live doc as a gap at once. The stream confirms nothing past a
     // position until a look that started after it was received, and the look after that one, found
-    // the mark unmoved (Stream::cap_acknowledgements): a confirmed position is what
-    // docsync.wait_published trusts, and an edit committed before it may have hidden changes. While
-    // durable positions wait on the cap, the looks come every kMarkCheckHeld.
+    // the mark unmoved (Stream::cap_acknowledgements), and no gap recompute runs: a confirmed
+    // position is what docsync.wait_published trusts, and an edit committed before it may have
+    // hidden changes. While durable positions wait on the cap, the looks come every kMarkCheckHeld.
     void maybe_check_publication_mark();
     std::chrono::milliseconds mark_check_interval() const {
         return stream_ && stream_->acknowledgements_capped() && !mark_check_failed_ ? kMarkCheckHeld : kMarkCheck;
