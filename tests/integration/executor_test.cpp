@@ -3,8 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "engine/definitions.hpp"
@@ -99,6 +104,25 @@ TEST_CASE("doc contract violations are permanent outcomes that name the query") 
     CHECK(long_error.kind == OutcomeKind::Permanent);
     CHECK(long_error.error.size() < 8 * 1024);
     CHECK(long_error.error.find("bytes in all)") != std::string::npos);
+    // Notices too: at most 100 a minute are printed, each cut to 4 kB.
+    std::fflush(stderr);
+    int saved = ::dup(2);
+    std::string captured = "/tmp/docsync-notices-" + std::to_string(::getpid());
+    int file = ::open(captured.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    REQUIRE(file >= 0);
+    ::dup2(file, 2);
+    auto noisy = ex.run_doc(doc_query("SELECT to_jsonb(count(pg_terminate_backend(0) IS NULL)) "
+                                      "FROM generate_series(1, 5000 + $1::int)"),
+                            {"1"}, {});
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    ::close(file);
+    struct stat st {};
+    ::stat(captured.c_str(), &st);
+    ::unlink(captured.c_str());
+    CHECK(noisy.kind == OutcomeKind::Ok);
+    CHECK(st.st_size < 100 * 1024);
     auto error = ex.run_doc(doc_query("SELECT to_jsonb(1 / 0) WHERE $1::int > 0"), {"1"}, {});
     CHECK(error.kind == OutcomeKind::Permanent);
     CHECK(error.sqlstate == "22012");

@@ -17,8 +17,8 @@
 #     and set back, with an update in between; and the same while the stream reconnects): the
 #     worker sees the publication's rows changed and recomputes every live doc all the same, and
 #     the slot confirms the edit's position only once the doc shows the update.
-#   - A partition of a watched table detached, changed and attached again, with docsync's event
-#     triggers disabled: the same.
+#   - A partition of a watched table detached, changed and attached again, or set UNLOGGED, changed
+#     and set LOGGED again, with docsync's event triggers disabled: the same.
 #   - The publication renamed away and back around an update: pgoutput cannot decode past it, and the
 #     worker stops naming the fix (drop the slot); done, every doc is current again.
 # Needs the libpq environment of a cluster from packaging/dev-cluster.sh, DOCSYNC_WORKER and jq.
@@ -159,6 +159,9 @@ for round in 1 2 3; do
        ALTER TABLE pt ATTACH PARTITION pt_1 FOR VALUES FROM (1) TO (100); COMMIT"
   expect_published_current "partition round $round" db:part:1 "$(part_sql 1)"
 done
+# A partition may be set UNLOGGED (a published table may not): its changes then write no WAL.
+sql "BEGIN; ALTER TABLE pt_1 SET UNLOGGED; UPDATE pt SET v = 200 WHERE id = 1; ALTER TABLE pt_1 SET LOGGED; COMMIT"
+expect_published_current "a partition set UNLOGGED and LOGGED again" db:part:1 "$(part_sql 1)"
 sql "ALTER EVENT TRIGGER docsync_ddl_command_end ENABLE; ALTER EVENT TRIGGER docsync_sql_drop ENABLE"
 
 echo "later changes arrive through pgoutput"

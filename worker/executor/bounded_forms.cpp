@@ -3,6 +3,8 @@
 
 #include <charconv>
 
+#include "engine/channel.hpp"
+
 namespace docsync::bounded_forms {
 
 std::string doc_form(const std::string& sql, int leading, std::size_t max_doc_bytes, std::size_t max_rows) {
@@ -27,15 +29,16 @@ std::string doc_form(const std::string& sql, int leading, std::size_t max_doc_by
            std::to_string(max_rows);
 }
 
-std::string keys_form(const std::string& sql, std::size_t max_rows, std::size_t max_row_bytes) {
-    // A row over the cap fails the statement, saying so, through the one way SQL has to raise:
-    // a text no integer reads.
-    const std::string size = "pg_catalog.octet_length(docsync_k::pg_catalog.text)";
-    const std::string cap = std::to_string(max_row_bytes);
+std::string keys_form(const std::string& sql, std::size_t max_rows) {
+    // A row over the cap fails the statement, saying so, through the one way SQL has to raise: a
+    // text no integer reads. ROW(docsync_k.*) is every column, whatever the query names them (a bare
+    // docsync_k would be a column of that name).
+    const std::string size = "pg_catalog.octet_length(ROW(docsync_k.*)::pg_catalog.text)";
+    const std::string cap = std::to_string(kMaxKeyRowBytes);
     return "SELECT docsync_k.* FROM (\n" + sql + "\n) AS docsync_k WHERE CASE WHEN " + size +
            " OPERATOR(pg_catalog.<=) " + cap + " THEN true ELSE pg_catalog.concat('docsync: a key row of ', " + size +
-           ", ' bytes, over --max-doc-bytes (" + cap + ")')::pg_catalog.int4 IS NULL END LIMIT " +
-           std::to_string(max_rows);
+           ", ' bytes, over " + cap + " (no channel name holds more than " + std::to_string(kMaxChannelBytes) +
+           ")')::pg_catalog.int4 IS NULL END LIMIT " + std::to_string(max_rows);
 }
 
 std::optional<std::size_t> oversize(std::optional<std::string_view> column) {

@@ -17,10 +17,14 @@ namespace docsync::bounded_forms {
 // refused by the server (each UNION query must have the same number of columns, SQLSTATE 42601).
 std::string doc_form(const std::string& sql, int leading, std::size_t max_doc_bytes, std::size_t max_rows);
 
+// The largest key row a keys query may return, as its record's text: a key names a channel, and no
+// channel name holds more than kMaxChannelBytes (engine/channel.hpp).
+inline constexpr std::size_t kMaxKeyRowBytes = 4096;
+
 // A keys query or its batched form, at most `max_rows` rows; a row whose text (its record's) holds
-// more than `max_row_bytes` bytes fails the statement (SQLSTATE 22P02, the message naming its size
-// and --max-doc-bytes) before any of it is sent.
-std::string keys_form(const std::string& sql, std::size_t max_rows, std::size_t max_row_bytes);
+// more than kMaxKeyRowBytes fails the statement (SQLSTATE 22P02, the message naming its size)
+// before any of it is sent. So a result holds at most `max_rows` × kMaxKeyRowBytes.
+std::string keys_form(const std::string& sql, std::size_t max_rows);
 
 // The size the server reported for a doc over the cap (doc_form's last column), if any.
 std::optional<std::size_t> oversize(std::optional<std::string_view> column);

@@ -531,7 +531,7 @@ KeysOutcome Executor::run_keys(const KeysQuery& query, const SqlArgs& args, std:
     }
     Lsn snapshot_lsn = 0;
     // One row more than --max-keys tells a key set over it.
-    out.kind = in_compute(query.search_path, query.reader_role, bounded_forms::keys_form(query.sql, max_keys + 1, options_.max_doc_bytes), args,
+    out.kind = in_compute(query.search_path, query.reader_role, bounded_forms::keys_form(query.sql, max_keys + 1), args,
                           need, what, out.error, out.sqlstate, snapshot_lsn, [&](const pg::Result& r, std::string& error) {
                               if (static_cast<std::size_t>(r.rows()) > max_keys) {
                                   error = max_keys_error(what, max_keys);
@@ -558,12 +558,12 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
-    // A right result has up to --max-keys rows for each param set (one, `present` NULL, for a set
-    // with none); one more is cut, and they run apart.
-    std::size_t max_rows = args.size() * std::max<std::size_t>(max_keys, 1) + 1;
+    // As many rows as one lookup may return (--max-keys) and one for each other param set: a batch
+    // cut there runs apart, halves down to single lookups, so no statement holds more than that.
+    std::size_t max_rows = max_keys + args.size() + 1;
     return run_batched<KeysOutcome>(
         query.query, query.search_path, query.reader_role, query.batch_sql,
-        bounded_forms::keys_form(query.batch_sql, max_rows, options_.max_doc_bytes), max_rows, args, need, what,
+        bounded_forms::keys_form(query.batch_sql, max_rows), max_rows, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
             if (r.columns() < 3) {
                 lookup.kind = OutcomeKind::Permanent;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 namespace docsync::pg {
 
@@ -98,9 +99,32 @@ std::string take_sqlstate(std::string& message) {
 }
 
 // Prints a notice as libpq's default receiver would at the default verbosity (which the connect's
-// verbose errors, take_sqlstate, would otherwise change), bounded (bounded_text): a doc query may
-// raise one of any length.
+// verbose errors, take_sqlstate, would otherwise change), bounded (bounded_text), and at most
+// kNoticesPerMinute a minute in all, the rest counted: a doc query may raise any number of any
+// length.
+constexpr int kNoticesPerMinute = 100;
 void print_notice(void*, const PGresult* notice) {
+    static std::mutex mutex;
+    static std::chrono::steady_clock::time_point window;
+    static int printed = 0;
+    static long dropped = 0;
+    {
+        std::lock_guard lock(mutex);
+        auto now = std::chrono::steady_clock::now();
+        if (now >= window + std::chrono::minutes(1)) {
+            if (dropped > 0)
+                std::fprintf(stderr, "docsync-worker: %ld notice(s) from the server dropped in the last minute (more than %d)\n",
+                             dropped, kNoticesPerMinute);
+            window = now;
+            printed = 0;
+            dropped = 0;
+        }
+        if (printed >= kNoticesPerMinute) {
+            ++dropped;
+            return;
+        }
+        ++printed;
+    }
     std::unique_ptr<char, decltype(&PQfreemem)> text(
         PQresultVerboseErrorMessage(notice, PQERRORS_DEFAULT, PQSHOW_CONTEXT_ERRORS), &PQfreemem);
     if (text) std::fputs(bounded_text(text.get()).c_str(), stderr);

@@ -229,7 +229,8 @@ std::string publication_tree(pg::Connection& conn, const std::string& name) {
            conn.quote_literal(name) +
            "), tree(relid) AS (SELECT pr.prrelid FROM pg_catalog.pg_publication_rel pr JOIN pub ON pr.prpubid = pub.oid"
            " UNION SELECT i.inhrelid FROM tree t JOIN pg_catalog.pg_inherits i ON i.inhparent = t.relid),"
-           " links AS (SELECT i.inhrelid, i.inhparent, i.xmin FROM tree t JOIN pg_catalog.pg_inherits i ON i.inhrelid = t.relid) ";
+           " links AS (SELECT i.inhrelid, i.inhparent, i.xmin, c.relfilenode FROM tree t"
+           " JOIN pg_catalog.pg_inherits i ON i.inhrelid = t.relid JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid) ";
 }
 
 }  // namespace
@@ -237,13 +238,15 @@ std::string publication_tree(pg::Connection& conn, const std::string& name) {
 std::string publication_mark(pg::Connection& conn, const std::string& name, pg::Deadline deadline) {
     // A partition detached and attached again (or a child taken out of its parent and put back)
     // leaves the publication's rows alone, yet pgoutput, publishing through the root, skipped its
-    // changes in between: its link's xmin is in the mark.
+    // changes in between: its link's xmin is in the mark. So is its storage: a partition set
+    // UNLOGGED (refused for a published table, not for its partition) and LOGGED again wrote no WAL
+    // for its changes in between (a TRUNCATE, CLUSTER or VACUUM FULL of it moves the mark too).
     auto r = conn.exec_simple(
         publication_tree(conn, name) +
             "SELECT pub.xmin::text || coalesce(':' || (SELECT pg_catalog.string_agg(pr.oid::text || '/' || pr.xmin::text, "
             "',' ORDER BY pr.oid) FROM pg_catalog.pg_publication_rel pr WHERE pr.prpubid = pub.oid), '') || "
             "coalesce(';' || (SELECT pg_catalog.string_agg(l.inhrelid::text || '<' || l.inhparent::text || '/' || "
-            "l.xmin::text, ',' ORDER BY l.inhrelid, l.inhparent) FROM links l), '') FROM pub",
+            "l.xmin::text || '#' || l.relfilenode::text, ',' ORDER BY l.inhrelid, l.inhparent) FROM links l), '') FROM pub",
         deadline);
     return r.rows() == 0 ? std::string() : std::string(r.get(0, 0));
 }

@@ -75,7 +75,8 @@ std::string publication_shortfall(pg::Connection& conn, const std::string& name,
 // What changes with every edit of the publication, and only then: its row's xmin (ALTER PUBLICATION
 // … SET, RENAME, OWNER TO) and each of its tables' rows, oid and xmin (ADD, DROP and SET TABLE make
 // new ones), and the pg_inherits row of every partition or child under its tables (a DETACH and
-// ATTACH make a new one); "" when it does not exist. A table taken out and put back, the actions
+// ATTACH make a new one) with its relfilenode (SET UNLOGGED and LOGGED make new ones); "" when it
+// does not exist. A table taken out and put back, the actions
 // narrowed and set back, or a partition detached and attached again, between two looks leaves
 // publication_shortfall nothing to find, but moves this: pgoutput never sent what changed in
 // between. (A partition created or attached anew moves it too: every live doc is recomputed.)
