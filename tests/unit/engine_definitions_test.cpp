@@ -178,3 +178,24 @@ TEST_CASE("parse_channel inverts build_channel and refuses what build_channel ne
     CHECK_FALSE(parse_channel("db:order:a%00", parsed));  // NUL only spells a whole NULL segment
     CHECK_FALSE(parse_channel(std::string("db:order:a\nb"), parsed));
 }
+
+TEST_CASE("a query whose text, or a keys query of its watches, is over 1 MiB is refused and not kept") {
+    std::string comment = "-- " + std::string(kMaxQueryTextBytes, 'x') + "\n";
+    std::string doc = std::string(kContractB);
+    auto with = [&](const std::string& from, const std::string& to) {
+        std::string out = doc;
+        out.replace(out.find(from), from.size(), to);
+        return out;
+    };
+    Definitions long_sql = parse_definitions(with("\"sql\": \"SELECT 1", "\"sql\": \"" + comment.substr(0, comment.size() - 1) + "\\nSELECT 1"));
+    REQUIRE(long_sql.queries.size() == 1);
+    CHECK(long_sql.queries[0].refused.find("its text holds 1048606 bytes, more than docsync-worker computes (1048576)") !=
+          std::string::npos);
+    CHECK(long_sql.queries[0].sql.size() < 100);
+    Definitions long_keys = parse_definitions(
+        with("\"keys_sql\": \"SELECT DISTINCT", "\"keys_sql\": \"" + comment.substr(0, comment.size() - 1) + "\\nSELECT DISTINCT"));
+    CHECK(long_keys.queries[0].refused.find("the keys query of its watch of public.products holds") != std::string::npos);
+    for (const auto& w : long_keys.watches)
+        if (w.keys_sql) CHECK(w.keys_sql->size() < 100);
+    CHECK(parse_definitions(kContractB).queries[0].refused.empty());
+}

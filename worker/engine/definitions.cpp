@@ -61,6 +61,14 @@ std::vector<WatchColumn> columns_member(const Value& object, const char* name, c
     return out;
 }
 
+// Refuses `query`, whose `what` holds `bytes` bytes, past kMaxQueryTextBytes; its texts are dropped.
+void refuse_long_text(DocQuery& query, const std::string& what, std::size_t bytes) {
+    query.refused = what + " holds " + std::to_string(bytes) + " bytes, more than docsync-worker computes (" +
+                    std::to_string(kMaxQueryTextBytes) + "): shorten it (comments count) and define it again";
+    query.sql = "SELECT NULL WHERE false";  // never run: refused
+    query.batch_sql.clear();
+}
+
 }  // namespace
 
 const DocQuery* Definitions::find_query(std::string_view name) const {
@@ -126,6 +134,7 @@ Definitions parse_definitions(std::string_view json) {
                 fail(at, "\"key_types\" must have one entry per param");
         }
         if (defs.find_query(query.name)) fail(at, "query \"" + query.name + "\" is defined twice");
+        if (query.sql.size() > kMaxQueryTextBytes) refuse_long_text(query, "its text", query.sql.size());
         defs.queries.push_back(std::move(query));
     }
 
@@ -150,6 +159,12 @@ Definitions parse_definitions(std::string_view json) {
             watch.keys_sql = std::string(keys_sql.GetString(), keys_sql.GetStringLength());
         } else if (!keys_sql.IsNull()) {
             fail(at, "\"keys_sql\" must be a string or null");
+        }
+        if (watch.keys_sql && watch.keys_sql->size() > kMaxQueryTextBytes) {
+            for (auto& q : defs.queries)
+                if (q.name == watch.query) refuse_long_text(q, "the keys query of its watch of " + watch.schema + "." +
+                                                                watch.table, watch.keys_sql->size());
+            watch.keys_sql = "SELECT NULL WHERE false";  // never run: its query is refused
         }
         watch.keys_args = columns_member(w, "keys_args", at);
         watch.keys_batch_sql = optional_string_member(w, "keys_batch_sql", at);

@@ -64,6 +64,11 @@ struct Definitions {
     const DocQuery* find_query(std::string_view name) const;
 };
 
+// The longest text of a doc or keys query the worker computes: the text goes into every compute's
+// statement. A query whose text, or a keys query of one of its watches, is longer is refused (its
+// docs are never computed; docsync.worker_query_status says why) and its texts are not kept.
+inline constexpr std::size_t kMaxQueryTextBytes = 1024 * 1024;
+
 // Parses docsync.worker_definitions()'s JSON. Throws docsync::Error naming the problem (and where)
 // when the document is malformed: a missing or mistyped field, a watch naming an unknown query, a
 // direct watch whose column count differs from its query's params, duplicate query names.
