@@ -558,9 +558,9 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
     if (args.size() < 2 || !batchable(query.batch_sql) || !query.refused.empty())
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
-    // As many rows as one lookup may return (--max-keys) and one for each other param set: a batch
-    // cut there runs apart, halves down to single lookups, so no statement holds more than that.
-    std::size_t max_rows = max_keys + args.size() + 1;
+    // A right result has up to --max-keys rows for each param set (one, `present` NULL, for a set
+    // with none); one more is cut, and they run apart.
+    std::size_t max_rows = args.size() * std::max<std::size_t>(max_keys, 1) + 1;
     return run_batched<KeysOutcome>(
         query.query, query.search_path, query.reader_role, query.batch_sql,
         bounded_forms::keys_form(query.batch_sql, max_rows), max_rows, args, need, what,
