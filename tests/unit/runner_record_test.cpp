@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "executor/batch_forms.hpp"
 #include "executor/runner.hpp"
 
 using namespace docsync;

@@ -7,42 +7,12 @@
 
 namespace docsync::batch_forms {
 
-namespace {
-
-void append_element(std::string& array, const SqlValue& value) {
-    if (!value) {
-        array += "NULL";
-        return;
-    }
-    array += '"';
-    for (char c : *value) {
-        if (c == '"' || c == '\\') array += '\\';
-        array += c;
-    }
-    array += '"';
-}
-
-}  // namespace
-
-std::string text_array(const SqlArgs& values) {
-    std::string array = "{";
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        if (i) array += ',';
-        append_element(array, values[i]);
-    }
-    return array + '}';
-}
-
 SqlArgs batch_params(const std::vector<SqlArgs>& args) {
-    std::size_t count = args.front().size();
-    SqlArgs out(count, std::string("{"));
-    for (std::size_t k = 0; k < count; ++k) {
-        std::string& array = *out[k];
-        for (std::size_t i = 0; i < args.size(); ++i) {
-            if (i) array += ',';
-            append_element(array, args[i][k]);
-        }
-        array += '}';
+    SqlArgs out;
+    for (std::size_t k = 0; k < args.front().size(); ++k) {
+        SqlArgs column;
+        for (const auto& set : args) column.push_back(set[k]);
+        out.push_back(pg::text_array(column));
     }
     return out;
 }

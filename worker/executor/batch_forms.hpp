@@ -10,11 +10,8 @@
 
 namespace docsync::batch_forms {
 
-// `values` as one text[] literal, each element quoted so that any text survives.
-std::string text_array(const SqlArgs& values);
-
 // The params of a batched statement (DocQuery::batch_sql): the k-th is the array of every param
-// set's k-th value, in text form, each element quoted so that any text survives.
+// set's k-th value, in text form (pg::text_array).
 SqlArgs batch_params(const std::vector<SqlArgs>& args);
 
 // The rows of a batched statement's result for each of `count` param sets: its columns are the

@@ -2,7 +2,6 @@
 #include "executor/runner.hpp"
 
 #include "common/error.hpp"
-#include "executor/batch_forms.hpp"
 
 namespace docsync::runner {
 
@@ -16,7 +15,7 @@ std::string call(const std::string& reader_role) {
 }
 
 pg::Params call_params(const std::string& sql, const SqlArgs& args) {
-    return {sql, batch_forms::text_array(args)};
+    return {sql, pg::text_array(args)};
 }
 
 std::optional<std::vector<std::optional<std::string>>> record_fields(std::string_view text) {

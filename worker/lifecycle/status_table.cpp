@@ -28,21 +28,6 @@ std::optional<std::string> text_or_null(const std::string& text) {
     return text;
 }
 
-// One element of a text[] literal: quoted, with `"` and `\` escaped; NULL unquoted.
-void append_element(std::string& out, const std::optional<std::string>& value) {
-    if (out.size() > 1) out += ',';
-    if (!value) {
-        out += "NULL";
-        return;
-    }
-    out += '"';
-    for (char c : *value) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-    }
-    out += '"';
-}
-
 }  // namespace
 
 bool portable_install(const std::string& dsn) {
@@ -128,21 +113,23 @@ void StatusTable::write(const status::StatusSnapshot& s) {
         text_or_null(s.last_error),
         s.last_error.empty() ? std::nullopt : wall_time(s.last_error_at),
     };
-    std::string names = "{", recomputes = "{", failures = "{", mean_ms = "{", errors = "{", error_at = "{",
-                set_aside = "{";
+    pg::Params name_list, recompute_list, failure_list, mean_list, error_list, error_at_list, set_aside_list;
     for (const auto& q : s.queries) {
-        append_element(names, q.name);
-        append_element(recomputes, std::to_string(q.recomputes));
-        append_element(failures, std::to_string(q.permanent_failures));
-        append_element(mean_ms, q.recomputes ? std::optional<std::string>(std::to_string(
-                                                   static_cast<double>(q.compute_us_total) / 1000.0 /
-                                                   static_cast<double>(q.recomputes)))
-                                             : std::nullopt);
-        append_element(errors, text_or_null(q.last_error));
-        append_element(error_at, q.last_error.empty() ? std::nullopt : wall_time(q.last_error_at));
-        append_element(set_aside, text_or_null(q.batch_set_aside));
+        name_list.push_back(q.name);
+        recompute_list.push_back(std::to_string(q.recomputes));
+        failure_list.push_back(std::to_string(q.permanent_failures));
+        mean_list.push_back(q.recomputes ? std::optional<std::string>(std::to_string(
+                                               static_cast<double>(q.compute_us_total) / 1000.0 /
+                                               static_cast<double>(q.recomputes)))
+                                         : std::nullopt);
+        error_list.push_back(text_or_null(q.last_error));
+        error_at_list.push_back(q.last_error.empty() ? std::nullopt : wall_time(q.last_error_at));
+        set_aside_list.push_back(text_or_null(q.batch_set_aside));
     }
-    for (std::string* a : {&names, &recomputes, &failures, &mean_ms, &errors, &error_at, &set_aside}) *a += '}';
+    const std::string names = pg::text_array(name_list), recomputes = pg::text_array(recompute_list),
+                      failures = pg::text_array(failure_list), mean_ms = pg::text_array(mean_list),
+                      errors = pg::text_array(error_list), error_at = pg::text_array(error_at_list),
+                      set_aside = pg::text_array(set_aside_list);
 
     conn_->exec("BEGIN", deadline);
     conn_->exec(

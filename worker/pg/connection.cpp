@@ -244,6 +244,24 @@ std::string connect_fix(std::string_view message, std::string_view setting, bool
     return "check host=, port=, dbname= and user= in " + in;
 }
 
+std::string text_array(const Params& values) {
+    std::string out = "{";
+    for (const auto& value : values) {
+        if (out.size() > 1) out += ',';
+        if (!value) {
+            out += "NULL";
+            continue;
+        }
+        out += '"';
+        for (char c : *value) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
+        }
+        out += '"';
+    }
+    return out + '}';
+}
+
 bool CancelHandle::cancel() const {
     if (!cancel_) return false;
     char errbuf[256];

@@ -21,6 +21,10 @@ namespace docsync::pg {
 using Deadline = std::chrono::steady_clock::time_point;
 using Params = std::vector<std::optional<std::string>>;
 
+// `values` as one text[] literal: each element quoted, `"` and `\` escaped, so that any text
+// survives; NULL unquoted.
+std::string text_array(const Params& values);
+
 // Deadline `d` from now.
 inline Deadline deadline_in(std::chrono::steady_clock::duration d) { return std::chrono::steady_clock::now() + d; }
 

@@ -411,8 +411,7 @@ void Stream::Session::handle_message(std::string_view message) {
         Lsn wal_end = get64(buf + 1);
         bool reply = buf[17] != 0;
         local_.keepalives++;
-        received_ = std::max(received_, wal_end);
-        stream_.received_ = received_;
+        note_received(wal_end);
         // A keepalive's WAL end is acknowledged only when nothing is open or pending; one that comes
         // while transactions are pending is offered again once they complete (receive()).
         if (!in_txn_) {
@@ -427,8 +426,7 @@ void Stream::Session::handle_message(std::string_view message) {
     if (len < 25) throw Error("truncated XLogData message", sqlstate::kProtocolViolation, true);
     Lsn wal_start = get64(buf + 1);
     Lsn wal_end = get64(buf + 9);
-    received_ = std::max(received_, wal_end);
-    stream_.received_ = received_;
+    note_received(wal_end);
     std::span<const std::uint8_t> payload(reinterpret_cast<const std::uint8_t*>(buf + 25), len - 25);
     local_.bytes += payload.size();
     if (pgoutput_) {

@@ -76,6 +76,11 @@ private:
     void handle_record(const Record& record, Lsn wal_start, std::size_t bytes);
     // A standby status update: what is acknowledged may be confirmed.
     void send_status();
+    // WAL up to `wal_end` was received (the handler reads it too: Stream::received).
+    void note_received(Lsn wal_end) {
+        received_ = std::max(received_, wal_end);
+        stream_.received_ = received_;
+    }
     // What may be confirmed: the durable position, under the handler's cap.
     Lsn acknowledgeable() const { return std::min(stream_.acked_.load(), stream_.ack_cap_.load()); }
     // The control check on its own connection: the valve, and whether the server is shutting down.
