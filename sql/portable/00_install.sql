@@ -58,10 +58,11 @@ GRANT EXECUTE ON FUNCTION docsync._api_define_query(regrole, text, text, text[],
 -- and the helpers of the portable forms that run as their caller
 GRANT EXECUTE ON FUNCTION docsync.api_caller(), docsync.check_definer(text, text, regrole), docsync.check_definer_in(text, text, regrole),
   docsync.channel_segment(text), docsync.path_schemas(text, regrole), docsync.one_statement(text), docsync.ident_char(text), docsync.prove_one_statement(text),
-  docsync.parse_select(text, text), docsync.parse_under(text, text), docsync.refuse_temporary(oid[], oid[], oid[]), docsync.refuse_parse_time_code(text),
+  docsync.parse_select(text, text), docsync.parse_under(text, text), docsync.refuse_temporary(oid[], oid[], oid[]),
   docsync.checked_relations(oid[]), docsync.docsync_slots(name), docsync.is_reader_role(name), docsync._lend_reader(name),
   docsync.sql_tokens(text), docsync.parse_params(text, text), docsync.batch_form(text, text, text),
-  docsync.unicode_identifier(text, text), docsync.literal_first_char(text, text, integer)
+  docsync.unicode_identifier(text, text), docsync.literal_first_char(text, text, integer),
+  docsync.parse_as(regrole, text, text), docsync.batch_as(regrole, text, text, text)
   TO PUBLIC;
 GRANT SELECT ON docsync.worker_status, docsync.worker_query_status TO pg_monitor;
 DO $$

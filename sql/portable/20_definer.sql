@@ -210,14 +210,12 @@ $$;
 
 -- The parameter types of one SELECT as the current user, under search_path, from PREPARE (parsed
 -- and analysed, never planned or run), and its text as docsync.one_statement returns it; raises
--- for a text that is not one SELECT, or that could reach code parse analysis would run
--- (docsync.refuse_parse_time_code).
+-- for a text that is not one SELECT.
 CREATE FUNCTION docsync.parse_params(sql text, search_path text, OUT param_types regtype[], OUT body text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   head text;
 BEGIN
-  PERFORM docsync.refuse_parse_time_code(sql);
   body := docsync.one_statement(sql);
   head := lower(substring(regexp_replace(body, '^(\s|--[^\n]*\n|/\*.*?\*/|\()*', '', 's') FROM '^[A-Za-z]+'));
   IF head IS NULL OR head NOT IN ('select', 'with', 'values', 'table') THEN
@@ -328,93 +326,6 @@ BEGIN
 END
 $$;
 
--- Parse analysis runs a type's input function for a literal, and through an array or composite
--- literal (or a literal coerced to a function's argument) the CHECK of a domain of its elements, so
--- parsing a definer's text as the installing role could run code the definer chose with the
--- installing role's rights. No text is parsed while the database holds such code: a domain whose
--- CHECK calls anything but pg_catalog's immutable functions and operators (a function outside
--- pg_catalog, or one of its functions whose result depends on who runs it or that acts: lo_get,
--- pg_replication_slot_advance, nextval, …) or reads the session (CURRENT_USER and kin), a type
--- whose input runs a function outside pg_catalog, a range type with a canonical function outside it.
--- The CHECK's stored expression is read, not pg_depend, which records no dependency on pg_catalog.
--- Only such code the text can reach counts: a type holding it (itself, an array, a domain over it,
--- a composite or table with a column of it, a range over it, a domain whose CHECK converts to
--- it), a function or an operator taking or returning one, whose name appears in the text (compared
--- in lower case, as a part of any word, quoted or not: more than the server would resolve, never
--- less); a text with a Unicode-escaped identifier (U&"…"), which can spell any name, reaches all.
--- (jit off: the catalog's row estimates for the closure are far above what it reads, and compiling
--- it would cost most of a second.)
-CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
-DECLARE
-  what text;
-  low text := lower(sql);
-  escaped boolean := sql ~* 'u&\s*"';
-BEGIN
-  WITH RECURSIVE risky(t, why) AS (
-    SELECT c.contypid, format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure)
-      FROM pg_constraint c
-      CROSS JOIN LATERAL (
-        SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
-        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':(opno) (\d+)', 'g') m
-                                    JOIN pg_operator o ON o.oid = m[2]::oid
-        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':opnos \(o([ \d]+)\)', 'g') m
-                                    CROSS JOIN LATERAL regexp_split_to_table(btrim(m[1]), ' ') n
-                                    JOIN pg_operator o ON o.oid = n::oid) u
-      JOIN pg_proc p ON p.oid = u.f
-     WHERE c.contype = 'c' AND c.contypid <> 0
-       AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
-    UNION
-    SELECT c.contypid, format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
-                              lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
-      FROM pg_constraint c
-     WHERE c.contype = 'c' AND c.contypid <> 0
-       AND c.conbin::text ~ '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)[ }]'
-    UNION
-    SELECT t.oid, format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
-      FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-    UNION
-    SELECT r.rngtypid, format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
-      FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-  ), holds(t, why) AS (
-    SELECT t, why FROM risky
-    UNION
-    SELECT n.t, h.why FROM holds h CROSS JOIN LATERAL (
-      SELECT x.oid FROM pg_type x WHERE x.typelem = h.t OR x.typbasetype = h.t
-      UNION ALL
-      SELECT c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-       WHERE a.atttypid = h.t AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
-      UNION ALL
-      SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
-      UNION ALL
-      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t
-      UNION ALL
-      -- a domain whose CHECK converts to it
-      SELECT c.contypid FROM pg_constraint c
-       WHERE c.contype = 'c' AND c.contypid <> 0 AND c.conbin::text ~ (':resulttype ' || h.t::text || '\M')) n(t)
-  )
-  SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
-    FROM holds h CROSS JOIN LATERAL (
-      SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
-      UNION ALL
-      SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
-       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes) OR h.t = f.prorettype
-      UNION ALL
-      SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
-       WHERE h.t IN (o.oprleft, o.oprright, o.oprresult)) w
-   WHERE escaped OR strpos(low, lower(w.name)) > 0 OR strpos(replace(low, '""', '"'), lower(w.name)) > 0
-   LIMIT 1;
-  IF what IS NOT NULL THEN
-    RAISE EXCEPTION 'the portable install parses no query while %', what
-      USING ERRCODE = 'feature_not_supported',
-            DETAIL = 'It parses definitions as the role that installed docsync, and parsing a literal of such a type would run that function with that role''s rights.',
-            HINT = 'Write the CHECK with pg_catalog''s immutable functions and operators only (or drop it), or install the docsync extension, which parses as the definer.';
-  END IF;
-END
-$$;
-
 CREATE FUNCTION docsync.refuse_temporary(relations oid[], functions oid[], types oid[]) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -446,7 +357,7 @@ DECLARE
   p record;
 BEGIN
   -- no SET clause: a null search_path means the caller's
-  p := docsync.parse_select(sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  p := docsync.parse_as(definer, sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
   param_types := p.param_types;
   result_types := p.result_types;
   result_collations := p.result_collations;
@@ -483,7 +394,7 @@ RETURNS record LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   p record;
 BEGIN
-  p := docsync.parse_select(sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  p := docsync.parse_as(definer, sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
   relations := p.relations;
   functions := p.functions;
   types := p.types || p.param_types::oid[];
@@ -515,7 +426,7 @@ BEGIN
   IF sql IS NULL OR definer IS NULL THEN
     RAISE EXCEPTION 'docsync.check_definer needs a query and a definer' USING ERRCODE = 'null_value_not_allowed';
   END IF;
-  p := docsync.parse_select(sql, search_path);
+  p := docsync.parse_as(definer, sql, search_path);
   SELECT format('permission denied for schema %s', n.nspname) INTO bad
     FROM pg_namespace n
    WHERE n.oid IN (SELECT c.relnamespace FROM pg_class c WHERE c.oid = ANY (p.direct)

@@ -99,11 +99,29 @@ CREATE TRIGGER reader_role_runner BEFORE INSERT ON docsync.reader_roles
 -- portable: replaces /CREATE FUNCTION docsync\._before_drop\(\)/
 @ORIGINAL@;
 ALTER FUNCTION docsync._before_drop() RENAME TO before_drop_roles;
--- The runners first: a role that owns one cannot be dropped.
+-- The runners and parsers first: a role that owns one cannot be dropped. Then the parser roles
+-- (docsync.ensure_parser), with what they were granted here; one that still holds something in
+-- another database (docsync installed there too) stays, with a notice.
 CREATE FUNCTION docsync._before_drop() RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  parsers name[] := ARRAY(SELECT DISTINCT r.rolname FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
+                           WHERE p.pronamespace = to_regnamespace('docsync_parse'));
+  parser name;
 BEGIN
   DROP SCHEMA IF EXISTS docsync_run CASCADE;
+  DROP SCHEMA IF EXISTS docsync_parse CASCADE;
   PERFORM docsync.before_drop_roles();
+  FOREACH parser IN ARRAY parsers LOOP
+    CONTINUE WHEN shobj_description(to_regrole(quote_ident(parser)), 'pg_authid') NOT LIKE 'docsync parser role of %';
+    EXECUTE format('REVOKE USAGE ON SCHEMA docsync FROM %I', parser);
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM %I', current_database(), parser);
+    BEGIN
+      EXECUTE format('DROP ROLE %I', parser);
+      RAISE NOTICE 'docsync: DROP ROLE %', quote_ident(parser);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+      RAISE NOTICE 'docsync: role % stays: %', quote_ident(parser), SQLERRM;
+    END;
+  END LOOP;
 END
 $$;

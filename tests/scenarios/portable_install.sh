@@ -15,11 +15,12 @@
 #     explain shows direct, keys and broadcast watches;
 #   - refusals: a definer without SELECT on a table, a text of two statements or one that writes, a
 #     role outside docsync_admin, another definer's query; forged calls of the writer (for a role the
-#     session's user is not a member of; for itself, over a table it may not read) gain nothing; no
-#     text is parsed while a domain's CHECK would run a definer's code as the installing role, or a
-#     pg_catalog function whose effect depends on who runs it, and only a domain the text can reach
-#     counts; a statement hidden where the scan and the server read quotes differently (€e'\') is
-#     refused by the server's own count and never runs;
+#     session's user is not a member of; for itself, over a table it may not read) gain nothing; a
+#     definer's code that parse analysis runs (a domain's CHECK) runs as the definer's parser role,
+#     with the definer's rights, when the writer or the definitions read parses its text, and what it
+#     leaves in the session (a setting, a temporary object, a row, a lock) fails the parse; a
+#     statement hidden where the scan and the server read quotes differently (€e'\') is refused by
+#     the server's own count and never runs;
 #   - channel() gives every vector of tests/channel_vectors.tsv;
 #   - wait_published fails at once with no slot, times out on a lagging slot, returns true once the
 #     slot confirmed the position, and waits while the worker reports a gap;
@@ -207,25 +208,67 @@ refused "a write" 'must only read|must be a SELECT' definer \
   "SELECT docsync.define_query('w', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d')"
 refused "row locks" 'must not lock rows' definer \
   "SELECT docsync.define_query('l', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.id = \$1 FOR UPDATE', ARRAY['id'])"
-# code a definer wrote never runs as the installing role while a text is parsed: a domain whose CHECK
-# calls the definer's function, reached through an array literal, stops every parse until it goes
+# code a definer wrote runs with the definer's rights alone while a text is parsed, never the
+# installing role's: a domain whose CHECK calls the definer's function, reached through an array
+# literal, runs it as the definer's parser role (a member of the definer alone, owning nothing but its
+# parser) when the writer parses the text, and as the definer when the API function checks it
 psql_as docsync_owner app -c "GRANT CREATE ON SCHEMA public TO definer"
 psql_as definer app <<'SQL'
-CREATE FUNCTION public.sneaky(int) RETURNS boolean LANGUAGE plpgsql AS $f$
+CREATE TABLE public.sneak_log (who text);
+CREATE FUNCTION public.sneaky(v int) RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
   RAISE NOTICE 'sneaky ran as %', current_user;
+  CASE v
+    WHEN 2 THEN PERFORM set_config('docsync.api_caller', 'docsync_owner', false);
+    WHEN 3 THEN PERFORM set_config('search_path', 'public, pg_catalog', false);
+    WHEN 4 THEN CREATE TEMP TABLE IF NOT EXISTS pg_replication_slots (slot_name name);
+    WHEN 5 THEN INSERT INTO public.sneak_log VALUES (current_user);
+    WHEN 6 THEN PERFORM pg_advisory_lock(4242);
+    WHEN 7 THEN PERFORM count(*) FROM public.secrets;
+    WHEN 8 THEN ALTER FUNCTION docsync_parse.docsync_parser_definer(text, text, text, text) SECURITY INVOKER;
+    WHEN 9 THEN
+      IF NOT EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'sneaky_stmt') THEN
+        PREPARE sneaky_stmt AS SELECT 1;
+      END IF;
+    ELSE NULL;
+  END CASE;
   RETURN true;
 END
 $f$;
 CREATE DOMAIN public.sneaky_int AS int CHECK (public.sneaky(VALUE));
 SQL
-if out=$(psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{5}''::public.sneaky_int[])')" 2>&1); then
-  fail "a text was parsed beside a domain whose CHECK runs the definer's code: $out"
-fi
-grep -q 'parses no query while the CHECK constraint sneaky_int_check of domain public.sneaky_int calls public.sneaky(integer)' <<<"$out" ||
-  fail "the refusal does not name the domain: $out"
+out=$(psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{1}''::public.sneaky_int[])')" 2>&1) ||
+  fail "a text reaching a domain whose CHECK runs the definer's code was refused: $out"
+grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the writer did not parse as the definer's parser role: $out"
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
-psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)"
+expect "the parser role: no login, inherits, a member of the definer alone, no member" "f|t|definer|0" \
+  "$(psql_as docsync_owner app -c "SELECT r.rolcanlogin, r.rolinherit,
+       (SELECT string_agg(g.rolname, ',') FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid),
+       (SELECT count(*) FROM pg_auth_members m WHERE m.roleid = r.oid)
+     FROM pg_roles r WHERE r.rolname = 'docsync_parser_definer'")"
+# the worker's read of the definitions parses as the parser role too
+out=$(psql_as docsync_owner app -c "SELECT docsync.worker_definitions() IS NOT NULL" 2>&1)
+grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the definitions read did not parse as the parser role: $out"
+! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definitions read ran the definer's code as the installing role: $out"
+expect "the definition is not refused" "" "$(psql_as docsync_owner app -c "SELECT refused FROM docsync.queries WHERE name = 'sneaky'" 2>/dev/null)"
+# what such code leaves in the session for the statements after it fails the parse, and goes with it
+for c in "2|a setting" "4|a temporary object" "5|a row written" "6|an advisory lock" "9|a prepared statement"; do
+  refused "parse-time code leaving ${c#*|} behind" "parsing a definition of definer left ${c#*|} behind" definer \
+    "SELECT docsync.define_query('sneaky${c%%|*}', 'SELECT to_jsonb(''{${c%%|*}}''::public.sneaky_int[])')"
+done
+# (a SET of the search_path is masked by the parse's own, and undone all the same)
+expect "the session's search_path after a parse that set it" '"$user", public' \
+  "$(psql_as docsync_owner app -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{3}''::public.sneaky_int[])', 'public, pg_temp', NULL) IS NOT NULL" -c "SHOW search_path" 2>/dev/null | tail -1)"
+expect "rows the parse wrote" 0 "$(psql_as definer app -c "SELECT count(*) FROM public.sneak_log")"
+# the definer's rights, no more: it may not read secrets, nor reach its parser
+refused "parse-time code reading what the definer may not" 'permission denied for table secrets' definer \
+  "SELECT docsync.define_query('sneaky7', 'SELECT to_jsonb(''{7}''::public.sneaky_int[])')"
+refused "parse-time code altering its parser" 'permission denied for schema docsync_parse' definer \
+  "SELECT docsync.define_query('sneaky8', 'SELECT to_jsonb(''{8}''::public.sneaky_int[])')"
+expect "the parser is intact" t "$(psql_as docsync_owner app -c "SELECT docsync.parser_intact('docsync_parse.docsync_parser_definer(text, text, text, text)'::regprocedure, 'docsync_parser_definer'::regrole)")"
+# a role of that name docsync did not make is refused, not used
+psql_as docsync_owner app -c "SELECT docsync.drop_query('sneaky')" >/dev/null
+psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)" -c "DROP TABLE public.sneak_log"
 # nor through the definition's search_path: an operator of the definer's, found before pg_catalog's,
 # resolves only in the definer's own text, never in docsync's statements around it
 psql_as definer app <<'SQL'
@@ -241,32 +284,6 @@ out=$(psql_as definer app -c "SELECT docsync.define_query('by_customer', 'SELECT
   fail "a query under a search_path naming pg_catalog late was refused: $out"
 ! grep -q "sneaky_eq ran as docsync_owner" <<<"$out" || fail "the definer's operator ran as the installing role: $out"
 psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERATOR public.= (text, text)" -c "DROP FUNCTION public.sneaky_eq(text, text)" >/dev/null
-# a domain CHECK of pg_catalog's functions alone runs at parse too: one whose result depends on
-# who runs it (CURRENT_USER, lo_get) stops the parse of a text that can reach it, before it runs
-psql_as definer app <<'SQL'
-CREATE DOMAIN public.who AS text CHECK (CURRENT_USER::text::int4 > 0);
-CREATE DOMAIN public.blob AS text CHECK (pg_catalog.lo_get(424242) IS NOT NULL);
-CREATE DOMAIN public.wrap AS text CHECK (VALUE::public.blob IS NOT NULL);
-SQL
-refused "a CHECK reading the session" 'parses no query while the CHECK constraint who_check of domain public.who reads the session \(sqlvaluefunction\)' definer \
-  "SELECT docsync.define_query('who', 'SELECT to_jsonb(''{a}''::public.who[])')"
-refused "a CHECK calling lo_get" 'parses no query while the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\)' definer \
-  "SELECT docsync.define_query('blob', 'SELECT to_jsonb(''{a}''::public.blob[])')"
-refused "a CHECK converting to such a domain" 'the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\) \(the query can reach it through type public.wrap' definer \
-  "SELECT docsync.define_query('wrap', 'SELECT to_jsonb(''{a}''::public.wrap[])')"
-# only what a text can reach counts: a domain it names nowhere (nor a type, function or operator
-# holding one) stops no other query, and a Unicode-escaped identifier, which can spell any name,
-# reaches every such domain
-psql_as definer app <<'SQL'
-CREATE FUNCTION public.positive(int) RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN RETURN $1 > 0; END $f$;
-CREATE DOMAIN public.posint AS int CHECK (public.positive(VALUE));
-SQL
-psql_as definer app -c "SELECT docsync.define_query('elsewhere', 'SELECT to_jsonb(''{a}''::text[])')" >/dev/null ||
-  fail "a query that reaches no domain was refused beside an unrelated one"
-refused "a Unicode-escaped name" 'parses no query while the CHECK constraint' definer \
-  "SELECT docsync.define_query('escaped', 'SELECT to_jsonb(''{a}''::public.U&\"w\\0068o\"[])')"
-psql_as definer app -c "SELECT docsync.drop_query('elsewhere')" -c "DROP DOMAIN public.who" -c "DROP DOMAIN public.wrap" -c "DROP DOMAIN public.blob" \
-  -c "DROP DOMAIN public.posint" -c "DROP FUNCTION public.positive(int)" >/dev/null
 # a text the scan and the server read differently never runs as the installing role: after a
 # non-ASCII character 'e' continues an identifier, so €e'\' is the identifier "€e" and a plain
 # string, and the ';' after it ends a statement; the server's parser proves the count as well

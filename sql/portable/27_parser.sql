@@ -1,0 +1,264 @@
+-- sql/portable/27_parser.sql: the definer's parser role, as which a portable install parses a
+-- definer's text wherever it runs as the installing role (docs/portable.md, "Analysing a query").
+-- Parse analysis runs code (a type's input function for a literal, a domain's CHECK through an
+-- array or composite literal), and the installing role cannot become the definer. So each definer
+-- gets a parser role: NOLOGIN, a member of the definer alone (so it holds the definer's rights, no
+-- more), which no role is a member of, owning docsync_parse.<parser>(…), a SECURITY DEFINER function
+-- of a fixed body that runs the analysis. Inside it the server refuses any change of role, and code
+-- of the definer's runs with the definer's rights. Each parse runs in a subtransaction that is
+-- rolled back after it, which undoes what such code did for the statements that follow it in the
+-- session (a setting, a temporary object, a cursor, an object the parser role owns or an edit of its
+-- parser, a row written); what it left behind, a rolled back change or a prepared statement or
+-- advisory lock that a rollback keeps (and that are removed), fails the parse, naming it.
+
+-- portable: replaces /CREATE FUNCTION docsync\.reader_role_name\(/
+@ORIGINAL@;
+CREATE SCHEMA docsync_parse;
+COMMENT ON SCHEMA docsync_parse IS 'docsync: each definer''s parser, owned by its parser role (docsync.ensure_parser)';
+
+-- What a parse returns: docsync.parse_select's analysis, or docsync.batch_form's batched form.
+CREATE TYPE docsync.parse_result AS (
+  param_types regtype[], result_types regtype[], result_collations regcollation[], direct oid[],
+  columns text[], relations oid[], functions oid[], types oid[], collations oid[], operators oid[],
+  tree text, stmt text, problem text);
+
+-- The name of a definer's parser role: docsync_parser_<definer>, a long name shortened with a hash
+-- (as reader_role_name does).
+CREATE FUNCTION docsync.parser_role_name(definer name) RETURNS name
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT CASE WHEN octet_length(definer) <= 48 THEN 'docsync_parser_' || definer
+              ELSE 'docsync_parser_' || left(definer, 24) || '_' || left(md5(definer), 16) END::name
+$$;
+
+-- The body of every parser: 'select' analyses one SELECT (docsync.parse_select), 'batch' writes its
+-- batched form (docsync.batch_form, which analyses it too). Every function and operator is
+-- pg_catalog's or docsync's, named with its schema.
+CREATE FUNCTION docsync.parser_body() RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
+SELECT $b$
+DECLARE
+  r docsync.parse_result;
+BEGIN
+  IF what OPERATOR(pg_catalog.=) 'batch' THEN
+    SELECT b.stmt, b.problem INTO r.stmt, r.problem FROM docsync.batch_form(sql, search_path, caller_path) b;
+  ELSE
+    SELECT p.param_types, p.result_types, p.result_collations, p.direct, p.columns, p.relations, p.functions,
+           p.types, p.collations, p.operators, p.tree
+      INTO r.param_types, r.result_types, r.result_collations, r.direct, r.columns, r.relations, r.functions,
+           r.types, r.collations, r.operators, r.tree
+      FROM docsync.parse_select(sql, search_path) p;
+  END IF;
+  RETURN r;
+END
+$b$::text
+$f$;
+
+-- Whether fn is the parser of role parser as ensure_parser makes it: owned by it, SECURITY DEFINER,
+-- of the fixed body and search_path, executable by it and the installing role alone.
+CREATE FUNCTION docsync.parser_intact(fn regprocedure, parser oid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT EXISTS (
+    SELECT FROM pg_proc p
+     WHERE p.oid = fn AND p.proowner = parser AND p.prosecdef AND NOT p.proisstrict AND NOT p.proretset
+       AND p.prokind = 'f' AND p.prorettype = 'docsync.parse_result'::regtype AND p.prosrc = docsync.parser_body()
+       AND p.proconfig = ARRAY['search_path=pg_catalog, pg_temp']
+       AND p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'plpgsql')
+       AND p.pronamespace = 'docsync_parse'::regnamespace
+       AND p.proacl @> ARRAY[makeaclitem(parser, parser, 'EXECUTE', false),
+                             makeaclitem(current_user::regrole, parser, 'EXECUTE', false)]
+       AND cardinality(p.proacl) = 2)
+$$;
+
+-- The parser role of definer, made (or made right) with its parser, or null when the definer holds
+-- the current user's rights already (it is that role, a member of it, or a superuser), so that
+-- parsing as the current user gives it nothing. A role of that name that docsync did not make, or
+-- that was given a login, an attribute, a member or another membership since, is refused. The
+-- installing role is a member of the parser role only while it makes the parser.
+CREATE FUNCTION docsync.ensure_parser(definer regrole) RETURNS name
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  d pg_roles;
+  parser name;
+  mark text;
+  r pg_roles;
+  fn regprocedure;
+  member boolean;
+BEGIN
+  SELECT * INTO d FROM pg_roles x WHERE x.oid = definer;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'role with OID % does not exist', definer::oid USING ERRCODE = 'undefined_object';
+  END IF;
+  IF d.rolsuper OR pg_has_role(definer, current_user::regrole, 'USAGE') THEN
+    RETURN NULL;
+  END IF;
+  parser := docsync.parser_role_name(d.rolname);
+  mark := format('docsync parser role of %s', quote_ident(d.rolname));
+  SELECT * INTO r FROM pg_roles x WHERE x.rolname = parser;
+  IF NOT FOUND THEN
+    EXECUTE format('CREATE ROLE %I NOLOGIN INHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', parser);
+    EXECUTE format('COMMENT ON ROLE %I IS %L', parser, mark);
+    EXECUTE format('GRANT %I TO %I', d.rolname, parser);
+    SELECT * INTO r FROM pg_roles x WHERE x.rolname = parser;
+  ELSIF shobj_description(r.oid, 'pg_authid') IS DISTINCT FROM mark
+        OR r.rolcanlogin OR r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication OR r.rolbypassrls
+        OR NOT r.rolinherit
+        OR EXISTS (SELECT FROM pg_auth_members m WHERE m.member = r.oid AND m.roleid <> definer)
+        OR EXISTS (SELECT FROM pg_auth_members m WHERE m.roleid = r.oid) THEN
+    RAISE EXCEPTION 'role "%" exists, but is not a harmless docsync parser role', parser
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = format('The portable install parses the texts of definer %s as its parser role %s, which holds the definer''s rights through a membership in it and nothing else; a role docsync did not make, or one given LOGIN, attributes, members or memberships since, could hold anything.',
+                            quote_ident(d.rolname), quote_ident(parser)),
+            HINT = 'Drop or rename that role; docsync makes it again at the next parse.';
+  ELSIF NOT EXISTS (SELECT FROM pg_auth_members m WHERE m.member = r.oid AND m.roleid = definer) THEN
+    EXECUTE format('GRANT %I TO %I', d.rolname, parser);
+  END IF;
+  -- its parser calls docsync's analysis, and makes temporary objects
+  IF NOT has_schema_privilege(r.oid, 'docsync', 'USAGE') THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA docsync TO %I', parser);
+  END IF;
+  IF NOT has_database_privilege(r.oid, current_database(), 'TEMPORARY') THEN
+    EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO %I', current_database(), parser);
+  END IF;
+  fn := to_regprocedure(format('docsync_parse.%I(text, text, text, text)', parser));
+  IF fn IS NOT NULL AND docsync.parser_intact(fn, r.oid) THEN
+    RETURN parser;
+  END IF;
+  IF fn IS NOT NULL THEN
+    EXECUTE format('DROP FUNCTION %s', fn);
+  END IF;
+  member := pg_has_role(current_user, r.oid, 'MEMBER');
+  IF NOT member THEN
+    EXECUTE format('GRANT %I TO %I', parser, current_user);
+  END IF;
+  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA docsync_parse TO %I', parser);
+  EXECUTE format('CREATE FUNCTION docsync_parse.%I(what text, sql text, search_path text, caller_path text) '
+                 'RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER '
+                 'SET search_path = pg_catalog, pg_temp AS %L', parser, docsync.parser_body());
+  EXECUTE format('REVOKE ALL ON FUNCTION docsync_parse.%I(text, text, text, text) FROM PUBLIC', parser);
+  EXECUTE format('ALTER FUNCTION docsync_parse.%I(text, text, text, text) OWNER TO %I', parser, parser);
+  -- granted by the parser role (its owner), as whose member the installing role grants
+  EXECUTE format('GRANT EXECUTE ON FUNCTION docsync_parse.%I(text, text, text, text) TO %I', parser, current_user);
+  EXECUTE format('REVOKE USAGE, CREATE ON SCHEMA docsync_parse FROM %I', parser);
+  IF NOT member THEN
+    EXECUTE format('REVOKE %I FROM %I', parser, current_user);
+  END IF;
+  RETURN parser;
+END
+$$;
+
+-- What code running as the parser role could leave in the session for the statements after it:
+-- the settings (docsync.api_caller among them), the temporary objects, prepared statements,
+-- cursors and advisory locks, the objects the parser role owns and its parser's catalog row, and the
+-- rows written to permanent tables; each labelled, for the error naming what changed.
+CREATE FUNCTION docsync.parse_leftovers(parser oid, fn regprocedure) RETURNS text[]
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+  SELECT ARRAY[
+    'a setting: ' || coalesce((SELECT string_agg(s.name || '=' || coalesce(s.setting, ''), ', ' ORDER BY s.name) FROM pg_settings s), '')
+                  || ', docsync.api_caller=' || coalesce(current_setting('docsync.api_caller', true), ''),
+    'a temporary object: ' || coalesce((SELECT string_agg(o::text, ',' ORDER BY o) FROM (
+        SELECT c.oid AS o FROM pg_class c WHERE c.relnamespace = pg_my_temp_schema()
+        UNION ALL SELECT p.oid FROM pg_proc p WHERE p.pronamespace = pg_my_temp_schema()
+        UNION ALL SELECT t.oid FROM pg_type t WHERE t.typnamespace = pg_my_temp_schema()
+        UNION ALL SELECT o.oid FROM pg_operator o WHERE o.oprnamespace = pg_my_temp_schema()) x), ''),
+    'a prepared statement: ' || coalesce((SELECT string_agg(p.name || ' ' || p.statement, ', ' ORDER BY p.name) FROM pg_prepared_statements p), ''),
+    'a cursor: ' || coalesce((SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM pg_cursors c), ''),
+    'an advisory lock: ' || coalesce((SELECT string_agg(concat_ws(':', l.classid, l.objid, l.objsubid, l.mode), ', ' ORDER BY 1)
+                                       FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory'), ''),
+    'an object the parser role owns, or a grant to it: ' || coalesce((SELECT string_agg(concat_ws(':', s.classid, s.objid, s.objsubid, s.deptype), ', ' ORDER BY 1)
+                                       FROM pg_shdepend s WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = parser), ''),
+    'its parser: ' || coalesce((SELECT p.ctid::text || p.xmin::text FROM pg_proc p WHERE p.oid = fn), 'gone'),
+    'a row written: ' || coalesce((SELECT sum(t.n_tup_ins + t.n_tup_upd + t.n_tup_del)::text FROM pg_stat_xact_all_tables t
+                                    JOIN pg_class c ON c.oid = t.relid
+                                   WHERE c.relpersistence <> 't' AND t.schemaname NOT IN ('pg_catalog', 'pg_toast')), '0')]
+$$;
+
+-- Parses as the definer's parser role (what: 'select' or 'batch', as the parser's body reads it), in
+-- a subtransaction always rolled back, and raises when the parse left anything behind
+-- (docsync.parse_leftovers). Called by the installing role's own functions alone, each naming the
+-- definer of the text it parses.
+CREATE FUNCTION docsync._parse_as_parser(definer regrole, what text, sql text, search_path text, caller_path text)
+RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  parser name := docsync.ensure_parser(definer);
+  parser_oid oid;
+  fn regprocedure;
+  before text[];
+  after text[];
+  r docsync.parse_result;
+  k integer;
+  stmt text;
+  prepared text[] := ARRAY(SELECT p.name FROM pg_prepared_statements p);
+BEGIN
+  IF parser IS NULL THEN
+    -- the definer holds the installing role's rights: parsing as it gives the text nothing
+    IF what = 'batch' THEN
+      SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.stmt, b.problem INTO r
+        FROM docsync.batch_form(sql, search_path, caller_path) b;
+    ELSE
+      SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
+    END IF;
+    RETURN r;
+  END IF;
+  parser_oid := to_regrole(quote_ident(parser));
+  fn := to_regprocedure(format('docsync_parse.%I(text, text, text, text)', parser));
+  before := docsync.parse_leftovers(parser_oid, fn);
+  -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
+  -- (settings, objects, rows) but a prepared statement or a session's advisory lock: those are
+  -- looked at again after it
+  BEGIN
+    EXECUTE format('SELECT * FROM docsync_parse.%I($1, $2, $3, $4)', parser) INTO r USING what, sql, search_path, caller_path;
+    after := docsync.parse_leftovers(parser_oid, fn);
+    RAISE SQLSTATE 'DSY02';
+  EXCEPTION WHEN SQLSTATE 'DSY02' THEN
+    NULL;
+  END;
+  IF after = before THEN
+    after := docsync.parse_leftovers(parser_oid, fn);
+  END IF;
+  IF after IS DISTINCT FROM before THEN
+    k := (SELECT min(i) FROM generate_subscripts(before, 1) i WHERE before[i] IS DISTINCT FROM after[i]);
+    FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p.name <> ALL (prepared) LOOP
+      EXECUTE format('DEALLOCATE %I', stmt);
+    END LOOP;
+    IF before[5] = 'an advisory lock: ' THEN
+      PERFORM pg_advisory_unlock_all();
+    END IF;
+    RAISE EXCEPTION 'parsing a definition of % left % behind', definer, split_part(before[k], ':', 1)
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session, and was undone: %s', quote_ident(parser), left(after[k], 300)),
+            HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
+  END IF;
+  RETURN r;
+END
+$$;
+
+-- The analysis of sql as its definer (docsync.parse_select; null: the API caller, docsync.api_caller):
+-- as the current user when that is the definer or the definer holds its rights, otherwise as the
+-- definer's parser role, which only the installing role's functions can reach.
+CREATE FUNCTION docsync.parse_as(definer regrole, sql text, search_path text) RETURNS docsync.parse_result
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r docsync.parse_result;
+BEGIN
+  definer := coalesce(definer, docsync.api_caller());
+  IF definer = current_user::regrole THEN
+    SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
+    RETURN r;
+  END IF;
+  RETURN docsync._parse_as_parser(definer, 'select', sql, search_path, NULL);
+END
+$$;
+
+-- The batched form of sql (docsync.batch_form) as its definer, as parse_as parses.
+CREATE FUNCTION docsync.batch_as(definer regrole, sql text, search_path text, caller_path text,
+                                 OUT stmt text, OUT problem text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  definer := coalesce(definer, docsync.api_caller());
+  IF definer = current_user::regrole THEN
+    SELECT b.stmt, b.problem INTO stmt, problem FROM docsync.batch_form(sql, search_path, caller_path) b;
+    RETURN;
+  END IF;
+  SELECT r.stmt, r.problem INTO stmt, problem FROM docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path) r;
+END
+$$;
