@@ -8,8 +8,8 @@
 -- of the definer's runs with the definer's rights. Each parse runs in a subtransaction that is
 -- rolled back after it, which undoes what such code did for the statements that follow it in the
 -- session (a setting, a temporary object, a cursor, an object the parser role owns or an edit of its
--- parser, a row written); what it left behind, a rolled back change or a prepared statement or
--- advisory lock that a rollback keeps (and that are removed), fails the parse, naming it.
+-- parser, a row written); a prepared statement or an advisory lock, which a rollback keeps, fails the
+-- parse, naming it, and is removed.
 
 -- portable: replaces /CREATE FUNCTION docsync\.reader_role_name\(/
 @ORIGINAL@;
@@ -146,47 +146,33 @@ BEGIN
 END
 $$;
 
--- What code running as the parser role could leave in the session for the statements after it:
--- the settings (docsync.api_caller among them), the temporary objects, prepared statements,
--- cursors and advisory locks, the objects the parser role owns and its parser's catalog row, and the
--- rows written to permanent tables; each labelled, for the error naming what changed.
-CREATE FUNCTION docsync.parse_leftovers(parser oid, fn regprocedure) RETURNS text[]
+-- What a parse could leave in the session that a rollback keeps: prepared statements and advisory
+-- locks; each labelled, for the error naming what was left.
+CREATE FUNCTION docsync.parse_leftovers() RETURNS text[]
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT ARRAY[
-    'a setting: ' || coalesce((SELECT string_agg(s.name || '=' || coalesce(s.setting, ''), ', ' ORDER BY s.name) FROM pg_settings s), '')
-                  || ', docsync.api_caller=' || coalesce(current_setting('docsync.api_caller', true), ''),
-    'a temporary object: ' || coalesce((SELECT string_agg(o::text, ',' ORDER BY o) FROM (
-        SELECT c.oid AS o FROM pg_class c WHERE c.relnamespace = pg_my_temp_schema()
-        UNION ALL SELECT p.oid FROM pg_proc p WHERE p.pronamespace = pg_my_temp_schema()
-        UNION ALL SELECT t.oid FROM pg_type t WHERE t.typnamespace = pg_my_temp_schema()
-        UNION ALL SELECT o.oid FROM pg_operator o WHERE o.oprnamespace = pg_my_temp_schema()) x), ''),
     'a prepared statement: ' || coalesce((SELECT string_agg(p.name || ' ' || p.statement, ', ' ORDER BY p.name) FROM pg_prepared_statements p), ''),
-    'a cursor: ' || coalesce((SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM pg_cursors c), ''),
     'an advisory lock: ' || coalesce((SELECT string_agg(concat_ws(':', l.classid, l.objid, l.objsubid, l.mode), ', ' ORDER BY 1)
-                                       FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory'), ''),
-    'an object the parser role owns, or a grant to it: ' || coalesce((SELECT string_agg(concat_ws(':', s.classid, s.objid, s.objsubid, s.deptype), ', ' ORDER BY 1)
-                                       FROM pg_shdepend s WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = parser), ''),
-    'its parser: ' || coalesce((SELECT p.ctid::text || p.xmin::text FROM pg_proc p WHERE p.oid = fn), 'gone'),
-    'a row written: ' || coalesce((SELECT sum(t.n_tup_ins + t.n_tup_upd + t.n_tup_del)::text FROM pg_stat_xact_all_tables t
-                                    JOIN pg_class c ON c.oid = t.relid
-                                   WHERE c.relpersistence <> 't' AND t.schemaname NOT IN ('pg_catalog', 'pg_toast')), '0')]
+                                       FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory'), '')]
 $$;
 
 -- Parses as the definer's parser role (what: 'select' or 'batch', as the parser's body reads it), in
--- a subtransaction always rolled back, and raises when the parse left anything behind
--- (docsync.parse_leftovers). Called by the installing role's own functions alone, each naming the
+-- a subtransaction always rolled back, and raises when the parse left what a rollback keeps
+-- (docsync.parse_leftovers), which it removes. Called by the installing role's own functions alone, each naming the
 -- definer of the text it parses.
 CREATE FUNCTION docsync._parse_as_parser(definer regrole, what text, sql text, search_path text, caller_path text)
 RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   parser name := docsync.ensure_parser(definer);
-  parser_oid oid;
-  fn regprocedure;
   before text[];
   after text[];
   r docsync.parse_result;
   k integer;
   stmt text;
+  state text;
+  msg text;
+  det text;
+  hnt text;
   prepared text[] := ARRAY(SELECT p.name FROM pg_prepared_statements p);
 BEGIN
   IF parser IS NULL THEN
@@ -199,34 +185,36 @@ BEGIN
     END IF;
     RETURN r;
   END IF;
-  parser_oid := to_regrole(quote_ident(parser));
-  fn := to_regprocedure(format('docsync_parse.%I(text, text, text, text)', parser));
-  before := docsync.parse_leftovers(parser_oid, fn);
+  before := docsync.parse_leftovers();
   -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
-  -- (settings, objects, rows) but a prepared statement or a session's advisory lock: those are
-  -- looked at again after it
+  -- (a setting, an object, a row) but a prepared statement or a session's advisory lock
   BEGIN
     EXECUTE format('SELECT * FROM docsync_parse.%I($1, $2, $3, $4)', parser) INTO r USING what, sql, search_path, caller_path;
-    after := docsync.parse_leftovers(parser_oid, fn);
     RAISE SQLSTATE 'DSY02';
-  EXCEPTION WHEN SQLSTATE 'DSY02' THEN
-    NULL;
+  EXCEPTION
+    WHEN SQLSTATE 'DSY02' THEN
+      NULL;
+    WHEN OTHERS THEN
+      -- a parse that fails is looked at too, then its error raised again
+      GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                              hnt = PG_EXCEPTION_HINT;
   END;
-  IF after = before THEN
-    after := docsync.parse_leftovers(parser_oid, fn);
-  END IF;
+  after := docsync.parse_leftovers();
   IF after IS DISTINCT FROM before THEN
     k := (SELECT min(i) FROM generate_subscripts(before, 1) i WHERE before[i] IS DISTINCT FROM after[i]);
     FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p.name <> ALL (prepared) LOOP
       EXECUTE format('DEALLOCATE %I', stmt);
     END LOOP;
-    IF before[5] = 'an advisory lock: ' THEN
+    IF before[2] = 'an advisory lock: ' THEN
       PERFORM pg_advisory_unlock_all();
     END IF;
     RAISE EXCEPTION 'parsing a definition of % left % behind', definer, split_part(before[k], ':', 1)
       USING ERRCODE = 'insufficient_privilege',
-            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session, and was undone: %s', quote_ident(parser), left(after[k], 300)),
+            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) left it in the session, and it was removed: %s', quote_ident(parser), left(after[k], 300)),
             HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
+  END IF;
+  IF state IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');
   END IF;
   RETURN r;
 END

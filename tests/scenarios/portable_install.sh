@@ -224,6 +224,9 @@ BEGIN
     WHEN 4 THEN CREATE TEMP TABLE IF NOT EXISTS pg_replication_slots (slot_name name);
     WHEN 5 THEN INSERT INTO public.sneak_log VALUES (current_user);
     WHEN 6 THEN PERFORM pg_advisory_lock(4242);
+    WHEN 10 THEN
+      PERFORM pg_advisory_lock(4343);
+      RAISE EXCEPTION 'sneaky fails the parse';
     WHEN 7 THEN PERFORM count(*) FROM public.secrets;
     WHEN 8 THEN ALTER FUNCTION docsync_parse.docsync_parser_definer(text, text, text, text) SECURITY INVOKER;
     WHEN 9 THEN
@@ -251,15 +254,27 @@ out=$(psql_as docsync_owner app -c "SELECT docsync.worker_definitions() IS NOT N
 grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the definitions read did not parse as the parser role: $out"
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definitions read ran the definer's code as the installing role: $out"
 expect "the definition is not refused" "" "$(psql_as docsync_owner app -c "SELECT refused FROM docsync.queries WHERE name = 'sneaky'" 2>/dev/null)"
-# what such code leaves in the session for the statements after it fails the parse, and goes with it
-for c in "2|a setting" "4|a temporary object" "5|a row written" "6|an advisory lock" "9|a prepared statement"; do
-  refused "parse-time code leaving ${c#*|} behind" "parsing a definition of definer left ${c#*|} behind" definer \
-    "SELECT docsync.define_query('sneaky${c%%|*}', 'SELECT to_jsonb(''{${c%%|*}}''::public.sneaky_int[])')"
-done
-# (a SET of the search_path is masked by the parse's own, and undone all the same)
-expect "the session's search_path after a parse that set it" '"$user", public' \
-  "$(psql_as docsync_owner app -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{3}''::public.sneaky_int[])', 'public, pg_temp', NULL) IS NOT NULL" -c "SHOW search_path" 2>/dev/null | tail -1)"
-expect "rows the parse wrote" 0 "$(psql_as definer app -c "SELECT count(*) FROM public.sneak_log")"
+# what such code does to the session or the database is undone before the statements after it run
+# (as the installing role, in the worker's definitions read): a setting (docsync.api_caller, which
+# the writers believe, or the search_path), a temporary table that would hide a catalog, a row
+session_after() { # MODE STATEMENT: STATEMENT's output after a parse reaching sneaky(MODE), as the owner
+  psql_as docsync_owner app -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{$1}''::public.sneaky_int[])', 'public, pg_temp', NULL) IS NOT NULL" \
+    -c "$2" 2>/dev/null | tail -1
+}
+expect "docsync.api_caller after a parse that set it" "" "$(session_after 2 "SELECT current_setting('docsync.api_caller', true)")"
+expect "the search_path after a parse that set it" '"$user", public' "$(session_after 3 "SHOW search_path")"
+expect "temporary tables after a parse that made one" 0 "$(session_after 4 "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()")"
+session_after 5 "SELECT 1" >/dev/null
+expect "rows after a parse that wrote one" 0 "$(psql_as definer app -c "SELECT count(*) FROM public.sneak_log")"
+# and what a rollback keeps, an advisory lock or a prepared statement, fails the parse and goes
+refused "parse-time code leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" definer \
+  "SELECT docsync.define_query('sneaky6', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])')"
+refused "parse-time code leaving a prepared statement" "parsing a definition of definer left a prepared statement behind" definer \
+  "SELECT docsync.define_query('sneaky9', 'SELECT to_jsonb(''{9}''::public.sneaky_int[])')"
+refused "a failing parse leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" definer \
+  "SELECT docsync.define_query('sneaky10', 'SELECT to_jsonb(''{10}''::public.sneaky_int[])')"
+expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])', 'public, pg_temp', NULL)" \
+  -c "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory') || '|' || (SELECT count(*) FROM pg_prepared_statements)" 2>/dev/null | tail -1)"
 # the definer's rights, no more: it may not read secrets, nor reach its parser
 refused "parse-time code reading what the definer may not" 'permission denied for table secrets' definer \
   "SELECT docsync.define_query('sneaky7', 'SELECT to_jsonb(''{7}''::public.sneaky_int[])')"
