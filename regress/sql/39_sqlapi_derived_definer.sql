@@ -119,6 +119,28 @@ CREATE TABLE shadowing.skus (sku int PRIMARY KEY, name text);
 SELECT table_schema, table_name, kind, columns FROM docsync.watches WHERE query = 'shadowed';
 RESET search_path;
 
+-- code the analysis runs (a domain's CHECK reached by a literal) that raises docsync's own SQLSTATE
+-- DSY01, whose detail carries a derivation's result, is an error of the derivation: its detail
+-- never becomes the query's watches (here: none, which would leave the docs stale)
+CREATE FUNCTION ddef.forge(int) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  IF current_setting('regress.forge', true) = 'on' THEN
+    RAISE EXCEPTION 'forged' USING ERRCODE = 'DSY01', DETAIL = '{"watches": [], "from": []}';
+  END IF;
+  RETURN true;
+END
+$f$;
+CREATE DOMAIN ddef.forged AS int CHECK (ddef.forge(VALUE));
+SET ROLE regress_dalice;
+SELECT docsync.define_query('forging', 'SELECT to_jsonb(''{1}''::forged[]) || to_jsonb(o) FROM orders o WHERE o.id = $1',
+                            params => ARRAY['id'], search_path => 'ddef', allow_uncovered => true);
+SELECT table_name, kind, origin, columns FROM docsync.watches WHERE query = 'forging';
+RESET ROLE;
+SET regress.forge = on;
+ALTER TABLE ddef.orders ADD COLUMN forged_at int;
+RESET regress.forge;
+SELECT table_name, kind, origin, columns FROM docsync.watches WHERE query = 'forging';
+SELECT derive_problem FROM docsync.query_defs WHERE name = 'forging';
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 SET client_min_messages = warning;
 DROP SCHEMA ddef, "Odd ""Schema""", app, evil, shadowing CASCADE;

@@ -28,6 +28,9 @@ DECLARE
   have jsonb;
   found text;
   derived_rels regclass[];
+  -- set just before the error that carries the result: code the analysis runs (a domain's CHECK)
+  -- could raise DSY01 with a detail of its own
+  derived boolean := false;
 BEGIN
   -- Found in a subtransaction rolled back on purpose, the result leaving through the detail of the
   -- error that ends it: the analysis locks every relation the query reads, and a migration (DDL
@@ -87,8 +90,15 @@ BEGIN
     -- what DDL must touch to change them (docsync._rederive)
     want := jsonb_build_object('watches', want, 'from',
       (SELECT to_jsonb(dep.relations) FROM docsync.query_depends(q.sql, q.search_path, definer) dep));
+    derived := true;
     RAISE EXCEPTION 'docsync: derived' USING ERRCODE = 'DSY01', DETAIL = want::text;
   EXCEPTION WHEN SQLSTATE 'DSY01' THEN
+    IF NOT derived THEN
+      RAISE EXCEPTION 'the analysis of doc query "%" raised docsync''s own SQLSTATE DSY01', q.name
+        USING ERRCODE = 'raise_exception',
+              DETAIL = 'A function its text reaches (a domain''s CHECK, a type''s input) raised it; docsync reads that code as the result of a derivation.',
+              HINT = 'Make such functions raise another SQLSTATE.';
+    END IF;
     GET STACKED DIAGNOSTICS found = PG_EXCEPTION_DETAIL;
     want := found::jsonb;
   END;
@@ -145,6 +155,7 @@ DECLARE
   q docsync.query_defs;
   msg text;
   reads regclass[];
+  read boolean;
 BEGIN
   FOR q IN SELECT * FROM docsync.query_defs x WHERE x.watches = 'derived' AND x.name = ANY (queries) ORDER BY x.name LOOP
     BEGIN
@@ -154,6 +165,7 @@ BEGIN
       BEGIN
         UPDATE docsync.query_defs x SET derive_problem = msg
          WHERE x.name = q.name AND x.derive_problem IS DISTINCT FROM msg;
+        read := false;
         BEGIN
           -- the tables it reads now that no watch covers, when it still analyses, and its definer
           -- may read them (a watch its definer may not read would refuse the whole query); found,
@@ -161,11 +173,13 @@ BEGIN
           reads := ARRAY(SELECT r FROM unnest(docsync.tables_read(q.name)) r
                           WHERE has_any_column_privilege(docsync.definer_role(q.defined_by)::oid, r::oid, 'SELECT')
                             AND NOT EXISTS (SELECT FROM docsync.watch_targets t WHERE t.query = q.name AND t.relid = r));
+          read := true;
           RAISE EXCEPTION 'docsync: read' USING ERRCODE = 'DSY01', DETAIL = reads::oid[]::text;
         EXCEPTION
           WHEN SQLSTATE 'DSY01' THEN
+            -- (DSY01 raised by code the analysis ran carries no result)
             GET STACKED DIAGNOSTICS msg = PG_EXCEPTION_DETAIL;
-            reads := msg::oid[]::regclass[];
+            reads := CASE WHEN read THEN msg::oid[]::regclass[] ELSE '{}' END;
           WHEN OTHERS THEN
             reads := '{}';
         END;

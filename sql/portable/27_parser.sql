@@ -169,6 +169,7 @@ DECLARE
   r docsync.parse_result;
   k integer;
   stmt text;
+  parsed boolean := false;
   state text;
   msg text;
   det text;
@@ -190,10 +191,15 @@ BEGIN
   -- (a setting, an object, a row) but a prepared statement or a session's advisory lock
   BEGIN
     EXECUTE format('SELECT * FROM docsync_parse.%I($1, $2, $3, $4)', parser) INTO r USING what, sql, search_path, caller_path;
+    parsed := true;
     RAISE SQLSTATE 'DSY02';
   EXCEPTION
     WHEN SQLSTATE 'DSY02' THEN
-      NULL;
+      -- (raised by code the parse ran, it is an error of the parse)
+      IF NOT parsed THEN
+        state := 'P0001';
+        msg := format('code that parse analysis ran raised docsync''s own SQLSTATE DSY02 while a text of %s was parsed', definer);
+      END IF;
     WHEN OTHERS THEN
       -- a parse that fails is looked at too, then its error raised again
       GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,

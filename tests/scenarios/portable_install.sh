@@ -227,6 +227,7 @@ BEGIN
     WHEN 10 THEN
       PERFORM pg_advisory_lock(4343);
       RAISE EXCEPTION 'sneaky fails the parse';
+    WHEN 11 THEN RAISE EXCEPTION 'sneaky ends the parse' USING ERRCODE = 'DSY02';
     WHEN 7 THEN PERFORM count(*) FROM public.secrets;
     WHEN 8 THEN ALTER FUNCTION docsync_parse.docsync_parser_definer(text, text, text, text) SECURITY INVOKER;
     WHEN 9 THEN
@@ -273,6 +274,11 @@ refused "parse-time code leaving a prepared statement" "parsing a definition of 
   "SELECT docsync.define_query('sneaky9', 'SELECT to_jsonb(''{9}''::public.sneaky_int[])')"
 refused "a failing parse leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" definer \
   "SELECT docsync.define_query('sneaky10', 'SELECT to_jsonb(''{10}''::public.sneaky_int[])')"
+# docsync's own SQLSTATE, with which it ends the parse's subtransaction, raised by the parse's code
+# is an error of the parse, not a parse that went through with no result
+# (called as the writer alone, which parses as the parser role only)
+refused "parse-time code raising DSY02" "raised docsync's own SQLSTATE DSY02" definer \
+  "SELECT docsync._api_define_query('definer', 'sneaky11', 'SELECT to_jsonb(''{11}''::public.sneaky_int[])', '{}', false, 'public, pg_temp', 'manual', false)"
 expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])', 'public, pg_temp', NULL)" \
   -c "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory') || '|' || (SELECT count(*) FROM pg_prepared_statements)" 2>/dev/null | tail -1)"
 # the definer's rights, no more: it may not read secrets, nor reach its parser
