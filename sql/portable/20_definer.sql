@@ -170,20 +170,27 @@ DECLARE
   c refcursor;
   one text;
   got text;
+  ctx text;
+  one_ctx text;
 BEGIN
   BEGIN
     OPEN c FOR EXECUTE 'PREPARE docsync_one AS SELECT 1';
     CLOSE c;
     RAISE EXCEPTION 'docsync.prove_one_statement: a cursor opened on a PREPARE' USING ERRCODE = 'internal_error';
   EXCEPTION WHEN invalid_cursor_definition THEN
-    GET STACKED DIAGNOSTICS one = MESSAGE_TEXT;
+    GET STACKED DIAGNOSTICS one = MESSAGE_TEXT, one_ctx = PG_EXCEPTION_CONTEXT;
   END;
   BEGIN
     OPEN c FOR EXECUTE 'PREPARE docsync_one AS ' || sql || E'\n';
     CLOSE c;
     got := NULL;
   EXCEPTION WHEN invalid_cursor_definition THEN
-    GET STACKED DIAGNOSTICS got = MESSAGE_TEXT;
+    -- the refusal of the OPEN itself has the context of the reference's (but for its line); code
+    -- that the analysis of a second statement ran (a domain's CHECK) and that raised it has its own
+    GET STACKED DIAGNOSTICS got = MESSAGE_TEXT, ctx = PG_EXCEPTION_CONTEXT;
+    IF regexp_replace(ctx, 'line \d+', 'line', 'g') IS DISTINCT FROM regexp_replace(one_ctx, 'line \d+', 'line', 'g') THEN
+      got := NULL;
+    END IF;
   END;
   IF got IS DISTINCT FROM one THEN
     RAISE EXCEPTION 'query must be exactly one statement'

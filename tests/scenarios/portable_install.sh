@@ -228,6 +228,7 @@ BEGIN
       PERFORM pg_advisory_lock(4343);
       RAISE EXCEPTION 'sneaky fails the parse';
     WHEN 11 THEN RAISE EXCEPTION 'sneaky ends the parse' USING ERRCODE = 'DSY02';
+    WHEN 12 THEN RAISE EXCEPTION 'cannot open PREPARE query as cursor' USING ERRCODE = 'invalid_cursor_definition';
     WHEN 7 THEN PERFORM count(*) FROM public.secrets;
     WHEN 8 THEN ALTER FUNCTION docsync_parse.docsync_parser_definer(text, text, text, text) SECURITY INVOKER;
     WHEN 9 THEN
@@ -279,6 +280,10 @@ refused "a failing parse leaving an advisory lock" "parsing a definition of defi
 # (called as the writer alone, which parses as the parser role only)
 refused "parse-time code raising DSY02" "raised docsync's own SQLSTATE DSY02" definer \
   "SELECT docsync._api_define_query('definer', 'sneaky11', 'SELECT to_jsonb(''{11}''::public.sneaky_int[])', '{}', false, 'public, pg_temp', 'manual', false)"
+# nor is the server's count of statements: code that the analysis of a second statement runs,
+# raising the refusal the count expects of one statement, is not that refusal
+refused "a second statement raising the one-statement refusal" 'exactly one statement' definer \
+  "SELECT docsync.prove_one_statement(\$q\$SELECT 1; SELECT '{12}'::public.sneaky_int[]\$q\$)"
 expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])', 'public, pg_temp', NULL)" \
   -c "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory') || '|' || (SELECT count(*) FROM pg_prepared_statements)" 2>/dev/null | tail -1)"
 # the definer's rights, no more: it may not read secrets, nor reach its parser
