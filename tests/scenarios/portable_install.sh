@@ -292,8 +292,12 @@ refused "parse-time code reading what the definer may not" 'permission denied fo
 refused "parse-time code altering its parser" 'permission denied for schema docsync_parse' definer \
   "SELECT docsync.define_query('sneaky8', 'SELECT to_jsonb(''{8}''::public.sneaky_int[])')"
 expect "the parser is intact" t "$(psql_as docsync_owner app -c "SELECT docsync.parser_intact('docsync_parse.docsync_parser_definer(text, text, text, text)'::regprocedure, 'docsync_parser_definer'::regrole)")"
-# a role of that name docsync did not make is refused, not used
-psql_as docsync_owner app -c "SELECT docsync.drop_query('sneaky')" >/dev/null
+psql_as definer app -c "SELECT docsync.drop_query('sneaky')" >/dev/null
+# a role of a parser role's name that docsync did not make is refused, not used
+psql_as docsync_owner app -c "CREATE ROLE docsync_parser_intruder"
+refused "a parser role docsync did not make" 'role "docsync_parser_intruder" exists, but is not a harmless docsync parser role' intruder \
+  "SELECT docsync.define_query('theirs', 'SELECT to_jsonb(1)')"
+psql_as docsync_owner app -c "DROP ROLE docsync_parser_intruder"
 psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)" -c "DROP TABLE public.sneak_log"
 # nor through the definition's search_path: an operator of the definer's, found before pg_catalog's,
 # resolves only in the definer's own text, never in docsync's statements around it
@@ -490,4 +494,11 @@ portable=$(psql_as docsync_owner app -c "$random_channels" | tail -n 1)
 extension=$(psql_as postgres cext -c "$random_channels" | tail -n 1)
 [[ $portable == 3000\|* ]] || fail "the random differential computed [$portable]"
 expect "channel(): portable and C agree over 3000 random strings" "$extension" "$portable"
+
+# uninstalled as docs/portable.md says: the runners and parsers go, then the reader and parser roles
+psql_as docsync_owner app -c "SELECT docsync._before_drop()" -c "DROP SCHEMA docsync CASCADE" >/dev/null 2>&1 ||
+  fail "the uninstall failed: $(psql_as docsync_owner app -c "SELECT docsync._before_drop()" 2>&1)"
+expect "docsync's schemas and roles after the uninstall" "0|0" "$(psql_as docsync_owner app -c "SELECT
+  (SELECT count(*) FROM pg_namespace WHERE nspname IN ('docsync', 'docsync_run', 'docsync_parse')) || '|' ||
+  (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'docsync\_parser\_%' OR rolname LIKE 'docsync\_reader\_%')")"
 echo "portable_install: ok"
