@@ -37,17 +37,47 @@ END
 $b$::text
 $f$;
 
+-- Makes the function signature (its name and argument types, as ALTER FUNCTION reads them) anew
+-- with the statement create, in schema, owned by role owner: executable by the owner alone, and by the
+-- installing role when installer_calls; owner keeps USAGE on schema when owner_calls. The installing
+-- role becomes a member of owner for the ALTER FUNCTION … OWNER TO (CREATEROLE), and owner may create
+-- in schema, only meanwhile: both end before it returns.
+CREATE FUNCTION docsync.make_owned_function(owner name, schema name, signature text, "create" text,
+                                            installer_calls boolean, owner_calls boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  member boolean := pg_has_role(current_user, to_regrole(quote_ident(owner)), 'MEMBER');
+BEGIN
+  IF to_regprocedure(signature) IS NOT NULL THEN
+    EXECUTE format('DROP FUNCTION %s', signature);
+  END IF;
+  IF NOT member THEN
+    EXECUTE format('GRANT %I TO %I', owner, current_user);
+  END IF;
+  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA %I TO %I', schema, owner);
+  EXECUTE "create";
+  EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', signature);
+  EXECUTE format('ALTER FUNCTION %s OWNER TO %I', signature, owner);
+  IF installer_calls THEN
+    -- granted by owner, as whose member the installing role grants
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', signature, current_user);
+  END IF;
+  EXECUTE format('REVOKE %s ON SCHEMA %I FROM %I', CASE WHEN owner_calls THEN 'CREATE' ELSE 'USAGE, CREATE' END,
+                 schema, owner);
+  IF NOT member THEN
+    EXECUTE format('REVOKE %I FROM %I', owner, current_user);
+  END IF;
+END
+$$;
+
 -- Makes (or makes right) docsync_run.<reader>(stmt text, args text[]), owned by the reader role,
--- executable by it alone, and returns the reader role. The installing role becomes a member of the
--- reader role for the ALTER FUNCTION … OWNER TO (CREATEROLE), and the reader role may create in
--- docsync_run only meanwhile: both end before it returns. A reader role's computes are read-only
--- transactions, so it never alters its runner.
+-- executable by it alone, and returns the reader role (docsync.make_owned_function). A reader
+-- role's computes are read-only transactions, so it never alters its runner.
 CREATE FUNCTION docsync.ensure_runner(reader name) RETURNS name
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   fn regprocedure := to_regprocedure(format('docsync_run.%I(text, text[])', reader));
   role_oid oid := to_regrole(quote_ident(reader));
-  member boolean;
 BEGIN
   IF role_oid IS NULL THEN
     RAISE EXCEPTION 'role "%" does not exist', reader USING ERRCODE = 'undefined_object';
@@ -60,22 +90,10 @@ BEGIN
           AND p.proacl = ARRAY[makeaclitem(role_oid, role_oid, 'EXECUTE', false)]) THEN
     RETURN reader;
   END IF;
-  IF fn IS NOT NULL THEN
-    EXECUTE format('DROP FUNCTION %s', fn);
-  END IF;
-  member := pg_has_role(current_user, role_oid, 'MEMBER');
-  IF NOT member THEN
-    EXECUTE format('GRANT %I TO %I', reader, current_user);
-  END IF;
-  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA docsync_run TO %I', reader);
-  EXECUTE format('CREATE FUNCTION docsync_run.%I(stmt text, args text[]) RETURNS SETOF text '
-                 'LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS %L', reader, docsync.runner_body());
-  EXECUTE format('REVOKE ALL ON FUNCTION docsync_run.%I(text, text[]) FROM PUBLIC', reader);
-  EXECUTE format('ALTER FUNCTION docsync_run.%I(text, text[]) OWNER TO %I', reader, reader);
-  EXECUTE format('REVOKE CREATE ON SCHEMA docsync_run FROM %I', reader);
-  IF NOT member THEN
-    EXECUTE format('REVOKE %I FROM %I', reader, current_user);
-  END IF;
+  PERFORM docsync.make_owned_function(reader, 'docsync_run', format('docsync_run.%I(text, text[])', reader),
+    format('CREATE FUNCTION docsync_run.%I(stmt text, args text[]) RETURNS SETOF text '
+           'LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS %L', reader, docsync.runner_body()),
+    false, true);
   RETURN reader;
 END
 $$;

@@ -72,8 +72,7 @@ $$;
 -- The parser role of definer, made (or made right) with its parser, or null when the definer holds
 -- the current user's rights already (it is that role, a member of it, or a superuser), so that
 -- parsing as the current user gives it nothing. A role of that name that docsync did not make, or
--- that was given a login, an attribute, a member or another membership since, is refused. The
--- installing role is a member of the parser role only while it makes the parser.
+-- that was given a login, an attribute, a member or another membership since, is refused.
 CREATE FUNCTION docsync.ensure_parser(definer regrole) RETURNS name
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -82,7 +81,6 @@ DECLARE
   mark text;
   r pg_roles;
   fn regprocedure;
-  member boolean;
 BEGIN
   SELECT * INTO d FROM pg_roles x WHERE x.oid = definer;
   IF NOT FOUND THEN
@@ -123,25 +121,11 @@ BEGIN
   IF fn IS NOT NULL AND docsync.parser_intact(fn, r.oid) THEN
     RETURN parser;
   END IF;
-  IF fn IS NOT NULL THEN
-    EXECUTE format('DROP FUNCTION %s', fn);
-  END IF;
-  member := pg_has_role(current_user, r.oid, 'MEMBER');
-  IF NOT member THEN
-    EXECUTE format('GRANT %I TO %I', parser, current_user);
-  END IF;
-  EXECUTE format('GRANT USAGE, CREATE ON SCHEMA docsync_parse TO %I', parser);
-  EXECUTE format('CREATE FUNCTION docsync_parse.%I(what text, sql text, search_path text, caller_path text) '
-                 'RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER '
-                 'SET search_path = pg_catalog, pg_temp AS %L', parser, docsync.parser_body());
-  EXECUTE format('REVOKE ALL ON FUNCTION docsync_parse.%I(text, text, text, text) FROM PUBLIC', parser);
-  EXECUTE format('ALTER FUNCTION docsync_parse.%I(text, text, text, text) OWNER TO %I', parser, parser);
-  -- granted by the parser role (its owner), as whose member the installing role grants
-  EXECUTE format('GRANT EXECUTE ON FUNCTION docsync_parse.%I(text, text, text, text) TO %I', parser, current_user);
-  EXECUTE format('REVOKE USAGE, CREATE ON SCHEMA docsync_parse FROM %I', parser);
-  IF NOT member THEN
-    EXECUTE format('REVOKE %I FROM %I', parser, current_user);
-  END IF;
+  PERFORM docsync.make_owned_function(parser, 'docsync_parse', format('docsync_parse.%I(text, text, text, text)', parser),
+    format('CREATE FUNCTION docsync_parse.%I(what text, sql text, search_path text, caller_path text) '
+           'RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER '
+           'SET search_path = pg_catalog, pg_temp AS %L', parser, docsync.parser_body()),
+    true, false);
   RETURN parser;
 END
 $$;
