@@ -80,6 +80,10 @@ SELECT docsync.watch('order', 'orders', params => ARRAY['id', 'status']);
 SELECT docsync.watch('order', 'orders', params => ARRAY['id']);
 SELECT docsync.watch('order', 'orders');
 SELECT docsync.watch('order', 'orders', params => ARRAY['id'], keys_sql => 'SELECT 1');
+-- a text over the 1 MiB docsync-worker computes is refused where it is defined (comments count)
+SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items WHERE product_id = $1 /* '
+                                                      || repeat('x', 1048576) || ' */', keys_args => ARRAY['id']);
+SELECT docsync.define_query('huge', 'SELECT to_jsonb(1) /* ' || repeat('x', 1048576) || ' */');
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT 1');
 SELECT docsync.watch('order', 'products', keys_sql => 'SELECT order_id FROM order_items', keys_args => ARRAY[]::text[]);
 SELECT docsync.watch('order', 'products', params => ARRAY['id'], keys_args => ARRAY['id']);

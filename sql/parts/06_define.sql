@@ -8,6 +8,20 @@
 -- docsync._<its name> with the same arguments as the extension's owner, and that implementation
 -- reads the caller from docsync.api_caller(), checks its rights and records it as the definer.
 
+-- Raises when a doc or keys query's text is over the 1 MiB docsync-worker computes (its
+-- kMaxQueryTextBytes): the text goes into every compute's statement.
+CREATE FUNCTION docsync.check_text_size(what text, sql text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+  IF octet_length(sql) > 1048576 THEN
+    RAISE EXCEPTION '% is % bytes long, over the 1 MiB docsync-worker computes', what, octet_length(sql)
+      USING ERRCODE = 'program_limit_exceeded',
+            DETAIL = 'The text goes into every compute''s statement.',
+            HINT = 'Shorten it (comments count), or move what it repeats into a view or a function.';
+  END IF;
+END
+$$;
+
 CREATE FUNCTION docsync._define_query(name text, sql text, params text[], or_replace boolean, search_path text,
                                       watches text, allow_uncovered boolean)
 RETURNS void
@@ -23,6 +37,7 @@ DECLARE
 BEGIN
   PERFORM docsync.require_admin('define docsync queries');
   PERFORM docsync.check_segment('docsync query name', name);
+  PERFORM docsync.check_text_size(format('doc query "%s"', name), sql);
   -- stored as the caller resolves it, so that what is checked is what runs (plugin/definer.c)
   path := docsync.pin_search_path(path);
   IF params IS NULL THEN params := '{}'; END IF;
@@ -345,6 +360,7 @@ DECLARE
   path text;
 BEGIN
   PERFORM docsync.require_admin('define docsync watches');
+  PERFORM docsync.check_text_size(format('keys_sql of a watch of docsync query "%s"', query), keys_sql);
   rel := docsync.resolve_table("table", search_path);
 
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = _watch.query FOR SHARE;
