@@ -175,6 +175,33 @@ TEST_CASE("a doc over --max-doc-bytes is measured on the server and never reache
     CHECK((wide_batch.split || (!wide_batch.outcomes.empty() && wide_batch.outcomes[0].kind == OutcomeKind::Permanent)));
     INFO("keys: peak " << peak << " kB, " << before << " kB before");
     CHECK(peak - before < 32 * 1024);
+    // Batched lookups hold no more than one lookup may (--max-keys + 1 rows of 4 kB): 16 lookups of
+    // 1 000 keys of 4 000 bytes, 64 MB together, run apart instead, each within its own bound.
+    KeysQuery many{"big", "SELECT $1::text || g AS k, repeat('k', 4000) AS pad FROM generate_series(1, 1000) g",
+                   "exec_b", "exec_b.orders"};
+    many.batch_sql = batch_sql(f.db, many.sql, "exec_b");
+    REQUIRE_FALSE(many.batch_sql.empty());
+    std::vector<SqlArgs> sets;
+    for (int i = 0; i < 16; ++i) sets.push_back({std::to_string(i)});
+    reset_peak_rss();
+    before = rss_kb("VmRSS");
+    auto many_batch = ex.run_keys_batch(many, sets, 1000, {});
+    peak = rss_kb("VmHWM");
+    INFO(many_batch.error);
+    CHECK(many_batch.split);
+    CHECK(many_batch.error.find("over 4100096 in one statement") != std::string::npos);
+    INFO("many keys: peak " << peak << " kB, " << before << " kB before");
+    CHECK(peak - before < 32 * 1024);
+    // One lookup holds its 1 000 keys; a batch within the bound runs whole.
+    auto one = ex.run_keys(many, {"7"}, 1000, {});
+    CHECK(one.kind == OutcomeKind::Ok);
+    CHECK(one.keys.size() == 1000);
+    KeysQuery small{"small", "SELECT $1::text || g AS k FROM generate_series(1, 1000) g", "exec_b", "exec_b.orders"};
+    small.batch_sql = batch_sql(f.db, small.sql, "exec_b");
+    auto small_batch = ex.run_keys_batch(small, sets, 1000, {});
+    CHECK_FALSE(small_batch.split);
+    REQUIRE(small_batch.outcomes.size() == sets.size());
+    for (const auto& lookup : small_batch.outcomes) CHECK(lookup.keys.size() == 1000);
 }
 
 TEST_CASE("in a batch, a doc whose query raises, returns two rows or is over --max-doc-bytes fails alone") {

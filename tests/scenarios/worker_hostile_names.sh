@@ -66,8 +66,9 @@ others_sql=$(cat <<'SQL'
 WITH s AS (
   -- numbered constants as $n, and the bounds the worker puts around a doc or keys query
   -- (worker/executor/bounded_forms.hpp) taken off
-  SELECT regexp_replace(regexp_replace(regexp_replace(x.query, '\$[0-9]+', '$n', 'g'),
+  SELECT regexp_replace(regexp_replace(regexp_replace(regexp_replace(x.query, '\$[0-9]+', '$n', 'g'),
            '^SELECT docsync_k\.\* FROM \(\n(.*)\n\) AS docsync_k WHERE CASE WHEN [^\n]* LIMIT \$n$', '\1'),
+           '^SELECT \(docsync_w\.docsync_r\)\.\* FROM \(SELECT ROW\(docsync_k\.\*\) AS docsync_r, [^\n]* FROM \(\n(.*)\n\) AS docsync_k\) AS docsync_w WHERE CASE WHEN [^\n]* LIMIT \$n$', '\1'),
            '^SELECT (docsync_r\.c1, docsync_r\.c2, )?CASE WHEN .* FROM \(\(\n(.*)\n\) UNION ALL SELECT [^\n]* AS docsync_t LIMIT \$n$',
            '\2') AS query
     FROM pg_stat_statements x JOIN pg_roles r ON r.oid = x.userid

@@ -23,8 +23,10 @@ inline constexpr std::size_t kMaxKeyRowBytes = 4096;
 
 // A keys query or its batched form, at most `max_rows` rows; a row whose text (its record's) holds
 // more than kMaxKeyRowBytes fails the statement (SQLSTATE 22P02, the message naming its size)
-// before any of it is sent. So a result holds at most `max_rows` × kMaxKeyRowBytes.
-std::string keys_form(const std::string& sql, std::size_t max_rows);
+// before any of it is sent, and so do rows whose texts add up to more than `max_total_bytes`
+// (0: no total). So a result holds at most max(`max_rows` × kMaxKeyRowBytes, `max_total_bytes` +
+// kMaxKeyRowBytes) bytes of rows.
+std::string keys_form(const std::string& sql, std::size_t max_rows, std::size_t max_total_bytes = 0);
 
 // The size the server reported for a doc over the cap (doc_form's last column), if any.
 std::optional<std::size_t> oversize(std::optional<std::string_view> column);

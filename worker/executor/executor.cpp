@@ -559,11 +559,13 @@ KeysBatchOutcome Executor::run_keys_batch(const KeysQuery& query, const std::vec
         return Runner::run_keys_batch(query, args, max_keys, need);
     std::string what = keys_what(query);
     // A right result has up to --max-keys rows for each param set (one, `present` NULL, for a set
-    // with none); one more is cut, and they run apart.
+    // with none); one more is cut, and they run apart. So do rows adding up to more than one lookup
+    // alone may return: a batch holds no more than a lookup (the halves run apart down to one).
     std::size_t max_rows = args.size() * std::max<std::size_t>(max_keys, 1) + 1;
+    std::size_t max_bytes = (std::max<std::size_t>(max_keys, 1) + 1) * bounded_forms::kMaxKeyRowBytes;
     return run_batched<KeysOutcome>(
         query.query, query.search_path, query.reader_role, query.batch_sql,
-        bounded_forms::keys_form(query.batch_sql, max_rows), max_rows, args, need, what,
+        bounded_forms::keys_form(query.batch_sql, max_rows, max_bytes), max_rows, args, need, what,
         [&](const pg::Result& r, const std::vector<int>& rows, KeysOutcome& lookup) {
             if (r.columns() < 3) {
                 lookup.kind = OutcomeKind::Permanent;
