@@ -138,6 +138,23 @@ SELECT pg_temp.changed() AS force_rls;
 ALTER TEXT SEARCH CONFIGURATION mycfg ALTER MAPPING FOR asciiword WITH english_stem;
 SELECT pg_temp.changed() AS ts_mapping;
 
+-- a keys query that no longer analyses (a table it reads dropped, its watched table still there)
+-- hashes its error beside what the query itself depends on, never instead of it: DDL on what the
+-- query reads still changes its fingerprint
+CREATE TABLE kside (id int PRIMARY KEY);
+CREATE TABLE kside_keys (sid int, pid int);
+CREATE TABLE kread (id int PRIMARY KEY, v int);
+SELECT docsync.define_query('beside', 'SELECT to_jsonb(count(*)) FROM kread WHERE id <> $1', params => ARRAY['id'],
+                            watches => 'manual');
+SELECT docsync.watch('beside', 'kside', keys_sql => 'SELECT k.pid FROM kside_keys k WHERE k.sid = $1',
+                     keys_args => ARRAY['id']) > 0 AS watched;
+INSERT INTO fp VALUES ('beside', docsync.fingerprint('beside'));
+SELECT pg_temp.changed() AS keys_watch_added;
+DROP TABLE kside_keys;
+SELECT pg_temp.changed() AS keys_table_dropped;
+ALTER TABLE kread ADD COLUMN w int;
+SELECT pg_temp.changed() AS beside_a_broken_keys_query;
+
 SELECT docsync.drop_query(name) FROM docsync.query_defs ORDER BY name;
 RESET search_path;
 DROP SCHEMA closure CASCADE;

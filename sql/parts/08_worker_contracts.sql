@@ -191,27 +191,35 @@ DECLARE
   typs oid[] := '{}';
   colls oid[] := '{}';
   d record;
+  w docsync.watch_defs;
+  failed text[] := '{}';
 BEGIN
   SELECT * INTO q FROM docsync.query_defs x WHERE x.name = fingerprint.query;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
   BEGIN
-    FOR d IN
-      SELECT dq.* FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by)) dq
-      UNION ALL
-      SELECT dk.* FROM docsync.watch_defs w
-       CROSS JOIN LATERAL docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by)) dk
-       WHERE w.query = q.name AND w.keys_sql IS NOT NULL
-    LOOP
+    SELECT * INTO d FROM docsync.query_depends(q.sql, q.search_path, docsync.definer_role(q.defined_by));
+  EXCEPTION WHEN OTHERS THEN
+    RETURN md5('error: ' || SQLERRM);
+  END;
+  rels := d.relations;
+  fns := d.functions;
+  typs := d.types;
+  colls := d.collations;
+  -- each keys query apart: one that no longer analyses (another definer's watch, whose table was
+  -- dropped, say) hashes its error beside what the others depend on, never instead of it
+  FOR w IN SELECT x.* FROM docsync.watch_defs x WHERE x.query = q.name AND x.keys_sql IS NOT NULL ORDER BY x.id LOOP
+    BEGIN
+      SELECT * INTO d FROM docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
       rels := rels || d.relations;
       fns := fns || d.functions;
       typs := typs || d.types;
       colls := colls || d.collations;
-    END LOOP;
-  EXCEPTION WHEN OTHERS THEN
-    RETURN md5('error: ' || SQLERRM);
-  END;
+    EXCEPTION WHEN OTHERS THEN
+      failed := failed || format('watch %s: %s', w.id, SQLERRM);
+    END;
+  END LOOP;
   rels := rels || ARRAY(SELECT t.relid::oid FROM unnest(rels) r(oid) CROSS JOIN LATERAL pg_partition_tree(r.oid) t);
   RETURN md5(concat_ws(E'\n',
     -- names, never OIDs or attnums (closure_state's storage identity aside: a restored copy's
@@ -231,7 +239,8 @@ BEGIN
                        ORDER BY p.oid::regprocedure::text)
        FROM pg_proc p
       WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p')),
-    docsync.closure_state(rels, fns, typs, colls)));
+    docsync.closure_state(rels, fns, typs, colls),
+    nullif(array_to_string(failed, E'\n'), '')));
 END
 $$;
 

@@ -22,12 +22,15 @@ CREATE TYPE docsync.parse_result AS (
   columns text[], relations oid[], functions oid[], types oid[], collations oid[], operators oid[],
   tree text, stmt text, problem text);
 
--- The name of a definer's parser role: docsync_parser_<definer>, a long name shortened with a hash
--- (as reader_role_name does).
+-- The name of a definer's parser role: docsync_parser_<definer>, a name of over 48 bytes shortened
+-- to its first 24 bytes and a hash.
 CREATE FUNCTION docsync.parser_role_name(definer name) RETURNS name
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
   SELECT CASE WHEN octet_length(definer) <= 48 THEN 'docsync_parser_' || definer
-              ELSE 'docsync_parser_' || left(definer, 24) || '_' || left(md5(definer), 16) END::name
+              -- the longest start of at most 24 bytes (not characters: the hash must fit in 63)
+              ELSE 'docsync_parser_' || (SELECT left(definer, max(n)) FROM generate_series(0, 24) n
+                                          WHERE octet_length(left(definer, n)) <= 24)
+                   || '_' || left(md5(definer), 16) END::name
 $$;
 
 -- The body of every parser: 'select' analyses one SELECT (docsync.parse_select), 'batch' writes its
@@ -130,14 +133,13 @@ BEGIN
 END
 $$;
 
--- What a parse could leave in the session that a rollback keeps: prepared statements and advisory
--- locks; each labelled, for the error naming what was left.
-CREATE FUNCTION docsync.parse_leftovers() RETURNS text[]
+-- The session's prepared statements, each as a whole (its name, text, parameter types and the time
+-- it was prepared), and its advisory locks: what a parse could change that a rollback keeps.
+CREATE FUNCTION docsync.parse_leftovers(OUT prepared text[], OUT locks text[])
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT ARRAY[
-    'a prepared statement: ' || coalesce((SELECT string_agg(p.name || ' ' || p.statement, ', ' ORDER BY p.name) FROM pg_prepared_statements p), ''),
-    'an advisory lock: ' || coalesce((SELECT string_agg(concat_ws(':', l.classid, l.objid, l.objsubid, l.mode), ', ' ORDER BY 1)
-                                       FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory'), '')]
+  SELECT ARRAY(SELECT p::text FROM pg_prepared_statements p ORDER BY p.name),
+         ARRAY(SELECT concat_ws(':', l.classid, l.objid, l.objsubid, l.mode) FROM pg_locks l
+                WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' ORDER BY 1)
 $$;
 
 -- Parses as the definer's parser role (what: 'select' or 'batch', as the parser's body reads it), in
@@ -148,17 +150,15 @@ CREATE FUNCTION docsync._parse_as_parser(definer regrole, what text, sql text, s
 RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   parser name := docsync.ensure_parser(definer);
-  before text[];
-  after text[];
+  before record;
+  after record;
   r docsync.parse_result;
-  k integer;
   stmt text;
   parsed boolean := false;
   state text;
   msg text;
   det text;
   hnt text;
-  prepared text[] := ARRAY(SELECT p.name FROM pg_prepared_statements p);
 BEGIN
   IF parser IS NULL THEN
     -- the definer holds the installing role's rights: parsing as it gives the text nothing
@@ -171,6 +171,13 @@ BEGIN
     RETURN r;
   END IF;
   before := docsync.parse_leftovers();
+  -- a session's advisory lock is held a number of times no catalog shows: none may be held here
+  IF cardinality(before.locks) > 0 THEN
+    RAISE EXCEPTION 'docsync parses no definition of % in a session that holds an advisory lock', definer
+      USING ERRCODE = 'object_in_use',
+            DETAIL = 'Code that parse analysis runs (a type''s input function, a domain''s CHECK) could release or take one, and how often one is held cannot be read.',
+            HINT = 'Release the session''s advisory locks (pg_advisory_unlock_all()) first, or call it from another session.';
+  END IF;
   -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
   -- (a setting, an object, a row) but a prepared statement or a session's advisory lock
   BEGIN
@@ -190,17 +197,18 @@ BEGIN
                               hnt = PG_EXCEPTION_HINT;
   END;
   after := docsync.parse_leftovers();
-  IF after IS DISTINCT FROM before THEN
-    k := (SELECT min(i) FROM generate_subscripts(before, 1) i WHERE before[i] IS DISTINCT FROM after[i]);
-    FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p.name <> ALL (prepared) LOOP
+  IF after.prepared IS DISTINCT FROM before.prepared OR after.locks IS DISTINCT FROM before.locks THEN
+    -- a statement made, or replaced (dropped and prepared again, under any text), goes: the
+    -- session's next EXECUTE of that name fails rather than run what the parse prepared
+    FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p::text <> ALL (before.prepared) LOOP
       EXECUTE format('DEALLOCATE %I', stmt);
     END LOOP;
-    IF before[2] = 'an advisory lock: ' THEN
-      PERFORM pg_advisory_unlock_all();
-    END IF;
-    RAISE EXCEPTION 'parsing a definition of % left % behind', definer, split_part(before[k], ':', 1)
+    PERFORM pg_advisory_unlock_all();
+    RAISE EXCEPTION 'parsing a definition of % left %', definer,
+                    CASE WHEN after.prepared IS DISTINCT FROM before.prepared
+                         THEN 'the session''s prepared statements changed' ELSE 'an advisory lock behind' END
       USING ERRCODE = 'insufficient_privilege',
-            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) left it in the session, and it was removed: %s', quote_ident(parser), left(after[k], 300)),
+            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released.', quote_ident(parser)),
             HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
   END IF;
   IF state IS NOT NULL THEN
@@ -223,6 +231,7 @@ BEGIN
     SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
     RETURN r;
   END IF;
+  PERFORM docsync.refuse_parse_time_code(sql);
   RETURN docsync._parse_as_parser(definer, 'select', sql, search_path, NULL);
 END
 $$;
@@ -237,6 +246,97 @@ BEGIN
     SELECT b.stmt, b.problem INTO stmt, problem FROM docsync.batch_form(sql, search_path, caller_path) b;
     RETURN;
   END IF;
+  PERFORM docsync.refuse_parse_time_code(sql);
   SELECT r.stmt, r.problem INTO stmt, problem FROM docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path) r;
+END
+$$;
+
+-- Parse analysis runs a type's input function for a literal, and through an array or composite
+-- literal (or a literal coerced to a function's argument) the CHECK of a domain of its elements.
+-- Parsed as the definer's parser role, such code holds no more than the definer's rights; but it
+-- runs in whatever session parses the text (the installing role's, another definer's, the
+-- worker's), whose state a rollback does not guard: open cursors it could read, time it could take.
+-- So no text is parsed as the parser role while the database holds code it could reach: a domain
+-- whose CHECK calls anything but pg_catalog's immutable functions and operators (a function
+-- outside pg_catalog, or one of its functions whose result depends on who runs it or that acts:
+-- lo_get, pg_replication_slot_advance, nextval, …) or reads the session (CURRENT_USER and kin), a
+-- type whose input runs a function outside pg_catalog, a range type with a canonical function
+-- outside it. The CHECK's stored expression is read, not pg_depend, which records no dependency on
+-- pg_catalog. Only such code the text can reach counts: a type holding it (itself, an array, a
+-- domain over it, a composite or table with a column of it, a range over it, a domain whose CHECK
+-- converts to it), a function or an operator taking or returning one, whose name appears in the
+-- text (compared in lower case, as a part of any word, quoted or not: more than the server would
+-- resolve, never less); a text with a Unicode-escaped identifier (U&"…"), which can spell any name,
+-- reaches all. (Such code made by a concurrent transaction between this look and the parse runs
+-- there all the same, as the parser role. jit off: the catalog's row estimates for the closure are
+-- far above what it reads, and compiling it would cost most of a second.)
+CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
+DECLARE
+  what text;
+  low text := lower(sql);
+  escaped boolean := sql ~* 'u&\s*"';
+BEGIN
+  WITH RECURSIVE risky(t, why) AS (
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure)
+      FROM pg_constraint c
+      CROSS JOIN LATERAL (
+        SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
+        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':(opno) (\d+)', 'g') m
+                                    JOIN pg_operator o ON o.oid = m[2]::oid
+        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':opnos \(o([ \d]+)\)', 'g') m
+                                    CROSS JOIN LATERAL regexp_split_to_table(btrim(m[1]), ' ') n
+                                    JOIN pg_operator o ON o.oid = n::oid) u
+      JOIN pg_proc p ON p.oid = u.f
+     WHERE c.contype = 'c' AND c.contypid <> 0
+       AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
+    UNION
+    SELECT c.contypid, format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
+                              lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
+      FROM pg_constraint c
+     WHERE c.contype = 'c' AND c.contypid <> 0
+       AND c.conbin::text ~ '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)[ }]'
+    UNION
+    SELECT t.oid, format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
+      FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+    UNION
+    SELECT r.rngtypid, format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
+      FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
+     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
+  ), holds(t, why) AS (
+    SELECT t, why FROM risky
+    UNION
+    SELECT n.t, h.why FROM holds h CROSS JOIN LATERAL (
+      SELECT x.oid FROM pg_type x WHERE x.typelem = h.t OR x.typbasetype = h.t
+      UNION ALL
+      SELECT c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+       WHERE a.atttypid = h.t AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+      UNION ALL
+      SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
+      UNION ALL
+      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t
+      UNION ALL
+      -- a domain whose CHECK converts to it
+      SELECT c.contypid FROM pg_constraint c
+       WHERE c.contype = 'c' AND c.contypid <> 0 AND c.conbin::text ~ (':resulttype ' || h.t::text || '\M')) n(t)
+  )
+  SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
+    FROM holds h CROSS JOIN LATERAL (
+      SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
+      UNION ALL
+      SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
+       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes) OR h.t = f.prorettype
+      UNION ALL
+      SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
+       WHERE h.t IN (o.oprleft, o.oprright, o.oprresult)) w
+   WHERE escaped OR strpos(low, lower(w.name)) > 0 OR strpos(replace(low, '""', '"'), lower(w.name)) > 0
+   LIMIT 1;
+  IF what IS NOT NULL THEN
+    RAISE EXCEPTION 'the portable install parses no query while %', what
+      USING ERRCODE = 'feature_not_supported',
+            DETAIL = 'Parsing a literal of such a type runs that function, in whichever session parses the definition (the installing role''s, another definer''s, the worker''s).',
+            HINT = 'Write the CHECK with pg_catalog''s immutable functions and operators only (or drop it), or install the docsync extension.';
+  END IF;
 END
 $$;

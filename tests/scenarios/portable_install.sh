@@ -208,14 +208,15 @@ refused "a write" 'must only read|must be a SELECT' definer \
   "SELECT docsync.define_query('w', 'WITH d AS (DELETE FROM orders RETURNING id) SELECT to_jsonb(count(*)) FROM d')"
 refused "row locks" 'must not lock rows' definer \
   "SELECT docsync.define_query('l', 'SELECT to_jsonb(o.id) FROM orders o WHERE o.id = \$1 FOR UPDATE', ARRAY['id'])"
-# code a definer wrote runs with the definer's rights alone while a text is parsed, never the
-# installing role's: a domain whose CHECK calls the definer's function, reached through an array
-# literal, runs it as the definer's parser role (a member of the definer alone, owning nothing but its
-# parser) when the writer parses the text, and as the definer when the API function checks it
+# code a definer wrote never runs while docsync parses a text as the installing role: a domain whose
+# CHECK calls the definer's function, reached through an array literal, stops every such parse of a
+# text that can reach it (the writer's, the definitions read's), naming it
 psql_as docsync_owner app -c "GRANT CREATE ON SCHEMA public TO definer"
 psql_as definer app <<'SQL'
 CREATE TABLE public.sneak_log (who text);
 CREATE FUNCTION public.sneaky(v int) RETURNS boolean LANGUAGE plpgsql AS $f$
+DECLARE
+  s record;
 BEGIN
   RAISE NOTICE 'sneaky ran as %', current_user;
   CASE v
@@ -224,73 +225,88 @@ BEGIN
     WHEN 4 THEN CREATE TEMP TABLE IF NOT EXISTS pg_replication_slots (slot_name name);
     WHEN 5 THEN INSERT INTO public.sneak_log VALUES (current_user);
     WHEN 6 THEN PERFORM pg_advisory_lock(4242);
-    WHEN 10 THEN
-      PERFORM pg_advisory_lock(4343);
-      RAISE EXCEPTION 'sneaky fails the parse';
-    WHEN 11 THEN RAISE EXCEPTION 'sneaky ends the parse' USING ERRCODE = 'DSY02';
-    WHEN 12 THEN RAISE EXCEPTION 'cannot open PREPARE query as cursor' USING ERRCODE = 'invalid_cursor_definition';
     WHEN 7 THEN PERFORM count(*) FROM public.secrets;
     WHEN 8 THEN ALTER FUNCTION docsync_parse.docsync_parser_definer(text, text, text, text) SECURITY INVOKER;
     WHEN 9 THEN
       IF NOT EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'sneaky_stmt') THEN
         PREPARE sneaky_stmt AS SELECT 1;
       END IF;
+    WHEN 10 THEN
+      PERFORM pg_advisory_lock(4343);
+      RAISE EXCEPTION 'sneaky fails the parse';
+    WHEN 11 THEN RAISE EXCEPTION 'sneaky ends the parse' USING ERRCODE = 'DSY02';
+    WHEN 12 THEN RAISE EXCEPTION 'cannot open PREPARE query as cursor' USING ERRCODE = 'invalid_cursor_definition';
+    WHEN 13 THEN
+      -- every prepared statement of the session that parses, replaced by one of the definer's
+      FOR s IN SELECT p.name FROM pg_prepared_statements p WHERE p.name NOT LIKE 'docsync%' LOOP
+        EXECUTE format('DEALLOCATE %I', s.name);
+        EXECUTE format('PREPARE %I AS SELECT 666', s.name);
+      END LOOP;
     ELSE NULL;
   END CASE;
   RETURN true;
 END
 $f$;
-CREATE DOMAIN public.sneaky_int AS int CHECK (public.sneaky(VALUE));
+CREATE DOMAIN public.sneaky_int AS int CHECK (VALUE > 0);
 SQL
-out=$(psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{1}''::public.sneaky_int[])')" 2>&1) ||
-  fail "a text reaching a domain whose CHECK runs the definer's code was refused: $out"
-grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the writer did not parse as the definer's parser role: $out"
+psql_as definer app -c "SELECT docsync.define_query('sneaky', 'SELECT to_jsonb(''{1}''::public.sneaky_int[])')" >/dev/null
+psql_as definer app -c "ALTER DOMAIN public.sneaky_int ADD CONSTRAINT sneaky_check CHECK (public.sneaky(VALUE))"
+refused "a text reaching the definer's code" 'parses no query while the CHECK constraint sneaky_check of domain public.sneaky_int calls public.sneaky\(integer\)' definer \
+  "SELECT docsync.define_query('sneaky1', 'SELECT to_jsonb(''{1}''::public.sneaky_int[])')"
+out=$(psql_as docsync_owner app -c "SELECT refused FROM docsync.queries WHERE name = 'sneaky'" 2>&1)
+grep -q 'parses no query while the CHECK constraint sneaky_check' <<<"$out" || fail "the stored query reaching the definer's code is not refused: $out"
+out=$(psql_as docsync_owner app -c "SELECT docsync.worker_definitions() IS NOT NULL" 2>&1)
+! grep -q "sneaky ran" <<<"$out" || fail "the definitions read ran the definer's code: $out"
+# Such code made by a concurrent transaction between that look and the parse (a race) runs in the
+# parse all the same, but with the definer's rights alone: as its parser role (a member of the
+# definer alone, owning nothing but its parser), in a subtransaction rolled back after it.
+# docsync._parse_as_parser, the parse past the look, shows what such code can do.
+parse_as_parser() { # MODE: the parse of a text reaching sneaky(MODE), as the owner, past the look
+  echo "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{$1}''::public.sneaky_int[])', 'public, pg_temp', NULL) IS NOT NULL"
+}
+out=$(psql_as docsync_owner app -c "$(parse_as_parser 1)" 2>&1) || fail "the parse past the look failed: $out"
+grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the parse did not run as the definer's parser role: $out"
 ! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definer's code ran as the installing role: $out"
 expect "the parser role: no login, inherits, a member of the definer alone, no member" "f|t|definer|0" \
   "$(psql_as docsync_owner app -c "SELECT r.rolcanlogin, r.rolinherit,
        (SELECT string_agg(g.rolname, ',') FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid),
        (SELECT count(*) FROM pg_auth_members m WHERE m.roleid = r.oid)
      FROM pg_roles r WHERE r.rolname = 'docsync_parser_definer'")"
-# the worker's read of the definitions parses as the parser role too
-out=$(psql_as docsync_owner app -c "SELECT docsync.worker_definitions() IS NOT NULL" 2>&1)
-grep -q "sneaky ran as docsync_parser_definer" <<<"$out" || fail "the definitions read did not parse as the parser role: $out"
-! grep -q "sneaky ran as docsync_owner" <<<"$out" || fail "the definitions read ran the definer's code as the installing role: $out"
-expect "the definition is not refused" "" "$(psql_as docsync_owner app -c "SELECT refused FROM docsync.queries WHERE name = 'sneaky'" 2>/dev/null)"
-# what such code does to the session or the database is undone before the statements after it run
-# (as the installing role, in the worker's definitions read): a setting (docsync.api_caller, which
-# the writers believe, or the search_path), a temporary table that would hide a catalog, a row
-session_after() { # MODE STATEMENT: STATEMENT's output after a parse reaching sneaky(MODE), as the owner
-  psql_as docsync_owner app -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{$1}''::public.sneaky_int[])', 'public, pg_temp', NULL) IS NOT NULL" \
-    -c "$2" 2>/dev/null | tail -1
+# what it does to the session or the database is undone before docsync's next statement: a setting
+# (docsync.api_caller, which the writers believe, or the search_path), a temporary table that would
+# hide a catalog, a row
+session_after() { # MODE STATEMENT: STATEMENT's output after a parse reaching sneaky(MODE)
+  psql_as docsync_owner app -c "$(parse_as_parser "$1")" -c "$2" 2>/dev/null | tail -1
 }
 expect "docsync.api_caller after a parse that set it" "" "$(session_after 2 "SELECT current_setting('docsync.api_caller', true)")"
 expect "the search_path after a parse that set it" '"$user", public' "$(session_after 3 "SHOW search_path")"
 expect "temporary tables after a parse that made one" 0 "$(session_after 4 "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()")"
 session_after 5 "SELECT 1" >/dev/null
 expect "rows after a parse that wrote one" 0 "$(psql_as definer app -c "SELECT count(*) FROM public.sneak_log")"
-# and what a rollback keeps, an advisory lock or a prepared statement, fails the parse and goes
-refused "parse-time code leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" definer \
-  "SELECT docsync.define_query('sneaky6', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])')"
-refused "parse-time code leaving a prepared statement" "parsing a definition of definer left a prepared statement behind" definer \
-  "SELECT docsync.define_query('sneaky9', 'SELECT to_jsonb(''{9}''::public.sneaky_int[])')"
-refused "a failing parse leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" definer \
-  "SELECT docsync.define_query('sneaky10', 'SELECT to_jsonb(''{10}''::public.sneaky_int[])')"
+# what a rollback keeps fails the parse and goes: an advisory lock (after a failed parse too); a
+# prepared statement made, or one of the session's replaced, whose next EXECUTE then fails rather
+# than run the definer's statement with the session's rights
+refused "parse-time code leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" docsync_owner "$(parse_as_parser 6)"
+refused "a failing parse leaving an advisory lock" "parsing a definition of definer left an advisory lock behind" docsync_owner "$(parse_as_parser 10)"
+refused "parse-time code leaving a prepared statement" "parsing a definition of definer left the session's prepared statements changed" docsync_owner "$(parse_as_parser 9)"
+expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "$(parse_as_parser 6)" -c "$(parse_as_parser 9)" \
+  -c "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory') || '|' || (SELECT count(*) FROM pg_prepared_statements)" 2>/dev/null | tail -1)"
+out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "PREPARE owner_stmt AS SELECT 42" -c "$(parse_as_parser 13)" -c "EXECUTE owner_stmt" 2>&1) || true
+! grep -q 666 <<<"$out" || fail "the session's prepared statement ran the definer's replacement: $out"
+grep -q 'prepared statement "owner_stmt" does not exist' <<<"$out" || fail "the replaced statement was not deallocated: $out"
+# a session's advisory locks are held a number of times no catalog shows: none may be held
+refused "a parse in a session holding an advisory lock" 'parses no definition of definer in a session that holds an advisory lock' docsync_owner \
+  "SELECT pg_advisory_lock(99); $(parse_as_parser 1)"
 # docsync's own SQLSTATE, with which it ends the parse's subtransaction, raised by the parse's code
 # is an error of the parse, not a parse that went through with no result
-# (called as the writer alone, which parses as the parser role only)
-refused "parse-time code raising DSY02" "raised docsync's own SQLSTATE DSY02" definer \
-  "SELECT docsync._api_define_query('definer', 'sneaky11', 'SELECT to_jsonb(''{11}''::public.sneaky_int[])', '{}', false, 'public, pg_temp', 'manual', false)"
+refused "parse-time code raising DSY02" "raised docsync's own SQLSTATE DSY02" docsync_owner "$(parse_as_parser 11)"
 # nor is the server's count of statements: code that the analysis of a second statement runs,
 # raising the refusal the count expects of one statement, is not that refusal
 refused "a second statement raising the one-statement refusal" 'exactly one statement' definer \
   "SELECT docsync.prove_one_statement(\$q\$SELECT 1; SELECT '{12}'::public.sneaky_int[]\$q\$)"
-expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "SELECT docsync._parse_as_parser('definer', 'select', 'SELECT to_jsonb(''{6}''::public.sneaky_int[])', 'public, pg_temp', NULL)" \
-  -c "SELECT (SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory') || '|' || (SELECT count(*) FROM pg_prepared_statements)" 2>/dev/null | tail -1)"
 # the definer's rights, no more: it may not read secrets, nor reach its parser
-refused "parse-time code reading what the definer may not" 'permission denied for table secrets' definer \
-  "SELECT docsync.define_query('sneaky7', 'SELECT to_jsonb(''{7}''::public.sneaky_int[])')"
-refused "parse-time code altering its parser" 'permission denied for schema docsync_parse' definer \
-  "SELECT docsync.define_query('sneaky8', 'SELECT to_jsonb(''{8}''::public.sneaky_int[])')"
+refused "parse-time code reading what the definer may not" 'permission denied for table secrets' docsync_owner "$(parse_as_parser 7)"
+refused "parse-time code altering its parser" 'permission denied for schema docsync_parse' docsync_owner "$(parse_as_parser 8)"
 expect "the parser is intact" t "$(psql_as docsync_owner app -c "SELECT docsync.parser_intact('docsync_parse.docsync_parser_definer(text, text, text, text)'::regprocedure, 'docsync_parser_definer'::regrole)")"
 psql_as definer app -c "SELECT docsync.drop_query('sneaky')" >/dev/null
 # a role of a parser role's name that docsync did not make is refused, not used
@@ -298,6 +314,9 @@ psql_as docsync_owner app -c "CREATE ROLE docsync_parser_intruder"
 refused "a parser role docsync did not make" 'role "docsync_parser_intruder" exists, but is not a harmless docsync parser role' intruder \
   "SELECT docsync.define_query('theirs', 'SELECT to_jsonb(1)')"
 psql_as docsync_owner app -c "DROP ROLE docsync_parser_intruder"
+# two definers whose long names share their first 24 bytes get parser roles of their own
+expect "parser roles of long multi-byte names" "2|true" "$(psql_as docsync_owner app -c "SELECT count(DISTINCT n) || '|' || (max(octet_length(n)) <= 63) FROM (VALUES
+  (docsync.parser_role_name(repeat('д', 25) || '_anna')), (docsync.parser_role_name(repeat('д', 25) || '_boris'))) v(n)")"
 psql_as definer app -c "DROP DOMAIN public.sneaky_int" -c "DROP FUNCTION public.sneaky(int)" -c "DROP TABLE public.sneak_log"
 # nor through the definition's search_path: an operator of the definer's, found before pg_catalog's,
 # resolves only in the definer's own text, never in docsync's statements around it
@@ -314,6 +333,32 @@ out=$(psql_as definer app -c "SELECT docsync.define_query('by_customer', 'SELECT
   fail "a query under a search_path naming pg_catalog late was refused: $out"
 ! grep -q "sneaky_eq ran as docsync_owner" <<<"$out" || fail "the definer's operator ran as the installing role: $out"
 psql_as definer app -c "SELECT docsync.drop_query('by_customer')" -c "DROP OPERATOR public.= (text, text)" -c "DROP FUNCTION public.sneaky_eq(text, text)" >/dev/null
+# a domain CHECK of pg_catalog's functions alone runs at parse too: one whose result depends on
+# who runs it (CURRENT_USER, lo_get) stops the parse of a text that can reach it, before it runs
+psql_as definer app <<'SQL'
+CREATE DOMAIN public.who AS text CHECK (CURRENT_USER::text::int4 > 0);
+CREATE DOMAIN public.blob AS text CHECK (pg_catalog.lo_get(424242) IS NOT NULL);
+CREATE DOMAIN public.wrap AS text CHECK (VALUE::public.blob IS NOT NULL);
+SQL
+refused "a CHECK reading the session" 'parses no query while the CHECK constraint who_check of domain public.who reads the session \(sqlvaluefunction\)' definer \
+  "SELECT docsync.define_query('who', 'SELECT to_jsonb(''{a}''::public.who[])')"
+refused "a CHECK calling lo_get" 'parses no query while the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\)' definer \
+  "SELECT docsync.define_query('blob', 'SELECT to_jsonb(''{a}''::public.blob[])')"
+refused "a CHECK converting to such a domain" 'the CHECK constraint blob_check of domain public.blob calls lo_get\(oid\) \(the query can reach it through type public.wrap' definer \
+  "SELECT docsync.define_query('wrap', 'SELECT to_jsonb(''{a}''::public.wrap[])')"
+# only what a text can reach counts: a domain it names nowhere (nor a type, function or operator
+# holding one) stops no other query, and a Unicode-escaped identifier, which can spell any name,
+# reaches every such domain
+psql_as definer app <<'SQL'
+CREATE FUNCTION public.positive(int) RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN RETURN $1 > 0; END $f$;
+CREATE DOMAIN public.posint AS int CHECK (public.positive(VALUE));
+SQL
+psql_as definer app -c "SELECT docsync.define_query('elsewhere', 'SELECT to_jsonb(''{a}''::text[])')" >/dev/null ||
+  fail "a query that reaches no domain was refused beside an unrelated one"
+refused "a Unicode-escaped name" 'parses no query while the CHECK constraint' definer \
+  "SELECT docsync.define_query('escaped', 'SELECT to_jsonb(''{a}''::public.U&\"w\\0068o\"[])')"
+psql_as definer app -c "SELECT docsync.drop_query('elsewhere')" -c "DROP DOMAIN public.who" -c "DROP DOMAIN public.wrap" -c "DROP DOMAIN public.blob" \
+  -c "DROP DOMAIN public.posint" -c "DROP FUNCTION public.positive(int)" >/dev/null
 # a text the scan and the server read differently never runs as the installing role: after a
 # non-ASCII character 'e' continues an identifier, so €e'\' is the identifier "€e" and a plain
 # string, and the ';' after it ends a statement; the server's parser proves the count as well
