@@ -1287,7 +1287,7 @@ CREATE OR REPLACE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
-  w record;
+  wid bigint;
   msg text;
   pinned text;
 BEGIN
@@ -1310,9 +1310,11 @@ BEGIN
     -- the query's definer's own watches refuse the query when they no longer check; another
     -- definer's are set aside alone (docsync.watch_set_aside); a watch that does not resolve is
     -- never used (docsync.watch_targets reports it)
-    FOR w IN SELECT x.id FROM docsync.watch_targets x
-              WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by ORDER BY x.id LOOP
-      msg := docsync.watch_problem(w.id);
+    -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+    FOREACH wid IN ARRAY ARRAY(SELECT x.id FROM docsync.watch_targets x
+                                WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by
+                                ORDER BY x.id) LOOP
+      msg := docsync.watch_problem(wid);
       IF msg IS NOT NULL THEN
         RETURN msg;
       END IF;
@@ -1638,7 +1640,9 @@ BEGIN
   colls := d.collations;
   -- each keys query apart: one that no longer analyses (another definer's watch, whose table was
   -- dropped, say) hashes its error beside what the others depend on, never instead of it
-  FOR w IN SELECT x.* FROM docsync.watch_defs x WHERE x.query = q.name AND x.keys_sql IS NOT NULL ORDER BY x.id LOOP
+  -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+  FOREACH w IN ARRAY ARRAY(SELECT x FROM docsync.watch_defs x WHERE x.query = q.name AND x.keys_sql IS NOT NULL
+                            ORDER BY x.id) LOOP
     BEGIN
       SELECT * INTO d FROM docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
       rels := rels || d.relations;
@@ -1670,6 +1674,45 @@ BEGIN
       WHERE p.oid IN (SELECT DISTINCT unnest(fns)) AND p.oid >= 16384 AND p.prokind IN ('f', 'p')),
     docsync.closure_state(rels, fns, typs, colls),
     nullif(array_to_string(failed, E'\n'), '')));
+END
+$$;
+
+-- stored_batch_problem: its keys queries' problems over an array, not a loop's open cursor
+CREATE OR REPLACE FUNCTION docsync.stored_batch_problem(query text) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  q docsync.query_defs;
+  out text[] := '{}';
+  w docsync.watch_defs;
+  problem text;
+BEGIN
+  SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_problem.query;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    problem := docsync.batch_problem(q.sql, q.search_path, docsync.definer_role(q.defined_by));
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+    problem := format('it does not analyse (%s)', problem);
+  END;
+  IF problem IS NOT NULL THEN
+    out := out || format('doc query: %s', problem);
+  END IF;
+  -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+  FOREACH w IN ARRAY ARRAY(SELECT d FROM docsync.watch_defs d WHERE d.query = q.name AND d.keys_sql IS NOT NULL
+                            ORDER BY d.id) LOOP
+    BEGIN
+      problem := docsync.batch_problem(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS problem = MESSAGE_TEXT;
+      problem := format('it does not analyse (%s)', problem);
+    END;
+    IF problem IS NOT NULL THEN
+      out := out || format('keys query of watch %s: %s', w.id, problem);
+    END IF;
+  END LOOP;
+  RETURN nullif(array_to_string(out, '; '), '');
 END
 $$;
 

@@ -412,7 +412,7 @@ CREATE FUNCTION docsync.refusal(query text) RETURNS text
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
-  w record;
+  wid bigint;
   msg text;
   pinned text;
 BEGIN
@@ -435,9 +435,11 @@ BEGIN
     -- the query's definer's own watches refuse the query when they no longer check; another
     -- definer's are set aside alone (docsync.watch_set_aside); a watch that does not resolve is
     -- never used (docsync.watch_targets reports it)
-    FOR w IN SELECT x.id FROM docsync.watch_targets x
-              WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by ORDER BY x.id LOOP
-      msg := docsync.watch_problem(w.id);
+    -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+    FOREACH wid IN ARRAY ARRAY(SELECT x.id FROM docsync.watch_targets x
+                                WHERE x.query = q.name AND x.problem IS NULL AND x.defined_by = q.defined_by
+                                ORDER BY x.id) LOOP
+      msg := docsync.watch_problem(wid);
       IF msg IS NOT NULL THEN
         RETURN msg;
       END IF;

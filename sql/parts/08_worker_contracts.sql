@@ -209,7 +209,9 @@ BEGIN
   colls := d.collations;
   -- each keys query apart: one that no longer analyses (another definer's watch, whose table was
   -- dropped, say) hashes its error beside what the others depend on, never instead of it
-  FOR w IN SELECT x.* FROM docsync.watch_defs x WHERE x.query = q.name AND x.keys_sql IS NOT NULL ORDER BY x.id LOOP
+  -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+  FOREACH w IN ARRAY ARRAY(SELECT x FROM docsync.watch_defs x WHERE x.query = q.name AND x.keys_sql IS NOT NULL
+                            ORDER BY x.id) LOOP
     BEGIN
       SELECT * INTO d FROM docsync.query_depends(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
       rels := rels || d.relations;
@@ -327,7 +329,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   q docsync.query_defs;
   out text[] := '{}';
-  w record;
+  w docsync.watch_defs;
   problem text;
 BEGIN
   SELECT * INTO q FROM docsync.query_defs d WHERE d.name = stored_batch_problem.query;
@@ -343,8 +345,9 @@ BEGIN
   IF problem IS NOT NULL THEN
     out := out || format('doc query: %s', problem);
   END IF;
-  FOR w IN SELECT d.id, d.keys_sql, d.defined_by, d.search_path FROM docsync.watch_defs d
-            WHERE d.query = q.name AND d.keys_sql IS NOT NULL ORDER BY d.id LOOP
+  -- (over an array: a loop's cursor would be open while code a parse runs could move it)
+  FOREACH w IN ARRAY ARRAY(SELECT d FROM docsync.watch_defs d WHERE d.query = q.name AND d.keys_sql IS NOT NULL
+                            ORDER BY d.id) LOOP
     BEGIN
       problem := docsync.batch_problem(w.keys_sql, docsync.stored_path(w.search_path), docsync.definer_role(w.defined_by));
     EXCEPTION WHEN OTHERS THEN

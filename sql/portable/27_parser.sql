@@ -5,11 +5,12 @@
 -- gets a parser role: NOLOGIN, a member of the definer alone (so it holds the definer's rights, no
 -- more), which no role is a member of, owning docsync_parse.<parser>(…), a SECURITY DEFINER function
 -- of a fixed body that runs the analysis. Inside it the server refuses any change of role, and code
--- of the definer's runs with the definer's rights. Each parse runs in a subtransaction that is
--- rolled back after it, which undoes what such code did for the statements that follow it in the
--- session (a setting, a temporary object, a cursor, an object the parser role owns or an edit of its
--- parser, a row written); a prepared statement or an advisory lock, which a rollback keeps, fails the
--- parse, naming it, and is removed.
+-- of the definer's runs with the definer's rights, in the session that parses, as the extension's
+-- runs as the definer. Each parse runs in a subtransaction that is rolled back after it, which
+-- undoes what such code did for the statements that follow it in the session (a setting, a
+-- temporary object, an object the parser role owns or an edit of its parser, a row written); a
+-- prepared statement it made or replaced, or an advisory lock, which a rollback keeps, fails the
+-- parse, naming it, and is removed, and so does a change to the session's cursors.
 
 -- portable: replaces /CREATE FUNCTION docsync\.reader_role_name\(/
 @ORIGINAL@;
@@ -134,12 +135,15 @@ END
 $$;
 
 -- The session's prepared statements, each as a whole (its name, text, parameter types and the time
--- it was prepared), and its advisory locks: what a parse could change that a rollback keeps.
-CREATE FUNCTION docsync.parse_leftovers(OUT prepared text[], OUT locks text[])
+-- it was prepared), its advisory locks and its open cursors: what a parse could change that a
+-- rollback keeps (a cursor opened before it and closed in it stays closed).
+CREATE FUNCTION docsync.parse_leftovers(OUT prepared text[], OUT locks text[], OUT cursors text[])
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
   SELECT ARRAY(SELECT p::text FROM pg_prepared_statements p ORDER BY p.name),
          ARRAY(SELECT concat_ws(':', l.classid, l.objid, l.objsubid, l.mode) FROM pg_locks l
-                WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' ORDER BY 1)
+                WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' ORDER BY 1),
+         -- (not the unnamed portal of the statement running now, which SQL cannot name)
+         ARRAY(SELECT c::text FROM pg_cursors c WHERE c.name <> '' ORDER BY c.name)
 $$;
 
 -- Parses as the definer's parser role (what: 'select' or 'batch', as the parser's body reads it), in
@@ -171,12 +175,18 @@ BEGIN
     RETURN r;
   END IF;
   before := docsync.parse_leftovers();
-  -- a session's advisory lock is held a number of times no catalog shows: none may be held here
-  IF cardinality(before.locks) > 0 THEN
-    RAISE EXCEPTION 'docsync parses no definition of % in a session that holds an advisory lock', definer
+  -- a session's advisory lock is held a number of times no catalog shows, and a cursor's position
+  -- is not shown at all: code the parse runs could read or move a cursor (FETCH checks no
+  -- privilege) or release a lock, and nothing would tell. So none may be open or held here.
+  IF cardinality(before.locks) > 0 OR cardinality(before.cursors) > 0 THEN
+    RAISE EXCEPTION 'docsync parses no definition of % in a session that %', definer,
+                    CASE WHEN cardinality(before.cursors) > 0
+                         THEN format('has an open cursor (%s)', (SELECT left(c.name || ': ' || c.statement, 200) FROM pg_cursors c
+                                                                   WHERE c.name <> '' LIMIT 1))
+                         ELSE 'holds an advisory lock' END
       USING ERRCODE = 'object_in_use',
-            DETAIL = 'Code that parse analysis runs (a type''s input function, a domain''s CHECK) could release or take one, and how often one is held cannot be read.',
-            HINT = 'Release the session''s advisory locks (pg_advisory_unlock_all()) first, or call it from another session.';
+            DETAIL = 'Code that parse analysis runs (a type''s input function, a domain''s CHECK) runs in this session, with the definer''s rights: it could read or move a cursor, or release or take a lock, unseen.',
+            HINT = 'Close the session''s cursors (psql: \unset FETCH_COUNT) and release its advisory locks (pg_advisory_unlock_all()) first, or read the definitions from another session.';
   END IF;
   -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
   -- (a setting, an object, a row) but a prepared statement or a session's advisory lock
@@ -197,7 +207,8 @@ BEGIN
                               hnt = PG_EXCEPTION_HINT;
   END;
   after := docsync.parse_leftovers();
-  IF after.prepared IS DISTINCT FROM before.prepared OR after.locks IS DISTINCT FROM before.locks THEN
+  IF after.prepared IS DISTINCT FROM before.prepared OR after.locks IS DISTINCT FROM before.locks
+     OR after.cursors IS DISTINCT FROM before.cursors THEN
     -- a statement made, or replaced (dropped and prepared again, under any text), goes: the
     -- session's next EXECUTE of that name fails rather than run what the parse prepared
     FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p::text <> ALL (before.prepared) LOOP
@@ -206,9 +217,11 @@ BEGIN
     PERFORM pg_advisory_unlock_all();
     RAISE EXCEPTION 'parsing a definition of % left %', definer,
                     CASE WHEN after.prepared IS DISTINCT FROM before.prepared
-                         THEN 'the session''s prepared statements changed' ELSE 'an advisory lock behind' END
+                         THEN 'the session''s prepared statements changed'
+                         WHEN after.cursors IS DISTINCT FROM before.cursors
+                         THEN 'the session''s cursors changed' ELSE 'an advisory lock behind' END
       USING ERRCODE = 'insufficient_privilege',
-            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released.', quote_ident(parser)),
+            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released; a statement or cursor it removed is gone.', quote_ident(parser)),
             HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
   END IF;
   IF state IS NOT NULL THEN
@@ -231,7 +244,6 @@ BEGIN
     SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
     RETURN r;
   END IF;
-  PERFORM docsync.refuse_parse_time_code(sql);
   RETURN docsync._parse_as_parser(definer, 'select', sql, search_path, NULL);
 END
 $$;
@@ -246,97 +258,6 @@ BEGIN
     SELECT b.stmt, b.problem INTO stmt, problem FROM docsync.batch_form(sql, search_path, caller_path) b;
     RETURN;
   END IF;
-  PERFORM docsync.refuse_parse_time_code(sql);
   SELECT r.stmt, r.problem INTO stmt, problem FROM docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path) r;
-END
-$$;
-
--- Parse analysis runs a type's input function for a literal, and through an array or composite
--- literal (or a literal coerced to a function's argument) the CHECK of a domain of its elements.
--- Parsed as the definer's parser role, such code holds no more than the definer's rights; but it
--- runs in whatever session parses the text (the installing role's, another definer's, the
--- worker's), whose state a rollback does not guard: open cursors it could read, time it could take.
--- So no text is parsed as the parser role while the database holds code it could reach: a domain
--- whose CHECK calls anything but pg_catalog's immutable functions and operators (a function
--- outside pg_catalog, or one of its functions whose result depends on who runs it or that acts:
--- lo_get, pg_replication_slot_advance, nextval, …) or reads the session (CURRENT_USER and kin), a
--- type whose input runs a function outside pg_catalog, a range type with a canonical function
--- outside it. The CHECK's stored expression is read, not pg_depend, which records no dependency on
--- pg_catalog. Only such code the text can reach counts: a type holding it (itself, an array, a
--- domain over it, a composite or table with a column of it, a range over it, a domain whose CHECK
--- converts to it), a function or an operator taking or returning one, whose name appears in the
--- text (compared in lower case, as a part of any word, quoted or not: more than the server would
--- resolve, never less); a text with a Unicode-escaped identifier (U&"…"), which can spell any name,
--- reaches all. (Such code made by a concurrent transaction between this look and the parse runs
--- there all the same, as the parser role. jit off: the catalog's row estimates for the closure are
--- far above what it reads, and compiling it would cost most of a second.)
-CREATE FUNCTION docsync.refuse_parse_time_code(sql text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp SET jit = off AS $$
-DECLARE
-  what text;
-  low text := lower(sql);
-  escaped boolean := sql ~* 'u&\s*"';
-BEGIN
-  WITH RECURSIVE risky(t, why) AS (
-    SELECT c.contypid, format('the CHECK constraint %I of domain %s calls %s', c.conname, c.contypid::regtype, p.oid::regprocedure)
-      FROM pg_constraint c
-      CROSS JOIN LATERAL (
-        SELECT m[2]::oid AS f FROM regexp_matches(c.conbin::text, ':(funcid|opfuncid) (\d+)', 'g') m
-        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':(opno) (\d+)', 'g') m
-                                    JOIN pg_operator o ON o.oid = m[2]::oid
-        UNION SELECT o.oprcode::oid FROM regexp_matches(c.conbin::text, ':opnos \(o([ \d]+)\)', 'g') m
-                                    CROSS JOIN LATERAL regexp_split_to_table(btrim(m[1]), ' ') n
-                                    JOIN pg_operator o ON o.oid = n::oid) u
-      JOIN pg_proc p ON p.oid = u.f
-     WHERE c.contype = 'c' AND c.contypid <> 0
-       AND (p.pronamespace <> 'pg_catalog'::regnamespace OR p.provolatile <> 'i')
-    UNION
-    SELECT c.contypid, format('the CHECK constraint %I of domain %s reads the session (%s)', c.conname, c.contypid::regtype,
-                              lower(substring(c.conbin::text FROM '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)')))
-      FROM pg_constraint c
-     WHERE c.contype = 'c' AND c.contypid <> 0
-       AND c.conbin::text ~ '\{(SQLVALUEFUNCTION|NEXTVALUEEXPR|CURRENTOFEXPR|PARAM)[ }]'
-    UNION
-    SELECT t.oid, format('type %s reads its input with %s', t.oid::regtype, t.typinput::regprocedure)
-      FROM pg_type t JOIN pg_proc p ON p.oid = t.typinput
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-    UNION
-    SELECT r.rngtypid, format('range type %s has the canonical function %s', r.rngtypid::regtype, r.rngcanonical::regprocedure)
-      FROM pg_range r JOIN pg_proc p ON p.oid = r.rngcanonical
-     WHERE p.pronamespace <> 'pg_catalog'::regnamespace
-  ), holds(t, why) AS (
-    SELECT t, why FROM risky
-    UNION
-    SELECT n.t, h.why FROM holds h CROSS JOIN LATERAL (
-      SELECT x.oid FROM pg_type x WHERE x.typelem = h.t OR x.typbasetype = h.t
-      UNION ALL
-      SELECT c.reltype FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-       WHERE a.atttypid = h.t AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
-      UNION ALL
-      SELECT g.rngtypid FROM pg_range g WHERE g.rngsubtype = h.t
-      UNION ALL
-      SELECT g.rngmultitypid FROM pg_range g WHERE g.rngtypid = h.t
-      UNION ALL
-      -- a domain whose CHECK converts to it
-      SELECT c.contypid FROM pg_constraint c
-       WHERE c.contype = 'c' AND c.contypid <> 0 AND c.conbin::text ~ (':resulttype ' || h.t::text || '\M')) n(t)
-  )
-  SELECT format('%s (the query can reach it through %s)', h.why, w.what) INTO what
-    FROM holds h CROSS JOIN LATERAL (
-      SELECT format('type %s', h.t::regtype) AS what, x.typname::text AS name FROM pg_type x WHERE x.oid = h.t
-      UNION ALL
-      SELECT format('function %s', f.oid::regprocedure), f.proname::text FROM pg_proc f
-       WHERE h.t = ANY (f.proargtypes::oid[]) OR h.t = ANY (f.proallargtypes) OR h.t = f.prorettype
-      UNION ALL
-      SELECT format('operator %s', o.oid::regoperator), o.oprname::text FROM pg_operator o
-       WHERE h.t IN (o.oprleft, o.oprright, o.oprresult)) w
-   WHERE escaped OR strpos(low, lower(w.name)) > 0 OR strpos(replace(low, '""', '"'), lower(w.name)) > 0
-   LIMIT 1;
-  IF what IS NOT NULL THEN
-    RAISE EXCEPTION 'the portable install parses no query while %', what
-      USING ERRCODE = 'feature_not_supported',
-            DETAIL = 'Parsing a literal of such a type runs that function, in whichever session parses the definition (the installing role''s, another definer''s, the worker''s).',
-            HINT = 'Write the CHECK with pg_catalog''s immutable functions and operators only (or drop it), or install the docsync extension.';
-  END IF;
 END
 $$;
