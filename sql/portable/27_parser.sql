@@ -148,8 +148,8 @@ $$;
 
 -- Parses as the definer's parser role (what: 'select' or 'batch', as the parser's body reads it), in
 -- a subtransaction always rolled back, and raises when the parse left what a rollback keeps
--- (docsync.parse_leftovers), which it removes. Called by the installing role's own functions alone, each naming the
--- definer of the text it parses.
+-- (docsync.parse_leftovers), which it removes. Called by the installing role's own functions
+-- alone, each naming the definer of the text it parses.
 CREATE FUNCTION docsync._parse_as_parser(definer regrole, what text, sql text, search_path text, caller_path text)
 RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
