@@ -7,13 +7,22 @@
 -- API function has the server check that the caller may run the query (docsync.check_definer).
 
 -- portable: function docsync.define_query/7
--- Enters a writer: raises unless the session's user is a member of caller; sets docsync.api_caller
--- for docsync.api_caller() and returns what it was, for docsync.api_leave.
+-- Enters a writer: raises while a parse runs in the session (docsync.parsing) and unless the
+-- session's user is a member of caller; sets docsync.api_caller for docsync.api_caller() and returns
+-- what it was, for docsync.api_leave.
 CREATE FUNCTION docsync.api_enter(caller regrole) RETURNS text
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   prev text := coalesce(current_setting('docsync.api_caller', true), '');
+  parsing regrole := (SELECT p.definer FROM docsync.parsing p WHERE p.pid = pg_backend_pid() LIMIT 1);
 BEGIN
+  -- code that a parse runs (a domain's CHECK) runs as that definer's parser role in whatever
+  -- session parses: it must not write definitions as the session's user
+  IF parsing IS NOT NULL THEN
+    RAISE EXCEPTION 'docsync definitions cannot be written while a definition of % is parsed', parsing
+      USING ERRCODE = 'insufficient_privilege',
+            DETAIL = 'Code that parse analysis ran (a type''s input function or a domain''s CHECK) called a docsync writer; it holds the definer''s rights, not the session''s user''s.';
+  END IF;
   IF caller IS NULL OR NOT pg_has_role(session_user, caller, 'MEMBER') THEN
     RAISE EXCEPTION 'permission denied to write docsync definitions as role %', coalesce(caller::text, 'NULL')
       USING ERRCODE = 'insufficient_privilege',

@@ -17,6 +17,16 @@
 CREATE SCHEMA docsync_parse;
 COMMENT ON SCHEMA docsync_parse IS 'docsync: each definer''s parser, owned by its parser role (docsync.ensure_parser)';
 
+-- A row per parse running as a parser role in a session, never committed (the parse's
+-- subtransaction is always rolled back): while one is there, the writers refuse (docsync.api_enter),
+-- so that code the parse runs cannot define as the session's user, whose rights it does not hold.
+CREATE UNLOGGED TABLE docsync.parsing (
+  pid     integer NOT NULL,
+  definer regrole NOT NULL
+);
+COMMENT ON TABLE docsync.parsing IS
+  'the parses running as a parser role (portable install); never committed';
+
 -- What a parse returns: docsync.parse_select's analysis, or docsync.batch_form's batched form.
 CREATE TYPE docsync.parse_result AS (
   param_types regtype[], result_types regtype[], result_collations regcollation[], direct oid[],
@@ -139,7 +149,9 @@ $$;
 -- rollback keeps (a cursor opened before it and closed in it stays closed).
 CREATE FUNCTION docsync.parse_leftovers(OUT prepared text[], OUT locks text[], OUT cursors text[])
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-  SELECT ARRAY(SELECT p::text FROM pg_prepared_statements p ORDER BY p.name),
+  -- (not how often each ran: code the parse runs may EXECUTE one, which changes nothing it does)
+  SELECT ARRAY(SELECT (p.name, p.statement, p.prepare_time, p.parameter_types, p.from_sql)::text
+                 FROM pg_prepared_statements p ORDER BY p.name),
          ARRAY(SELECT concat_ws(':', l.classid, l.objid, l.objsubid, l.mode) FROM pg_locks l
                 WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' ORDER BY 1),
          -- (not the unnamed portal of the statement running now, which SQL cannot name)
@@ -189,8 +201,10 @@ BEGIN
             HINT = 'Close the session''s cursors (psql: \unset FETCH_COUNT) and release its advisory locks (pg_advisory_unlock_all()) first, or read the definitions from another session.';
   END IF;
   -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
-  -- (a setting, an object, a row) but a prepared statement or a session's advisory lock
+  -- (a setting, an object, a row) but a prepared statement or a session's advisory lock; its row
+  -- in docsync.parsing, which no other role may write, tells the writers a parse is running
   BEGIN
+    INSERT INTO docsync.parsing (pid, definer) VALUES (pg_backend_pid(), definer);
     EXECUTE format('SELECT * FROM docsync_parse.%I($1, $2, $3, $4)', parser) INTO r USING what, sql, search_path, caller_path;
     parsed := true;
     RAISE SQLSTATE 'DSY02';
@@ -201,6 +215,10 @@ BEGIN
         state := 'P0001';
         msg := format('code that parse analysis ran raised docsync''s own SQLSTATE DSY02 while a text of %s was parsed', definer);
       END IF;
+    WHEN query_canceled OR assert_failure THEN
+      -- (which OTHERS leaves out: code the parse runs can raise them as well as a cancel can)
+      GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                              hnt = PG_EXCEPTION_HINT;
     WHEN OTHERS THEN
       -- a parse that fails is looked at too, then its error raised again
       GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
@@ -211,7 +229,8 @@ BEGIN
      OR after.cursors IS DISTINCT FROM before.cursors THEN
     -- a statement made, or replaced (dropped and prepared again, under any text), goes: the
     -- session's next EXECUTE of that name fails rather than run what the parse prepared
-    FOR stmt IN SELECT p.name FROM pg_prepared_statements p WHERE p::text <> ALL (before.prepared) LOOP
+    FOR stmt IN SELECT p.name FROM pg_prepared_statements p
+                 WHERE (p.name, p.statement, p.prepare_time, p.parameter_types, p.from_sql)::text <> ALL (before.prepared) LOOP
       EXECUTE format('DEALLOCATE %I', stmt);
     END LOOP;
     PERFORM pg_advisory_unlock_all();
@@ -223,6 +242,14 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released; a statement or cursor it removed is gone.', quote_ident(parser)),
             HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
+  END IF;
+  -- A cancel or a failed assertion ends the statement whatever catches errors above (a definitions
+  -- read, docsync.queries): raised by the definer's code it would fail every definer's read. It is
+  -- an error of this parse unless the statement timeout has passed, which only a real one reaches.
+  IF state IN ('57014', 'P0004') AND NOT (state = '57014' AND current_setting('statement_timeout')::interval > '0'
+                                          AND clock_timestamp() - statement_timestamp() >= current_setting('statement_timeout')::interval) THEN
+    msg := format('parsing a definition of %s raised SQLSTATE %s: %s', definer, state, msg);
+    state := 'P0001';
   END IF;
   IF state IS NOT NULL THEN
     RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg, DETAIL = coalesce(det, ''), HINT = coalesce(hnt, '');

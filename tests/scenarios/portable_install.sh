@@ -248,6 +248,25 @@ BEGIN
       IF EXISTS (SELECT FROM pg_cursors WHERE name = 'owner_cursor') THEN
         EXECUTE 'CLOSE owner_cursor';
       END IF;
+    WHEN 15 THEN
+      -- a writer, as the session's user (whom the writers believe when the session is theirs)
+      PERFORM docsync._api_define_query(session_user::regrole, 'nested', 'SELECT to_jsonb(1)', '{}', false,
+                                        'public, pg_temp', 'manual', false);
+    WHEN 16 THEN
+      FOR s IN SELECT p.name FROM pg_prepared_statements p WHERE p.name NOT LIKE 'docsync%' LOOP
+        EXECUTE format('DEALLOCATE %I', s.name);
+        EXECUTE format('PREPARE %I AS SELECT 666', s.name);
+      END LOOP;
+      RAISE EXCEPTION 'canceling statement due to user request' USING ERRCODE = 'query_canceled';
+    WHEN 17 THEN ASSERT false, 'sneaky asserts';
+    WHEN 19 THEN
+      IF session_user <> 'definer' THEN
+        RAISE EXCEPTION 'canceling statement due to user request' USING ERRCODE = 'query_canceled';
+      END IF;
+    WHEN 18 THEN
+      IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'owner_stmt') THEN
+        EXECUTE 'EXECUTE owner_stmt';
+      END IF;
     ELSE NULL;
   END CASE;
   RETURN true;
@@ -300,6 +319,26 @@ out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "BEGIN" -c "DECLARE owner_
   -c "$(parse_as_parser 14)" -c "FETCH owner_cursor" -c "ROLLBACK" 2>&1) || true
 grep -q "docsync parses no definition of definer in a session that has an open cursor" <<<"$out" || fail "a parse ran beside an open cursor: $out"
 ! grep -q "sneaky ran" <<<"$out" || fail "the definer's code ran beside an open cursor: $out"
+# a cancel or a failed assertion raised by the code is an error of the parse (one that ended the
+# statement would fail every definer's definitions read), and the checks still run: the replaced
+# statement goes
+out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "PREPARE owner_stmt AS SELECT 42" -c "$(parse_as_parser 16)" -c "EXECUTE owner_stmt" 2>&1) || true
+! grep -q 666 <<<"$out" || fail "a statement replaced by a parse that raised a cancel ran the definer's replacement: $out"
+grep -q 'prepared statement "owner_stmt" does not exist' <<<"$out" || fail "the statement a cancelling parse replaced was not deallocated: $out"
+psql_as definer app -c "SELECT docsync.define_query('cancels', 'SELECT to_jsonb(''{19}''::public.sneaky_int[])')" >/dev/null 2>&1
+expect "a definitions read beside a definition whose parse raises a cancel" "t" \
+  "$(psql_as docsync_owner app -c "SELECT docsync.worker_definitions() IS NOT NULL" 2>/dev/null)"
+out=$(psql_as docsync_owner app -c "SELECT name || ': ' || coalesce(refused, 'not refused') FROM docsync.queries WHERE name IN ('sneaky', 'cancels') ORDER BY name" 2>/dev/null)
+grep -q "cancels: .*parsing a definition of definer raised SQLSTATE 57014" <<<"$out" || fail "the cancelling definition is not refused alone: $out"
+grep -q "sneaky: not refused" <<<"$out" || fail "another definition was refused beside a cancelling one: $out"
+psql_as definer app -c "SELECT docsync.drop_query('cancels')" >/dev/null
+refused "a parse whose code fails an assertion" 'parsing a definition of definer raised SQLSTATE P0004' docsync_owner "$(parse_as_parser 17)"
+# a statement the code only ran stays
+expect "a statement the parse only ran" 42 "$(psql_as docsync_owner app -c "PREPARE owner_stmt AS SELECT 42" -c "$(parse_as_parser 18)" -c "EXECUTE owner_stmt" 2>/dev/null | tail -1)"
+# the writers refuse while a parse runs: code it runs holds the definer's rights, not the session's
+# user's, whom the writers believe (here the owner: it would define as the owner)
+refused "a writer called by parse-time code" 'docsync definitions cannot be written while a definition of definer is parsed' docsync_owner "$(parse_as_parser 15)"
+expect "definitions the parse wrote" 0 "$(psql_as docsync_owner app -c "SELECT count(*) FROM docsync.query_defs WHERE name = 'nested'")"
 # a session's advisory locks are held a number of times no catalog shows: none may be held
 refused "a parse in a session holding an advisory lock" 'parses no definition of definer in a session that holds an advisory lock' docsync_owner \
   "SELECT pg_advisory_lock(99); $(parse_as_parser 1)"
