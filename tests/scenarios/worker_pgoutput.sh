@@ -172,9 +172,13 @@ kill_worker
 TMPDIR=$tmp/no-such-dir start_worker --plugin pgoutput --stream-memory 32kB
 spill_log=$tmp/worker.$run.log
 confirmed() { sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$slot'"; }
+# (at least 2 000 changes, whatever the seed left in order_items: past the walsender's 64kB, so it
+# is streamed, and past --stream-memory)
+spill_loops=$(( items > 0 ? (2000 + items - 1) / items : 2000 ))
+(( spill_loops >= 150 )) || spill_loops=150
 psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<SQL || fail "the transaction that cannot be spilled failed"
 BEGIN;
-$(loop 150 "UPDATE order_items SET qty = qty + 1")
+$(loop "$spill_loops" "UPDATE order_items SET qty = qty + 1")
 UPDATE orders SET status = 'spilled at last';
 COMMIT;
 SQL
