@@ -10,7 +10,7 @@
 -- undoes what such code did for the statements that follow it in the session (a setting, a
 -- temporary object, an object the parser role owns or an edit of its parser, a row written); a
 -- prepared statement it made or replaced, or an advisory lock, which a rollback keeps, fails the
--- parse, naming it, and is removed, and so does a change to the session's cursors.
+-- parse, naming it, and is removed; and no text is parsed while the session has an open cursor.
 
 -- portable: replaces /CREATE FUNCTION docsync\.reader_role_name\(/
 @ORIGINAL@;
@@ -44,25 +44,29 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
                    || '_' || left(md5(definer), 16) END::name
 $$;
 
--- The body of every parser: 'select' analyses one SELECT (docsync.parse_select), 'batch' writes its
--- batched form (docsync.batch_form, which analyses it too). Every function and operator is
--- pg_catalog's or docsync's, named with its schema.
-CREATE FUNCTION docsync.parser_body() RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
-SELECT $b$
+-- The analysis of one text as the current user: 'select' analyses one SELECT
+-- (docsync.parse_select), 'batch' writes its batched form (docsync.batch_form, which analyses it
+-- too).
+CREATE FUNCTION docsync.parse_here(what text, sql text, search_path text, caller_path text)
+RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   r docsync.parse_result;
 BEGIN
-  IF what OPERATOR(pg_catalog.=) 'batch' THEN
+  IF what = 'batch' THEN
     SELECT b.stmt, b.problem INTO r.stmt, r.problem FROM docsync.batch_form(sql, search_path, caller_path) b;
   ELSE
-    SELECT p.param_types, p.result_types, p.result_collations, p.direct, p.columns, p.relations, p.functions,
-           p.types, p.collations, p.operators, p.tree
-      INTO r.param_types, r.result_types, r.result_collations, r.direct, r.columns, r.relations, r.functions,
-           r.types, r.collations, r.operators, r.tree
-      FROM docsync.parse_select(sql, search_path) p;
+    SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
   END IF;
   RETURN r;
+END
+$$;
+
+-- The body of every parser: docsync.parse_here, as the parser role.
+CREATE FUNCTION docsync.parser_body() RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $f$
+SELECT $b$
+BEGIN
+  RETURN docsync.parse_here(what, sql, search_path, caller_path);
 END
 $b$::text
 $f$;
@@ -178,13 +182,7 @@ DECLARE
 BEGIN
   IF parser IS NULL THEN
     -- the definer holds the installing role's rights: parsing as it gives the text nothing
-    IF what = 'batch' THEN
-      SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.stmt, b.problem INTO r
-        FROM docsync.batch_form(sql, search_path, caller_path) b;
-    ELSE
-      SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
-    END IF;
-    RETURN r;
+    RETURN docsync.parse_here(what, sql, search_path, caller_path);
   END IF;
   before := docsync.parse_leftovers();
   -- a session's advisory lock is held a number of times no catalog shows, and a cursor's position
@@ -225,8 +223,8 @@ BEGIN
                               hnt = PG_EXCEPTION_HINT;
   END;
   after := docsync.parse_leftovers();
-  IF after.prepared IS DISTINCT FROM before.prepared OR after.locks IS DISTINCT FROM before.locks
-     OR after.cursors IS DISTINCT FROM before.cursors THEN
+  -- (a cursor the parse opened was closed by its rollback, and none was open before it)
+  IF after.prepared IS DISTINCT FROM before.prepared OR after.locks IS DISTINCT FROM before.locks THEN
     -- a statement made, or replaced (dropped and prepared again, under any text), goes: the
     -- session's next EXECUTE of that name fails rather than run what the parse prepared
     FOR stmt IN SELECT p.name FROM pg_prepared_statements p
@@ -236,11 +234,9 @@ BEGIN
     PERFORM pg_advisory_unlock_all();
     RAISE EXCEPTION 'parsing a definition of % left %', definer,
                     CASE WHEN after.prepared IS DISTINCT FROM before.prepared
-                         THEN 'the session''s prepared statements changed'
-                         WHEN after.cursors IS DISTINCT FROM before.cursors
-                         THEN 'the session''s cursors changed' ELSE 'an advisory lock behind' END
+                         THEN 'the session''s prepared statements changed' ELSE 'an advisory lock behind' END
       USING ERRCODE = 'insufficient_privilege',
-            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released; a statement or cursor it removed is gone.', quote_ident(parser)),
+            DETAIL = format('The text is parsed as %s, which holds its definer''s rights; code that parse analysis ran (a type''s input function or a domain''s CHECK reached by a literal) changed the session. What it prepared or replaced is deallocated, and its locks are released; a statement it removed is gone.', quote_ident(parser)),
             HINT = 'Make the functions a domain''s CHECK or a type''s input calls only compute their result.';
   END IF;
   -- A cancel or a failed assertion ends the statement whatever catches errors above (a definitions
@@ -263,13 +259,10 @@ $$;
 -- definer's parser role, which only the installing role's functions can reach.
 CREATE FUNCTION docsync.parse_as(definer regrole, sql text, search_path text) RETURNS docsync.parse_result
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  r docsync.parse_result;
 BEGIN
   definer := coalesce(definer, docsync.api_caller());
   IF definer = current_user::regrole THEN
-    SELECT p.*, NULL, NULL INTO r FROM docsync.parse_select(sql, search_path) p;
-    RETURN r;
+    RETURN docsync.parse_here('select', sql, search_path, NULL);
   END IF;
   RETURN docsync._parse_as_parser(definer, 'select', sql, search_path, NULL);
 END
@@ -279,12 +272,16 @@ $$;
 CREATE FUNCTION docsync.batch_as(definer regrole, sql text, search_path text, caller_path text,
                                  OUT stmt text, OUT problem text)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  r docsync.parse_result;
 BEGIN
   definer := coalesce(definer, docsync.api_caller());
   IF definer = current_user::regrole THEN
-    SELECT b.stmt, b.problem INTO stmt, problem FROM docsync.batch_form(sql, search_path, caller_path) b;
-    RETURN;
+    r := docsync.parse_here('batch', sql, search_path, caller_path);
+  ELSE
+    r := docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path);
   END IF;
-  SELECT r.stmt, r.problem INTO stmt, problem FROM docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path) r;
+  stmt := r.stmt;
+  problem := r.problem;
 END
 $$;
