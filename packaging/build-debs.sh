@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 mkdir "$work/docsync"
-tar -C "$top" --exclude=./build --exclude=./.git --exclude=./.dev-cluster --exclude=./tests/browser/node_modules \
+tar -C "$top" --exclude=./build --exclude=./.git --exclude=./.dev-cluster --exclude=./tests/browser/node_modules --exclude=./tests/browser/.install.lock \
   -cf - . | tar -C "$work/docsync" -xf -
 cp -r "$work/docsync/packaging/debian" "$work/docsync/debian"
 (

@@ -32,6 +32,13 @@ step "Debian packages"
 bash packaging/deps.sh || exit 1
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
+# The browser tests' npm packages (tests/browser/install.sh), fetched while the tree builds: the
+# gateway's scenarios then start with them in place, and a registry that stalls is seen (and
+# retried) here, not inside a scenario's timeout. A failure is shown; the scenarios try again.
+browser_log=$(mktemp)
+bash tests/browser/install.sh >"$browser_log" 2>&1 &
+browser_pid=$!
+
 step "build: extension (PGXS, warnings are errors)"
 make -s clean >/dev/null 2>&1
 make -s PG_CONFIG="$PG_CONFIG" WERROR=yes || exit 1
@@ -99,6 +106,11 @@ if ls tests/fuzz/*.cpp >/dev/null 2>&1; then
    fi) &
   fuzz_pid=$!
 fi
+
+step "browser tests' npm packages"
+wait "$browser_pid" || echo "(the gateway's scenarios will try again, and fail if they cannot)" >>"$browser_log"
+cat "$browser_log"
+rm -f "$browser_log"
 
 step "ctest"
 # One run for every label, one test more than the cores at once: the tests that must run alone

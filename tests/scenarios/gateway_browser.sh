@@ -13,8 +13,8 @@
 #   refresh them with no error, lost connection or lost change (tests/browser/refresh.test.js).
 # - SIGTERM: the gateway exits 0.
 # Screenshots and logs stay in $DOCSYNC_BUILD_DIR/scenario-output/gateway_browser/.
-# Needs node and npm (`npm ci` fills tests/browser/node_modules once, from the npm registry; it
-# downloads no browser) and Chromium at /usr/bin/chromium (or $CHROMIUM). Without Chromium the
+# Needs node and npm (tests/browser/install.sh fills tests/browser/node_modules once, by npm ci
+# from the npm registry; it downloads no browser) and Chromium at /usr/bin/chromium (or $CHROMIUM). Without Chromium the
 # scenario is skipped, unless CI is set: then it fails.
 set -euo pipefail
 test_name=gateway_browser
@@ -62,7 +62,7 @@ mint_token() {
   echo "$head.$payload.$sig"
 }
 
-echo "npm ci (tests/browser/node_modules, kept while package-lock.json is unchanged)"
+echo "tests/browser/node_modules (npm ci, kept while package-lock.json is unchanged)"
 browser_npm_ci
 
 echo "the client library's unit tests"

@@ -1,8 +1,8 @@
 # The browser tests' tools, for the gateway's scenarios: Chromium (skips the scenario when it is
 # missing, unless CI is set: then fails), node and npm, and tests/browser/node_modules filled by
-# `npm ci` once per package-lock.json (from the npm registry; it downloads no browser). Sourced
-# after the caller has set `top`; sets browser_dir and chromium. browser_npm_ci needs `tmp` and
-# `fail`.
+# tests/browser/install.sh (`npm ci` once per package-lock.json, from the npm registry; it downloads
+# no browser). Sourced after the caller has set `top`; sets browser_dir and chromium.
+# browser_npm_ci needs `fail`.
 browser_dir=$top/tests/browser
 chromium=${CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$chromium" ]; then
@@ -17,13 +17,8 @@ for tool in node npm openssl curl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed" >&2; exit 1; }
 done
 
-# browser_npm_ci: tests/browser/node_modules as package-lock.json names it.
+# browser_npm_ci: tests/browser/node_modules as package-lock.json names it (tests/browser/install.sh:
+# once per lock, one install at a time, each attempt bounded and retried).
 browser_npm_ci() {
-  local lock_sum
-  lock_sum=$(sha256sum "$browser_dir/package-lock.json" | cut -d' ' -f1)
-  if [ "$(cat "$browser_dir/node_modules/.docsync-lock-sum" 2>/dev/null)" != "$lock_sum" ]; then
-    npm ci --prefix "$browser_dir" --no-audit --no-fund --loglevel=error >"$tmp/npm.log" 2>&1 ||
-      fail "npm ci --prefix tests/browser failed: $(tail -n 20 "$tmp/npm.log")"
-    echo "$lock_sum" >"$browser_dir/node_modules/.docsync-lock-sum"
-  fi
+  bash "$browser_dir/install.sh" || fail "tests/browser/install.sh failed (above)"
 }
