@@ -58,5 +58,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "docsync: installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A mirror that stalls is given up on after 60 s and asked again, three times, rather than holding
+# the run (apt's own default waits far longer on a silent connection).
+apt_net=(-o Acquire::Retries=3 -o Acquire::http::Timeout=60 -o Acquire::https::Timeout=60)
+apt-get "${apt_net[@]}" update -qq
+apt-get "${apt_net[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
