@@ -170,6 +170,7 @@ CREATE FUNCTION docsync._parse_as_parser(definer regrole, what text, sql text, s
 RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   parser name := docsync.ensure_parser(definer);
+  made_now text;
   before record;
   after record;
   r docsync.parse_result;
@@ -187,16 +188,22 @@ BEGIN
   before := docsync.parse_leftovers();
   -- a session's advisory lock is held a number of times no catalog shows, and a cursor's position
   -- is not shown at all: code the parse runs could read or move a cursor (FETCH checks no
-  -- privilege) or release a lock, and nothing would tell. So none may be open or held here.
-  IF cardinality(before.locks) > 0 OR cardinality(before.cursors) > 0 THEN
+  -- privilege) or release a lock, and nothing would tell. A statement prepared in the statement
+  -- running now has the prepare_time one the parse prepares would have: replaced in the parse by
+  -- one of the same text parsed under other settings, it would look unchanged. So none may be
+  -- open, held or prepared here.
+  made_now := (SELECT p.name FROM pg_prepared_statements p WHERE p.prepare_time >= statement_timestamp() LIMIT 1);
+  IF cardinality(before.locks) > 0 OR cardinality(before.cursors) > 0 OR made_now IS NOT NULL THEN
     RAISE EXCEPTION 'docsync parses no definition of % in a session that %', definer,
                     CASE WHEN cardinality(before.cursors) > 0
                          THEN format('has an open cursor (%s)', (SELECT left(c.name || ': ' || c.statement, 200) FROM pg_cursors c
                                                                    WHERE c.name <> '' LIMIT 1))
+                         WHEN made_now IS NOT NULL
+                         THEN format('prepared statement %s in the statement running now', quote_ident(made_now))
                          ELSE 'holds an advisory lock' END
       USING ERRCODE = 'object_in_use',
-            DETAIL = 'Code that parse analysis runs (a type''s input function, a domain''s CHECK) runs in this session, with the definer''s rights: it could read or move a cursor, or release or take a lock, unseen.',
-            HINT = 'Close the session''s cursors (psql: \unset FETCH_COUNT) and release its advisory locks (pg_advisory_unlock_all()) first, or read the definitions from another session.';
+            DETAIL = 'Code that parse analysis runs (a type''s input function, a domain''s CHECK) runs in this session, with the definer''s rights: it could read or move a cursor, release or take a lock, or replace a statement prepared in this statement, unseen.',
+            HINT = 'Close the session''s cursors (psql: \unset FETCH_COUNT), release its advisory locks (pg_advisory_unlock_all()) and PREPARE in a statement of its own first, or read the definitions from another session.';
   END IF;
   -- the parse runs in a subtransaction that is always rolled back, which takes back whatever it did
   -- (a setting, an object, a row) but a prepared statement or a session's advisory lock; its row

@@ -263,6 +263,14 @@ BEGIN
       IF session_user <> 'definer' THEN
         RAISE EXCEPTION 'canceling statement due to user request' USING ERRCODE = 'query_canceled';
       END IF;
+    WHEN 20 THEN
+      -- the statements prepared in the statement running now (their prepare_time is the one a
+      -- statement prepared here gets), prepared again, the same text read with backslash escapes
+      FOR s IN SELECT p.name, p.statement FROM pg_prepared_statements p WHERE p.prepare_time = statement_timestamp() LOOP
+        EXECUTE format('DEALLOCATE %I', s.name);
+        PERFORM set_config('standard_conforming_strings', 'off', true);
+        EXECUTE s.statement;
+      END LOOP;
     WHEN 18 THEN
       IF EXISTS (SELECT FROM pg_prepared_statements WHERE name = 'owner_stmt') THEN
         EXECUTE 'EXECUTE owner_stmt';
@@ -313,6 +321,13 @@ expect "what the refused parse left, after it" "0|0" "$(psql_as docsync_owner ap
 out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "PREPARE owner_stmt AS SELECT 42" -c "$(parse_as_parser 13)" -c "EXECUTE owner_stmt" 2>&1) || true
 ! grep -q 666 <<<"$out" || fail "the session's prepared statement ran the definer's replacement: $out"
 grep -q 'prepared statement "owner_stmt" does not exist' <<<"$out" || fail "the replaced statement was not deallocated: $out"
+# nor one prepared in the same statement as the parse: replaced by the same text parsed under other
+# settings, it has the same name, text, types and prepare_time, and would look unchanged
+out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "DO \$\$BEGIN PREPARE owner_stmt AS SELECT 'C:\\temp\\x41'; PERFORM ($(parse_as_parser 20)); END\$\$" \
+  -c "EXECUTE owner_stmt" 2>&1) || true
+grep -q 'docsync parses no definition of definer in a session that prepared statement owner_stmt in the statement running now' <<<"$out" ||
+  fail "a parse ran beside a statement prepared in the same statement: $out"
+grep -qxF 'C:\temp\x41' <<<"$out" || fail "a statement prepared in the parse's own statement was replaced: $out"
 # a cursor's position cannot be read, and FETCH checks no privilege: no parse runs in a session
 # with an open cursor (the code could read the rows of the owner's cursor over secrets)
 out=$(psql_as docsync_owner app -v ON_ERROR_STOP=0 -c "BEGIN" -c "DECLARE owner_cursor CURSOR FOR SELECT secret FROM secrets" \

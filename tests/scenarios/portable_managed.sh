@@ -9,6 +9,8 @@
 #     publication up (and leaves no row in docsync.worker_status); the owner runs them;
 #   - the worker reports in docsync.worker_status (docsync.install_kind() = 'portable'), and
 #     docsync.status shows it streaming;
+#   - it reads the definitions on a connection it then closes, so what a definer's parse-time code
+#     left in that session (a custom setting, which no SQL can drop) does not build up;
 #   - the shop's orders change while the worker is killed with -9 twice, its slot is dropped while it
 #     is down (the next start makes it anew and recomputes every live doc), and a column the docs
 #     read is rewritten (ALTER COLUMN … TYPE … USING: no event trigger here, nothing decoded), seen by
@@ -228,6 +230,37 @@ wait_streaming
   fail "docsync.status: $(owner "SELECT worker_state, health, reason FROM docsync.status")"
 [ "$(owner "SELECT count(*) FROM docsync.worker_query_status WHERE slot_name = '$slot' AND query = 'order' AND recomputes > 0")" = 1 ] ||
   fail "docsync.worker_query_status: $(owner "SELECT * FROM docsync.worker_query_status")"
+
+echo "the worker reads the definitions on a connection it then closes: what parse-time code left there goes"
+# A definer's text reaching a domain's CHECK runs that code wherever it is parsed, the worker's
+# definitions read among them, where it can leave what a rollback keeps (a custom setting, which no
+# SQL can drop; here also a sequence's value, which tells the test which backend ran it).
+psql_as definer >/dev/null <<'SQL'
+CREATE SEQUENCE sneaky.seen;
+CREATE FUNCTION sneaky.mark(v int) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  IF session_user = 'docsync_repl' THEN
+    PERFORM pg_catalog.setval('sneaky.seen', pg_catalog.pg_backend_pid());
+    PERFORM pg_catalog.set_config('sneaky.left_' || pg_catalog.md5(pg_catalog.clock_timestamp()::text), 'x', false);
+  END IF;
+  RETURN true;
+END $f$;
+CREATE DOMAIN sneaky.marked AS int CHECK (sneaky.mark(VALUE));
+SELECT docsync.define_query('marked', 'SELECT to_jsonb(''{1}''::sneaky.marked[])');
+SQL
+deadline=$((SECONDS + 30))
+until [ "$(psql_as definer -c "SELECT is_called FROM sneaky.seen")" = t ]; do
+  [ $SECONDS -lt $deadline ] || fail "the worker did not read the definitions after a definition changed"
+  sleep 0.2
+done
+reader_pid=$(psql_as definer -c "SELECT last_value FROM sneaky.seen")
+deadline=$((SECONDS + 10))
+until [ "$(owner "SELECT count(*) FROM pg_stat_activity WHERE pid = $reader_pid")" = 0 ]; do
+  [ $SECONDS -lt $deadline ] ||
+    fail "the session that read the definitions (pid $reader_pid) lives on, with what the definer's code left in it"
+  sleep 0.2
+done
+psql_as definer -c "SELECT docsync.drop_query('marked')" >/dev/null
 
 echo "a compute that changes its search_path is refused, its result never published"
 grep -q "doc query \"hostile_path\" is refused: it changed its search_path from its stored \".*\" to \"pg_catalog\"; its result is discarded" "$tmp/worker.log" ||

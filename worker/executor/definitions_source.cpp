@@ -59,7 +59,12 @@ bool DefinitionsSource::slot_exists(const std::string& slot) {
 Definitions DefinitionsSource::fetch() {
     for (int attempt = 1;; ++attempt) {
         try {
-            Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
+            // On a connection of its own, closed after the read: in a portable install the read parses
+            // each definer's text, and the code that a parse runs (a domain's CHECK) can leave in its
+            // session what a rollback keeps (custom settings, which no SQL can drop, a sequence's
+            // lastval). Left in the control connection, they would build up for the worker's life.
+            pg::Connection reader = open();
+            Definitions definitions = read_definitions(reader, pg::deadline_in(kControlTimeout));
             // Once per problem: the catalog check reads the definitions every minute.
             for (const auto& problem : definitions.unresolved)
                 if (unresolved_logged_.insert(problem).second) log_warning("definitions", "not used: " + problem);
@@ -69,7 +74,6 @@ Definitions DefinitionsSource::fetch() {
         } catch (const Error& e) {
             if (!e.transient() || attempt >= 5) throw;
             log_warning("definitions", std::string("reading definitions failed, retrying: ") + e.what());
-            conn_.reset();
             std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
         }
     }
@@ -129,12 +133,15 @@ std::string DefinitionsSource::waiting() const {
     return waiting_;
 }
 
+pg::Connection DefinitionsSource::open() const {
+    auto connection = pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
+                                              {{"application_name", "docsync-worker control"}}, "--dsn");
+    pg::pin_text_forms(connection, pg::deadline_in(kControlTimeout));
+    return connection;
+}
+
 pg::Connection& DefinitionsSource::connection() {
-    if (!conn_ || !conn_->ok()) {
-        conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
-                                              {{"application_name", "docsync-worker control"}}, "--dsn"));
-        pg::pin_text_forms(*conn_, pg::deadline_in(kControlTimeout));
-    }
+    if (!conn_ || !conn_->ok()) conn_.emplace(open());
     return *conn_;
 }
 
