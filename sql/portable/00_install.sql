@@ -62,7 +62,7 @@ GRANT EXECUTE ON FUNCTION docsync.api_caller(), docsync.check_definer(text, text
   docsync.checked_relations(oid[]), docsync.docsync_slots(name), docsync.is_reader_role(name), docsync._lend_reader(name),
   docsync.sql_tokens(text), docsync.parse_params(text, text), docsync.batch_form(text, text, text),
   docsync.unicode_identifier(text, text), docsync.literal_first_char(text, text, integer),
-  docsync.parse_as(regrole, text, text), docsync.batch_as(regrole, text, text, text),
+  docsync.parse_as(regrole, text, text, text, text),
   docsync.parse_here(text, text, text, text)
   TO PUBLIC;
 GRANT SELECT ON docsync.worker_status, docsync.worker_query_status TO pg_monitor;

@@ -364,7 +364,7 @@ DECLARE
   p record;
 BEGIN
   -- no SET clause: a null search_path means the caller's
-  p := docsync.parse_as(definer, sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  p := docsync.parse_as(definer, 'select', sql, coalesce(search_path, pg_catalog.current_setting('search_path')), NULL);
   param_types := p.param_types;
   result_types := p.result_types;
   result_collations := p.result_collations;
@@ -401,7 +401,7 @@ RETURNS record LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   p record;
 BEGIN
-  p := docsync.parse_as(definer, sql, coalesce(search_path, pg_catalog.current_setting('search_path')));
+  p := docsync.parse_as(definer, 'select', sql, coalesce(search_path, pg_catalog.current_setting('search_path')), NULL);
   relations := p.relations;
   functions := p.functions;
   types := p.types || p.param_types::oid[];
@@ -433,7 +433,7 @@ BEGIN
   IF sql IS NULL OR definer IS NULL THEN
     RAISE EXCEPTION 'docsync.check_definer needs a query and a definer' USING ERRCODE = 'null_value_not_allowed';
   END IF;
-  p := docsync.parse_as(definer, sql, search_path);
+  p := docsync.parse_as(definer, 'select', sql, search_path, NULL);
   SELECT format('permission denied for schema %s', n.nspname) INTO bad
     FROM pg_namespace n
    WHERE n.oid IN (SELECT c.relnamespace FROM pg_class c WHERE c.oid = ANY (p.direct)

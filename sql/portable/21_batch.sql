@@ -273,10 +273,10 @@ END
 $$;
 
 -- No SET search_path: a problem names a type as under the caller's, as the extension's does. The
--- text is parsed as its definer (docsync.batch_as).
+-- text is parsed as its definer (docsync.parse_as).
 CREATE FUNCTION docsync.batch_sql(sql text, search_path text, definer regrole DEFAULT NULL)
 RETURNS text LANGUAGE sql VOLATILE AS $$
-  SELECT (docsync.batch_as(definer, sql, search_path, pg_catalog.current_setting('search_path'))).stmt
+  SELECT (docsync.parse_as(definer, 'batch', sql, search_path, pg_catalog.current_setting('search_path'))).stmt
 $$;
 COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
   'the batched form of a doc or keys query: one statement running it for arrays of param sets, returning (ord, present, its columns…) in ord order; null when it has none (docsync.batch_problem says why)';
@@ -284,7 +284,7 @@ COMMENT ON FUNCTION docsync.batch_sql(text, text, regrole) IS
 -- portable: function docsync.batch_problem/3
 CREATE FUNCTION docsync.batch_problem(sql text, search_path text, definer regrole DEFAULT NULL)
 RETURNS text LANGUAGE sql VOLATILE AS $$
-  SELECT (docsync.batch_as(definer, sql, search_path, pg_catalog.current_setting('search_path'))).problem
+  SELECT (docsync.parse_as(definer, 'batch', sql, search_path, pg_catalog.current_setting('search_path'))).problem
 $$;
 COMMENT ON FUNCTION docsync.batch_problem(text, text, regrole) IS
   'why a doc or keys query has no batched form (no params, an array param, a param type whose array literal uses another delimiter, …), or null when it has one';

@@ -261,34 +261,17 @@ BEGIN
 END
 $$;
 
--- The analysis of sql as its definer (docsync.parse_select; null: the API caller, docsync.api_caller):
--- as the current user when that is the definer or the definer holds its rights, otherwise as the
--- definer's parser role, which only the installing role's functions can reach.
-CREATE FUNCTION docsync.parse_as(definer regrole, sql text, search_path text) RETURNS docsync.parse_result
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+-- The analysis of sql (what: 'select') or its batched form ('batch') as its definer (null: the API
+-- caller, docsync.api_caller): as the current user when that is the definer or the definer holds
+-- its rights, otherwise as the definer's parser role, which only the installing role's functions
+-- can reach.
+CREATE FUNCTION docsync.parse_as(definer regrole, what text, sql text, search_path text, caller_path text)
+RETURNS docsync.parse_result LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
   definer := coalesce(definer, docsync.api_caller());
   IF definer = current_user::regrole THEN
-    RETURN docsync.parse_here('select', sql, search_path, NULL);
+    RETURN docsync.parse_here(what, sql, search_path, caller_path);
   END IF;
-  RETURN docsync._parse_as_parser(definer, 'select', sql, search_path, NULL);
-END
-$$;
-
--- The batched form of sql (docsync.batch_form) as its definer, as parse_as parses.
-CREATE FUNCTION docsync.batch_as(definer regrole, sql text, search_path text, caller_path text,
-                                 OUT stmt text, OUT problem text)
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-  r docsync.parse_result;
-BEGIN
-  definer := coalesce(definer, docsync.api_caller());
-  IF definer = current_user::regrole THEN
-    r := docsync.parse_here('batch', sql, search_path, caller_path);
-  ELSE
-    r := docsync._parse_as_parser(definer, 'batch', sql, search_path, caller_path);
-  END IF;
-  stmt := r.stmt;
-  problem := r.problem;
+  RETURN docsync._parse_as_parser(definer, what, sql, search_path, caller_path);
 END
 $$;
