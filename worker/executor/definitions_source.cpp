@@ -59,12 +59,12 @@ bool DefinitionsSource::slot_exists(const std::string& slot) {
 Definitions DefinitionsSource::fetch() {
     for (int attempt = 1;; ++attempt) {
         try {
-            // On a connection of its own, closed after the read: in a portable install the read parses
-            // each definer's text, and the code that a parse runs (a domain's CHECK) can leave in its
-            // session what a rollback keeps (custom settings, which no SQL can drop, a sequence's
-            // lastval). Left in the control connection, they would build up for the worker's life.
-            pg::Connection reader = open();
-            Definitions definitions = read_definitions(reader, pg::deadline_in(kControlTimeout));
+            Definitions definitions = read_definitions(connection(), pg::deadline_in(kControlTimeout));
+            // The connection is closed after the read: in a portable install the read parses each
+            // definer's text, and code that a parse runs (a domain's CHECK) can leave in the session
+            // what a rollback keeps (custom settings, which no SQL can drop, a sequence's lastval).
+            // Kept, the connection would gather them for the worker's life.
+            conn_.reset();
             // Once per problem: the catalog check reads the definitions every minute.
             for (const auto& problem : definitions.unresolved)
                 if (unresolved_logged_.insert(problem).second) log_warning("definitions", "not used: " + problem);
@@ -72,6 +72,7 @@ Definitions DefinitionsSource::fetch() {
                 if (uncovered_logged_.insert(line).second) log_warning("definitions", line);
             return definitions;
         } catch (const Error& e) {
+            conn_.reset();
             if (!e.transient() || attempt >= 5) throw;
             log_warning("definitions", std::string("reading definitions failed, retrying: ") + e.what());
             std::this_thread::sleep_for(std::chrono::milliseconds(200 * attempt));
@@ -133,15 +134,12 @@ std::string DefinitionsSource::waiting() const {
     return waiting_;
 }
 
-pg::Connection DefinitionsSource::open() const {
-    auto connection = pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
-                                              {{"application_name", "docsync-worker control"}}, "--dsn");
-    pg::pin_text_forms(connection, pg::deadline_in(kControlTimeout));
-    return connection;
-}
-
 pg::Connection& DefinitionsSource::connection() {
-    if (!conn_ || !conn_->ok()) conn_.emplace(open());
+    if (!conn_ || !conn_->ok()) {
+        conn_.emplace(pg::Connection::connect(dsn_, pg::deadline_in(kControlTimeout),
+                                              {{"application_name", "docsync-worker control"}}, "--dsn"));
+        pg::pin_text_forms(*conn_, pg::deadline_in(kControlTimeout));
+    }
     return *conn_;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// The worker's control connection on --dsn: checks the database and the role at start, and waits for
-// a transaction that changed the definitions to become visible. Reconnects when the connection was
-// lost. The definitions (read_definitions, retrying transient failures) are read on a connection of
-// their own, opened for each read.
+// The worker's control connection on --dsn: checks the database and the role at start, reads the
+// definitions (read_definitions, retrying transient failures) and waits for a transaction that
+// changed them to become visible. Reconnects when the connection was lost, and after each
+// definitions read, which closes it.
 //
 // Threads: used at start by the main thread, then only by the stream thread; waiting() may be called
 // from any thread.
@@ -61,7 +61,6 @@ public:
     pg::Connection& control() { return connection(); }
 
 private:
-    pg::Connection open() const;  // a new connection on --dsn
     pg::Connection& connection();
 
     std::string dsn_;
